@@ -1,0 +1,121 @@
+//! `fluxplan build`: print what every reachable Kustomization renders to.
+
+use super::RenderArgs;
+use crate::render::walk_renderer;
+use crate::render::{Render, Status};
+use crate::yaml;
+use clap::{Args, ValueEnum};
+use std::io::Write;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BuildFormat {
+    Yaml,
+    Json,
+    Ids,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    #[command(flatten)]
+    pub render: RenderArgs,
+    /// A git revision to render (default: the working tree, uncommitted changes included).
+    #[arg(long)]
+    pub rev: Option<String>,
+    #[arg(long, value_enum, default_value = "yaml")]
+    pub format: BuildFormat,
+}
+
+/// Exit 0 when every Kustomization rendered, 1 when some failed.
+pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
+    let opts = args.render.options(args.rev.clone())?;
+    let renderer = walk_renderer(opts.kustomize_timeout, args.render.cache_dir())?;
+    let render = renderer.render(&opts)?;
+    let text = match args.format {
+        BuildFormat::Json => serde_json::to_string_pretty(&render)? + "\n",
+        BuildFormat::Yaml => format_yaml(&render),
+        BuildFormat::Ids => format_ids(&render),
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    if !matches!(args.format, BuildFormat::Json) {
+        for line in warning_lines(&render) {
+            eprintln!("warning: {line}");
+        }
+    }
+    let failed = render.clusters.iter().flat_map(|c| &c.kustomizations).any(|k| k.status == Status::Failed);
+    Ok(u8::from(failed))
+}
+
+/// Warnings of the whole render, one line each, for stderr.
+fn warning_lines(render: &Render) -> Vec<String> {
+    let mut lines = render.warnings.clone();
+    for k in render.clusters.iter().flat_map(|c| &c.kustomizations) {
+        lines.extend(k.warnings.iter().map(|w| format!("{}/{}: {w}", k.namespace, k.name)));
+    }
+    lines.extend(render.unreachable.iter().map(|u| {
+        format!("{}: Kustomization {} is not reached from any root", u.file, u.name)
+    }));
+    lines
+}
+
+/// Per Kustomization: a `# NAMESPACE/NAME` line, then its inventory ids, sorted; errors under
+/// their Kustomization as `! code: message`. With several clusters, each opens with `## cluster: NAME`.
+pub fn format_ids(render: &Render) -> String {
+    let mut out = String::new();
+    let many = render.clusters.len() > 1;
+    for cluster in &render.clusters {
+        if many {
+            out.push_str(&format!("## cluster: {}\n", cluster.name));
+        }
+        for k in &cluster.kustomizations {
+            out.push_str(&format!("# {}/{}\n", k.namespace, k.name));
+            match (&k.error, k.status) {
+                (Some(error), _) => out.push_str(&format!("! {}: {}\n", error.code, one_line(&error.message))),
+                (None, Status::External) => out.push_str(&format!("! external: source {} is not local\n", k.source)),
+                _ => {}
+            }
+            let mut ids: Vec<String> = k.objects.iter().filter_map(|o| o.id.as_ref()).map(|id| id.to_string()).collect();
+            ids.sort();
+            for id in ids {
+                out.push_str(&id);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+fn one_line(text: &str) -> String {
+    text.lines().map(str::trim).collect::<Vec<_>>().join(" ")
+}
+
+/// Every object as one YAML stream, each Kustomization introduced by comments.
+pub fn format_yaml(render: &Render) -> String {
+    let mut out = String::new();
+    for cluster in &render.clusters {
+        for k in &cluster.kustomizations {
+            out.push_str(&format!(
+                "# cluster: {}\n# Kustomization {}/{} (path {}): {}\n",
+                cluster.name,
+                k.namespace,
+                k.name,
+                k.path,
+                match k.status {
+                    Status::Rendered => format!("{} objects", k.objects.len()),
+                    Status::Failed => "failed".into(),
+                    Status::External => "external source, not rendered".into(),
+                }
+            ));
+            if let Some(error) = &k.error {
+                for line in error.message.lines() {
+                    out.push_str(&format!("# error: {line}\n"));
+                }
+            }
+            for object in &k.objects {
+                out.push_str("---\n");
+                out.push_str(&yaml::to_yaml(&object.object));
+            }
+            out.push_str("---\n");
+        }
+    }
+    out
+}

@@ -1,0 +1,112 @@
+//! The command line: `fluxplan build` (and, as they land, plan, snapshot, serve, migrate).
+
+mod build;
+
+use clap::{Args, Parser, Subcommand};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cluster::snapshot::ClusterSnapshot;
+use crate::render::cache::RenderCache;
+use crate::render::RenderOptions;
+
+/// Exit code when the command could not do its job at all.
+pub const EXIT_FAILED: u8 = 3;
+
+#[derive(Debug, Parser)]
+#[command(name = "fluxplan", version, about = "What Flux will create, change and delete if a pull request merges")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Render every Kustomization reachable from the repository's roots, as kustomize-controller would.
+    Build(build::BuildArgs),
+}
+
+/// Options shared by every command that renders a repository.
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// The Flux repository (a git checkout).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Map another source to a local directory: NAMESPACE/NAME=DIR (repeatable).
+    #[arg(long = "source", value_name = "NAMESPACE/NAME=DIR", value_parser = parse_source)]
+    pub sources: Vec<(String, PathBuf)>,
+    /// Cluster snapshot file: values for postBuild.substituteFrom (see README).
+    #[arg(long, env = "FLUXPLAN_CLUSTER_SNAPSHOT")]
+    pub cluster_snapshot: Option<PathBuf>,
+    /// Substitute undefined variables with "" instead of failing (controllers before 1.9).
+    #[arg(long)]
+    pub no_strict_substitution: bool,
+    /// Parallel kustomize builds (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Where rendered outputs are cached across runs (default: $FLUXPLAN_CACHE_DIR, else
+    /// $XDG_CACHE_HOME/fluxplan, else ~/.cache/fluxplan).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Do not keep a cache on disk.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Seconds one kustomize build may take.
+    #[arg(long, default_value_t = 120)]
+    pub kustomize_timeout: u64,
+    /// Files larger than this many bytes are left out of the source.
+    #[arg(long, default_value_t = crate::render::source::DEFAULT_MAX_FILE_SIZE)]
+    pub max_file_size: u64,
+}
+
+fn parse_source(text: &str) -> Result<(String, PathBuf), String> {
+    let (key, dir) = text.split_once('=').ok_or("expected NAMESPACE/NAME=DIR")?;
+    let (ns, name) = key.split_once('/').ok_or("expected NAMESPACE/NAME=DIR")?;
+    if ns.is_empty() || name.is_empty() || dir.is_empty() {
+        return Err("expected NAMESPACE/NAME=DIR".into());
+    }
+    Ok((key.to_string(), PathBuf::from(dir)))
+}
+
+impl RenderArgs {
+    pub fn options(&self, rev: Option<String>) -> anyhow::Result<RenderOptions> {
+        let mut opts = RenderOptions::new(&self.repo);
+        opts.rev = rev;
+        opts.sources = self.sources.iter().cloned().collect::<BTreeMap<_, _>>();
+        if let Some(path) = &self.cluster_snapshot {
+            opts.values = Arc::new(ClusterSnapshot::load(path)?);
+        }
+        opts.strict_substitution = !self.no_strict_substitution;
+        if let Some(jobs) = self.jobs {
+            opts.jobs = jobs.max(1);
+        }
+        opts.kustomize_timeout = Duration::from_secs(self.kustomize_timeout.max(1));
+        opts.max_file_size = self.max_file_size;
+        opts.progress = true;
+        Ok(opts)
+    }
+
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        if self.no_cache {
+            None
+        } else {
+            self.cache_dir.clone().or_else(RenderCache::default_dir)
+        }
+    }
+}
+
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Build(args) => build::run(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}

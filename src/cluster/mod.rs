@@ -1,0 +1,29 @@
+//! Read-only knowledge of a cluster. For now: the snapshot file, and the values that
+//! `postBuild.substituteFrom` reads.
+
+pub mod snapshot;
+
+use std::collections::BTreeMap;
+
+/// The answer to "what does ConfigMap/Secret ns/name hold?".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    Found(BTreeMap<String, String>),
+    NotFound,
+    /// Only the cluster knows (offline, or Secret values left out of a snapshot).
+    Unknown,
+}
+
+/// Where substitution values come from.
+pub trait SubstitutionSource: Send + Sync {
+    fn lookup(&self, kind: &str, namespace: &str, name: &str) -> Lookup;
+}
+
+/// No cluster: every value is unknown.
+pub struct Offline;
+
+impl SubstitutionSource for Offline {
+    fn lookup(&self, _: &str, _: &str, _: &str) -> Lookup {
+        Lookup::Unknown
+    }
+}

@@ -1,0 +1,133 @@
+//! Which kinds are cluster-scoped: the inventory id of a cluster-scoped object has no namespace,
+//! whatever its manifest says.
+
+use std::collections::BTreeMap;
+
+/// Built-in cluster-scoped kinds, as (group, kind).
+const BUILTIN_CLUSTER_SCOPED: &[(&str, &str)] = &[
+    ("", "Namespace"),
+    ("", "Node"),
+    ("", "PersistentVolume"),
+    ("", "ComponentStatus"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("apiregistration.k8s.io", "APIService"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+    ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding"),
+    ("storage.k8s.io", "StorageClass"),
+    ("storage.k8s.io", "CSIDriver"),
+    ("storage.k8s.io", "CSINode"),
+    ("storage.k8s.io", "VolumeAttachment"),
+    ("storage.k8s.io", "VolumeAttributesClass"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("node.k8s.io", "RuntimeClass"),
+    ("certificates.k8s.io", "CertificateSigningRequest"),
+    ("certificates.k8s.io", "ClusterTrustBundle"),
+    ("networking.k8s.io", "IngressClass"),
+    ("networking.k8s.io", "IPAddress"),
+    ("networking.k8s.io", "ServiceCIDR"),
+    ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+    ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+    ("policy", "PodSecurityPolicy"),
+    ("resource.k8s.io", "DeviceClass"),
+    ("resource.k8s.io", "ResourceSlice"),
+    ("storagemigration.k8s.io", "StorageVersionMigration"),
+    ("internal.apiserver.k8s.io", "StorageVersion"),
+    ("authentication.k8s.io", "TokenReview"),
+    ("authentication.k8s.io", "SelfSubjectReview"),
+    ("authorization.k8s.io", "SubjectAccessReview"),
+    ("authorization.k8s.io", "SelfSubjectAccessReview"),
+    ("authorization.k8s.io", "SelfSubjectRulesReview"),
+];
+
+/// Built-in namespaced groups: any kind in them that is not listed above is namespaced.
+const BUILTIN_GROUPS: &[&str] = &[
+    "",
+    "apps",
+    "batch",
+    "autoscaling",
+    "policy",
+    "networking.k8s.io",
+    "rbac.authorization.k8s.io",
+    "coordination.k8s.io",
+    "discovery.k8s.io",
+    "events.k8s.io",
+    "storage.k8s.io",
+    "resource.k8s.io",
+];
+
+/// Scope of an object kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Namespaced,
+    Cluster,
+    /// Neither built in nor defined by a known CRD.
+    Unknown,
+}
+
+/// Scope knowledge: the built-in kinds plus CRDs seen in renders or in the cluster.
+#[derive(Debug, Clone, Default)]
+pub struct ScopeMap {
+    crds: BTreeMap<(String, String), Scope>,
+}
+
+impl ScopeMap {
+    /// Records a CustomResourceDefinition manifest (ignored when it is not one).
+    pub fn learn_crd(&mut self, crd: &serde_json::Value) {
+        let spec = &crd["spec"];
+        let (Some(group), Some(kind)) = (spec["group"].as_str(), spec["names"]["kind"].as_str())
+        else {
+            return;
+        };
+        let scope = match spec["scope"].as_str() {
+            Some("Cluster") => Scope::Cluster,
+            _ => Scope::Namespaced,
+        };
+        self.crds.insert((group.to_string(), kind.to_string()), scope);
+    }
+
+    /// Records a kind whose scope is known from elsewhere (a cluster snapshot, discovery).
+    pub fn learn(&mut self, group: &str, kind: &str, scope: Scope) {
+        self.crds.insert((group.to_string(), kind.to_string()), scope);
+    }
+
+    pub fn scope_of(&self, group: &str, kind: &str) -> Scope {
+        if BUILTIN_CLUSTER_SCOPED.contains(&(group, kind)) {
+            return Scope::Cluster;
+        }
+        if let Some(scope) = self.crds.get(&(group.to_string(), kind.to_string())) {
+            return *scope;
+        }
+        // Every Flux kind (Kustomization, GitRepository, HelmRelease, ...) is namespaced.
+        if BUILTIN_GROUPS.contains(&group) || group.ends_with(".toolkit.fluxcd.io") {
+            return Scope::Namespaced;
+        }
+        Scope::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn knows_builtin_scopes() {
+        let map = ScopeMap::default();
+        assert_eq!(map.scope_of("", "Namespace"), Scope::Cluster);
+        assert_eq!(map.scope_of("apps", "Deployment"), Scope::Namespaced);
+        assert_eq!(map.scope_of("example.com", "Widget"), Scope::Unknown);
+    }
+
+    #[test]
+    fn learns_scope_from_crd() {
+        let mut map = ScopeMap::default();
+        map.learn_crd(&json!({"spec": {"group": "example.com", "scope": "Cluster", "names": {"kind": "Widget"}}}));
+        assert_eq!(map.scope_of("example.com", "Widget"), Scope::Cluster);
+    }
+}

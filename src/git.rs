@@ -1,0 +1,91 @@
+//! The git commands fluxplan needs: resolve a revision, export its tree, list remotes.
+
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn git(repo: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(repo).env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
+    cmd
+}
+
+fn output(mut cmd: Command, what: &str) -> Result<Vec<u8>> {
+    let out = cmd.output().with_context(|| format!("cannot run git to {what} (is git installed?)"))?;
+    if !out.status.success() {
+        bail!("git could not {what}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(out.stdout)
+}
+
+/// The full commit id of `rev`.
+pub fn resolve_commit(repo: &Path, rev: &str) -> Result<String> {
+    let mut cmd = git(repo);
+    cmd.args(["rev-parse", "--verify", "--end-of-options"]).arg(format!("{rev}^{{commit}}"));
+    let out = output(cmd, &format!("resolve revision '{rev}' in {}", repo.display()))?;
+    Ok(String::from_utf8_lossy(&out).trim().to_string())
+}
+
+/// The tree of `commit` as a tar stream (read into memory; repositories are small next to RAM).
+pub fn archive(repo: &Path, commit: &str) -> Result<Vec<u8>> {
+    let mut cmd = git(repo);
+    cmd.args(["archive", "--format=tar", commit]);
+    output(cmd, &format!("export revision {commit}"))
+}
+
+/// Fetch URLs of every remote of the repository (empty when it is not a git repository).
+pub fn remote_urls(repo: &Path) -> Vec<String> {
+    let mut cmd = git(repo);
+    cmd.args(["config", "--get-regexp", r"^remote\..*\.url$"]);
+    cmd.stderr(Stdio::null());
+    match cmd.output() {
+        Ok(out) => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(' ').map(|(_, url)| url.trim().to_string()))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Reduces a git URL to `host/path` so ssh, scp-like and https forms of one repository compare
+/// equal: `ssh://git@github.com/org/repo.git`, `git@github.com:org/repo` and
+/// `https://github.com/org/repo` all give `github.com/org/repo`.
+pub fn normalize_url(url: &str) -> String {
+    let url = url.trim().trim_end_matches('/');
+    let without_scheme = match url.split_once("://") {
+        Some((_, rest)) => rest.to_string(),
+        // scp-like syntax: user@host:path
+        None => match url.split_once(':') {
+            Some((host, path)) if !host.contains('/') => format!("{host}/{path}"),
+            _ => url.to_string(),
+        },
+    };
+    let without_user = match without_scheme.split_once('@') {
+        Some((user, rest)) if !user.contains('/') => rest.to_string(),
+        _ => without_scheme,
+    };
+    let (host, path) = without_user.split_once('/').unwrap_or((&without_user, ""));
+    let host = host.split(':').next().unwrap_or(host).to_lowercase();
+    let path = path.trim_end_matches(".git").trim_matches('/');
+    format!("{host}/{path}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ssh_and_https_forms_are_equal() {
+        let forms = [
+            "ssh://git@github.com/org/fleet.git",
+            "git@github.com:org/fleet.git",
+            "https://github.com/org/fleet",
+            "https://user@GitHub.com/org/fleet.git/",
+            "ssh://git@github.com:22/org/fleet",
+        ];
+        for form in forms {
+            assert_eq!(normalize_url(form), "github.com/org/fleet", "{form}");
+        }
+        assert_ne!(normalize_url("https://github.com/org/other"), "github.com/org/fleet");
+    }
+}

@@ -1,0 +1,262 @@
+//! One Kustomization built like the controller builds it: secure path join, the prepared
+//! kustomization, then the real kustomize (or the cache).
+
+use super::cache::RenderCache;
+use super::kustomize::Kustomize;
+use super::RenderError;
+use crate::flux::generator::{self, is_remote, kustomization_file};
+use crate::flux::Kustomization;
+use crate::paths;
+use crate::yaml;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+const ORIGIN_ANNOTATION: &str = "config.kubernetes.io/origin";
+
+/// Kustomization fields that name files or directories kustomize reads.
+const PATH_LIST_FIELDS: &[&str] = &[
+    "resources", "bases", "components", "crds", "configurations", "transformers", "generators",
+    "validators", "patchesStrategicMerge",
+];
+/// Fields whose entries are remote when not local paths.
+const REMOTE_CAPABLE_FIELDS: &[&str] = &["resources", "bases", "components"];
+
+/// One object as kustomize produced it, with the repository file it came from.
+#[derive(Debug, Clone)]
+pub struct BuiltObject {
+    pub object: Value,
+    pub origin: Option<String>,
+}
+
+pub struct Built {
+    pub objects: Vec<BuiltObject>,
+    pub cache_hit: bool,
+}
+
+/// What every build shares: the tool, the cache, and file hashes already computed.
+pub struct Builder {
+    pub kustomize: Kustomize,
+    pub cache: RenderCache,
+    file_hashes: Mutex<BTreeMap<PathBuf, String>>,
+    shadow_counter: AtomicU64,
+}
+
+impl Builder {
+    pub fn new(kustomize: Kustomize, cache: RenderCache) -> Self {
+        Builder { kustomize, cache, file_hashes: Mutex::default(), shadow_counter: AtomicU64::new(0) }
+    }
+
+    /// Builds `spec` from the source tree at `root`.
+    pub fn build(&self, root: &Path, spec: &Kustomization) -> Result<Built, RenderError> {
+        let display = |p: &Path| paths::relative(root, p);
+        let dir = paths::secure_join(root, &spec.path);
+        if !dir.is_dir() {
+            let what = if dir.exists() { "is not a directory" } else { "does not exist" };
+            return Err(RenderError::PathNotFound(format!(
+                "kustomization path not found: '{}' {what} in the source {}",
+                spec.path, spec.source_ref
+            )));
+        }
+        let prepared = generator::prepare(&dir, root, spec, &display)
+            .map_err(|e| RenderError::InvalidSource(e.to_string()))?;
+        let mut document = prepared.document;
+        let mut inputs = BTreeMap::new();
+        self.collect_inputs(root, &dir, &document, &mut inputs, &mut Vec::new())?;
+        // Origin annotations tell which file each object came from (needed to find roots and
+        // nested Kustomizations); they are removed again unless the kustomization asked for them.
+        if !prepared.wants_origin_annotations {
+            let meta = document
+                .as_object_mut()
+                .expect("kustomization is a mapping")
+                .entry("buildMetadata")
+                .or_insert_with(|| json!([]));
+            if let Some(list) = meta.as_array_mut() {
+                list.push(json!("originAnnotations"));
+            }
+        }
+        let kustomization_text = yaml::to_yaml(&document);
+        let key = self.cache_key(&display(&dir), &kustomization_text, &inputs);
+        let (output, cache_hit) = match self.cache.get(&key) {
+            Some(output) => (output, true),
+            None => {
+                let output = Arc::new(self.run(root, &dir, &kustomization_text)?);
+                self.cache.put(&key, output.clone());
+                (output, false)
+            }
+        };
+        let objects = yaml::parse_documents(&output)
+            .map_err(|e| RenderError::Kustomize(format!("kustomize output is not YAML: {e}")))?
+            .into_iter()
+            .map(|mut object| {
+                let origin = take_origin(&mut object, !prepared.wants_origin_annotations)
+                    .and_then(|o| paths::normalize(&dir.join(o)))
+                    .filter(|p| p.starts_with(root))
+                    .map(|p| display(&p));
+                BuiltObject { object, origin }
+            })
+            .collect();
+        Ok(Built { objects, cache_hit })
+    }
+
+    fn cache_key(&self, dir: &str, kustomization: &str, inputs: &BTreeMap<String, String>) -> String {
+        let mut hasher = Sha256::new();
+        for part in [self.kustomize.version.as_str(), dir, kustomization] {
+            hasher.update(part.as_bytes());
+            hasher.update([0]);
+        }
+        for (path, hash) in inputs {
+            hasher.update(path.as_bytes());
+            hasher.update([0]);
+            hasher.update(hash.as_bytes());
+        }
+        hex::encode(hasher.finalize())
+    }
+
+    fn file_hash(&self, path: &Path) -> Result<String, RenderError> {
+        if let Some(hash) = self.file_hashes.lock().unwrap_or_else(|e| e.into_inner()).get(path) {
+            return Ok(hash.clone());
+        }
+        let bytes = std::fs::read(path)
+            .map_err(|e| RenderError::InvalidSource(format!("cannot read {}: {e}", path.display())))?;
+        let hash = hex::encode(Sha256::digest(&bytes));
+        self.file_hashes.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), hash.clone());
+        Ok(hash)
+    }
+
+    /// Collects the content hash of every file a kustomization reads, following the directories
+    /// it references; refuses remote bases and references outside the source.
+    fn collect_inputs(
+        &self,
+        root: &Path,
+        dir: &Path,
+        document: &Value,
+        inputs: &mut BTreeMap<String, String>,
+        visiting: &mut Vec<PathBuf>,
+    ) -> Result<(), RenderError> {
+        if visiting.iter().any(|d| d == dir) {
+            return Ok(());
+        }
+        visiting.push(dir.to_path_buf());
+        let here = paths::relative(root, dir);
+        for (field, reference) in referenced_paths(document) {
+            if REMOTE_CAPABLE_FIELDS.contains(&field) && is_remote(&reference) {
+                return Err(RenderError::RemoteBase(format!(
+                    "remote {field} entry '{reference}' in {here}: fluxplan never fetches from the \
+                     network; vendor it into the repository or reference a local copy"
+                )));
+            }
+            let target = dir.join(&reference);
+            if !paths::is_within(root, &target) {
+                if paths::normalize(&target).is_some_and(|p| p.exists()) || Path::new(&reference).is_absolute() {
+                    return Err(RenderError::InvalidSource(format!(
+                        "{field} entry '{reference}' in {here} points outside the source; Flux only \
+                         reads files inside the source artifact"
+                    )));
+                }
+                continue;
+            }
+            let Some(target) = paths::normalize(&target) else { continue };
+            if target.is_file() {
+                inputs.insert(paths::relative(root, &target), self.file_hash(&target)?);
+            } else if target.is_dir() {
+                if let Some(file) = kustomization_file(&target) {
+                    inputs.insert(paths::relative(root, &file), self.file_hash(&file)?);
+                    let text = std::fs::read_to_string(&file).unwrap_or_default();
+                    if let Ok(Some(nested)) = yaml::parse_documents(&text).map(|mut d| d.pop()) {
+                        self.collect_inputs(root, &target, &nested, inputs, visiting)?;
+                    }
+                }
+            }
+        }
+        visiting.pop();
+        Ok(())
+    }
+
+    /// Runs kustomize on a shadow of `dir`: a sibling directory holding the prepared
+    /// kustomization and symlinks to everything else in `dir`, so that builds of one directory
+    /// with different overrides can run side by side without touching the tree.
+    fn run(&self, root: &Path, dir: &Path, kustomization: &str) -> Result<String, RenderError> {
+        let parent = dir.parent().unwrap_or(root);
+        let n = self.shadow_counter.fetch_add(1, Ordering::Relaxed);
+        let shadow = parent.join(format!("{}{}-{n}", generator::SCRATCH_PREFIX, std::process::id()));
+        let io = |e: std::io::Error| RenderError::Kustomize(format!("cannot prepare the build: {e}"));
+        std::fs::create_dir(&shadow).map_err(io)?;
+        let result = (|| {
+            for entry in std::fs::read_dir(dir).map_err(io)? {
+                let entry = entry.map_err(io)?;
+                let name = entry.file_name();
+                if generator::KUSTOMIZATION_FILES.iter().any(|k| name == *k)
+                    || name.to_string_lossy().starts_with(generator::SCRATCH_PREFIX)
+                {
+                    continue;
+                }
+                std::os::unix::fs::symlink(entry.path(), shadow.join(&name)).map_err(io)?;
+            }
+            std::fs::write(shadow.join("kustomization.yaml"), kustomization).map_err(io)?;
+            self.kustomize.build(&shadow).map_err(|message| {
+                let shadow_name = shadow.file_name().unwrap_or_default().to_string_lossy().to_string();
+                let dir_name = dir.file_name().unwrap_or_default().to_string_lossy().to_string();
+                RenderError::Kustomize(
+                    message
+                        .replace(&format!("{}/", root.display()), "")
+                        .replace(&shadow_name, &dir_name),
+                )
+            })
+        })();
+        let _ = std::fs::remove_dir_all(&shadow);
+        result
+    }
+}
+
+/// (field, path) pairs of a kustomization that name files or directories.
+fn referenced_paths(document: &Value) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for field in PATH_LIST_FIELDS {
+        for item in document.get(*field).and_then(Value::as_array).into_iter().flatten() {
+            if let Some(s) = item.as_str().filter(|s| !s.contains('\n')) {
+                out.push((*field, s.to_string()));
+            }
+        }
+    }
+    for field in ["patches", "patchesJson6902", "replacements"] {
+        for item in document.get(field).and_then(Value::as_array).into_iter().flatten() {
+            if let Some(p) = item.get("path").and_then(Value::as_str) {
+                out.push(("patches", p.to_string()));
+            }
+        }
+    }
+    if let Some(p) = document["openapi"]["path"].as_str() {
+        out.push(("openapi", p.to_string()));
+    }
+    for field in ["configMapGenerator", "secretGenerator"] {
+        for generator in document.get(field).and_then(Value::as_array).into_iter().flatten() {
+            let files = generator.get("files").and_then(Value::as_array).into_iter().flatten();
+            let envs = generator.get("envs").and_then(Value::as_array).into_iter().flatten();
+            for item in files.chain(envs).chain(generator.get("env")) {
+                if let Some(s) = item.as_str() {
+                    let path = s.split_once('=').map_or(s, |(_, p)| p);
+                    out.push(("generator", path.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Reads (and, when asked, removes) the origin annotation; returns the origin's path.
+fn take_origin(object: &mut Value, remove: bool) -> Option<String> {
+    let annotations = object.get_mut("metadata")?.get_mut("annotations")?.as_object_mut()?;
+    let origin = annotations.get(ORIGIN_ANNOTATION)?.as_str()?.to_string();
+    if remove {
+        annotations.remove(ORIGIN_ANNOTATION);
+        if annotations.is_empty() {
+            object["metadata"].as_object_mut()?.remove("annotations");
+        }
+    }
+    let parsed = yaml::parse_documents(&origin).ok()?.pop()?;
+    parsed.get("path")?.as_str().map(str::to_string)
+}

@@ -1,0 +1,199 @@
+//! Turning a source tree into objects per Kustomization, as kustomize-controller would: the
+//! kustomize runner, the cache, and the walk that follows nested Kustomizations.
+
+pub mod build;
+pub mod cache;
+pub mod kustomize;
+pub mod postbuild;
+pub mod source;
+mod walk;
+
+pub use walk::{render, Renderer};
+
+/// A renderer with the kustomize found on this machine and an optional on-disk cache.
+pub fn walk_renderer(timeout: Duration, cache_dir: Option<PathBuf>) -> anyhow::Result<Renderer> {
+    Renderer::new(timeout, cache_dir)
+}
+
+use crate::flux::{Kustomization, KustomizationRef, ObjectId, SourceRef};
+use crate::cluster::SubstitutionSource;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a Kustomization could not be rendered; the code names the failure for machines.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RenderError {
+    #[error("{0}")]
+    PathNotFound(String),
+    #[error("{0}")]
+    InvalidSource(String),
+    #[error("{0}")]
+    RemoteBase(String),
+    #[error("kustomize build failed: {0}")]
+    Kustomize(String),
+    #[error("{0}")]
+    Substitution(String),
+    #[error("{0}")]
+    InvalidSpec(String),
+    #[error("{0}")]
+    Cycle(String),
+    #[error("{0}")]
+    Apply(String),
+}
+
+impl RenderError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            RenderError::PathNotFound(_) => "path-not-found",
+            RenderError::InvalidSource(_) => "invalid-source",
+            RenderError::RemoteBase(_) => "remote-base",
+            RenderError::Kustomize(_) => "kustomize-failed",
+            RenderError::Substitution(_) => "substitution-failed",
+            RenderError::InvalidSpec(_) => "invalid-spec",
+            RenderError::Cycle(_) => "cycle",
+            RenderError::Apply(_) => "apply-would-fail",
+        }
+    }
+}
+
+/// The error as reported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ErrorReport {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl From<&RenderError> for ErrorReport {
+    fn from(e: &RenderError) -> Self {
+        ErrorReport { code: e.code(), message: e.to_string() }
+    }
+}
+
+/// One object a Kustomization would apply.
+#[derive(Debug, Clone, Serialize)]
+pub struct RenderedObject {
+    /// The inventory id (known once the scope of every kind is known).
+    pub id: Option<ObjectId>,
+    /// The repository file the object came from, when kustomize says.
+    pub origin: Option<String>,
+    /// The manifest as shown: Secret data and values substituted from Secrets masked.
+    #[serde(rename = "manifest")]
+    pub object: Value,
+    /// Digest of the real manifest, to compare renders without showing secrets.
+    #[serde(skip)]
+    pub digest: String,
+    /// Digest per Secret data key (`data.KEY`, `stringData.KEY`).
+    #[serde(skip)]
+    pub secret_digests: BTreeMap<String, String>,
+    /// The real manifest of a nested Kustomization when it differs from the shown one.
+    #[serde(skip)]
+    pub real: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Rendered,
+    Failed,
+    /// Its source is not available locally: listed, not rendered.
+    External,
+}
+
+/// One Kustomization of a cluster and what it renders to.
+#[derive(Debug, Clone, Serialize)]
+pub struct RenderedKustomization {
+    pub namespace: String,
+    pub name: String,
+    pub path: String,
+    pub source: SourceRef,
+    /// The Kustomization whose render produced this one (none for the root).
+    pub parent: Option<KustomizationRef>,
+    /// The repository file that defines it.
+    pub file: Option<String>,
+    pub status: Status,
+    pub error: Option<ErrorReport>,
+    pub warnings: Vec<String>,
+    /// Variables left unresolved because only the cluster knows their value.
+    pub unresolved_variables: Vec<String>,
+    pub objects: Vec<RenderedObject>,
+    /// The spec as rendered (the parent's patches and substitution applied).
+    #[serde(skip)]
+    pub spec: Option<Kustomization>,
+}
+
+impl RenderedKustomization {
+    pub fn reference(&self) -> KustomizationRef {
+        KustomizationRef { namespace: self.namespace.clone(), name: self.name.clone() }
+    }
+}
+
+/// The Kustomizations reached from one root: one cluster.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cluster {
+    /// The root's path, e.g. `clusters/production`.
+    pub name: String,
+    pub root: KustomizationRef,
+    pub kustomizations: Vec<RenderedKustomization>,
+}
+
+/// A Kustomization file that no root reaches.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Unreachable {
+    pub file: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RenderStats {
+    pub builds: usize,
+    pub cache_hits: usize,
+}
+
+/// Everything Flux would reconcile from a repository at one revision.
+#[derive(Debug, Clone, Serialize)]
+pub struct Render {
+    pub revision: Option<String>,
+    pub clusters: Vec<Cluster>,
+    pub unreachable: Vec<Unreachable>,
+    pub warnings: Vec<String>,
+    #[serde(skip)]
+    pub stats: RenderStats,
+}
+
+/// How to render.
+#[derive(Clone)]
+pub struct RenderOptions {
+    pub repo: PathBuf,
+    /// A git revision; `None` renders the working tree.
+    pub rev: Option<String>,
+    /// Other sources mapped to local directories, keyed `namespace/name`.
+    pub sources: BTreeMap<String, PathBuf>,
+    pub values: Arc<dyn SubstitutionSource>,
+    /// Strict substitution (undefined variables fail), the controller's default since 1.9.
+    pub strict_substitution: bool,
+    pub jobs: usize,
+    pub kustomize_timeout: Duration,
+    pub max_file_size: u64,
+    pub progress: bool,
+}
+
+impl RenderOptions {
+    pub fn new(repo: impl Into<PathBuf>) -> Self {
+        RenderOptions {
+            repo: repo.into(),
+            rev: None,
+            sources: BTreeMap::new(),
+            values: Arc::new(crate::cluster::Offline),
+            strict_substitution: true,
+            jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            kustomize_timeout: Duration::from_secs(120),
+            max_file_size: source::DEFAULT_MAX_FILE_SIZE,
+            progress: false,
+        }
+    }
+}

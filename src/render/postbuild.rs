@@ -1,0 +1,362 @@
+//! What the controller does to each built object: postBuild substitution, owner labels, then
+//! commonMetadata. Values that come from Secrets are masked in everything fluxplan shows.
+
+use super::build::BuiltObject;
+use super::{RenderError, RenderedObject};
+use crate::cluster::{Lookup, SubstitutionSource};
+use crate::flux::control::{OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL, SUBSTITUTE_KEY};
+use crate::flux::envsubst::{self, Undefined};
+use crate::flux::{KustomizationRef, Kustomization};
+use crate::yaml;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What replaces Secret data in everything fluxplan prints.
+pub const MASK: &str = "***";
+
+/// The variables of one Kustomization.
+#[derive(Debug, Default, Clone)]
+pub struct Variables {
+    pub values: BTreeMap<String, String>,
+    /// Variables whose value came from a Secret.
+    pub secret_names: BTreeSet<String>,
+    /// `substituteFrom` sources only the cluster knows (`Kind/namespace/name`).
+    pub unknown_sources: Vec<String>,
+}
+
+/// Collects the variables: `substituteFrom` in order (later wins), then inline `substitute`.
+pub fn resolve_variables(
+    spec: &Kustomization,
+    source: &dyn SubstitutionSource,
+) -> Result<Variables, RenderError> {
+    let mut vars = Variables::default();
+    let Some(post_build) = &spec.post_build else { return Ok(vars) };
+    for reference in &post_build.substitute_from {
+        let described = format!("{}/{}/{}", reference.kind, spec.namespace, reference.name);
+        if reference.kind != "ConfigMap" && reference.kind != "Secret" {
+            return Err(RenderError::Substitution(format!(
+                "substituteFrom kind '{}' of {described} is not supported (ConfigMap or Secret)",
+                reference.kind
+            )));
+        }
+        match source.lookup(&reference.kind, &spec.namespace, &reference.name) {
+            Lookup::Found(data) => {
+                for (name, value) in data {
+                    check_name(&name, &described)?;
+                    if reference.kind == "Secret" {
+                        vars.secret_names.insert(name.clone());
+                    } else {
+                        vars.secret_names.remove(&name);
+                    }
+                    vars.values.insert(name, value.replace('\n', ""));
+                }
+            }
+            Lookup::NotFound if reference.optional => {}
+            Lookup::NotFound => {
+                return Err(RenderError::Substitution(format!(
+                    "substituteFrom {described} not found in the cluster; create it or mark it optional"
+                )))
+            }
+            Lookup::Unknown => vars.unknown_sources.push(described),
+        }
+    }
+    for (name, value) in &post_build.substitute {
+        check_name(name, "spec.postBuild.substitute")?;
+        vars.secret_names.remove(name);
+        vars.values.insert(name.clone(), value.replace('\n', ""));
+    }
+    Ok(vars)
+}
+
+fn check_name(name: &str, source: &str) -> Result<(), RenderError> {
+    if envsubst::is_valid_variable_name(name) {
+        Ok(())
+    } else {
+        Err(RenderError::Substitution(format!(
+            "'{name}' from {source}: var name is invalid, must match '^[_[:alpha:]][_[:alpha:][:digit:]]*$'"
+        )))
+    }
+}
+
+/// The result of post-processing one Kustomization's objects.
+pub struct Finished {
+    pub objects: Vec<RenderedObject>,
+    /// Variables left as `${...}` because only the cluster knows them.
+    pub unresolved: BTreeSet<String>,
+}
+
+/// Applies substitution, owner labels and commonMetadata to every built object.
+pub fn finish(
+    built: Vec<BuiltObject>,
+    spec: &Kustomization,
+    vars: &Variables,
+    strict: bool,
+) -> Result<Finished, RenderError> {
+    let substitutes = spec.post_build.is_some()
+        && (!vars.values.is_empty() || spec.substitute_always || !vars.unknown_sources.is_empty());
+    let on_undefined = if !vars.unknown_sources.is_empty() {
+        Undefined::Keep
+    } else if strict {
+        Undefined::Error
+    } else {
+        Undefined::Empty
+    };
+    let masked_values: BTreeMap<String, String> = vars
+        .values
+        .iter()
+        .map(|(k, v)| {
+            let shown = if vars.secret_names.contains(k) { format!("(masked:{k})") } else { v.clone() };
+            (k.clone(), shown)
+        })
+        .collect();
+    let owner = spec.reference();
+    let mut unresolved = BTreeSet::new();
+    let mut objects = Vec::with_capacity(built.len());
+    for BuiltObject { object, origin } in built {
+        let (real, shown) = if substitutes && !substitution_disabled(&object) {
+            let text = yaml::to_yaml(&object);
+            let real = substitute_object(&text, &vars.values, on_undefined, &object, &mut unresolved)?;
+            let shown = if vars.secret_names.is_empty() {
+                None
+            } else {
+                Some(substitute_object(&text, &masked_values, on_undefined, &object, &mut BTreeSet::new())?)
+            };
+            (real, shown)
+        } else {
+            (object, None)
+        };
+        let real = label(real, &owner, spec);
+        let digest = digest(&real);
+        let (object, secret_digests) = mask_secret_data(match shown {
+            Some(shown) => label(shown, &owner, spec),
+            None => real.clone(),
+        });
+        let is_child = crate::flux::is_flux_kustomization(&real);
+        objects.push(RenderedObject {
+            id: None,
+            real: (is_child && real != object).then_some(real),
+            object,
+            origin,
+            digest,
+            secret_digests,
+        });
+    }
+    Ok(Finished { objects, unresolved })
+}
+
+fn substitution_disabled(object: &Value) -> bool {
+    let meta = &object["metadata"];
+    ["labels", "annotations"].iter().any(|f| meta[f][SUBSTITUTE_KEY].as_str() == Some("disabled"))
+}
+
+fn substitute_object(
+    text: &str,
+    values: &BTreeMap<String, String>,
+    on_undefined: Undefined,
+    original: &Value,
+    unresolved: &mut BTreeSet<String>,
+) -> Result<Value, RenderError> {
+    let what = describe(original);
+    let out = envsubst::substitute(text, values, on_undefined)
+        .map_err(|e| RenderError::Substitution(format!("{what}: variable substitution failed: {e}")))?;
+    unresolved.extend(out.unresolved);
+    let mut docs = yaml::parse_documents(&out.text).map_err(|_| {
+        // The parser's message could quote a substituted value: never show it.
+        RenderError::Substitution(format!("{what}: the YAML is not valid after variable substitution"))
+    })?;
+    match (docs.pop(), docs.is_empty()) {
+        (Some(doc), true) => Ok(doc),
+        _ => Err(RenderError::Substitution(format!(
+            "{what}: variable substitution did not produce exactly one object"
+        ))),
+    }
+}
+
+/// `Kind/namespace/name` of a manifest, for messages.
+pub fn describe(object: &Value) -> String {
+    let meta = &object["metadata"];
+    let kind = object["kind"].as_str().unwrap_or("?");
+    let name = meta["name"].as_str().unwrap_or("?");
+    match meta["namespace"].as_str() {
+        Some(ns) => format!("{kind}/{ns}/{name}"),
+        None => format!("{kind}/{name}"),
+    }
+}
+
+/// Owner labels, then commonMetadata (which may overwrite them, as in the controller).
+fn label(mut object: Value, owner: &KustomizationRef, spec: &Kustomization) -> Value {
+    let Some(obj) = object.as_object_mut() else { return object };
+    let meta = obj.entry("metadata").or_insert_with(|| json!({}));
+    set(meta, "labels", OWNER_NAME_LABEL, &owner.name);
+    set(meta, "labels", OWNER_NAMESPACE_LABEL, &owner.namespace);
+    if let Some(common) = &spec.common_metadata {
+        for (k, v) in &common.labels {
+            set(meta, "labels", k, v);
+        }
+        for (k, v) in &common.annotations {
+            set(meta, "annotations", k, v);
+        }
+    }
+    object
+}
+
+fn set(meta: &mut Value, field: &str, key: &str, value: &str) {
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    let map = meta.as_object_mut().expect("just made an object").entry(field).or_insert_with(|| json!({}));
+    if !map.is_object() {
+        *map = json!({});
+    }
+    map[key] = json!(value);
+}
+
+fn digest(value: &Value) -> String {
+    hex::encode(Sha256::digest(value.to_string().as_bytes()))
+}
+
+/// Replaces the values of a Secret's `data` and `stringData` with a mask; returns a digest per
+/// key so changes can be detected without showing values.
+fn mask_secret_data(mut object: Value) -> (Value, BTreeMap<String, String>) {
+    let mut digests = BTreeMap::new();
+    if object["kind"] != "Secret" || object["apiVersion"] != "v1" {
+        return (object, digests);
+    }
+    for field in ["data", "stringData"] {
+        if let Some(map) = object.get_mut(field).and_then(Value::as_object_mut) {
+            for (key, value) in map.iter_mut() {
+                let text = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+                digests.insert(format!("{field}.{key}"), hex::encode(Sha256::digest(text.as_bytes())));
+                *value = json!(MASK);
+            }
+        }
+    }
+    (object, digests)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Offline;
+
+    fn spec(post_build: Value) -> Kustomization {
+        Kustomization::from_value(
+            &json!({
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": "apps", "namespace": "flux-system"},
+                "spec": {"sourceRef": {"kind": "GitRepository", "name": "flux-system"}, "postBuild": post_build,
+                         "commonMetadata": {"labels": {"team": "a"}}},
+            }),
+            "flux-system",
+        )
+        .unwrap()
+    }
+
+    fn built(object: Value) -> Vec<BuiltObject> {
+        vec![BuiltObject { object, origin: None }]
+    }
+
+    struct Fixed(Lookup);
+    impl SubstitutionSource for Fixed {
+        fn lookup(&self, kind: &str, _: &str, _: &str) -> Lookup {
+            match (&self.0, kind) {
+                (Lookup::Found(_), "Secret") => self.0.clone(),
+                _ => Lookup::NotFound,
+            }
+        }
+    }
+
+    #[test]
+    fn substitutes_labels_and_adds_common_metadata_last() {
+        let spec = spec(json!({"substitute": {"env": "prod"}}));
+        let vars = resolve_variables(&spec, &Offline).unwrap();
+        let out = finish(
+            built(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${env}"}})),
+            &spec,
+            &vars,
+            true,
+        )
+        .unwrap();
+        let obj = &out.objects[0].object;
+        assert_eq!(obj["metadata"]["name"], "c-prod");
+        assert_eq!(obj["metadata"]["labels"][OWNER_NAME_LABEL], "apps");
+        assert_eq!(obj["metadata"]["labels"][OWNER_NAMESPACE_LABEL], "flux-system");
+        assert_eq!(obj["metadata"]["labels"]["team"], "a");
+    }
+
+    #[test]
+    fn disabled_objects_are_left_alone() {
+        let spec = spec(json!({"substitute": {"env": "prod"}}));
+        let vars = resolve_variables(&spec, &Offline).unwrap();
+        let object = json!({"kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": {"name": "c-${env}", "annotations": {SUBSTITUTE_KEY: "disabled"}}});
+        let out = finish(built(object), &spec, &vars, true).unwrap();
+        assert_eq!(out.objects[0].object["metadata"]["name"], "c-${env}");
+    }
+
+    #[test]
+    fn unknown_sources_keep_placeholders_instead_of_failing() {
+        let spec = spec(json!({"substituteFrom": [{"kind": "ConfigMap", "name": "cluster-vars"}]}));
+        let vars = resolve_variables(&spec, &Offline).unwrap();
+        assert_eq!(vars.unknown_sources, vec!["ConfigMap/flux-system/cluster-vars"]);
+        let out = finish(
+            built(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${cluster}"}})),
+            &spec,
+            &vars,
+            true,
+        )
+        .unwrap();
+        assert_eq!(out.objects[0].object["metadata"]["name"], "c-${cluster}");
+        assert!(out.unresolved.contains("cluster"));
+    }
+
+    #[test]
+    fn secret_values_never_reach_the_shown_object() {
+        let spec = spec(json!({"substituteFrom": [{"kind": "Secret", "name": "creds"}]}));
+        let source = Fixed(Lookup::Found([("password".to_string(), "hunter2\n".to_string())].into()));
+        let vars = resolve_variables(&spec, &source).unwrap();
+        assert_eq!(vars.values["password"], "hunter2", "newlines are stripped");
+        let object = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c"},
+            "data": {"url": "postgres://app:${password}@db"}});
+        let out = finish(built(object.clone()), &spec, &vars, true).unwrap();
+        let shown = out.objects[0].object.to_string();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("(masked:password)"));
+        // A changed secret value still changes the digest the plan compares.
+        let other = Fixed(Lookup::Found([("password".to_string(), "other".to_string())].into()));
+        let vars2 = resolve_variables(&spec, &other).unwrap();
+        let out2 = finish(built(object), &spec, &vars2, true).unwrap();
+        assert_ne!(out.objects[0].digest, out2.objects[0].digest);
+        assert_eq!(out.objects[0].object, out2.objects[0].object);
+    }
+
+    #[test]
+    fn secret_data_is_masked() {
+        let spec = spec(Value::Null);
+        let object = json!({"kind": "Secret", "apiVersion": "v1", "metadata": {"name": "s"},
+            "data": {"token": "c2VjcmV0"}, "stringData": {"pw": "plain"}});
+        let out = finish(built(object), &spec, &Variables::default(), true).unwrap();
+        let obj = &out.objects[0];
+        assert_eq!(obj.object["data"]["token"], MASK);
+        assert_eq!(obj.object["stringData"]["pw"], MASK);
+        assert_eq!(obj.secret_digests.len(), 2);
+    }
+
+    #[test]
+    fn strict_mode_fails_on_undefined_and_names_the_object() {
+        let spec = spec(json!({"substitute": {"a": "1"}}));
+        let vars = resolve_variables(&spec, &Offline).unwrap();
+        let object = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${missing}"}});
+        let err = finish(built(object.clone()), &spec, &vars, true).err().unwrap();
+        assert!(err.to_string().contains("missing"), "{err}");
+        let out = finish(built(object), &spec, &vars, false).unwrap();
+        assert_eq!(out.objects[0].object["metadata"]["name"], "c-");
+    }
+
+    #[test]
+    fn invalid_variable_names_are_rejected() {
+        let spec = spec(json!({"substitute": {"bad-name": "1"}}));
+        assert!(resolve_variables(&spec, &Offline).is_err());
+    }
+}

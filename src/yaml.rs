@@ -1,0 +1,42 @@
+//! YAML in and out: Kubernetes manifests as `serde_json::Value`, multi-document streams.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Every non-empty document of a YAML stream.
+pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
+    let mut docs = Vec::new();
+    for document in serde_norway::Deserializer::from_str(text) {
+        let value = Value::deserialize(document).map_err(|e| e.to_string())?;
+        if !value.is_null() {
+            docs.push(value);
+        }
+    }
+    Ok(docs)
+}
+
+/// One value as a YAML document (without the leading `---`).
+pub fn to_yaml(value: &Value) -> String {
+    serde_norway::to_string(value).unwrap_or_else(|e| format!("# unprintable: {e}\n"))
+}
+
+/// Several values as one YAML stream separated by `---`.
+pub fn to_yaml_stream<'a>(values: impl IntoIterator<Item = &'a Value>) -> String {
+    values.into_iter().map(to_yaml).collect::<Vec<_>>().join("---\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skips_empty_documents() {
+        let docs = parse_documents("---\na: 1\n---\n---\n# only a comment\n---\nb: [1, 2]\n").unwrap();
+        assert_eq!(docs, vec![serde_json::json!({"a": 1}), serde_json::json!({"b": [1, 2]})]);
+    }
+
+    #[test]
+    fn reports_malformed_yaml() {
+        assert!(parse_documents("a: [1, 2\n").is_err());
+    }
+}
