@@ -6,14 +6,22 @@ use std::process::{Command, Stdio};
 
 fn git(repo: &Path) -> Command {
     let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(repo).env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
+    cmd.arg("-C")
+        .arg(repo)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null());
     cmd
 }
 
 fn output(mut cmd: Command, what: &str) -> Result<Vec<u8>> {
-    let out = cmd.output().with_context(|| format!("cannot run git to {what} (is git installed?)"))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run git to {what} (is git installed?)"))?;
     if !out.status.success() {
-        bail!("git could not {what}: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "git could not {what}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(out.stdout)
 }
@@ -21,8 +29,12 @@ fn output(mut cmd: Command, what: &str) -> Result<Vec<u8>> {
 /// The full commit id of `rev`.
 pub fn resolve_commit(repo: &Path, rev: &str) -> Result<String> {
     let mut cmd = git(repo);
-    cmd.args(["rev-parse", "--verify", "--end-of-options"]).arg(format!("{rev}^{{commit}}"));
-    let out = output(cmd, &format!("resolve revision '{rev}' in {}", repo.display()))?;
+    cmd.args(["rev-parse", "--verify", "--end-of-options"])
+        .arg(format!("{rev}^{{commit}}"));
+    let out = output(
+        cmd,
+        &format!("resolve revision '{rev}' in {}", repo.display()),
+    )?;
     Ok(String::from_utf8_lossy(&out).trim().to_string())
 }
 
@@ -86,6 +98,9 @@ mod tests {
         for form in forms {
             assert_eq!(normalize_url(form), "github.com/org/fleet", "{form}");
         }
-        assert_ne!(normalize_url("https://github.com/org/other"), "github.com/org/fleet");
+        assert_ne!(
+            normalize_url("https://github.com/org/other"),
+            "github.com/org/fleet"
+        );
     }
 }

@@ -22,7 +22,11 @@ pub fn to_yaml(value: &Value) -> String {
 
 /// Several values as one YAML stream separated by `---`.
 pub fn to_yaml_stream<'a>(values: impl IntoIterator<Item = &'a Value>) -> String {
-    values.into_iter().map(to_yaml).collect::<Vec<_>>().join("---\n")
+    values
+        .into_iter()
+        .map(to_yaml)
+        .collect::<Vec<_>>()
+        .join("---\n")
 }
 
 #[cfg(test)]
@@ -31,8 +35,15 @@ mod tests {
 
     #[test]
     fn skips_empty_documents() {
-        let docs = parse_documents("---\na: 1\n---\n---\n# only a comment\n---\nb: [1, 2]\n").unwrap();
-        assert_eq!(docs, vec![serde_json::json!({"a": 1}), serde_json::json!({"b": [1, 2]})]);
+        let docs =
+            parse_documents("---\na: 1\n---\n---\n# only a comment\n---\nb: [1, 2]\n").unwrap();
+        assert_eq!(
+            docs,
+            vec![
+                serde_json::json!({"a": 1}),
+                serde_json::json!({"b": [1, 2]})
+            ]
+        );
     }
 
     #[test]

@@ -41,7 +41,11 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
             eprintln!("warning: {line}");
         }
     }
-    let failed = render.clusters.iter().flat_map(|c| &c.kustomizations).any(|k| k.status == Status::Failed);
+    let failed = render
+        .clusters
+        .iter()
+        .flat_map(|c| &c.kustomizations)
+        .any(|k| k.status == Status::Failed);
     Ok(u8::from(failed))
 }
 
@@ -49,10 +53,17 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
 fn warning_lines(render: &Render) -> Vec<String> {
     let mut lines = render.warnings.clone();
     for k in render.clusters.iter().flat_map(|c| &c.kustomizations) {
-        lines.extend(k.warnings.iter().map(|w| format!("{}/{}: {w}", k.namespace, k.name)));
+        lines.extend(
+            k.warnings
+                .iter()
+                .map(|w| format!("{}/{}: {w}", k.namespace, k.name)),
+        );
     }
     lines.extend(render.unreachable.iter().map(|u| {
-        format!("{}: Kustomization {} is not reached from any root", u.file, u.name)
+        format!(
+            "{}: Kustomization {} is not reached from any root",
+            u.file, u.name
+        )
     }));
     lines
 }
@@ -69,11 +80,20 @@ pub fn format_ids(render: &Render) -> String {
         for k in &cluster.kustomizations {
             out.push_str(&format!("# {}/{}\n", k.namespace, k.name));
             match (&k.error, k.status) {
-                (Some(error), _) => out.push_str(&format!("! {}: {}\n", error.code, one_line(&error.message))),
-                (None, Status::External) => out.push_str(&format!("! external: source {} is not local\n", k.source)),
+                (Some(error), _) => {
+                    out.push_str(&format!("! {}: {}\n", error.code, one_line(&error.message)))
+                }
+                (None, Status::External) => {
+                    out.push_str(&format!("! external: source {} is not local\n", k.source))
+                }
                 _ => {}
             }
-            let mut ids: Vec<String> = k.objects.iter().filter_map(|o| o.id.as_ref()).map(|id| id.to_string()).collect();
+            let mut ids: Vec<String> = k
+                .objects
+                .iter()
+                .filter_map(|o| o.id.as_ref())
+                .map(|id| id.to_string())
+                .collect();
             ids.sort();
             for id in ids {
                 out.push_str(&id);

@@ -17,7 +17,11 @@ use crate::render::RenderOptions;
 pub const EXIT_FAILED: u8 = 3;
 
 #[derive(Debug, Parser)]
-#[command(name = "fluxplan", version, about = "What Flux will create, change and delete if a pull request merges")]
+#[command(
+    name = "fluxplan",
+    version,
+    about = "What Flux will create, change and delete if a pull request merges"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -24,7 +24,10 @@ pub struct ClusterSnapshot {
 
 fn key_of(obj: &Value) -> Option<Key> {
     let meta = &obj["metadata"];
-    Some((meta["namespace"].as_str().unwrap_or("default").to_string(), meta["name"].as_str()?.to_string()))
+    Some((
+        meta["namespace"].as_str().unwrap_or("default").to_string(),
+        meta["name"].as_str()?.to_string(),
+    ))
 }
 
 fn index(list: Option<&Value>) -> BTreeMap<Key, Value> {
@@ -39,7 +42,8 @@ impl ClusterSnapshot {
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read cluster snapshot {}", path.display()))?;
-        Self::parse(&text).with_context(|| format!("cluster snapshot {} is not valid", path.display()))
+        Self::parse(&text)
+            .with_context(|| format!("cluster snapshot {} is not valid", path.display()))
     }
 
     pub fn parse(text: &str) -> Result<Self> {
@@ -51,7 +55,10 @@ impl ClusterSnapshot {
             doc.get("kind").and_then(Value::as_str) == Some("ClusterSnapshot"),
             "expected a document of kind ClusterSnapshot"
         );
-        Ok(ClusterSnapshot { config_maps: index(doc.get("configMaps")), secrets: index(doc.get("secrets")) })
+        Ok(ClusterSnapshot {
+            config_maps: index(doc.get("configMaps")),
+            secrets: index(doc.get("secrets")),
+        })
     }
 }
 
@@ -81,7 +88,9 @@ impl SubstitutionSource for ClusterSnapshot {
                 None => Lookup::NotFound,
             },
             "Secret" => match self.secrets.get(&key) {
-                Some(s) if s.get("data").is_none() && s.get("stringData").is_none() => Lookup::Unknown,
+                Some(s) if s.get("data").is_none() && s.get("stringData").is_none() => {
+                    Lookup::Unknown
+                }
                 Some(s) => {
                     let mut values = string_values(s.get("data"), true);
                     values.extend(string_values(s.get("stringData"), false));
@@ -106,10 +115,22 @@ mod tests {
              - metadata: {namespace: flux-system, name: hidden}\n",
         )
         .unwrap();
-        assert_eq!(snap.lookup("ConfigMap", "flux-system", "vars"), Lookup::Found([("a".into(), "1".into())].into()));
-        assert_eq!(snap.lookup("Secret", "flux-system", "s"), Lookup::Found([("pw".into(), "hunter2".into())].into()));
-        assert_eq!(snap.lookup("Secret", "flux-system", "hidden"), Lookup::Unknown);
-        assert_eq!(snap.lookup("ConfigMap", "flux-system", "nope"), Lookup::NotFound);
+        assert_eq!(
+            snap.lookup("ConfigMap", "flux-system", "vars"),
+            Lookup::Found([("a".into(), "1".into())].into())
+        );
+        assert_eq!(
+            snap.lookup("Secret", "flux-system", "s"),
+            Lookup::Found([("pw".into(), "hunter2".into())].into())
+        );
+        assert_eq!(
+            snap.lookup("Secret", "flux-system", "hidden"),
+            Lookup::Unknown
+        );
+        assert_eq!(
+            snap.lookup("ConfigMap", "flux-system", "nope"),
+            Lookup::NotFound
+        );
     }
 
     #[test]

@@ -44,7 +44,10 @@ mod tests {
     fn reads_labels_and_annotations_case_insensitively() {
         let meta = json!({"annotations": {PRUNE_KEY: "Disabled"}});
         assert!(control_is(&meta, PRUNE_KEY, "disabled"));
-        assert_eq!(prune_exemption(&meta), Some("marked kustomize.toolkit.fluxcd.io/prune: disabled"));
+        assert_eq!(
+            prune_exemption(&meta),
+            Some("marked kustomize.toolkit.fluxcd.io/prune: disabled")
+        );
         let meta = json!({"labels": {SSA_KEY: "IGNORE"}});
         assert!(prune_exemption(&meta).is_some());
         assert_eq!(prune_exemption(&json!({})), None);

@@ -13,12 +13,24 @@ const BUILTIN_CLUSTER_SCOPED: &[(&str, &str)] = &[
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
     ("apiextensions.k8s.io", "CustomResourceDefinition"),
     ("apiregistration.k8s.io", "APIService"),
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
     ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+    ),
     ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
-    ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding"),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingAdmissionPolicyBinding",
+    ),
     ("storage.k8s.io", "StorageClass"),
     ("storage.k8s.io", "CSIDriver"),
     ("storage.k8s.io", "CSINode"),
@@ -88,12 +100,14 @@ impl ScopeMap {
             Some("Cluster") => Scope::Cluster,
             _ => Scope::Namespaced,
         };
-        self.crds.insert((group.to_string(), kind.to_string()), scope);
+        self.crds
+            .insert((group.to_string(), kind.to_string()), scope);
     }
 
     /// Records a kind whose scope is known from elsewhere (a cluster snapshot, discovery).
     pub fn learn(&mut self, group: &str, kind: &str, scope: Scope) {
-        self.crds.insert((group.to_string(), kind.to_string()), scope);
+        self.crds
+            .insert((group.to_string(), kind.to_string()), scope);
     }
 
     pub fn scope_of(&self, group: &str, kind: &str) -> Scope {

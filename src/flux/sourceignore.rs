@@ -8,10 +8,26 @@ use std::path::{Path, PathBuf};
 const VCS_DEFAULTS: &[&str] = &[".git/", ".gitignore", ".gitmodules", ".gitattributes"];
 /// Dropped as soon as any pattern is given, by a `.sourceignore` file or `spec.ignore`.
 const OTHER_DEFAULTS: &[&str] = &[
-    "*.jpg", "*.jpeg", "*.gif", "*.png", "*.wmv", "*.flv", "*.tar.gz", "*.zip",
-    ".github/", ".circleci/", ".travis.yml", ".gitlab-ci.yml", "appveyor.yml", ".drone.yml",
-    "cloudbuild.yaml", "codeship-services.yml", "codeship-steps.yml",
-    "**/.goreleaser.yml", "**/.sops.yaml", "**/.flux.yaml",
+    "*.jpg",
+    "*.jpeg",
+    "*.gif",
+    "*.png",
+    "*.wmv",
+    "*.flv",
+    "*.tar.gz",
+    "*.zip",
+    ".github/",
+    ".circleci/",
+    ".travis.yml",
+    ".gitlab-ci.yml",
+    "appveyor.yml",
+    ".drone.yml",
+    "cloudbuild.yaml",
+    "codeship-services.yml",
+    "codeship-steps.yml",
+    "**/.goreleaser.yml",
+    "**/.sops.yaml",
+    "**/.flux.yaml",
 ];
 pub const SOURCEIGNORE_FILE: &str = ".sourceignore";
 

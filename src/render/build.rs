@@ -19,8 +19,15 @@ const ORIGIN_ANNOTATION: &str = "config.kubernetes.io/origin";
 
 /// Kustomization fields that name files or directories kustomize reads.
 const PATH_LIST_FIELDS: &[&str] = &[
-    "resources", "bases", "components", "crds", "configurations", "transformers", "generators",
-    "validators", "patchesStrategicMerge",
+    "resources",
+    "bases",
+    "components",
+    "crds",
+    "configurations",
+    "transformers",
+    "generators",
+    "validators",
+    "patchesStrategicMerge",
 ];
 /// Fields whose entries are remote when not local paths.
 const REMOTE_CAPABLE_FIELDS: &[&str] = &["resources", "bases", "components"];
@@ -47,7 +54,12 @@ pub struct Builder {
 
 impl Builder {
     pub fn new(kustomize: Kustomize, cache: RenderCache) -> Self {
-        Builder { kustomize, cache, file_hashes: Mutex::default(), shadow_counter: AtomicU64::new(0) }
+        Builder {
+            kustomize,
+            cache,
+            file_hashes: Mutex::default(),
+            shadow_counter: AtomicU64::new(0),
+        }
     }
 
     /// Builds `spec` from the source tree at `root`.
@@ -55,7 +67,11 @@ impl Builder {
         let display = |p: &Path| paths::relative(root, p);
         let dir = paths::secure_join(root, &spec.path);
         if !dir.is_dir() {
-            let what = if dir.exists() { "is not a directory" } else { "does not exist" };
+            let what = if dir.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
             return Err(RenderError::PathNotFound(format!(
                 "kustomization path not found: '{}' {what} in the source {}",
                 spec.path, spec.source_ref
@@ -102,7 +118,12 @@ impl Builder {
         Ok(Built { objects, cache_hit })
     }
 
-    fn cache_key(&self, dir: &str, kustomization: &str, inputs: &BTreeMap<String, String>) -> String {
+    fn cache_key(
+        &self,
+        dir: &str,
+        kustomization: &str,
+        inputs: &BTreeMap<String, String>,
+    ) -> String {
         let mut hasher = Sha256::new();
         for part in [self.kustomize.version.as_str(), dir, kustomization] {
             hasher.update(part.as_bytes());
@@ -117,13 +138,22 @@ impl Builder {
     }
 
     fn file_hash(&self, path: &Path) -> Result<String, RenderError> {
-        if let Some(hash) = self.file_hashes.lock().unwrap_or_else(|e| e.into_inner()).get(path) {
+        if let Some(hash) = self
+            .file_hashes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)
+        {
             return Ok(hash.clone());
         }
-        let bytes = std::fs::read(path)
-            .map_err(|e| RenderError::InvalidSource(format!("cannot read {}: {e}", path.display())))?;
+        let bytes = std::fs::read(path).map_err(|e| {
+            RenderError::InvalidSource(format!("cannot read {}: {e}", path.display()))
+        })?;
         let hash = hex::encode(Sha256::digest(&bytes));
-        self.file_hashes.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), hash.clone());
+        self.file_hashes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(path.to_path_buf(), hash.clone());
         Ok(hash)
     }
 
@@ -151,7 +181,9 @@ impl Builder {
             }
             let target = dir.join(&reference);
             if !paths::is_within(root, &target) {
-                if paths::normalize(&target).is_some_and(|p| p.exists()) || Path::new(&reference).is_absolute() {
+                if paths::normalize(&target).is_some_and(|p| p.exists())
+                    || Path::new(&reference).is_absolute()
+                {
                     return Err(RenderError::InvalidSource(format!(
                         "{field} entry '{reference}' in {here} points outside the source; Flux only \
                          reads files inside the source artifact"
@@ -159,7 +191,9 @@ impl Builder {
                 }
                 continue;
             }
-            let Some(target) = paths::normalize(&target) else { continue };
+            let Some(target) = paths::normalize(&target) else {
+                continue;
+            };
             if target.is_file() {
                 inputs.insert(paths::relative(root, &target), self.file_hash(&target)?);
             } else if target.is_dir() {
@@ -182,15 +216,22 @@ impl Builder {
     fn run(&self, root: &Path, dir: &Path, kustomization: &str) -> Result<String, RenderError> {
         let parent = dir.parent().unwrap_or(root);
         let n = self.shadow_counter.fetch_add(1, Ordering::Relaxed);
-        let shadow = parent.join(format!("{}{}-{n}", generator::SCRATCH_PREFIX, std::process::id()));
-        let io = |e: std::io::Error| RenderError::Kustomize(format!("cannot prepare the build: {e}"));
+        let shadow = parent.join(format!(
+            "{}{}-{n}",
+            generator::SCRATCH_PREFIX,
+            std::process::id()
+        ));
+        let io =
+            |e: std::io::Error| RenderError::Kustomize(format!("cannot prepare the build: {e}"));
         std::fs::create_dir(&shadow).map_err(io)?;
         let result = (|| {
             for entry in std::fs::read_dir(dir).map_err(io)? {
                 let entry = entry.map_err(io)?;
                 let name = entry.file_name();
                 if generator::KUSTOMIZATION_FILES.iter().any(|k| name == *k)
-                    || name.to_string_lossy().starts_with(generator::SCRATCH_PREFIX)
+                    || name
+                        .to_string_lossy()
+                        .starts_with(generator::SCRATCH_PREFIX)
                 {
                     continue;
                 }
@@ -198,8 +239,16 @@ impl Builder {
             }
             std::fs::write(shadow.join("kustomization.yaml"), kustomization).map_err(io)?;
             self.kustomize.build(&shadow).map_err(|message| {
-                let shadow_name = shadow.file_name().unwrap_or_default().to_string_lossy().to_string();
-                let dir_name = dir.file_name().unwrap_or_default().to_string_lossy().to_string();
+                let shadow_name = shadow
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .to_string();
+                let dir_name = dir
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .to_string();
                 RenderError::Kustomize(
                     message
                         .replace(&format!("{}/", root.display()), "")
@@ -216,14 +265,24 @@ impl Builder {
 fn referenced_paths(document: &Value) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     for field in PATH_LIST_FIELDS {
-        for item in document.get(*field).and_then(Value::as_array).into_iter().flatten() {
+        for item in document
+            .get(*field)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(s) = item.as_str().filter(|s| !s.contains('\n')) {
                 out.push((*field, s.to_string()));
             }
         }
     }
     for field in ["patches", "patchesJson6902", "replacements"] {
-        for item in document.get(field).and_then(Value::as_array).into_iter().flatten() {
+        for item in document
+            .get(field)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(p) = item.get("path").and_then(Value::as_str) {
                 out.push(("patches", p.to_string()));
             }
@@ -233,9 +292,22 @@ fn referenced_paths(document: &Value) -> Vec<(&'static str, String)> {
         out.push(("openapi", p.to_string()));
     }
     for field in ["configMapGenerator", "secretGenerator"] {
-        for generator in document.get(field).and_then(Value::as_array).into_iter().flatten() {
-            let files = generator.get("files").and_then(Value::as_array).into_iter().flatten();
-            let envs = generator.get("envs").and_then(Value::as_array).into_iter().flatten();
+        for generator in document
+            .get(field)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let files = generator
+                .get("files")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten();
+            let envs = generator
+                .get("envs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten();
             for item in files.chain(envs).chain(generator.get("env")) {
                 if let Some(s) = item.as_str() {
                     let path = s.split_once('=').map_or(s, |(_, p)| p);
@@ -249,7 +321,10 @@ fn referenced_paths(document: &Value) -> Vec<(&'static str, String)> {
 
 /// Reads (and, when asked, removes) the origin annotation; returns the origin's path.
 fn take_origin(object: &mut Value, remove: bool) -> Option<String> {
-    let annotations = object.get_mut("metadata")?.get_mut("annotations")?.as_object_mut()?;
+    let annotations = object
+        .get_mut("metadata")?
+        .get_mut("annotations")?
+        .as_object_mut()?;
     let origin = annotations.get(ORIGIN_ANNOTATION)?.as_str()?.to_string();
     if remove {
         annotations.remove(ORIGIN_ANNOTATION);

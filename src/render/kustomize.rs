@@ -23,22 +23,39 @@ pub struct Kustomize {
 impl Kustomize {
     /// Finds kustomize: `$FLUXPLAN_KUSTOMIZE`, then `kustomize`, then `kubectl kustomize`.
     pub fn detect(timeout: Duration) -> Result<Self> {
-        let mut candidates: Vec<(String, &'static str)> = Vec::new();
+        let mut candidates: Vec<String> = Vec::new();
         if let Ok(path) = std::env::var("FLUXPLAN_KUSTOMIZE") {
-            let sub = if path.ends_with("kubectl") { "kustomize" } else { "build" };
-            candidates.push((path, sub));
+            candidates.push(path);
         }
-        candidates.push(("kustomize".into(), "build"));
-        candidates.push(("kubectl".into(), "kustomize"));
-        for (program, subcommand) in candidates {
-            if let Some(version) = version_of(&program, subcommand) {
-                return Ok(Kustomize { program, subcommand, version, timeout });
+        candidates.push("kustomize".into());
+        candidates.push("kubectl".into());
+        for program in candidates {
+            if let Ok(found) = Self::at(&program, timeout) {
+                return Ok(found);
             }
         }
         bail!(
             "kustomize not found: install the `kustomize` binary or `kubectl` (which embeds it), \
              or point FLUXPLAN_KUSTOMIZE at one"
         )
+    }
+
+    /// The kustomize at `program` (a `kubectl` binary is used as `kubectl kustomize`).
+    pub fn at(program: &str, timeout: Duration) -> Result<Self> {
+        let subcommand = if program.ends_with("kubectl") {
+            "kustomize"
+        } else {
+            "build"
+        };
+        match version_of(program, subcommand) {
+            Some(version) => Ok(Kustomize {
+                program: program.to_string(),
+                subcommand,
+                version,
+                timeout,
+            }),
+            None => bail!("{program} is not a working kustomize (`{program} version` failed)"),
+        }
     }
 
     /// Builds the kustomization in `dir`; the error is kustomize's own message.
@@ -59,7 +76,9 @@ impl Kustomize {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", self.program))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", self.program))?;
         let mut stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
         let out_reader = std::thread::spawn(move || {
@@ -77,14 +96,18 @@ impl Kustomize {
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("kustomize build timed out after {}s", self.timeout.as_secs()));
+                return Err(format!(
+                    "kustomize build timed out after {}s",
+                    self.timeout.as_secs()
+                ));
             }
             Err(e) => return Err(format!("waiting for kustomize failed: {e}")),
         };
         let out = out_reader.join().unwrap_or_default();
         let err = err_reader.join().unwrap_or_default();
         if status.success() {
-            String::from_utf8(out).map_err(|_| "kustomize printed output that is not UTF-8".to_string())
+            String::from_utf8(out)
+                .map_err(|_| "kustomize printed output that is not UTF-8".to_string())
         } else {
             Err(clean_error(&String::from_utf8_lossy(&err)))
         }
@@ -92,8 +115,16 @@ impl Kustomize {
 }
 
 fn version_of(program: &str, subcommand: &str) -> Option<String> {
-    let args: &[&str] = if subcommand == "build" { &["version"] } else { &["version", "--client"] };
-    let out = Command::new(program).args(args).stdin(Stdio::null()).output().ok()?;
+    let args: &[&str] = if subcommand == "build" {
+        &["version"]
+    } else {
+        &["version", "--client"]
+    };
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }
@@ -101,7 +132,10 @@ fn version_of(program: &str, subcommand: &str) -> Option<String> {
     let version = if subcommand == "build" {
         text.trim().to_string()
     } else {
-        text.lines().find_map(|l| l.strip_prefix("Kustomize Version:"))?.trim().to_string()
+        text.lines()
+            .find_map(|l| l.strip_prefix("Kustomize Version:"))?
+            .trim()
+            .to_string()
     };
     Some(format!("{program} {version}"))
 }
@@ -116,5 +150,14 @@ fn clean_error(stderr: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    text.trim().trim_start_matches("Error: ").to_string()
+    let text = text.trim().trim_start_matches("Error: ");
+    // kubectl logs structured: `"command failed" err="<message>"`.
+    match text.split_once("err=\"") {
+        Some((_, quoted)) => {
+            let inner = quoted.strip_suffix('"').unwrap_or(quoted);
+            serde_json::from_str::<String>(&format!("\"{inner}\""))
+                .unwrap_or_else(|_| inner.to_string())
+        }
+        None => text.to_string(),
+    }
 }

@@ -37,12 +37,22 @@ impl ExportedSource {
                 Some(commit)
             }
             None => {
-                anyhow::ensure!(repo.is_dir(), "repository directory {} does not exist", repo.display());
+                anyhow::ensure!(
+                    repo.is_dir(),
+                    "repository directory {} does not exist",
+                    repo.display()
+                );
                 copy_tree(repo, repo, &raw, max_file_size, &mut warnings)?;
                 None
             }
         };
-        Ok(ExportedSource { workdir, raw, commit, warnings, filtered: Mutex::default() })
+        Ok(ExportedSource {
+            workdir,
+            raw,
+            commit,
+            warnings,
+            filtered: Mutex::default(),
+        })
     }
 
     /// The tree as the artifact of a source with `spec.ignore` would hold it.
@@ -68,7 +78,10 @@ fn unpack(tar: &[u8], dest: &Path, max_file_size: u64, warnings: &mut Vec<String
         let path = entry.path()?.into_owned();
         let kind = entry.header().entry_type();
         if kind.is_symlink() || kind.is_hard_link() {
-            warnings.push(format!("{}: symlink left out, as Flux never archives symlinks", path.display()));
+            warnings.push(format!(
+                "{}: symlink left out, as Flux never archives symlinks",
+                path.display()
+            ));
             continue;
         }
         if !(kind.is_file() || kind.is_dir()) {
@@ -84,7 +97,9 @@ fn unpack(tar: &[u8], dest: &Path, max_file_size: u64, warnings: &mut Vec<String
             continue;
         }
         // unpack_in refuses paths that would escape `dest`.
-        entry.unpack_in(dest).with_context(|| format!("cannot unpack {}", path.display()))?;
+        entry
+            .unpack_in(dest)
+            .with_context(|| format!("cannot unpack {}", path.display()))?;
     }
     Ok(())
 }
@@ -103,7 +118,10 @@ fn copy_tree(
         let file_type = entry.file_type()?;
         let target = dest.join(rel);
         if file_type.is_symlink() {
-            warnings.push(format!("{}: symlink left out, as Flux never archives symlinks", rel.display()));
+            warnings.push(format!(
+                "{}: symlink left out, as Flux never archives symlinks",
+                rel.display()
+            ));
         } else if file_type.is_dir() {
             if entry.file_name() == ".git" {
                 continue;
@@ -119,7 +137,8 @@ fn copy_tree(
                 ));
                 continue;
             }
-            std::fs::copy(&path, &target).with_context(|| format!("cannot copy {}", rel.display()))?;
+            std::fs::copy(&path, &target)
+                .with_context(|| format!("cannot copy {}", rel.display()))?;
         }
     }
     Ok(())

@@ -1,0 +1,186 @@
+//! Fixture repositories built by the tests with real git.
+
+use fluxplan::render::{Render, RenderOptions, Renderer};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+pub struct Repo {
+    pub dir: tempfile::TempDir,
+}
+
+impl Repo {
+    /// An empty repository whose `origin` remote is `remote`.
+    pub fn new(remote: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repo { dir };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo.git(&["config", "user.email", "test@example.com"]);
+        repo.git(&["config", "user.name", "test"]);
+        repo.git(&["config", "commit.gpgsign", "false"]);
+        repo.git(&["remote", "add", "origin", remote]);
+        repo
+    }
+
+    /// A repository with the flux bootstrap layout for one cluster at `clusters/<name>`.
+    pub fn bootstrap(cluster: &str) -> Self {
+        let repo = Repo::new("git@github.com:acme/fleet.git");
+        repo.add_bootstrap(cluster);
+        repo
+    }
+
+    pub fn add_bootstrap(&self, cluster: &str) -> &Self {
+        self.write(
+            &format!("clusters/{cluster}/flux-system/gotk-sync.yaml"),
+            &format!(
+                r#"apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: flux-system
+  namespace: flux-system
+spec:
+  interval: 1m
+  url: ssh://git@github.com/acme/fleet
+  ref:
+    branch: main
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: flux-system
+  namespace: flux-system
+spec:
+  interval: 10m
+  path: ./clusters/{cluster}
+  prune: true
+  sourceRef:
+    kind: GitRepository
+    name: flux-system
+"#
+            ),
+        );
+        self.write(
+            &format!("clusters/{cluster}/flux-system/kustomization.yaml"),
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- gotk-sync.yaml\n",
+        );
+        self
+    }
+
+    /// Writes a Flux Kustomization manifest named `name` in flux-system; `extra` is more spec YAML
+    /// indented by two spaces.
+    pub fn kustomization(&self, file: &str, name: &str, path: &str, extra: &str) -> &Self {
+        self.kustomization_of(file, name, path, ("GitRepository", "flux-system"), extra)
+    }
+
+    /// Like `kustomization`, with another source (kind, name).
+    pub fn kustomization_of(
+        &self,
+        file: &str,
+        name: &str,
+        path: &str,
+        source: (&str, &str),
+        extra: &str,
+    ) -> &Self {
+        let (source_kind, source_name) = source;
+        let extra = extra
+            .lines()
+            .map(|l| format!("  {l}\n"))
+            .collect::<String>();
+        self.write(
+            file,
+            &format!(
+                "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: {path}\n  prune: true\n  sourceRef:\n    kind: {source_kind}\n    name: {source_name}\n{extra}"
+            ),
+        )
+    }
+
+    pub fn config_map(&self, file: &str, name: &str, namespace: &str) -> &Self {
+        self.write(
+            file,
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\ndata:\n  key: value\n"),
+        )
+    }
+
+    pub fn write(&self, path: &str, content: &str) -> &Self {
+        let full = self.path().join(path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, content).unwrap();
+        self
+    }
+
+    pub fn mkdir(&self, path: &str) -> &Self {
+        std::fs::create_dir_all(self.path().join(path)).unwrap();
+        self
+    }
+
+    pub fn remove(&self, path: &str) -> &Self {
+        let full = self.path().join(path);
+        if full.is_dir() {
+            std::fs::remove_dir_all(full).unwrap();
+        } else {
+            std::fs::remove_file(full).unwrap();
+        }
+        self
+    }
+
+    /// Commits everything; returns the commit id.
+    pub fn commit(&self, message: &str) -> String {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "--allow-empty", "-m", message]);
+        self.git(&["rev-parse", "HEAD"]).trim().to_string()
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(self.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn options(&self, rev: Option<&str>) -> RenderOptions {
+        let mut opts = RenderOptions::new(self.path());
+        opts.rev = rev.map(str::to_string);
+        opts.kustomize_timeout = Duration::from_secs(60);
+        opts
+    }
+
+    pub fn render(&self, rev: Option<&str>) -> Render {
+        render_with(&self.options(rev))
+    }
+}
+
+pub fn render_with(opts: &RenderOptions) -> Render {
+    Renderer::new(opts.kustomize_timeout, None)
+        .unwrap()
+        .render(opts)
+        .unwrap()
+}
+
+pub fn fluxplan_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fluxplan"))
+}
+
+/// Asserts a Kustomization failed with `code`; returns its message.
+pub fn error_of(render: &Render, reference: &str, code: &str) -> String {
+    let k = render
+        .find(reference)
+        .unwrap_or_else(|| panic!("{reference} not rendered"));
+    let error = k
+        .error
+        .as_ref()
+        .unwrap_or_else(|| panic!("{reference} did not fail: {:?}", k.ids()));
+    assert_eq!(error.code, code, "{}", error.message);
+    error.message.clone()
+}

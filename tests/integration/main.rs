@@ -1,0 +1,5 @@
+//! Integration tests: real git repositories, real kustomize. One binary shares one build.
+
+mod fixture;
+mod render_cli;
+mod render_engine;

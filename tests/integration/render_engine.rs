@@ -1,0 +1,945 @@
+//! The render engine against real git and real kustomize.
+
+use crate::fixture::{error_of, render_with, Repo};
+use fluxplan::cluster::snapshot::ClusterSnapshot;
+use fluxplan::render::{Renderer, Status};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn ids(render: &fluxplan::render::Render, reference: &str) -> Vec<String> {
+    render
+        .find(reference)
+        .unwrap_or_else(|| panic!("{reference} missing"))
+        .ids()
+}
+
+#[test]
+fn bootstrap_root_renders_itself_and_its_children() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/a.yaml", "a", "default");
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    assert_eq!(render.clusters.len(), 1);
+    assert_eq!(render.clusters[0].name, "clusters/prod");
+    assert_eq!(
+        render.clusters[0].root.to_string(),
+        "flux-system/flux-system"
+    );
+    assert_eq!(
+        ids(&render, "flux-system/flux-system"),
+        vec![
+            "flux-system_apps_kustomize.toolkit.fluxcd.io_Kustomization",
+            "flux-system_flux-system_kustomize.toolkit.fluxcd.io_Kustomization",
+            "flux-system_flux-system_source.toolkit.fluxcd.io_GitRepository",
+        ]
+    );
+    assert_eq!(
+        ids(&render, "flux-system/apps"),
+        vec!["default_a__ConfigMap"]
+    );
+    let apps = render.find("flux-system/apps").unwrap();
+    assert_eq!(
+        apps.parent.as_ref().unwrap().to_string(),
+        "flux-system/flux-system"
+    );
+    assert_eq!(apps.file.as_deref(), Some("clusters/prod/apps.yaml"));
+    assert!(render.unreachable.is_empty(), "{:?}", render.unreachable);
+}
+
+#[test]
+fn reads_a_revision_without_touching_the_checkout() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/a.yaml", "old", "default");
+    let first = repo.commit("one");
+    repo.config_map("apps/a.yaml", "new", "default");
+    repo.commit("two");
+    repo.config_map("apps/a.yaml", "uncommitted", "default");
+    let status_before = repo.git(&["status", "--porcelain"]);
+
+    assert_eq!(
+        ids(&repo.render(Some(&first)), "flux-system/apps"),
+        vec!["default_old__ConfigMap"]
+    );
+    assert_eq!(
+        ids(&repo.render(Some("HEAD")), "flux-system/apps"),
+        vec!["default_new__ConfigMap"]
+    );
+    assert_eq!(
+        ids(&repo.render(None), "flux-system/apps"),
+        vec!["default_uncommitted__ConfigMap"]
+    );
+    assert_eq!(repo.git(&["status", "--porcelain"]), status_before);
+    assert!(std::fs::read_to_string(repo.path().join("apps/a.yaml"))
+        .unwrap()
+        .contains("uncommitted"));
+    assert_eq!(
+        repo.render(Some(&first)).revision.as_deref(),
+        Some(first.as_str())
+    );
+}
+
+#[test]
+fn unknown_revision_is_a_clear_error() {
+    let repo = Repo::bootstrap("prod");
+    repo.commit("init");
+    let err = Renderer::new(Duration::from_secs(30), None)
+        .unwrap()
+        .render(&repo.options(Some("no-such-branch")))
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("no-such-branch"), "{err:#}");
+}
+
+#[test]
+fn two_clusters_in_one_repository_stay_apart() {
+    let repo = Repo::bootstrap("staging");
+    repo.add_bootstrap("production");
+    repo.kustomization("clusters/staging/apps.yaml", "apps", "./apps/staging", "");
+    repo.kustomization(
+        "clusters/production/apps.yaml",
+        "apps",
+        "./apps/production",
+        "",
+    );
+    repo.config_map("apps/staging/c.yaml", "staging-only", "default");
+    repo.config_map("apps/production/c.yaml", "production-only", "default");
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    let names: Vec<&str> = render.clusters.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, vec!["clusters/production", "clusters/staging"]);
+    let apps_of = |cluster: usize| {
+        render.clusters[cluster]
+            .kustomizations
+            .iter()
+            .find(|k| k.name == "apps")
+            .unwrap()
+            .ids()
+    };
+    assert_eq!(apps_of(0), vec!["default_production-only__ConfigMap"]);
+    assert_eq!(apps_of(1), vec!["default_staging-only__ConfigMap"]);
+}
+
+#[test]
+fn git_repository_matching_a_remote_denotes_this_repository() {
+    // No flux-system source: a GitRepository named "fleet" whose https URL is the ssh remote.
+    let repo = Repo::new("git@github.com:acme/fleet.git");
+    repo.write(
+        "clusters/dev/source.yaml",
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: fleet\n  namespace: flux-system\nspec:\n  url: https://github.com/acme/fleet.git\n",
+    );
+    repo.write(
+        "clusters/dev/apps.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: flux-system\nspec:\n  path: ./apps\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: fleet\n",
+    );
+    repo.write(
+        "clusters/dev/other.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: other\n  namespace: flux-system\nspec:\n  path: ./\n  sourceRef:\n    kind: GitRepository\n    name: somebody-elses\n",
+    );
+    repo.config_map("apps/a.yaml", "a", "default");
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    // With no bootstrap root in the repository, every Kustomization nothing produces is a root.
+    assert_eq!(
+        ids(&render, "flux-system/apps"),
+        vec!["default_a__ConfigMap"]
+    );
+    // A Kustomization of a source that is not this repository is not a root; nothing reaches it.
+    assert_eq!(render.unreachable.len(), 1);
+    assert_eq!(render.unreachable[0].name, "other");
+}
+
+#[test]
+fn sources_mapped_to_directories_are_rendered_others_are_external() {
+    let other = Repo::new("https://github.com/acme/platform");
+    other.config_map("base/cm.yaml", "from-platform", "platform");
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization_of(
+        "clusters/prod/platform.yaml",
+        "platform",
+        "./base",
+        ("GitRepository", "platform"),
+        "",
+    );
+    repo.kustomization_of(
+        "clusters/prod/external.yaml",
+        "external",
+        "./",
+        ("OCIRepository", "charts"),
+        "",
+    );
+    repo.commit("init");
+    let mut opts = repo.options(Some("HEAD"));
+    opts.sources
+        .insert("flux-system/platform".into(), other.path().to_path_buf());
+    let render = render_with(&opts);
+    assert_eq!(
+        ids(&render, "flux-system/platform"),
+        vec!["platform_from-platform__ConfigMap"]
+    );
+    let external = render.find("flux-system/external").unwrap();
+    assert_eq!(external.status, Status::External);
+    assert!(external.objects.is_empty());
+
+    let unmapped = repo.render(Some("HEAD"));
+    assert_eq!(
+        unmapped.find("flux-system/platform").unwrap().status,
+        Status::External
+    );
+}
+
+#[test]
+fn unreachable_kustomization_files_are_listed() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("archive/old-app.yaml", "old-app", "./old", "");
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    assert_eq!(render.unreachable.len(), 1);
+    assert_eq!(render.unreachable[0].file, "archive/old-app.yaml");
+    assert!(render.find("flux-system/old-app").is_none());
+}
+
+#[test]
+fn flux_operator_instance_is_a_root() {
+    let repo = Repo::new("https://github.com/acme/fleet");
+    repo.write(
+        "flux-instance.yaml",
+        "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\nspec:\n  sync:\n    kind: GitRepository\n    url: https://github.com/acme/fleet\n    ref: refs/heads/main\n    path: clusters/edge\n",
+    );
+    repo.kustomization("clusters/edge/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/a.yaml", "a", "default");
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    assert_eq!(render.clusters.len(), 1);
+    assert_eq!(render.clusters[0].name, "clusters/edge");
+    assert_eq!(
+        ids(&render, "flux-system/apps"),
+        vec!["default_a__ConfigMap"]
+    );
+}
+
+#[test]
+fn outage_empty_directory_renders_zero_objects_and_missing_directory_fails() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps-empty", "");
+    repo.kustomization("clusters/prod/infra.yaml", "infra", "./does-not-exist", "");
+    repo.kustomization("clusters/prod/other.yaml", "other", "./other", "");
+    repo.mkdir("apps-empty");
+    repo.write("apps-empty/README.md", "nothing to see\n");
+    repo.config_map("other/c.yaml", "c", "default");
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    let apps = render.find("flux-system/apps").unwrap();
+    assert_eq!(apps.status, Status::Rendered);
+    assert!(apps.objects.is_empty());
+    let message = error_of(&render, "flux-system/infra", "path-not-found");
+    assert!(
+        message.contains("kustomization path not found") && message.contains("./does-not-exist"),
+        "{message}"
+    );
+    // The other Kustomizations still render.
+    assert_eq!(
+        ids(&render, "flux-system/other"),
+        vec!["default_c__ConfigMap"]
+    );
+}
+
+#[test]
+fn path_cannot_escape_the_source() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "../../../../apps", "");
+    repo.config_map("apps/a.yaml", "a", "default");
+    repo.commit("init");
+    // `..` is clamped at the source root, as the controller's secure join does.
+    assert_eq!(
+        ids(&repo.render(Some("HEAD")), "flux-system/apps"),
+        vec!["default_a__ConfigMap"]
+    );
+}
+
+#[test]
+fn generated_kustomization_follows_the_controller_rules() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/a.yaml", "a", "default");
+    repo.config_map("apps/nested/deeper/b.yml", "b", "default");
+    repo.config_map("apps/ignored.json", "json-is-not-read", "default");
+    repo.config_map("apps/upper.YAML", "case-sensitive", "default");
+    // A sub-directory with a kustomization is one resource: only what it lists is built.
+    repo.write(
+        "apps/kustomized/kustomization.yaml",
+        "resources:\n- listed.yaml\n",
+    );
+    repo.config_map("apps/kustomized/listed.yaml", "listed", "default");
+    repo.config_map("apps/kustomized/unlisted.yaml", "unlisted", "default");
+    repo.write("apps/empty.yaml", "---\n# just a comment\n");
+    repo.write(
+        "apps/list.yaml",
+        "apiVersion: v1\nkind: ConfigMapList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: from-list\n    namespace: default\n",
+    );
+    repo.commit("init");
+    assert_eq!(
+        ids(&repo.render(Some("HEAD")), "flux-system/apps"),
+        vec![
+            "default_a__ConfigMap",
+            "default_b__ConfigMap",
+            "default_from-list__ConfigMap",
+            "default_listed__ConfigMap"
+        ]
+    );
+}
+
+#[test]
+fn yaml_that_is_not_kubernetes_fails_only_its_kustomization() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.kustomization("clusters/prod/good.yaml", "good", "./good", "");
+    repo.config_map("apps/a.yaml", "a", "default");
+    repo.write("apps/values.yaml", "replicaCount: 2\nimage: nginx\n");
+    repo.config_map("good/g.yaml", "g", "default");
+    repo.write("bad/broken.yaml", "a: [1, 2\n");
+    repo.kustomization("clusters/prod/bad.yaml", "bad", "./bad", "");
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    let message = error_of(&render, "flux-system/apps", "invalid-source");
+    assert!(
+        message.contains("apps/values.yaml") && message.contains("missing kind"),
+        "{message}"
+    );
+    let message = error_of(&render, "flux-system/bad", "invalid-source");
+    assert!(message.contains("bad/broken.yaml"), "{message}");
+    assert_eq!(
+        ids(&render, "flux-system/good"),
+        vec!["default_g__ConfigMap"]
+    );
+}
+
+#[test]
+fn kustomize_failure_is_recorded_with_kustomize_message() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.write("apps/kustomization.yaml", "resources:\n- missing.yaml\n");
+    repo.commit("init");
+    let message = error_of(
+        &repo.render(Some("HEAD")),
+        "flux-system/apps",
+        "kustomize-failed",
+    );
+    assert!(message.contains("missing.yaml"), "{message}");
+    assert!(
+        !message.contains("fluxplan-build"),
+        "scratch names leak: {message}"
+    );
+}
+
+#[test]
+fn spec_overrides_are_layered_onto_the_kustomization() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization(
+        "clusters/prod/apps.yaml",
+        "apps",
+        "./apps",
+        r#"targetNamespace: team-a
+namePrefix: pre-
+nameSuffix: -suf
+images:
+- name: nginx
+  newTag: "1.27"
+patches:
+- patch: |
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: any
+      labels:
+        patched: "yes"
+  target:
+    kind: Deployment
+components:
+- ../components/extra
+- ../components/missing
+ignoreMissingComponents: true
+commonMetadata:
+  labels:
+    team: a
+  annotations:
+    owner: platform"#,
+    );
+    repo.write(
+        "apps/kustomization.yaml",
+        "resources:\n- deploy.yaml\nnamePrefix: original-\nimages:\n- name: nginx\n  newName: registry.local/nginx\n  newTag: '1.25'\n",
+    );
+    repo.write(
+        "apps/deploy.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.20\n",
+    );
+    repo.write(
+        "components/extra/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources:\n- cm.yaml\n",
+    );
+    repo.write(
+        "components/extra/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n",
+    );
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    assert_eq!(render.find("flux-system/apps").unwrap().error, None);
+    assert_eq!(
+        ids(&render, "flux-system/apps"),
+        vec![
+            "team-a_pre-extra-suf__ConfigMap",
+            "team-a_pre-web-suf_apps_Deployment"
+        ]
+    );
+    let k = render.find("flux-system/apps").unwrap();
+    let deploy = &k
+        .objects
+        .iter()
+        .find(|o| o.object["kind"] == "Deployment")
+        .unwrap()
+        .object;
+    assert_eq!(
+        deploy["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.local/nginx:1.27"
+    );
+    assert_eq!(deploy["metadata"]["labels"]["patched"], "yes");
+    assert_eq!(deploy["metadata"]["labels"]["team"], "a");
+    assert_eq!(deploy["metadata"]["annotations"]["owner"], "platform");
+    assert_eq!(
+        deploy["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
+        "apps"
+    );
+    assert!(deploy["metadata"]["annotations"]
+        .get("config.kubernetes.io/origin")
+        .is_none());
+}
+
+#[test]
+fn missing_component_fails_without_ignore_missing_components() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization(
+        "clusters/prod/apps.yaml",
+        "apps",
+        "./apps",
+        "components:\n- ../components/missing",
+    );
+    repo.config_map("apps/a.yaml", "a", "default");
+    repo.commit("init");
+    error_of(
+        &repo.render(Some("HEAD")),
+        "flux-system/apps",
+        "kustomize-failed",
+    );
+}
+
+#[test]
+fn v1beta2_strategic_merge_and_json6902_patches() {
+    let repo = Repo::bootstrap("prod");
+    repo.write(
+        "clusters/prod/apps.yaml",
+        r#"apiVersion: kustomize.toolkit.fluxcd.io/v1beta2
+kind: Kustomization
+metadata:
+  name: apps
+  namespace: flux-system
+spec:
+  interval: 10m
+  path: ./apps
+  prune: true
+  sourceRef:
+    kind: GitRepository
+    name: flux-system
+  patchesStrategicMerge:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: a
+      namespace: default
+    data:
+      merged: "true"
+  patchesJson6902:
+  - target:
+      version: v1
+      kind: ConfigMap
+      name: a
+    patch:
+    - op: add
+      path: /data/json
+      value: "6902"
+"#,
+    );
+    repo.config_map("apps/a.yaml", "a", "default");
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    let data = &render.find("flux-system/apps").unwrap().objects[0].object["data"];
+    assert_eq!(data["merged"], "true");
+    assert_eq!(data["json"], "6902");
+    assert_eq!(data["key"], "value");
+}
+
+#[test]
+fn nesting_three_levels_uses_the_rendered_spec_of_each_child() {
+    let repo = Repo::bootstrap("prod");
+    // Level 1 (apps) patches every Kustomization it renders: the child's path is rewritten.
+    repo.kustomization(
+        "clusters/prod/apps.yaml",
+        "apps",
+        "./tenants",
+        "patches:\n- patch: |\n    - op: replace\n      path: /spec/path\n      value: ./tenants-patched/team\n  target:\n    kind: Kustomization\n    group: kustomize.toolkit.fluxcd.io",
+    );
+    // Level 2 as written points at ./wrong; the patch sends it to ./tenants-patched/team.
+    repo.kustomization(
+        "tenants/team.yaml",
+        "team",
+        "./wrong",
+        "postBuild:\n  substitute:\n    leaf_path: ./leaf",
+    );
+    repo.config_map("wrong/w.yaml", "wrong", "default");
+    // Level 3 is produced by level 2, with its path substituted by level 2's postBuild.
+    repo.kustomization("tenants-patched/team/leaf.yaml", "leaf", "${leaf_path}", "");
+    repo.config_map("leaf/l.yaml", "leaf-object", "default");
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    let team = render.find("flux-system/team").unwrap();
+    assert_eq!(team.path, "./tenants-patched/team");
+    assert_eq!(
+        team.parent.as_ref().unwrap().to_string(),
+        "flux-system/apps"
+    );
+    assert_eq!(
+        ids(&render, "flux-system/team"),
+        vec!["flux-system_leaf_kustomize.toolkit.fluxcd.io_Kustomization"]
+    );
+    let leaf = render.find("flux-system/leaf").unwrap();
+    assert_eq!(leaf.path, "./leaf");
+    assert_eq!(
+        leaf.parent.as_ref().unwrap().to_string(),
+        "flux-system/team"
+    );
+    assert_eq!(leaf.ids(), vec!["default_leaf-object__ConfigMap"]);
+}
+
+#[test]
+fn cycles_are_detected_and_reported() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/a.yaml", "a", "./a", "");
+    repo.kustomization("a/b.yaml", "b", "./b", "");
+    repo.kustomization("b/a.yaml", "a", "./a", "");
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    let message = error_of(&render, "flux-system/b", "cycle");
+    assert!(
+        message.contains("flux-system/a → flux-system/b → flux-system/a"),
+        "{message}"
+    );
+}
+
+#[test]
+fn cluster_scoped_kinds_lose_their_namespace_and_crds_decide_scope_across_kustomizations() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/crds.yaml", "crds", "./crds", "");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.write(
+        "crds/widgets.yaml",
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  group: example.com\n  scope: Cluster\n  names:\n    kind: Widget\n    plural: widgets\n  versions: []\n",
+    );
+    repo.write(
+        "apps/objects.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: ignored\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n  namespace: also-ignored\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: system:team-reader\n",
+    );
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    assert_eq!(
+        ids(&render, "flux-system/apps"),
+        vec![
+            "_system__team-reader_rbac.authorization.k8s.io_ClusterRole",
+            "_team__Namespace",
+            "_w_example.com_Widget"
+        ]
+    );
+    assert_eq!(
+        ids(&render, "flux-system/crds"),
+        vec!["_widgets.example.com_apiextensions.k8s.io_CustomResourceDefinition"]
+    );
+}
+
+#[test]
+fn namespaced_object_without_namespace_fails_like_the_apply() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.write(
+        "apps/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nowhere\n",
+    );
+    repo.commit("init");
+    let message = error_of(
+        &repo.render(Some("HEAD")),
+        "flux-system/apps",
+        "apply-would-fail",
+    );
+    assert!(
+        message.contains("ConfigMap/nowhere namespace not specified"),
+        "{message}"
+    );
+}
+
+#[test]
+fn sourceignore_and_spec_ignore_filter_the_artifact() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/a.yaml", "a", "default");
+    repo.write("apps/.sourceignore", "drafts/\n");
+    repo.write("apps/drafts/broken.yaml", "not: kubernetes\n");
+    repo.write(".github/workflows/ci.yaml", "on: push\n");
+    repo.commit("init");
+    assert_eq!(
+        ids(&repo.render(Some("HEAD")), "flux-system/apps"),
+        vec!["default_a__ConfigMap"]
+    );
+
+    // spec.ignore on the GitRepository applies too.
+    let sync =
+        std::fs::read_to_string(repo.path().join("clusters/prod/flux-system/gotk-sync.yaml"))
+            .unwrap();
+    repo.write(
+        "clusters/prod/flux-system/gotk-sync.yaml",
+        &sync.replace(
+            "  interval: 1m\n",
+            "  interval: 1m\n  ignore: |\n    apps/a.yaml\n",
+        ),
+    );
+    repo.config_map("apps/b.yaml", "b", "default");
+    repo.commit("ignore a");
+    assert_eq!(
+        ids(&repo.render(Some("HEAD")), "flux-system/apps"),
+        vec!["default_b__ConfigMap"]
+    );
+}
+
+#[test]
+fn symlinks_are_never_followed_out_of_the_repository() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/a.yaml", "a", "default");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join("stolen.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stolen\n  namespace: default\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("stolen.yaml"),
+        repo.path().join("apps/stolen.yaml"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.path(), repo.path().join("apps/linked-dir")).unwrap();
+    repo.commit("init");
+    for rev in [Some("HEAD"), None] {
+        let render = repo.render(rev);
+        assert_eq!(
+            ids(&render, "flux-system/apps"),
+            vec!["default_a__ConfigMap"],
+            "{rev:?}"
+        );
+        assert!(
+            render
+                .warnings
+                .iter()
+                .any(|w| w.contains("apps/stolen.yaml") && w.contains("symlink")),
+            "{:?}",
+            render.warnings
+        );
+    }
+}
+
+#[test]
+fn references_outside_the_source_are_refused() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.write("apps/kustomization.yaml", "resources:\n- /etc/passwd\n");
+    repo.commit("init");
+    let message = error_of(
+        &repo.render(Some("HEAD")),
+        "flux-system/apps",
+        "invalid-source",
+    );
+    assert!(message.contains("outside the source"), "{message}");
+}
+
+#[test]
+fn remote_bases_are_reported_never_fetched() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.write("apps/kustomization.yaml", "resources:\n- ../base\n");
+    repo.write(
+        "base/kustomization.yaml",
+        "resources:\n- https://github.com/acme/remote//deploy?ref=v1\n",
+    );
+    repo.commit("init");
+    let message = error_of(
+        &repo.render(Some("HEAD")),
+        "flux-system/apps",
+        "remote-base",
+    );
+    assert!(
+        message.contains("https://github.com/acme/remote") && message.contains("base"),
+        "{message}"
+    );
+}
+
+#[test]
+fn exec_plugins_never_run() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    let marker = tempfile::tempdir().unwrap();
+    let marker_file = marker.path().join("pwned");
+    repo.write(
+        "apps/kustomization.yaml",
+        "resources:\n- cm.yaml\ngenerators:\n- gen.yaml\n",
+    );
+    repo.config_map("apps/cm.yaml", "a", "default");
+    repo.write(
+        "apps/gen.yaml",
+        &format!(
+            "apiVersion: example.com/v1\nkind: Evil\nmetadata:\n  name: evil\n  annotations:\n    config.kubernetes.io/function: |\n      exec:\n        path: /bin/sh\n        args: [\"-c\", \"touch {}\"]\n",
+            marker_file.display()
+        ),
+    );
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    assert!(!marker_file.exists(), "an exec plugin ran");
+    error_of(&render, "flux-system/apps", "kustomize-failed");
+}
+
+#[test]
+fn oversized_files_are_left_out_with_a_warning() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/a.yaml", "a", "default");
+    repo.write("apps/huge.yaml", &format!("# {}\n", "x".repeat(4096)));
+    repo.commit("init");
+    let mut opts = repo.options(Some("HEAD"));
+    opts.max_file_size = 2048;
+    let render = render_with(&opts);
+    assert_eq!(
+        ids(&render, "flux-system/apps"),
+        vec!["default_a__ConfigMap"]
+    );
+    assert!(
+        render
+            .warnings
+            .iter()
+            .any(|w| w.contains("apps/huge.yaml") && w.contains("limit")),
+        "{:?}",
+        render.warnings
+    );
+}
+
+fn substitution_repo(extra_spec: &str, manifest: &str) -> Repo {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", extra_spec);
+    repo.write("apps/cm.yaml", manifest);
+    repo.commit("init");
+    repo
+}
+
+const CM_WITH_VARS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: default\ndata:\n  region: ${region}\n  tier: ${tier:=standard}\n  literal: $${region}\n  bare: $region\n";
+
+#[test]
+fn substitution_from_inline_values() {
+    let repo = substitution_repo(
+        "postBuild:\n  substitute:\n    region: eu-west-1",
+        CM_WITH_VARS,
+    );
+    let render = repo.render(Some("HEAD"));
+    let data = &render.find("flux-system/apps").unwrap().objects[0].object["data"];
+    assert_eq!(data["region"], "eu-west-1");
+    assert_eq!(data["tier"], "standard");
+    assert_eq!(data["literal"], "${region}");
+    assert_eq!(data["bare"], "$region");
+}
+
+#[test]
+fn substitution_strict_mode_is_a_switch() {
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: default\ndata:\n  x: \"[${undefined_var}]\"\n";
+    let repo = substitution_repo("postBuild:\n  substitute:\n    region: eu", manifest);
+    let message = error_of(
+        &repo.render(Some("HEAD")),
+        "flux-system/apps",
+        "substitution-failed",
+    );
+    assert!(
+        message.contains("undefined_var") && message.contains("ConfigMap/default/cm"),
+        "{message}"
+    );
+    let mut opts = repo.options(Some("HEAD"));
+    opts.strict_substitution = false;
+    let render = render_with(&opts);
+    assert_eq!(
+        render.find("flux-system/apps").unwrap().objects[0].object["data"]["x"],
+        "[]"
+    );
+}
+
+#[test]
+fn substitution_is_skipped_without_variables_or_when_disabled() {
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: default\ndata:\n  x: ${anything}\n";
+    // postBuild with no variables at all: the controller does not substitute.
+    let repo = substitution_repo("postBuild: {}", manifest);
+    let render = repo.render(Some("HEAD"));
+    assert_eq!(
+        render.find("flux-system/apps").unwrap().objects[0].object["data"]["x"],
+        "${anything}"
+    );
+    // substitute: disabled on the object.
+    let disabled = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: default\n  annotations:\n    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata:\n  x: ${anything}\n";
+    let repo = substitution_repo("postBuild:\n  substitute:\n    a: b", disabled);
+    let render = repo.render(Some("HEAD"));
+    assert_eq!(
+        render.find("flux-system/apps").unwrap().objects[0].object["data"]["x"],
+        "${anything}"
+    );
+}
+
+#[test]
+fn substitute_from_offline_leaves_placeholders_with_a_warning() {
+    let repo = substitution_repo(
+        "postBuild:\n  substitute:\n    tier: gold\n  substituteFrom:\n  - kind: ConfigMap\n    name: cluster-vars",
+        CM_WITH_VARS,
+    );
+    let render = repo.render(Some("HEAD"));
+    let k = render.find("flux-system/apps").unwrap();
+    assert_eq!(k.status, Status::Rendered);
+    assert_eq!(k.objects[0].object["data"]["region"], "${region}");
+    assert_eq!(k.objects[0].object["data"]["tier"], "gold");
+    assert_eq!(k.unresolved_variables, vec!["region"]);
+    assert!(
+        k.warnings.iter().any(|w| w.contains("${region}")),
+        "{:?}",
+        k.warnings
+    );
+}
+
+#[test]
+fn substitute_from_a_snapshot_and_secret_values_are_masked() {
+    let repo = substitution_repo(
+        "postBuild:\n  substituteFrom:\n  - kind: ConfigMap\n    name: cluster-vars\n  - kind: Secret\n    name: cluster-secrets\n  - kind: ConfigMap\n    name: absent\n    optional: true",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: default\ndata:\n  region: ${region}\n  dsn: postgres://app:${db_password}@db\n",
+    );
+    let snapshot = ClusterSnapshot::parse(
+        "kind: ClusterSnapshot\nconfigMaps:\n- metadata: {name: cluster-vars, namespace: flux-system}\n  data: {region: us-east-2}\nsecrets:\n- metadata: {name: cluster-secrets, namespace: flux-system}\n  data: {db_password: czNjcjN0LXZhbHVl}\n",
+    )
+    .unwrap();
+    let mut opts = repo.options(Some("HEAD"));
+    opts.values = Arc::new(snapshot);
+    let render = render_with(&opts);
+    let k = render.find("flux-system/apps").unwrap();
+    assert_eq!(k.objects[0].object["data"]["region"], "us-east-2");
+    assert_eq!(
+        k.objects[0].object["data"]["dsn"],
+        "postgres://app:(masked:db_password)@db"
+    );
+    let everything = serde_json::to_string(&render).unwrap();
+    assert!(
+        !everything.contains("s3cr3t-value"),
+        "a secret value reached the output"
+    );
+}
+
+#[test]
+fn substitute_from_missing_in_snapshot_fails_unless_optional() {
+    let repo = substitution_repo(
+        "postBuild:\n  substituteFrom:\n  - kind: ConfigMap\n    name: not-there",
+        CM_WITH_VARS,
+    );
+    let mut opts = repo.options(Some("HEAD"));
+    opts.values = Arc::new(ClusterSnapshot::parse("kind: ClusterSnapshot\n").unwrap());
+    let message = error_of(
+        &render_with(&opts),
+        "flux-system/apps",
+        "substitution-failed",
+    );
+    assert!(
+        message.contains("ConfigMap/flux-system/not-there"),
+        "{message}"
+    );
+}
+
+#[test]
+fn cache_reruns_kustomize_only_for_what_changed() {
+    let repo = Repo::bootstrap("prod");
+    for i in 0..4 {
+        repo.kustomization(
+            &format!("clusters/prod/app{i}.yaml"),
+            &format!("app{i}"),
+            &format!("./apps/app{i}"),
+            "",
+        );
+        repo.config_map(
+            &format!("apps/app{i}/cm.yaml"),
+            &format!("cm{i}"),
+            "default",
+        );
+    }
+    let base = repo.commit("base");
+    repo.config_map("apps/app2/cm.yaml", "cm2-changed", "default");
+    let head = repo.commit("head");
+    let cache_dir = tempfile::tempdir().unwrap();
+    let renderer = || {
+        Renderer::new(
+            Duration::from_secs(60),
+            Some(cache_dir.path().to_path_buf()),
+        )
+        .unwrap()
+    };
+
+    let runs = |stats: &fluxplan::render::RenderStats| stats.builds - stats.cache_hits;
+    let cold = renderer().render(&repo.options(Some(&base))).unwrap();
+    assert_eq!(
+        runs(&cold.stats),
+        5,
+        "one kustomize run per Kustomization: {:?}",
+        cold.stats
+    );
+    // A new process (a new renderer) reads the on-disk cache: everything of base hits.
+    let warm = renderer().render(&repo.options(Some(&base))).unwrap();
+    assert_eq!(runs(&warm.stats), 0, "{:?}", warm.stats);
+    // Head differs in one Kustomization: exactly that one misses.
+    let changed = renderer().render(&repo.options(Some(&head))).unwrap();
+    assert_eq!(runs(&changed.stats), 1, "{:?}", changed.stats);
+    assert_eq!(
+        changed.find("flux-system/app2").unwrap().ids(),
+        vec!["default_cm2-changed__ConfigMap"]
+    );
+}
+
+#[test]
+fn kustomize_timeout_is_an_error_on_the_kustomization() {
+    // A stand-in kustomize that hangs: the only way to exercise the timeout deterministically.
+    let bin = tempfile::tempdir().unwrap();
+    let script = bin.path().join("kustomize");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nif [ \"$1\" = version ]; then echo v5.5.0; exit 0; fi\nsleep 30\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let repo = Repo::bootstrap("prod");
+    repo.commit("init");
+    let mut opts = repo.options(Some("HEAD"));
+    opts.kustomize_timeout = Duration::from_secs(1);
+    let renderer =
+        Renderer::with_kustomize(script.to_str().unwrap(), opts.kustomize_timeout).unwrap();
+    let started = std::time::Instant::now();
+    let render = renderer.render(&opts).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // Without a successful build of the root, nothing is known to be a root but the fallback.
+    let failed: Vec<_> = render
+        .kustomizations()
+        .filter(|(_, k)| k.error.is_some())
+        .collect();
+    assert!(!failed.is_empty());
+    assert!(failed
+        .iter()
+        .all(|(_, k)| k.error.as_ref().unwrap().message.contains("timed out")));
+}
