@@ -29,6 +29,28 @@ pub fn to_yaml_stream<'a>(values: impl IntoIterator<Item = &'a Value>) -> String
         .join("---\n")
 }
 
+/// A JSON text of `value` with every object's keys sorted: equal manifests give equal text
+/// whatever order their keys were written in.
+pub fn canonical_json(value: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                Value::Object(
+                    entries
+                        .into_iter()
+                        .map(|(k, v)| (k.clone(), sorted(v)))
+                        .collect(),
+                )
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,6 +66,13 @@ mod tests {
                 serde_json::json!({"b": [1, 2]})
             ]
         );
+    }
+
+    #[test]
+    fn canonical_json_ignores_key_order() {
+        let a: Value = serde_json::from_str(r#"{"b": 1, "a": {"y": 2, "x": [3]}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a": {"x": [3], "y": 2}, "b": 1}"#).unwrap();
+        assert_eq!(canonical_json(&a), canonical_json(&b));
     }
 
     #[test]

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// Changes whenever what the cache stores changes, so old entries are never misread.
+const CACHE_FORMAT: &str = "fluxplan-cache-v1-json";
 const ORIGIN_ANNOTATION: &str = "config.kubernetes.io/origin";
 
 /// Kustomization fields that name files or directories kustomize reads.
@@ -96,16 +98,25 @@ impl Builder {
         }
         let kustomization_text = yaml::to_yaml(&document);
         let key = self.cache_key(&display(&dir), &kustomization_text, &inputs);
-        let (output, cache_hit) = match self.cache.get(&key) {
-            Some(output) => (output, true),
+        // The cache holds kustomize's output as a JSON array: much faster to read back than YAML.
+        let cached = self
+            .cache
+            .get(&key)
+            .and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok());
+        let cache_hit = cached.is_some();
+        let documents = match cached {
+            Some(documents) => documents,
             None => {
-                let output = Arc::new(self.run(root, &dir, &kustomization_text)?);
-                self.cache.put(&key, output.clone());
-                (output, false)
+                let output = self.run(root, &dir, &kustomization_text)?;
+                let documents = yaml::parse_documents(&output).map_err(|e| {
+                    RenderError::Kustomize(format!("kustomize output is not YAML: {e}"))
+                })?;
+                let json = serde_json::to_string(&documents).expect("JSON values serialize");
+                self.cache.put(&key, Arc::new(json));
+                documents
             }
         };
-        let objects = yaml::parse_documents(&output)
-            .map_err(|e| RenderError::Kustomize(format!("kustomize output is not YAML: {e}")))?
+        let objects = documents
             .into_iter()
             .map(|mut object| {
                 let origin = take_origin(&mut object, !prepared.wants_origin_annotations)
@@ -125,7 +136,12 @@ impl Builder {
         inputs: &BTreeMap<String, String>,
     ) -> String {
         let mut hasher = Sha256::new();
-        for part in [self.kustomize.version.as_str(), dir, kustomization] {
+        for part in [
+            CACHE_FORMAT,
+            self.kustomize.version.as_str(),
+            dir,
+            kustomization,
+        ] {
             hasher.update(part.as_bytes());
             hasher.update([0]);
         }

@@ -120,25 +120,26 @@ pub fn finish(
     let mut unresolved = BTreeSet::new();
     let mut objects = Vec::with_capacity(built.len());
     for BuiltObject { object, origin } in built {
-        let (real, shown) = if substitutes && !substitution_disabled(&object) {
-            let text = yaml::to_yaml(&object);
-            let real =
-                substitute_object(&text, &vars.values, on_undefined, &object, &mut unresolved)?;
-            let shown = if vars.secret_names.is_empty() {
-                None
+        let (real, shown) =
+            if substitutes && mentions_dollar(&object) && !substitution_disabled(&object) {
+                let text = yaml::to_yaml(&object);
+                let real =
+                    substitute_object(&text, &vars.values, on_undefined, &object, &mut unresolved)?;
+                let shown = if vars.secret_names.is_empty() {
+                    None
+                } else {
+                    Some(substitute_object(
+                        &text,
+                        &masked_values,
+                        on_undefined,
+                        &object,
+                        &mut BTreeSet::new(),
+                    )?)
+                };
+                (real, shown)
             } else {
-                Some(substitute_object(
-                    &text,
-                    &masked_values,
-                    on_undefined,
-                    &object,
-                    &mut BTreeSet::new(),
-                )?)
+                (object, None)
             };
-            (real, shown)
-        } else {
-            (object, None)
-        };
         let real = label(real, &owner, spec);
         let digest = digest(&real);
         let (object, secret_digests) = mask_secret_data(match shown {
@@ -159,6 +160,18 @@ pub fn finish(
         objects,
         unresolved,
     })
+}
+
+/// True when some key or string of the manifest holds a `$`: otherwise substitution is a no-op.
+fn mentions_dollar(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('$'),
+        Value::Array(items) => items.iter().any(mentions_dollar),
+        Value::Object(map) => map
+            .iter()
+            .any(|(k, v)| k.contains('$') || mentions_dollar(v)),
+        _ => false,
+    }
 }
 
 fn substitution_disabled(object: &Value) -> bool {
@@ -240,7 +253,7 @@ fn set(meta: &mut Value, field: &str, key: &str, value: &str) {
 }
 
 fn digest(value: &Value) -> String {
-    hex::encode(Sha256::digest(value.to_string().as_bytes()))
+    hex::encode(Sha256::digest(yaml::canonical_json(value).as_bytes()))
 }
 
 /// Replaces the values of a Secret's `data` and `stringData` with a mask; returns a digest per

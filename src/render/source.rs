@@ -22,10 +22,37 @@ pub struct ExportedSource {
     filtered: Mutex<BTreeMap<Option<String>, PathBuf>>,
 }
 
+/// Below this much free space a memory-backed scratch directory is not used.
+const MIN_SCRATCH_SPACE: u64 = 1024 * 1024 * 1024;
+
+/// Where source trees are exported: `$FLUXPLAN_WORKDIR`, else a memory-backed directory
+/// (`$XDG_RUNTIME_DIR`, `/dev/shm`) with room to spare, else the system temporary directory.
+/// Exports create and delete thousands of small files; on some disks that costs seconds.
+pub fn scratch_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FLUXPLAN_WORKDIR") {
+        return PathBuf::from(dir);
+    }
+    let memory_backed = [
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+        Some(PathBuf::from("/dev/shm")),
+    ];
+    memory_backed
+        .into_iter()
+        .flatten()
+        .find(|dir| fs4::available_space(dir).is_ok_and(|free| free >= MIN_SCRATCH_SPACE))
+        .unwrap_or_else(std::env::temp_dir)
+}
+
 impl ExportedSource {
     /// Exports `rev` of `repo` (or its working tree when `rev` is `None`).
     pub fn export(repo: &Path, rev: Option<&str>, max_file_size: u64) -> Result<Self> {
-        let workdir = tempfile::Builder::new().prefix("fluxplan-src-").tempdir()?;
+        let scratch = scratch_dir();
+        let workdir = tempfile::Builder::new()
+            .prefix("fluxplan-src-")
+            .tempdir_in(&scratch)
+            .with_context(|| {
+                format!("cannot create a scratch directory in {}", scratch.display())
+            })?;
         let raw = workdir.path().join("raw");
         std::fs::create_dir(&raw)?;
         let mut warnings = Vec::new();
@@ -62,10 +89,16 @@ impl ExportedSource {
         if let Some(dir) = filtered.get(&key) {
             return Ok(dir.clone());
         }
-        let dir = self.workdir.path().join(format!("src{}", filtered.len()));
-        std::fs::create_dir(&dir)?;
         let rules = SourceIgnore::load(&self.raw, spec_ignore)?;
-        link_filtered(&self.raw, &self.raw, &dir, &rules)?;
+        let dir = if any_ignored(&self.raw, &rules)? {
+            let dir = self.workdir.path().join(format!("src{}", filtered.len()));
+            std::fs::create_dir(&dir)?;
+            link_filtered(&self.raw, &self.raw, &dir, &rules)?;
+            dir
+        } else {
+            // Nothing to leave out: the export itself is the artifact.
+            self.raw.clone()
+        };
         filtered.insert(key, dir.clone());
         Ok(dir)
     }
@@ -73,6 +106,7 @@ impl ExportedSource {
 
 fn unpack(tar: &[u8], dest: &Path, max_file_size: u64, warnings: &mut Vec<String>) -> Result<()> {
     let mut archive = tar::Archive::new(tar);
+    let mut made_dirs = std::collections::HashSet::new();
     for entry in archive.entries()? {
         let mut entry = entry?;
         let path = entry.path()?.into_owned();
@@ -84,22 +118,41 @@ fn unpack(tar: &[u8], dest: &Path, max_file_size: u64, warnings: &mut Vec<String
             ));
             continue;
         }
-        if !(kind.is_file() || kind.is_dir()) {
-            continue;
-        }
-        if kind.is_file() && entry.size() > max_file_size {
+        // git archive writes plain relative paths; anything else is refused, never unpacked.
+        if !path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+        {
             warnings.push(format!(
-                "{}: left out, {} bytes is over the {} byte limit per file",
-                path.display(),
-                entry.size(),
-                max_file_size
+                "{}: unsafe path in the archive left out",
+                path.display()
             ));
             continue;
         }
-        // unpack_in refuses paths that would escape `dest`.
-        entry
-            .unpack_in(dest)
-            .with_context(|| format!("cannot unpack {}", path.display()))?;
+        let target = dest.join(&path);
+        if kind.is_dir() {
+            std::fs::create_dir_all(&target)?;
+            made_dirs.insert(target);
+        } else if kind.is_file() {
+            if entry.size() > max_file_size {
+                warnings.push(format!(
+                    "{}: left out, {} bytes is over the {} byte limit per file",
+                    path.display(),
+                    entry.size(),
+                    max_file_size
+                ));
+                continue;
+            }
+            if let Some(parent) = target.parent() {
+                if !made_dirs.contains(parent) {
+                    std::fs::create_dir_all(parent)?;
+                    made_dirs.insert(parent.to_path_buf());
+                }
+            }
+            let mut file = std::fs::File::create(&target)
+                .with_context(|| format!("cannot unpack {}", path.display()))?;
+            std::io::copy(&mut entry, &mut file)?;
+        }
     }
     Ok(())
 }
@@ -142,6 +195,18 @@ fn copy_tree(
         }
     }
     Ok(())
+}
+
+fn any_ignored(dir: &Path, rules: &SourceIgnore) -> Result<bool> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let is_dir = entry.file_type()?.is_dir();
+        if rules.is_ignored(&entry.path(), is_dir) || (is_dir && any_ignored(&entry.path(), rules)?)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Hard-links every file not ignored into `dest` (cheap; the files are never modified).

@@ -112,6 +112,7 @@ impl Sources<'_> {
 impl Renderer {
     /// Renders every Kustomization reachable from the repository's roots.
     pub fn render(&self, opts: &RenderOptions) -> Result<Render> {
+        let started = std::time::Instant::now();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(opts.jobs.max(1))
             .build()?;
@@ -126,9 +127,17 @@ impl Renderer {
             warnings.extend(source.warnings.iter().map(|w| format!("source {key}: {w}")));
             mapped.insert(key.clone(), source);
         }
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "source exported"
+        );
         let discovery_tree = this_repo.tree(None)?;
         let (disk_kustomizations, git_repositories, flux_instances) = discover(&discovery_tree);
 
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "manifests discovered"
+        );
         let remotes: BTreeSet<String> = git::remote_urls(&opts.repo)
             .iter()
             .map(|u| git::normalize_url(u))
@@ -153,6 +162,7 @@ impl Renderer {
             opts,
             sources: &sources,
             progress: &progress,
+            memo: Default::default(),
         };
 
         // Render every local candidate once with its spec as written, to learn who produces whom.
@@ -229,6 +239,10 @@ impl Renderer {
                 .collect();
         }
 
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "roots found"
+        );
         let mut clusters: Vec<Cluster> = Vec::new();
         let mut queue: Vec<Node> = Vec::new();
         for (spec, file) in root_specs {
@@ -321,32 +335,66 @@ impl Renderer {
             .collect();
         unreachable.sort();
         warnings.sort();
+        let builds = progress.done.load(Ordering::Relaxed);
+        let cache_hits = progress.cached.load(Ordering::Relaxed);
+        tracing::info!(
+            builds,
+            cache_hits,
+            kustomize_runs = builds - cache_hits,
+            kustomizations = clusters
+                .iter()
+                .map(|c| c.kustomizations.len())
+                .sum::<usize>(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "render finished"
+        );
         Ok(Render {
             revision: this_repo.commit.clone(),
             clusters,
             unreachable,
             warnings,
-            stats: RenderStats {
-                builds: progress.done.load(Ordering::Relaxed),
-                cache_hits: progress.cached.load(Ordering::Relaxed),
-            },
+            stats: RenderStats { builds, cache_hits },
         })
     }
 }
+
+type Rendered = Result<(Vec<RenderedObject>, Vec<String>), RenderError>;
 
 struct Context<'a> {
     renderer: &'a Renderer,
     opts: &'a RenderOptions,
     sources: &'a Sources<'a>,
     progress: &'a Progress,
+    /// Results by identity and spec: a child whose rendered spec is the one written in its file
+    /// reuses the render made while looking for roots.
+    memo: std::sync::Mutex<BTreeMap<String, Rendered>>,
 }
 
 impl Context<'_> {
+    fn render_objects(&self, spec: &Kustomization) -> Rendered {
+        let key = yaml::canonical_json(&serde_json::json!([
+            spec.namespace,
+            spec.name,
+            spec.raw["spec"]
+        ]));
+        if let Some(hit) = self
+            .memo
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return hit.clone();
+        }
+        let result = self.render_uncached(spec);
+        self.memo
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, result.clone());
+        result
+    }
+
     /// Builds and post-processes one spec: the objects and the variables left unresolved.
-    fn render_objects(
-        &self,
-        spec: &Kustomization,
-    ) -> Result<(Vec<RenderedObject>, Vec<String>), RenderError> {
+    fn render_uncached(&self, spec: &Kustomization) -> Rendered {
         let root = self.sources.tree(&spec.source_ref)?.ok_or_else(|| {
             RenderError::InvalidSource(format!(
                 "source {} is not available locally",

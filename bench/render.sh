@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Render benchmark: synthetic fleets of N Kustomizations x M objects, cold and warm cache, and
+# peak memory. Writes bench/out/render.md. Usage: bench/render.sh [M] [N ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+objects=${1:-20}
+shift || true
+sizes=("${@:-10 100 500}")
+sizes=(${sizes[@]})
+cargo build --release --quiet
+bin=target/release/fluxplan
+out=bench/out
+mkdir -p "$out"
+report="$out/render.md"
+{
+  echo "# Render benchmark ($(date -u +%F), $(nproc) cores, $($bin --version), objects per Kustomization: $objects)"
+  echo
+  echo "| Kustomizations | objects | cold (s) | cold peak RSS (MiB) | warm, 1 changed (s) | kustomize runs warm |"
+  echo "|---|---|---|---|---|---|"
+} > "$report"
+for n in "${sizes[@]}"; do
+  fleet=$(mktemp -d)
+  cache=$(mktemp -d)
+  python3 bench/gen-fleet.py "$fleet" "$n" "$objects"
+  /usr/bin/time -o "$out/time" -f "%e %M" "$bin" build --repo "$fleet" --rev HEAD --format ids --cache-dir "$cache" > "$out/ids-$n.txt" 2>/dev/null || true
+  cold=$(tail -1 "$out/time")
+  # Change one Kustomization's content, commit, and re-render with the warm cache.
+  sed -i 's/index: "0"/index: "changed"/' "$fleet/apps/app-0/obj-0.yaml"
+  git -C "$fleet" -c user.email=b@example.com -c user.name=bench commit -qam "change app-0"
+  FLUXPLAN_LOG=fluxplan=info /usr/bin/time -o "$out/time" -f "%e %M" "$bin" build --repo "$fleet" --rev HEAD --format ids --cache-dir "$cache" > /dev/null 2> "$out/warm.log" || true
+  warm=$(tail -1 "$out/time")
+  runs=$(grep -o 'kustomize_runs=[0-9]*' "$out/warm.log" | tail -1 || true)
+  total=$(grep -vc '^#' "$out/ids-$n.txt" || true)
+  read -r cold_s cold_kb <<< "$cold"
+  read -r warm_s _ <<< "$warm"
+  echo "| $n | $total | $cold_s | $((cold_kb / 1024)) | $warm_s | ${runs#kustomize_runs=} |" >> "$report"
+  rm -rf "$fleet" "$cache"
+done
+cat "$report"

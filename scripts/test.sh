@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the whole test suite on a fresh machine: checks the tools the tests drive for real (git,
+# kustomize or kubectl), starts PostgreSQL when it is down, then runs every test once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need() { command -v "$1" >/dev/null 2>&1; }
+need git || { echo "git is required" >&2; exit 1; }
+need kustomize || need kubectl || { echo "kustomize (or kubectl, which embeds it) is required" >&2; exit 1; }
+
+# PostgreSQL on 127.0.0.1:5432 (trust auth): start the local cluster when it is not answering.
+if need pg_isready && ! pg_isready -h 127.0.0.1 -p 5432 -q; then
+  if need pg_ctlcluster; then
+    version=$(ls /etc/postgresql | sort -V | tail -1)
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start
+    for _ in $(seq 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+  fi
+fi
+
+cargo fmt --all -- --check
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --profile ci
+else
+  cargo test --workspace
+fi
