@@ -6,22 +6,14 @@ use std::process::{Command, Stdio};
 
 fn git(repo: &Path) -> Command {
     let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(repo)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null());
+    cmd.arg("-C").arg(repo).env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
     cmd
 }
 
 fn output(mut cmd: Command, what: &str) -> Result<Vec<u8>> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("cannot run git to {what} (is git installed?)"))?;
+    let out = cmd.output().with_context(|| format!("cannot run git to {what} (is git installed?)"))?;
     if !out.status.success() {
-        bail!(
-            "git could not {what}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        bail!("git could not {what}: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(out.stdout)
 }
@@ -29,12 +21,8 @@ fn output(mut cmd: Command, what: &str) -> Result<Vec<u8>> {
 /// The full commit id of `rev`.
 pub fn resolve_commit(repo: &Path, rev: &str) -> Result<String> {
     let mut cmd = git(repo);
-    cmd.args(["rev-parse", "--verify", "--end-of-options"])
-        .arg(format!("{rev}^{{commit}}"));
-    let out = output(
-        cmd,
-        &format!("resolve revision '{rev}' in {}", repo.display()),
-    )?;
+    cmd.args(["rev-parse", "--verify", "--end-of-options"]).arg(format!("{rev}^{{commit}}"));
+    let out = output(cmd, &format!("resolve revision '{rev}' in {}", repo.display()))?;
     Ok(String::from_utf8_lossy(&out).trim().to_string())
 }
 
@@ -43,6 +31,19 @@ pub fn archive(repo: &Path, commit: &str) -> Result<Vec<u8>> {
     let mut cmd = git(repo);
     cmd.args(["archive", "--format=tar", commit]);
     output(cmd, &format!("export revision {commit}"))
+}
+
+/// The content of `path` at `commit`, `None` when the file does not exist there.
+pub fn show_file(repo: &Path, commit: &str, path: &str) -> Result<Option<String>> {
+    let mut cmd = git(repo);
+    cmd.args(["cat-file", "-e", &format!("{commit}:{path}")]).stderr(Stdio::null());
+    if !cmd.status().context("cannot run git (is git installed?)")?.success() {
+        return Ok(None);
+    }
+    let mut cmd = git(repo);
+    cmd.args(["show", &format!("{commit}:{path}")]);
+    let bytes = output(cmd, &format!("read {path} at {commit}"))?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// Fetch URLs of every remote of the repository (empty when it is not a git repository).
@@ -98,9 +99,6 @@ mod tests {
         for form in forms {
             assert_eq!(normalize_url(form), "github.com/org/fleet", "{form}");
         }
-        assert_ne!(
-            normalize_url("https://github.com/org/other"),
-            "github.com/org/fleet"
-        );
+        assert_ne!(normalize_url("https://github.com/org/other"), "github.com/org/fleet");
     }
 }

@@ -5,5 +5,7 @@ pub mod cluster;
 pub mod flux;
 pub mod git;
 pub mod paths;
+pub mod plan;
 pub mod render;
+pub mod report;
 pub mod yaml;

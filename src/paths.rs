@@ -15,9 +15,7 @@ pub fn secure_join(root: &Path, path: &str) -> PathBuf {
             Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
         }
     }
-    parts
-        .iter()
-        .fold(root.to_path_buf(), |acc, part| acc.join(part))
+    parts.iter().fold(root.to_path_buf(), |acc, part| acc.join(part))
 }
 
 /// Resolves `.` and `..` lexically; `None` when the path climbs above its first component.
@@ -63,14 +61,8 @@ mod tests {
     #[test]
     fn secure_join_clamps_at_the_root() {
         let root = Path::new("/src");
-        assert_eq!(
-            secure_join(root, "./apps/prod"),
-            Path::new("/src/apps/prod")
-        );
-        assert_eq!(
-            secure_join(root, "../../etc/passwd"),
-            Path::new("/src/etc/passwd")
-        );
+        assert_eq!(secure_join(root, "./apps/prod"), Path::new("/src/apps/prod"));
+        assert_eq!(secure_join(root, "../../etc/passwd"), Path::new("/src/etc/passwd"));
         assert_eq!(secure_join(root, "/abs/x"), Path::new("/src/abs/x"));
         assert_eq!(secure_join(root, ""), Path::new("/src"));
     }

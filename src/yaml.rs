@@ -22,33 +22,26 @@ pub fn to_yaml(value: &Value) -> String {
 
 /// Several values as one YAML stream separated by `---`.
 pub fn to_yaml_stream<'a>(values: impl IntoIterator<Item = &'a Value>) -> String {
-    values
-        .into_iter()
-        .map(to_yaml)
-        .collect::<Vec<_>>()
-        .join("---\n")
+    values.into_iter().map(to_yaml).collect::<Vec<_>>().join("---\n")
 }
 
 /// A JSON text of `value` with every object's keys sorted: equal manifests give equal text
 /// whatever order their keys were written in.
 pub fn canonical_json(value: &Value) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut entries: Vec<_> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                Value::Object(
-                    entries
-                        .into_iter()
-                        .map(|(k, v)| (k.clone(), sorted(v)))
-                        .collect(),
-                )
-            }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
     sorted(value).to_string()
+}
+
+/// A copy of `value` with every object's keys in sorted order.
+pub fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -57,15 +50,8 @@ mod tests {
 
     #[test]
     fn skips_empty_documents() {
-        let docs =
-            parse_documents("---\na: 1\n---\n---\n# only a comment\n---\nb: [1, 2]\n").unwrap();
-        assert_eq!(
-            docs,
-            vec![
-                serde_json::json!({"a": 1}),
-                serde_json::json!({"b": [1, 2]})
-            ]
-        );
+        let docs = parse_documents("---\na: 1\n---\n---\n# only a comment\n---\nb: [1, 2]\n").unwrap();
+        assert_eq!(docs, vec![serde_json::json!({"a": 1}), serde_json::json!({"b": [1, 2]})]);
     }
 
     #[test]

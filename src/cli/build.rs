@@ -27,7 +27,8 @@ pub struct BuildArgs {
 
 /// Exit 0 when every Kustomization rendered, 1 when some failed.
 pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
-    let opts = args.render.options(args.rev.clone())?;
+    let snapshot = args.render.snapshot()?;
+    let opts = args.render.options(args.rev.clone(), snapshot.as_ref());
     let renderer = walk_renderer(opts.kustomize_timeout, args.render.cache_dir())?;
     let render = renderer.render(&opts)?;
     let text = match args.format {
@@ -41,11 +42,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
             eprintln!("warning: {line}");
         }
     }
-    let failed = render
-        .clusters
-        .iter()
-        .flat_map(|c| &c.kustomizations)
-        .any(|k| k.status == Status::Failed);
+    let failed = render.clusters.iter().flat_map(|c| &c.kustomizations).any(|k| k.status == Status::Failed);
     Ok(u8::from(failed))
 }
 
@@ -53,18 +50,14 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
 fn warning_lines(render: &Render) -> Vec<String> {
     let mut lines = render.warnings.clone();
     for k in render.clusters.iter().flat_map(|c| &c.kustomizations) {
-        lines.extend(
-            k.warnings
-                .iter()
-                .map(|w| format!("{}/{}: {w}", k.namespace, k.name)),
-        );
+        lines.extend(k.warnings.iter().map(|w| format!("{}/{}: {w}", k.namespace, k.name)));
     }
-    lines.extend(render.unreachable.iter().map(|u| {
-        format!(
-            "{}: Kustomization {} is not reached from any root",
-            u.file, u.name
-        )
-    }));
+    lines.extend(
+        render
+            .unreachable
+            .iter()
+            .map(|u| format!("{}: Kustomization {} is not reached from any root", u.file, u.name)),
+    );
     lines
 }
 
@@ -88,12 +81,8 @@ pub fn format_ids(render: &Render) -> String {
                 }
                 _ => {}
             }
-            let mut ids: Vec<String> = k
-                .objects
-                .iter()
-                .filter_map(|o| o.id.as_ref())
-                .map(|id| id.to_string())
-                .collect();
+            let mut ids: Vec<String> =
+                k.objects.iter().filter_map(|o| o.id.as_ref()).map(|id| id.to_string()).collect();
             ids.sort();
             for id in ids {
                 out.push_str(&id);

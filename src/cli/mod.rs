@@ -1,6 +1,7 @@
 //! The command line: `fluxplan build` (and, as they land, plan, snapshot, serve, migrate).
 
 mod build;
+mod plan;
 
 use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
@@ -31,6 +32,8 @@ pub struct Cli {
 pub enum Command {
     /// Render every Kustomization reachable from the repository's roots, as kustomize-controller would.
     Build(build::BuildArgs),
+    /// Plan a merge: what Flux will create, change and delete, with policy alerts and a verdict.
+    Plan(plan::PlanArgs),
 }
 
 /// Options shared by every command that renders a repository.
@@ -76,12 +79,18 @@ fn parse_source(text: &str) -> Result<(String, PathBuf), String> {
 }
 
 impl RenderArgs {
-    pub fn options(&self, rev: Option<String>) -> anyhow::Result<RenderOptions> {
+    /// The cluster snapshot given with `--cluster-snapshot`, read once.
+    pub fn snapshot(&self) -> anyhow::Result<Option<Arc<ClusterSnapshot>>> {
+        self.cluster_snapshot.as_deref().map(|path| ClusterSnapshot::load(path).map(Arc::new)).transpose()
+    }
+
+    /// Render options for `rev`; substitution values come from `snapshot` when there is one.
+    pub fn options(&self, rev: Option<String>, snapshot: Option<&Arc<ClusterSnapshot>>) -> RenderOptions {
         let mut opts = RenderOptions::new(&self.repo);
         opts.rev = rev;
         opts.sources = self.sources.iter().cloned().collect::<BTreeMap<_, _>>();
-        if let Some(path) = &self.cluster_snapshot {
-            opts.values = Arc::new(ClusterSnapshot::load(path)?);
+        if let Some(snapshot) = snapshot {
+            opts.values = snapshot.clone();
         }
         opts.strict_substitution = !self.no_strict_substitution;
         if let Some(jobs) = self.jobs {
@@ -90,7 +99,7 @@ impl RenderArgs {
         opts.kustomize_timeout = Duration::from_secs(self.kustomize_timeout.max(1));
         opts.max_file_size = self.max_file_size;
         opts.progress = true;
-        Ok(opts)
+        opts
     }
 
     pub fn cache_dir(&self) -> Option<PathBuf> {
@@ -105,6 +114,7 @@ impl RenderArgs {
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Build(args) => build::run(args),
+        Command::Plan(args) => plan::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,64 +1,159 @@
-//! The cluster snapshot file: what fluxplan knows of a cluster without talking to it.
+//! The cluster snapshot file: what fluxplan knows of a cluster without talking to it. The format
+//! is documented in the README; `fluxplan snapshot` writes it from a live cluster.
 //!
 //! ```yaml
 //! apiVersion: fluxplan.dev/v1alpha1
 //! kind: ClusterSnapshot
-//! configMaps: [ConfigMap manifests with data]
-//! secrets: [Secret manifests; data base64 as in the API, absent when values were left out]
+//! cluster: clusters/production      # optional: the repository root it describes
+//! kustomizations: []                # Flux Kustomizations with spec and status
+//! objects: []                       # live metadata of inventory objects
+//! namespaces: []                    # names
+//! customResourceDefinitions: []     # {group, kind, scope}
+//! configMaps: []                    # substituteFrom sources
+//! secrets: []                       # data absent when values were left out
 //! ```
 
 use super::{Lookup, SubstitutionSource};
+use crate::flux::control::{OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL};
+use crate::flux::scope::Scope;
+use crate::flux::{self, Kustomization, KustomizationRef, ObjectId};
 use anyhow::{Context, Result};
 use base64::Engine;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 type Key = (String, String);
 
+/// A Kustomization as the cluster has it: its spec and what its inventory says it owns.
+#[derive(Debug, Clone)]
+pub struct LiveKustomization {
+    pub spec: Kustomization,
+    pub inventory: Vec<ObjectId>,
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct ClusterSnapshot {
+    /// The repository root (cluster) this snapshot describes; `None` applies to every root.
+    pub cluster: Option<String>,
+    pub kustomizations: BTreeMap<KustomizationRef, LiveKustomization>,
+    /// Live metadata (apiVersion, kind, metadata) by inventory id.
+    pub objects: BTreeMap<ObjectId, Value>,
+    pub namespaces: BTreeSet<String>,
+    /// (group, kind) → scope of the CRDs the cluster serves.
+    pub crds: BTreeMap<(String, String), Scope>,
     config_maps: BTreeMap<Key, Value>,
     secrets: BTreeMap<Key, Value>,
 }
 
 fn key_of(obj: &Value) -> Option<Key> {
     let meta = &obj["metadata"];
-    Some((
-        meta["namespace"].as_str().unwrap_or("default").to_string(),
-        meta["name"].as_str()?.to_string(),
-    ))
+    Some((meta["namespace"].as_str().unwrap_or("default").to_string(), meta["name"].as_str()?.to_string()))
 }
 
-fn index(list: Option<&Value>) -> BTreeMap<Key, Value> {
-    list.and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|obj| Some((key_of(obj)?, obj.clone())))
-        .collect()
+fn list<'a>(doc: &'a Value, field: &str) -> impl Iterator<Item = &'a Value> {
+    doc.get(field).and_then(Value::as_array).into_iter().flatten()
+}
+
+fn index(doc: &Value, field: &str) -> BTreeMap<Key, Value> {
+    list(doc, field).filter_map(|obj| Some((key_of(obj)?, obj.clone()))).collect()
+}
+
+/// The inventory id of a live object (the API never gives cluster-scoped objects a namespace).
+pub fn live_id(object: &Value) -> Option<ObjectId> {
+    let (group, _) = flux::split_api_version(object["apiVersion"].as_str()?);
+    let meta = &object["metadata"];
+    Some(ObjectId::new(
+        meta["namespace"].as_str().unwrap_or(""),
+        meta["name"].as_str()?,
+        group,
+        object["kind"].as_str()?,
+    ))
 }
 
 impl ClusterSnapshot {
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read cluster snapshot {}", path.display()))?;
-        Self::parse(&text)
-            .with_context(|| format!("cluster snapshot {} is not valid", path.display()))
+        Self::parse(&text).with_context(|| format!("cluster snapshot {} is not valid", path.display()))
     }
 
     pub fn parse(text: &str) -> Result<Self> {
-        let doc = crate::yaml::parse_documents(text)
-            .map_err(anyhow::Error::msg)?
-            .pop()
-            .unwrap_or(Value::Null);
+        let doc =
+            crate::yaml::parse_documents(text).map_err(anyhow::Error::msg)?.pop().unwrap_or(Value::Null);
         anyhow::ensure!(
             doc.get("kind").and_then(Value::as_str) == Some("ClusterSnapshot"),
             "expected a document of kind ClusterSnapshot"
         );
-        Ok(ClusterSnapshot {
-            config_maps: index(doc.get("configMaps")),
-            secrets: index(doc.get("secrets")),
-        })
+        let mut snapshot = ClusterSnapshot {
+            cluster: doc["cluster"].as_str().map(str::to_string),
+            config_maps: index(&doc, "configMaps"),
+            secrets: index(&doc, "secrets"),
+            namespaces: list(&doc, "namespaces")
+                .filter_map(|n| n.as_str().or_else(|| n["metadata"]["name"].as_str()).map(str::to_string))
+                .collect(),
+            ..Default::default()
+        };
+        for object in list(&doc, "objects") {
+            if let Some(id) = live_id(object) {
+                snapshot.objects.insert(id, object.clone());
+            }
+        }
+        for crd in list(&doc, "customResourceDefinitions") {
+            // Either {group, kind, scope} or a CustomResourceDefinition manifest.
+            let spec = if crd.get("spec").is_some() { &crd["spec"] } else { crd };
+            let kind = spec["kind"].as_str().or_else(|| spec["names"]["kind"].as_str());
+            if let (Some(group), Some(kind)) = (spec["group"].as_str(), kind) {
+                let scope = if spec["scope"] == "Cluster" { Scope::Cluster } else { Scope::Namespaced };
+                snapshot.crds.insert((group.to_string(), kind.to_string()), scope);
+            }
+        }
+        for manifest in list(&doc, "kustomizations") {
+            let spec = Kustomization::from_value(manifest, "flux-system")
+                .map_err(|e| anyhow::anyhow!("kustomizations: {e}"))?;
+            let inventory = snapshot.inventory_of(manifest, &spec);
+            snapshot.kustomizations.insert(spec.reference(), LiveKustomization { spec, inventory });
+        }
+        Ok(snapshot)
+    }
+
+    /// True when this snapshot describes the cluster rooted at `cluster`.
+    pub fn applies_to(&self, cluster: &str) -> bool {
+        self.cluster.as_deref().is_none_or(|c| c.trim_matches('/').trim_start_matches("./") == cluster)
+    }
+
+    /// The inventory: v1/v1beta2 `status.inventory.entries`, or for v1beta1 `status.snapshot` the
+    /// objects of the listed kinds and namespaces that carry this Kustomization's owner labels
+    /// (the way the old controller found them).
+    fn inventory_of(&self, manifest: &Value, spec: &Kustomization) -> Vec<ObjectId> {
+        let status = &manifest["status"];
+        if let Some(entries) = status["inventory"]["entries"].as_array() {
+            let mut ids: Vec<ObjectId> =
+                entries.iter().filter_map(|e| ObjectId::parse(e["id"].as_str()?)).collect();
+            ids.sort();
+            return ids;
+        }
+        let Some(entries) = status["snapshot"]["entries"].as_array() else { return Vec::new() };
+        let mut kinds: BTreeSet<(String, String, String)> = BTreeSet::new();
+        for entry in entries {
+            let namespace = entry["namespace"].as_str().unwrap_or("").to_string();
+            for key in entry["kinds"].as_object().into_iter().flat_map(|m| m.keys()) {
+                // "apps/v1, Kind=Deployment" or "v1, Kind=ConfigMap"
+                let Some((api, kind)) = key.split_once(", Kind=") else { continue };
+                let group = flux::split_api_version(api).0.to_string();
+                kinds.insert((namespace.clone(), group, kind.to_string()));
+            }
+        }
+        self.objects
+            .iter()
+            .filter(|(id, object)| {
+                let labels = &object["metadata"]["labels"];
+                labels[OWNER_NAME_LABEL] == spec.name.as_str()
+                    && labels[OWNER_NAMESPACE_LABEL] == spec.namespace.as_str()
+                    && kinds.contains(&(id.namespace.clone(), id.group.clone(), id.kind.clone()))
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 }
 
@@ -69,11 +164,8 @@ fn string_values(map: Option<&Value>, decode: bool) -> BTreeMap<String, String> 
         .flatten()
         .filter_map(|(k, v)| {
             let text = v.as_str()?;
-            let value = if decode {
-                String::from_utf8(engine.decode(text).ok()?).ok()?
-            } else {
-                text.to_string()
-            };
+            let value =
+                if decode { String::from_utf8(engine.decode(text).ok()?).ok()? } else { text.to_string() };
             Some((k.clone(), value))
         })
         .collect()
@@ -88,9 +180,7 @@ impl SubstitutionSource for ClusterSnapshot {
                 None => Lookup::NotFound,
             },
             "Secret" => match self.secrets.get(&key) {
-                Some(s) if s.get("data").is_none() && s.get("stringData").is_none() => {
-                    Lookup::Unknown
-                }
+                Some(s) if s.get("data").is_none() && s.get("stringData").is_none() => Lookup::Unknown,
                 Some(s) => {
                     let mut values = string_values(s.get("data"), true);
                     values.extend(string_values(s.get("stringData"), false));
@@ -123,18 +213,43 @@ mod tests {
             snap.lookup("Secret", "flux-system", "s"),
             Lookup::Found([("pw".into(), "hunter2".into())].into())
         );
-        assert_eq!(
-            snap.lookup("Secret", "flux-system", "hidden"),
-            Lookup::Unknown
-        );
-        assert_eq!(
-            snap.lookup("ConfigMap", "flux-system", "nope"),
-            Lookup::NotFound
-        );
+        assert_eq!(snap.lookup("Secret", "flux-system", "hidden"), Lookup::Unknown);
+        assert_eq!(snap.lookup("ConfigMap", "flux-system", "nope"), Lookup::NotFound);
     }
 
     #[test]
     fn rejects_other_documents() {
         assert!(ClusterSnapshot::parse("kind: ConfigMap\n").is_err());
+    }
+
+    const KS: &str = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec: {path: ./apps, prune: true, sourceRef: {kind: GitRepository, name: flux-system}}\n";
+
+    #[test]
+    fn reads_v1_inventories() {
+        let text = format!(
+            "kind: ClusterSnapshot\nkustomizations:\n- {}  status:\n    inventory:\n      entries:\n      - {{id: default_a__ConfigMap, v: v1}}\n      - {{id: _apps__Namespace, v: v1}}\n",
+            KS.replace('\n', "\n  ")
+        );
+        let snap = ClusterSnapshot::parse(&text).unwrap();
+        let live =
+            &snap.kustomizations[&KustomizationRef { namespace: "flux-system".into(), name: "apps".into() }];
+        assert!(live.spec.prune);
+        let ids: Vec<String> = live.inventory.iter().map(|i| i.to_string()).collect();
+        assert_eq!(ids, vec!["_apps__Namespace", "default_a__ConfigMap"]);
+    }
+
+    #[test]
+    fn reads_v1beta1_snapshots_through_owner_labels() {
+        let text = format!(
+            "kind: ClusterSnapshot\nkustomizations:\n- {}  status:\n    snapshot:\n      checksum: abc\n      entries:\n      - namespace: default\n        kinds: {{\"apps/v1, Kind=Deployment\": Deployment, \"v1, Kind=ConfigMap\": ConfigMap}}\nobjects:\n\
+             - {{apiVersion: apps/v1, kind: Deployment, metadata: {{name: web, namespace: default, labels: {{kustomize.toolkit.fluxcd.io/name: apps, kustomize.toolkit.fluxcd.io/namespace: flux-system}}}}}}\n\
+             - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: other-owner, namespace: default, labels: {{kustomize.toolkit.fluxcd.io/name: infra, kustomize.toolkit.fluxcd.io/namespace: flux-system}}}}}}\n\
+             - {{apiVersion: v1, kind: Secret, metadata: {{name: unlisted-kind, namespace: default, labels: {{kustomize.toolkit.fluxcd.io/name: apps, kustomize.toolkit.fluxcd.io/namespace: flux-system}}}}}}\n",
+            KS.replace("kustomize.toolkit.fluxcd.io/v1", "kustomize.toolkit.fluxcd.io/v1beta1").replace('\n', "\n  ")
+        );
+        let snap = ClusterSnapshot::parse(&text).unwrap();
+        let live = snap.kustomizations.values().next().unwrap();
+        let ids: Vec<String> = live.inventory.iter().map(|i| i.to_string()).collect();
+        assert_eq!(ids, vec!["default_web_apps_Deployment"]);
     }
 }

@@ -12,9 +12,7 @@ pub const FORCE_KEY: &str = "kustomize.toolkit.fluxcd.io/force";
 
 /// The value of a control key, read from labels or annotations (labels first).
 pub fn control_value<'a>(metadata: &'a Value, key: &str) -> Option<&'a str> {
-    ["labels", "annotations"]
-        .iter()
-        .find_map(|field| metadata.get(field)?.get(key)?.as_str())
+    ["labels", "annotations"].iter().find_map(|field| metadata.get(field)?.get(key)?.as_str())
 }
 
 /// True when a control key is set to `value`, compared case-insensitively as Flux does.
@@ -44,10 +42,7 @@ mod tests {
     fn reads_labels_and_annotations_case_insensitively() {
         let meta = json!({"annotations": {PRUNE_KEY: "Disabled"}});
         assert!(control_is(&meta, PRUNE_KEY, "disabled"));
-        assert_eq!(
-            prune_exemption(&meta),
-            Some("marked kustomize.toolkit.fluxcd.io/prune: disabled")
-        );
+        assert_eq!(prune_exemption(&meta), Some("marked kustomize.toolkit.fluxcd.io/prune: disabled"));
         let meta = json!({"labels": {SSA_KEY: "IGNORE"}});
         assert!(prune_exemption(&meta).is_some());
         assert_eq!(prune_exemption(&json!({})), None);

@@ -47,9 +47,8 @@ pub fn substitute(
             out.text.push('$');
             rest = tail;
         } else if let Some(body_start) = after.strip_prefix('{') {
-            let end = closing_brace(body_start).ok_or_else(|| {
-                EnvsubstError::Syntax(truncate(&rest[pos..]), "missing closing brace")
-            })?;
+            let end = closing_brace(body_start)
+                .ok_or_else(|| EnvsubstError::Syntax(truncate(&rest[pos..]), "missing closing brace"))?;
             let body = &body_start[..end];
             let expression = &rest[pos..pos + 3 + end];
             match evaluate(body, vars, on_undefined, &mut out.unresolved)? {
@@ -116,9 +115,7 @@ fn evaluate(
         Some(rest) => (true, rest),
         None => (false, body),
     };
-    let name_len = body_rest
-        .find(|c: char| !is_name_char(c))
-        .unwrap_or(body_rest.len());
+    let name_len = body_rest.find(|c: char| !is_name_char(c)).unwrap_or(body_rest.len());
     let name = &body_rest[..name_len];
     if !name.chars().next().is_some_and(is_name_start) {
         return Err(syntax("expected a variable name"));
@@ -147,9 +144,7 @@ fn evaluate(
         }
     }
     if op.starts_with('-') {
-        return Err(syntax(
-            "'-' without ':' is not supported; write ${name:-default}",
-        ));
+        return Err(syntax("'-' without ':' is not supported; write ${name:-default}"));
     }
 
     let value = match value {
@@ -167,9 +162,7 @@ fn evaluate(
         // Byte length, as the controller counts.
         return Ok(Some(value.len().to_string()));
     }
-    apply_operator(&value, op)
-        .map(Some)
-        .ok_or_else(|| syntax("unknown operator"))
+    apply_operator(&value, op).map(Some).ok_or_else(|| syntax("unknown operator"))
 }
 
 /// Applies a string operator (`^^`, `,,`, `:o:l`, `#p`, `%p`, `/p/r`, ...) to a value.
@@ -257,23 +250,14 @@ fn substring(value: &str, range: &str) -> Option<String> {
         return Some(value.to_string());
     };
     let len = value.len() as i64;
-    let start = if offset < 0 {
-        (len + offset).max(0)
-    } else {
-        offset.min(len)
-    };
+    let start = if offset < 0 { (len + offset).max(0) } else { offset.min(len) };
     let end = match length.map(str::parse::<i64>) {
         None => len,
         Some(Err(_)) => return Some(value.to_string()),
         Some(Ok(l)) if l < 0 => len + l,
         Some(Ok(l)) => (start + l).min(len),
     };
-    Some(
-        value
-            .get(start as usize..end.max(start) as usize)
-            .unwrap_or("")
-            .to_string(),
-    )
+    Some(value.get(start as usize..end.max(start) as usize).unwrap_or("").to_string())
 }
 
 fn glob_matches(pattern: &str, text: &str) -> bool {
@@ -288,12 +272,7 @@ fn glob_matches(pattern: &str, text: &str) -> bool {
 /// Char boundaries of `value` strictly inside or at its end, shortest prefix first; an empty
 /// match never trims, as in the controller.
 fn boundaries(value: &str) -> Vec<usize> {
-    value
-        .char_indices()
-        .map(|(i, _)| i)
-        .skip(1)
-        .chain([value.len()])
-        .collect()
+    value.char_indices().map(|(i, _)| i).skip(1).chain([value.len()]).collect()
 }
 
 fn trim_prefix(value: &str, pattern: &str, longest: bool) -> String {
@@ -321,10 +300,7 @@ mod tests {
     use super::*;
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn strict(text: &str, pairs: &[(&str, &str)]) -> Result<String, EnvsubstError> {
@@ -358,18 +334,12 @@ mod tests {
 
     #[test]
     fn dash_without_colon_is_a_parse_error() {
-        assert!(matches!(
-            strict("${v-d}", &[]),
-            Err(EnvsubstError::Syntax(..))
-        ));
+        assert!(matches!(strict("${v-d}", &[]), Err(EnvsubstError::Syntax(..))));
     }
 
     #[test]
     fn strict_mode_rejects_undefined_variables() {
-        assert_eq!(
-            strict("${nope}", &[]),
-            Err(EnvsubstError::Undefined("nope".into()))
-        );
+        assert_eq!(strict("${nope}", &[]), Err(EnvsubstError::Undefined("nope".into())));
     }
 
     #[test]
@@ -382,10 +352,7 @@ mod tests {
     fn keep_mode_leaves_unknown_expressions_and_reports_them() {
         let out = substitute("${a} ${b:=x} ${c}", &vars(&[("c", "C")]), Undefined::Keep).unwrap();
         assert_eq!(out.text, "${a} ${b:=x} C");
-        assert_eq!(
-            out.unresolved.into_iter().collect::<Vec<_>>(),
-            vec!["a", "b"]
-        );
+        assert_eq!(out.unresolved.into_iter().collect::<Vec<_>>(), vec!["a", "b"]);
     }
 
     #[test]
@@ -416,22 +383,13 @@ mod tests {
 
     #[test]
     fn bare_and_trailing_dollars_stay() {
-        assert_eq!(
-            strict("cost: 5$ and $HOME", &[]).unwrap(),
-            "cost: 5$ and $HOME"
-        );
+        assert_eq!(strict("cost: 5$ and $HOME", &[]).unwrap(), "cost: 5$ and $HOME");
     }
 
     #[test]
     fn malformed_expressions_are_errors() {
-        assert!(matches!(
-            strict("${unclosed", &[]),
-            Err(EnvsubstError::Syntax(..))
-        ));
-        assert!(matches!(
-            strict("${{ github.sha }}", &[]),
-            Err(EnvsubstError::Syntax(..))
-        ));
+        assert!(matches!(strict("${unclosed", &[]), Err(EnvsubstError::Syntax(..))));
+        assert!(matches!(strict("${{ github.sha }}", &[]), Err(EnvsubstError::Syntax(..))));
     }
 
     #[test]

@@ -7,8 +7,7 @@ use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 
 /// File names kustomize recognises as a kustomization, in its order of preference.
-pub const KUSTOMIZATION_FILES: &[&str] =
-    &["kustomization.yaml", "kustomization.yml", "Kustomization"];
+pub const KUSTOMIZATION_FILES: &[&str] = &["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
 /// Why the controller could not prepare a kustomization.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -29,10 +28,7 @@ pub const SCRATCH_PREFIX: &str = ".fluxplan-build-";
 
 /// The kustomization file of a directory, if it has one (as a file, not a directory).
 pub fn kustomization_file(dir: &Path) -> Option<PathBuf> {
-    KUSTOMIZATION_FILES
-        .iter()
-        .map(|name| dir.join(name))
-        .find(|p| p.is_file())
+    KUSTOMIZATION_FILES.iter().map(|name| dir.join(name)).find(|p| p.is_file())
 }
 
 /// The prepared kustomization for `dir` and the files it was derived from.
@@ -55,16 +51,10 @@ pub fn prepare(
 ) -> Result<Prepared, GenerateError> {
     let (mut doc, generated) = match kustomization_file(dir) {
         Some(file) => {
-            let text = std::fs::read_to_string(&file).map_err(|e| GenerateError::Io {
-                file: display(&file),
-                reason: e.to_string(),
-            })?;
-            let mut docs = yaml::parse_documents(&text).map_err(|reason| {
-                GenerateError::InvalidKustomization {
-                    file: display(&file),
-                    reason,
-                }
-            })?;
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| GenerateError::Io { file: display(&file), reason: e.to_string() })?;
+            let mut docs = yaml::parse_documents(&text)
+                .map_err(|reason| GenerateError::InvalidKustomization { file: display(&file), reason })?;
             let doc = match docs.len() {
                 0 => json!({}),
                 1 => docs.remove(0),
@@ -86,12 +76,7 @@ pub fn prepare(
         None => (generate(dir, display)?, true),
     };
     let obj = doc.as_object_mut().expect("checked to be a mapping");
-    if !generated
-        && obj
-            .get("resources")
-            .and_then(Value::as_array)
-            .is_none_or(|r| r.is_empty())
-    {
+    if !generated && obj.get("resources").and_then(Value::as_array).is_none_or(|r| r.is_empty()) {
         // The controller's guard against kustomize's "kustomization.yaml is empty" error.
         obj.insert("buildMetadata".into(), json!(["originAnnotations"]));
     }
@@ -100,11 +85,7 @@ pub fn prepare(
         .get("buildMetadata")
         .and_then(Value::as_array)
         .is_some_and(|m| m.iter().any(|v| v == "originAnnotations"));
-    Ok(Prepared {
-        document: doc,
-        wants_origin_annotations,
-        generated,
-    })
+    Ok(Prepared { document: doc, wants_origin_annotations, generated })
 }
 
 /// Generates a kustomization listing the YAML files under `dir` in lexical order; a sub-directory
@@ -131,21 +112,11 @@ fn collect_resources(
     out: &mut Vec<String>,
     display: &dyn Fn(&Path) -> String,
 ) -> Result<(), GenerateError> {
-    let io = |e: std::io::Error| GenerateError::Io {
-        file: display(dir),
-        reason: e.to_string(),
-    };
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .collect::<Result<_, _>>()
-        .map_err(io)?;
+    let io = |e: std::io::Error| GenerateError::Io { file: display(dir), reason: e.to_string() };
+    let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect::<Result<_, _>>().map_err(io)?;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(SCRATCH_PREFIX)
-        {
+        if entry.file_name().to_string_lossy().starts_with(SCRATCH_PREFIX) {
             continue;
         }
         let path = entry.path();
@@ -171,28 +142,17 @@ fn collect_resources(
 
 /// Every non-empty document must be a Kubernetes object with `kind` and `metadata.name` (kinds
 /// ending in `List` need no name), or the whole build fails, as in the controller.
-fn validate_manifest_file(
-    file: &Path,
-    display: &dyn Fn(&Path) -> String,
-) -> Result<(), GenerateError> {
-    let fail = |reason: String| GenerateError::NotKubernetes {
-        file: display(file),
-        reason,
-    };
+fn validate_manifest_file(file: &Path, display: &dyn Fn(&Path) -> String) -> Result<(), GenerateError> {
+    let fail = |reason: String| GenerateError::NotKubernetes { file: display(file), reason };
     let text = std::fs::read_to_string(file).map_err(|e| fail(e.to_string()))?;
     for doc in yaml::parse_documents(&text).map_err(fail)? {
         let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
         if kind.is_empty() {
             return Err(fail(format!("missing kind in object {}", short(&doc))));
         }
-        let named = doc["metadata"]["name"]
-            .as_str()
-            .is_some_and(|n| !n.is_empty());
+        let named = doc["metadata"]["name"].as_str().is_some_and(|n| !n.is_empty());
         if !named && !kind.ends_with("List") {
-            return Err(fail(format!(
-                "missing metadata.name in object {}",
-                short(&doc)
-            )));
+            return Err(fail(format!("missing metadata.name in object {}", short(&doc))));
         }
     }
     Ok(())
@@ -242,10 +202,7 @@ fn layer_spec(
         if let Some(target) = patch.get("target").and_then(selector) {
             entry.insert("target".into(), target);
         }
-        entry.insert(
-            "patch".into(),
-            json!(patch.get("patch").unwrap_or(&json!([])).to_string()),
-        );
+        entry.insert("patch".into(), json!(patch.get("patch").unwrap_or(&json!([])).to_string()));
         push(obj, "patchesJson6902", Value::Object(entry));
     }
     for image in &spec.images {
@@ -255,9 +212,7 @@ fn layer_spec(
         if Path::new(component).is_absolute() || is_remote(component) {
             return Err(GenerateError::RemoteComponent(component.clone()));
         }
-        if spec.ignore_missing_components
-            && !crate::paths::exists_within(root, &dir.join(component))
-        {
+        if spec.ignore_missing_components && !crate::paths::exists_within(root, &dir.join(component)) {
             continue;
         }
         push(obj, "components", json!(component));
@@ -270,30 +225,15 @@ pub fn is_remote(reference: &str) -> bool {
     reference.contains("://")
         || reference.starts_with("git::")
         || reference.starts_with("git@")
-        || ["github.com/", "gitlab.com/", "bitbucket.org/"]
-            .iter()
-            .any(|h| reference.starts_with(h))
+        || ["github.com/", "gitlab.com/", "bitbucket.org/"].iter().any(|h| reference.starts_with(h))
         || reference.contains("?ref=")
 }
 
 fn selector(target: &Value) -> Option<Value> {
-    let fields = [
-        "group",
-        "version",
-        "kind",
-        "name",
-        "namespace",
-        "labelSelector",
-        "annotationSelector",
-    ];
+    let fields = ["group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector"];
     let map: Map<String, Value> = fields
         .iter()
-        .filter_map(|f| {
-            target
-                .get(*f)
-                .filter(|v| !v.is_null())
-                .map(|v| (f.to_string(), v.clone()))
-        })
+        .filter_map(|f| target.get(*f).filter(|v| !v.is_null()).map(|v| (f.to_string(), v.clone())))
         .collect();
     Some(Value::Object(map))
 }
@@ -318,12 +258,7 @@ fn merge_image(obj: &mut Map<String, Value>, image: &Value) {
         push(obj, "images", image.clone());
         return;
     };
-    let non_empty = |key: &str| {
-        image
-            .get(key)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-    };
+    let non_empty = |key: &str| image.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
     if let Some(new_name) = non_empty("newName") {
         existing["newName"] = json!(new_name);
     }

@@ -33,12 +33,7 @@ impl ObjectId {
         if name.is_empty() || kind.is_empty() {
             return None;
         }
-        Some(ObjectId::new(
-            namespace,
-            &name.replace("__", ":"),
-            group,
-            kind,
-        ))
+        Some(ObjectId::new(namespace, &name.replace("__", ":"), group, kind))
     }
 
     /// `Kind/namespace/name` (or `Kind/name` when cluster-scoped), as people read it.
@@ -53,14 +48,7 @@ impl ObjectId {
 
 impl fmt::Display for ObjectId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}_{}_{}_{}",
-            self.namespace,
-            self.name.replace(':', "__"),
-            self.group,
-            self.kind
-        )
+        write!(f, "{}_{}_{}_{}", self.namespace, self.name.replace(':', "__"), self.group, self.kind)
     }
 }
 
@@ -82,17 +70,9 @@ mod tests {
 
     #[test]
     fn round_trips_rbac_names_with_colons() {
-        let id = ObjectId::new(
-            "",
-            "system:aggregate-to-edit",
-            "rbac.authorization.k8s.io",
-            "ClusterRole",
-        );
+        let id = ObjectId::new("", "system:aggregate-to-edit", "rbac.authorization.k8s.io", "ClusterRole");
         let text = id.to_string();
-        assert_eq!(
-            text,
-            "_system__aggregate-to-edit_rbac.authorization.k8s.io_ClusterRole"
-        );
+        assert_eq!(text, "_system__aggregate-to-edit_rbac.authorization.k8s.io_ClusterRole");
         assert_eq!(ObjectId::parse(&text), Some(id));
     }
 

@@ -103,10 +103,7 @@ fn str_field(v: &Value, key: &str) -> Option<String> {
 }
 
 fn list_field(v: &Value, key: &str) -> Vec<Value> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
+    v.get(key).and_then(Value::as_array).cloned().unwrap_or_default()
 }
 
 fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
@@ -129,10 +126,9 @@ impl Kustomization {
     /// Reads a Kustomization manifest. `default_namespace` applies when metadata has none.
     pub fn from_value(obj: &Value, default_namespace: &str) -> Result<Self, SpecError> {
         let meta = &obj["metadata"];
-        let name = str_field(meta, "name")
-            .ok_or_else(|| SpecError("Kustomization has no metadata.name".into()))?;
-        let namespace =
-            str_field(meta, "namespace").unwrap_or_else(|| default_namespace.to_string());
+        let name =
+            str_field(meta, "name").ok_or_else(|| SpecError("Kustomization has no metadata.name".into()))?;
+        let namespace = str_field(meta, "namespace").unwrap_or_else(|| default_namespace.to_string());
         let spec = obj
             .get("spec")
             .filter(|s| s.is_object())
@@ -142,31 +138,22 @@ impl Kustomization {
             kind: str_field(source, "kind").unwrap_or_else(|| "GitRepository".into()),
             namespace: str_field(source, "namespace").unwrap_or_else(|| namespace.clone()),
             name: str_field(source, "name").ok_or_else(|| {
-                SpecError(format!(
-                    "Kustomization {namespace}/{name} has no spec.sourceRef.name"
-                ))
+                SpecError(format!("Kustomization {namespace}/{name} has no spec.sourceRef.name"))
             })?,
         };
-        let post_build = spec
-            .get("postBuild")
-            .filter(|p| p.is_object())
-            .map(|p| PostBuild {
-                substitute: string_map(p.get("substitute")),
-                substitute_from: p
-                    .get("substituteFrom")
-                    .and_then(|l| serde_json::from_value(l.clone()).ok())
-                    .unwrap_or_default(),
-            });
-        let strategy = spec["postBuild"]["substituteStrategy"]
-            .as_str()
-            .or_else(|| spec["substituteStrategy"].as_str());
-        let common_metadata = spec
-            .get("commonMetadata")
-            .filter(|c| c.is_object())
-            .map(|c| CommonMetadata {
-                labels: string_map(c.get("labels")),
-                annotations: string_map(c.get("annotations")),
-            });
+        let post_build = spec.get("postBuild").filter(|p| p.is_object()).map(|p| PostBuild {
+            substitute: string_map(p.get("substitute")),
+            substitute_from: p
+                .get("substituteFrom")
+                .and_then(|l| serde_json::from_value(l.clone()).ok())
+                .unwrap_or_default(),
+        });
+        let strategy =
+            spec["postBuild"]["substituteStrategy"].as_str().or_else(|| spec["substituteStrategy"].as_str());
+        let common_metadata = spec.get("commonMetadata").filter(|c| c.is_object()).map(|c| CommonMetadata {
+            labels: string_map(c.get("labels")),
+            annotations: string_map(c.get("annotations")),
+        });
         let prune = spec["prune"].as_bool().unwrap_or(false);
         let deletion_policy = match spec["deletionPolicy"].as_str() {
             Some("Delete") => DeletionPolicy::Delete,
@@ -205,10 +192,7 @@ impl Kustomization {
     }
 
     pub fn reference(&self) -> KustomizationRef {
-        KustomizationRef {
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-        }
+        KustomizationRef { namespace: self.namespace.clone(), name: self.name.clone() }
     }
 
     /// True when deleting this Kustomization object deletes what it applied.
@@ -281,11 +265,7 @@ mod tests {
         assert_eq!(pb.substitute["n"], "5");
         assert_eq!(
             pb.substitute_from[0],
-            SubstituteReference {
-                kind: "Secret".into(),
-                name: "vars".into(),
-                optional: true
-            }
+            SubstituteReference { kind: "Secret".into(), name: "vars".into(), optional: true }
         );
     }
 

@@ -13,24 +13,12 @@ const BUILTIN_CLUSTER_SCOPED: &[(&str, &str)] = &[
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
     ("apiextensions.k8s.io", "CustomResourceDefinition"),
     ("apiregistration.k8s.io", "APIService"),
-    (
-        "admissionregistration.k8s.io",
-        "MutatingWebhookConfiguration",
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingWebhookConfiguration",
-    ),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
     ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingAdmissionPolicyBinding",
-    ),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
     ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
-    (
-        "admissionregistration.k8s.io",
-        "MutatingAdmissionPolicyBinding",
-    ),
+    ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding"),
     ("storage.k8s.io", "StorageClass"),
     ("storage.k8s.io", "CSIDriver"),
     ("storage.k8s.io", "CSINode"),
@@ -92,22 +80,19 @@ impl ScopeMap {
     /// Records a CustomResourceDefinition manifest (ignored when it is not one).
     pub fn learn_crd(&mut self, crd: &serde_json::Value) {
         let spec = &crd["spec"];
-        let (Some(group), Some(kind)) = (spec["group"].as_str(), spec["names"]["kind"].as_str())
-        else {
+        let (Some(group), Some(kind)) = (spec["group"].as_str(), spec["names"]["kind"].as_str()) else {
             return;
         };
         let scope = match spec["scope"].as_str() {
             Some("Cluster") => Scope::Cluster,
             _ => Scope::Namespaced,
         };
-        self.crds
-            .insert((group.to_string(), kind.to_string()), scope);
+        self.crds.insert((group.to_string(), kind.to_string()), scope);
     }
 
     /// Records a kind whose scope is known from elsewhere (a cluster snapshot, discovery).
     pub fn learn(&mut self, group: &str, kind: &str, scope: Scope) {
-        self.crds
-            .insert((group.to_string(), kind.to_string()), scope);
+        self.crds.insert((group.to_string(), kind.to_string()), scope);
     }
 
     pub fn scope_of(&self, group: &str, kind: &str) -> Scope {
@@ -141,7 +126,9 @@ mod tests {
     #[test]
     fn learns_scope_from_crd() {
         let mut map = ScopeMap::default();
-        map.learn_crd(&json!({"spec": {"group": "example.com", "scope": "Cluster", "names": {"kind": "Widget"}}}));
+        map.learn_crd(
+            &json!({"spec": {"group": "example.com", "scope": "Cluster", "names": {"kind": "Widget"}}}),
+        );
         assert_eq!(map.scope_of("example.com", "Widget"), Scope::Cluster);
     }
 }

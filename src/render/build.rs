@@ -56,12 +56,7 @@ pub struct Builder {
 
 impl Builder {
     pub fn new(kustomize: Kustomize, cache: RenderCache) -> Self {
-        Builder {
-            kustomize,
-            cache,
-            file_hashes: Mutex::default(),
-            shadow_counter: AtomicU64::new(0),
-        }
+        Builder { kustomize, cache, file_hashes: Mutex::default(), shadow_counter: AtomicU64::new(0) }
     }
 
     /// Builds `spec` from the source tree at `root`.
@@ -69,11 +64,7 @@ impl Builder {
         let display = |p: &Path| paths::relative(root, p);
         let dir = paths::secure_join(root, &spec.path);
         if !dir.is_dir() {
-            let what = if dir.exists() {
-                "is not a directory"
-            } else {
-                "does not exist"
-            };
+            let what = if dir.exists() { "is not a directory" } else { "does not exist" };
             return Err(RenderError::PathNotFound(format!(
                 "kustomization path not found: '{}' {what} in the source {}",
                 spec.path, spec.source_ref
@@ -99,18 +90,14 @@ impl Builder {
         let kustomization_text = yaml::to_yaml(&document);
         let key = self.cache_key(&display(&dir), &kustomization_text, &inputs);
         // The cache holds kustomize's output as a JSON array: much faster to read back than YAML.
-        let cached = self
-            .cache
-            .get(&key)
-            .and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok());
+        let cached = self.cache.get(&key).and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok());
         let cache_hit = cached.is_some();
         let documents = match cached {
             Some(documents) => documents,
             None => {
                 let output = self.run(root, &dir, &kustomization_text)?;
-                let documents = yaml::parse_documents(&output).map_err(|e| {
-                    RenderError::Kustomize(format!("kustomize output is not YAML: {e}"))
-                })?;
+                let documents = yaml::parse_documents(&output)
+                    .map_err(|e| RenderError::Kustomize(format!("kustomize output is not YAML: {e}")))?;
                 let json = serde_json::to_string(&documents).expect("JSON values serialize");
                 self.cache.put(&key, Arc::new(json));
                 documents
@@ -129,19 +116,9 @@ impl Builder {
         Ok(Built { objects, cache_hit })
     }
 
-    fn cache_key(
-        &self,
-        dir: &str,
-        kustomization: &str,
-        inputs: &BTreeMap<String, String>,
-    ) -> String {
+    fn cache_key(&self, dir: &str, kustomization: &str, inputs: &BTreeMap<String, String>) -> String {
         let mut hasher = Sha256::new();
-        for part in [
-            CACHE_FORMAT,
-            self.kustomize.version.as_str(),
-            dir,
-            kustomization,
-        ] {
+        for part in [CACHE_FORMAT, self.kustomize.version.as_str(), dir, kustomization] {
             hasher.update(part.as_bytes());
             hasher.update([0]);
         }
@@ -154,22 +131,13 @@ impl Builder {
     }
 
     fn file_hash(&self, path: &Path) -> Result<String, RenderError> {
-        if let Some(hash) = self
-            .file_hashes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(path)
-        {
+        if let Some(hash) = self.file_hashes.lock().unwrap_or_else(|e| e.into_inner()).get(path) {
             return Ok(hash.clone());
         }
-        let bytes = std::fs::read(path).map_err(|e| {
-            RenderError::InvalidSource(format!("cannot read {}: {e}", path.display()))
-        })?;
+        let bytes = std::fs::read(path)
+            .map_err(|e| RenderError::InvalidSource(format!("cannot read {}: {e}", path.display())))?;
         let hash = hex::encode(Sha256::digest(&bytes));
-        self.file_hashes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(path.to_path_buf(), hash.clone());
+        self.file_hashes.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), hash.clone());
         Ok(hash)
     }
 
@@ -232,22 +200,15 @@ impl Builder {
     fn run(&self, root: &Path, dir: &Path, kustomization: &str) -> Result<String, RenderError> {
         let parent = dir.parent().unwrap_or(root);
         let n = self.shadow_counter.fetch_add(1, Ordering::Relaxed);
-        let shadow = parent.join(format!(
-            "{}{}-{n}",
-            generator::SCRATCH_PREFIX,
-            std::process::id()
-        ));
-        let io =
-            |e: std::io::Error| RenderError::Kustomize(format!("cannot prepare the build: {e}"));
+        let shadow = parent.join(format!("{}{}-{n}", generator::SCRATCH_PREFIX, std::process::id()));
+        let io = |e: std::io::Error| RenderError::Kustomize(format!("cannot prepare the build: {e}"));
         std::fs::create_dir(&shadow).map_err(io)?;
         let result = (|| {
             for entry in std::fs::read_dir(dir).map_err(io)? {
                 let entry = entry.map_err(io)?;
                 let name = entry.file_name();
                 if generator::KUSTOMIZATION_FILES.iter().any(|k| name == *k)
-                    || name
-                        .to_string_lossy()
-                        .starts_with(generator::SCRATCH_PREFIX)
+                    || name.to_string_lossy().starts_with(generator::SCRATCH_PREFIX)
                 {
                     continue;
                 }
@@ -255,20 +216,10 @@ impl Builder {
             }
             std::fs::write(shadow.join("kustomization.yaml"), kustomization).map_err(io)?;
             self.kustomize.build(&shadow).map_err(|message| {
-                let shadow_name = shadow
-                    .file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .to_string();
-                let dir_name = dir
-                    .file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .to_string();
+                let shadow_name = shadow.file_name().unwrap_or_default().to_string_lossy().to_string();
+                let dir_name = dir.file_name().unwrap_or_default().to_string_lossy().to_string();
                 RenderError::Kustomize(
-                    message
-                        .replace(&format!("{}/", root.display()), "")
-                        .replace(&shadow_name, &dir_name),
+                    message.replace(&format!("{}/", root.display()), "").replace(&shadow_name, &dir_name),
                 )
             })
         })();
@@ -281,24 +232,14 @@ impl Builder {
 fn referenced_paths(document: &Value) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     for field in PATH_LIST_FIELDS {
-        for item in document
-            .get(*field)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for item in document.get(*field).and_then(Value::as_array).into_iter().flatten() {
             if let Some(s) = item.as_str().filter(|s| !s.contains('\n')) {
                 out.push((*field, s.to_string()));
             }
         }
     }
     for field in ["patches", "patchesJson6902", "replacements"] {
-        for item in document
-            .get(field)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for item in document.get(field).and_then(Value::as_array).into_iter().flatten() {
             if let Some(p) = item.get("path").and_then(Value::as_str) {
                 out.push(("patches", p.to_string()));
             }
@@ -308,22 +249,9 @@ fn referenced_paths(document: &Value) -> Vec<(&'static str, String)> {
         out.push(("openapi", p.to_string()));
     }
     for field in ["configMapGenerator", "secretGenerator"] {
-        for generator in document
-            .get(field)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let files = generator
-                .get("files")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten();
-            let envs = generator
-                .get("envs")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten();
+        for generator in document.get(field).and_then(Value::as_array).into_iter().flatten() {
+            let files = generator.get("files").and_then(Value::as_array).into_iter().flatten();
+            let envs = generator.get("envs").and_then(Value::as_array).into_iter().flatten();
             for item in files.chain(envs).chain(generator.get("env")) {
                 if let Some(s) = item.as_str() {
                     let path = s.split_once('=').map_or(s, |(_, p)| p);
@@ -337,10 +265,7 @@ fn referenced_paths(document: &Value) -> Vec<(&'static str, String)> {
 
 /// Reads (and, when asked, removes) the origin annotation; returns the origin's path.
 fn take_origin(object: &mut Value, remove: bool) -> Option<String> {
-    let annotations = object
-        .get_mut("metadata")?
-        .get_mut("annotations")?
-        .as_object_mut()?;
+    let annotations = object.get_mut("metadata")?.get_mut("annotations")?.as_object_mut()?;
     let origin = annotations.get(ORIGIN_ANNOTATION)?.as_str()?.to_string();
     if remove {
         annotations.remove(ORIGIN_ANNOTATION);

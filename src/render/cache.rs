@@ -17,10 +17,7 @@ impl RenderCache {
     /// outputs may hold Secret manifests).
     pub fn new(dir: Option<PathBuf>) -> Self {
         let disk = dir.filter(|d| create_private_dir(d).is_ok());
-        RenderCache {
-            memory: Mutex::default(),
-            disk,
-        }
+        RenderCache { memory: Mutex::default(), disk }
     }
 
     /// The default on-disk location: `$FLUXPLAN_CACHE_DIR`, else `$XDG_CACHE_HOME/fluxplan`,
@@ -36,20 +33,12 @@ impl RenderCache {
     }
 
     pub fn get(&self, key: &str) -> Option<Arc<String>> {
-        if let Some(hit) = self
-            .memory
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-        {
+        if let Some(hit) = self.memory.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
             return Some(hit.clone());
         }
         let text = std::fs::read_to_string(self.disk.as_ref()?.join(key)).ok()?;
         let text = Arc::new(text);
-        self.memory
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_string(), text.clone());
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_string(), text.clone());
         Some(text)
     }
 
@@ -62,10 +51,7 @@ impl RenderCache {
                 }
             }
         }
-        self.memory
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_string(), output);
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_string(), output);
     }
 }
 

@@ -42,18 +42,9 @@ impl Kustomize {
 
     /// The kustomize at `program` (a `kubectl` binary is used as `kubectl kustomize`).
     pub fn at(program: &str, timeout: Duration) -> Result<Self> {
-        let subcommand = if program.ends_with("kubectl") {
-            "kustomize"
-        } else {
-            "build"
-        };
+        let subcommand = if program.ends_with("kubectl") { "kustomize" } else { "build" };
         match version_of(program, subcommand) {
-            Some(version) => Ok(Kustomize {
-                program: program.to_string(),
-                subcommand,
-                version,
-                timeout,
-            }),
+            Some(version) => Ok(Kustomize { program: program.to_string(), subcommand, version, timeout }),
             None => bail!("{program} is not a working kustomize (`{program} version` failed)"),
         }
     }
@@ -76,9 +67,7 @@ impl Kustomize {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", self.program))?;
+        let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", self.program))?;
         let mut stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
         let out_reader = std::thread::spawn(move || {
@@ -96,18 +85,14 @@ impl Kustomize {
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "kustomize build timed out after {}s",
-                    self.timeout.as_secs()
-                ));
+                return Err(format!("kustomize build timed out after {}s", self.timeout.as_secs()));
             }
             Err(e) => return Err(format!("waiting for kustomize failed: {e}")),
         };
         let out = out_reader.join().unwrap_or_default();
         let err = err_reader.join().unwrap_or_default();
         if status.success() {
-            String::from_utf8(out)
-                .map_err(|_| "kustomize printed output that is not UTF-8".to_string())
+            String::from_utf8(out).map_err(|_| "kustomize printed output that is not UTF-8".to_string())
         } else {
             Err(clean_error(&String::from_utf8_lossy(&err)))
         }
@@ -115,16 +100,8 @@ impl Kustomize {
 }
 
 fn version_of(program: &str, subcommand: &str) -> Option<String> {
-    let args: &[&str] = if subcommand == "build" {
-        &["version"]
-    } else {
-        &["version", "--client"]
-    };
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
+    let args: &[&str] = if subcommand == "build" { &["version"] } else { &["version", "--client"] };
+    let out = Command::new(program).args(args).stdin(Stdio::null()).output().ok()?;
     if !out.status.success() {
         return None;
     }
@@ -132,10 +109,7 @@ fn version_of(program: &str, subcommand: &str) -> Option<String> {
     let version = if subcommand == "build" {
         text.trim().to_string()
     } else {
-        text.lines()
-            .find_map(|l| l.strip_prefix("Kustomize Version:"))?
-            .trim()
-            .to_string()
+        text.lines().find_map(|l| l.strip_prefix("Kustomize Version:"))?.trim().to_string()
     };
     Some(format!("{program} {version}"))
 }
@@ -155,8 +129,7 @@ fn clean_error(stderr: &str) -> String {
     match text.split_once("err=\"") {
         Some((_, quoted)) => {
             let inner = quoted.strip_suffix('"').unwrap_or(quoted);
-            serde_json::from_str::<String>(&format!("\"{inner}\""))
-                .unwrap_or_else(|_| inner.to_string())
+            serde_json::from_str::<String>(&format!("\"{inner}\"")).unwrap_or_else(|_| inner.to_string())
         }
         None => text.to_string(),
     }

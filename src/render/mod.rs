@@ -69,10 +69,7 @@ pub struct ErrorReport {
 
 impl From<&RenderError> for ErrorReport {
     fn from(e: &RenderError) -> Self {
-        ErrorReport {
-            code: e.code(),
-            message: e.to_string(),
-        }
+        ErrorReport { code: e.code(), message: e.to_string() }
     }
 }
 
@@ -130,10 +127,7 @@ pub struct RenderedKustomization {
 
 impl RenderedKustomization {
     pub fn reference(&self) -> KustomizationRef {
-        KustomizationRef {
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-        }
+        KustomizationRef { namespace: self.namespace.clone(), name: self.name.clone() }
     }
 }
 
@@ -174,28 +168,20 @@ pub struct Render {
 impl Render {
     /// Every Kustomization of every cluster.
     pub fn kustomizations(&self) -> impl Iterator<Item = (&Cluster, &RenderedKustomization)> {
-        self.clusters
-            .iter()
-            .flat_map(|c| c.kustomizations.iter().map(move |k| (c, k)))
+        self.clusters.iter().flat_map(|c| c.kustomizations.iter().map(move |k| (c, k)))
     }
 
     /// The first Kustomization named `namespace/name`.
     pub fn find(&self, reference: &str) -> Option<&RenderedKustomization> {
-        self.kustomizations()
-            .map(|(_, k)| k)
-            .find(|k| format!("{}/{}", k.namespace, k.name) == reference)
+        self.kustomizations().map(|(_, k)| k).find(|k| format!("{}/{}", k.namespace, k.name) == reference)
     }
 }
 
 impl RenderedKustomization {
     /// Inventory ids of the objects, sorted.
     pub fn ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self
-            .objects
-            .iter()
-            .filter_map(|o| o.id.as_ref())
-            .map(|i| i.to_string())
-            .collect();
+        let mut ids: Vec<String> =
+            self.objects.iter().filter_map(|o| o.id.as_ref()).map(|i| i.to_string()).collect();
         ids.sort();
         ids
     }
@@ -226,9 +212,7 @@ impl RenderOptions {
             sources: BTreeMap::new(),
             values: Arc::new(crate::cluster::Offline),
             strict_substitution: true,
-            jobs: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2),
+            jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             kustomize_timeout: Duration::from_secs(120),
             max_file_size: source::DEFAULT_MAX_FILE_SIZE,
             progress: false,

@@ -108,11 +108,7 @@ pub fn finish(
         .values
         .iter()
         .map(|(k, v)| {
-            let shown = if vars.secret_names.contains(k) {
-                format!("(masked:{k})")
-            } else {
-                v.clone()
-            };
+            let shown = if vars.secret_names.contains(k) { format!("(masked:{k})") } else { v.clone() };
             (k.clone(), shown)
         })
         .collect();
@@ -120,26 +116,18 @@ pub fn finish(
     let mut unresolved = BTreeSet::new();
     let mut objects = Vec::with_capacity(built.len());
     for BuiltObject { object, origin } in built {
-        let (real, shown) =
-            if substitutes && mentions_dollar(&object) && !substitution_disabled(&object) {
-                let text = yaml::to_yaml(&object);
-                let real =
-                    substitute_object(&text, &vars.values, on_undefined, &object, &mut unresolved)?;
-                let shown = if vars.secret_names.is_empty() {
-                    None
-                } else {
-                    Some(substitute_object(
-                        &text,
-                        &masked_values,
-                        on_undefined,
-                        &object,
-                        &mut BTreeSet::new(),
-                    )?)
-                };
-                (real, shown)
+        let (real, shown) = if substitutes && mentions_dollar(&object) && !substitution_disabled(&object) {
+            let text = yaml::to_yaml(&object);
+            let real = substitute_object(&text, &vars.values, on_undefined, &object, &mut unresolved)?;
+            let shown = if vars.secret_names.is_empty() {
+                None
             } else {
-                (object, None)
+                Some(substitute_object(&text, &masked_values, on_undefined, &object, &mut BTreeSet::new())?)
             };
+            (real, shown)
+        } else {
+            (object, None)
+        };
         let real = label(real, &owner, spec);
         let digest = digest(&real);
         let (object, secret_digests) = mask_secret_data(match shown {
@@ -156,10 +144,7 @@ pub fn finish(
             secret_digests,
         });
     }
-    Ok(Finished {
-        objects,
-        unresolved,
-    })
+    Ok(Finished { objects, unresolved })
 }
 
 /// True when some key or string of the manifest holds a `$`: otherwise substitution is a no-op.
@@ -167,18 +152,14 @@ fn mentions_dollar(value: &Value) -> bool {
     match value {
         Value::String(s) => s.contains('$'),
         Value::Array(items) => items.iter().any(mentions_dollar),
-        Value::Object(map) => map
-            .iter()
-            .any(|(k, v)| k.contains('$') || mentions_dollar(v)),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('$') || mentions_dollar(v)),
         _ => false,
     }
 }
 
 fn substitution_disabled(object: &Value) -> bool {
     let meta = &object["metadata"];
-    ["labels", "annotations"]
-        .iter()
-        .any(|f| meta[f][SUBSTITUTE_KEY].as_str() == Some("disabled"))
+    ["labels", "annotations"].iter().any(|f| meta[f][SUBSTITUTE_KEY].as_str() == Some("disabled"))
 }
 
 fn substitute_object(
@@ -189,15 +170,12 @@ fn substitute_object(
     unresolved: &mut BTreeSet<String>,
 ) -> Result<Value, RenderError> {
     let what = describe(original);
-    let out = envsubst::substitute(text, values, on_undefined).map_err(|e| {
-        RenderError::Substitution(format!("{what}: variable substitution failed: {e}"))
-    })?;
+    let out = envsubst::substitute(text, values, on_undefined)
+        .map_err(|e| RenderError::Substitution(format!("{what}: variable substitution failed: {e}")))?;
     unresolved.extend(out.unresolved);
     let mut docs = yaml::parse_documents(&out.text).map_err(|_| {
         // The parser's message could quote a substituted value: never show it.
-        RenderError::Substitution(format!(
-            "{what}: the YAML is not valid after variable substitution"
-        ))
+        RenderError::Substitution(format!("{what}: the YAML is not valid after variable substitution"))
     })?;
     match (docs.pop(), docs.is_empty()) {
         (Some(doc), true) => Ok(doc),
@@ -241,11 +219,7 @@ fn set(meta: &mut Value, field: &str, key: &str, value: &str) {
     if !meta.is_object() {
         *meta = json!({});
     }
-    let map = meta
-        .as_object_mut()
-        .expect("just made an object")
-        .entry(field)
-        .or_insert_with(|| json!({}));
+    let map = meta.as_object_mut().expect("just made an object").entry(field).or_insert_with(|| json!({}));
     if !map.is_object() {
         *map = json!({});
     }
@@ -266,14 +240,8 @@ fn mask_secret_data(mut object: Value) -> (Value, BTreeMap<String, String>) {
     for field in ["data", "stringData"] {
         if let Some(map) = object.get_mut(field).and_then(Value::as_object_mut) {
             for (key, value) in map.iter_mut() {
-                let text = value
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| value.to_string());
-                digests.insert(
-                    format!("{field}.{key}"),
-                    hex::encode(Sha256::digest(text.as_bytes())),
-                );
+                let text = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+                digests.insert(format!("{field}.{key}"), hex::encode(Sha256::digest(text.as_bytes())));
                 *value = json!(MASK);
             }
         }
@@ -300,10 +268,7 @@ mod tests {
     }
 
     fn built(object: Value) -> Vec<BuiltObject> {
-        vec![BuiltObject {
-            object,
-            origin: None,
-        }]
+        vec![BuiltObject { object, origin: None }]
     }
 
     struct Fixed(Lookup);
@@ -321,9 +286,7 @@ mod tests {
         let spec = spec(json!({"substitute": {"env": "prod"}}));
         let vars = resolve_variables(&spec, &Offline).unwrap();
         let out = finish(
-            built(
-                json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${env}"}}),
-            ),
+            built(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${env}"}})),
             &spec,
             &vars,
             true,
@@ -332,10 +295,7 @@ mod tests {
         let obj = &out.objects[0].object;
         assert_eq!(obj["metadata"]["name"], "c-prod");
         assert_eq!(obj["metadata"]["labels"][OWNER_NAME_LABEL], "apps");
-        assert_eq!(
-            obj["metadata"]["labels"][OWNER_NAMESPACE_LABEL],
-            "flux-system"
-        );
+        assert_eq!(obj["metadata"]["labels"][OWNER_NAMESPACE_LABEL], "flux-system");
         assert_eq!(obj["metadata"]["labels"]["team"], "a");
     }
 
@@ -353,10 +313,7 @@ mod tests {
     fn unknown_sources_keep_placeholders_instead_of_failing() {
         let spec = spec(json!({"substituteFrom": [{"kind": "ConfigMap", "name": "cluster-vars"}]}));
         let vars = resolve_variables(&spec, &Offline).unwrap();
-        assert_eq!(
-            vars.unknown_sources,
-            vec!["ConfigMap/flux-system/cluster-vars"]
-        );
+        assert_eq!(vars.unknown_sources, vec!["ConfigMap/flux-system/cluster-vars"]);
         let out = finish(
             built(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${cluster}"}})),
             &spec,
@@ -371,9 +328,7 @@ mod tests {
     #[test]
     fn secret_values_never_reach_the_shown_object() {
         let spec = spec(json!({"substituteFrom": [{"kind": "Secret", "name": "creds"}]}));
-        let source = Fixed(Lookup::Found(
-            [("password".to_string(), "hunter2\n".to_string())].into(),
-        ));
+        let source = Fixed(Lookup::Found([("password".to_string(), "hunter2\n".to_string())].into()));
         let vars = resolve_variables(&spec, &source).unwrap();
         assert_eq!(vars.values["password"], "hunter2", "newlines are stripped");
         let object = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c"},
@@ -383,9 +338,7 @@ mod tests {
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("(masked:password)"));
         // A changed secret value still changes the digest the plan compares.
-        let other = Fixed(Lookup::Found(
-            [("password".to_string(), "other".to_string())].into(),
-        ));
+        let other = Fixed(Lookup::Found([("password".to_string(), "other".to_string())].into()));
         let vars2 = resolve_variables(&spec, &other).unwrap();
         let out2 = finish(built(object), &spec, &vars2, true).unwrap();
         assert_ne!(out.objects[0].digest, out2.objects[0].digest);
@@ -408,11 +361,8 @@ mod tests {
     fn strict_mode_fails_on_undefined_and_names_the_object() {
         let spec = spec(json!({"substitute": {"a": "1"}}));
         let vars = resolve_variables(&spec, &Offline).unwrap();
-        let object =
-            json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${missing}"}});
-        let err = finish(built(object.clone()), &spec, &vars, true)
-            .err()
-            .unwrap();
+        let object = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${missing}"}});
+        let err = finish(built(object.clone()), &spec, &vars, true).err().unwrap();
         assert!(err.to_string().contains("missing"), "{err}");
         let out = finish(built(object), &spec, &vars, false).unwrap();
         assert_eq!(out.objects[0].object["metadata"]["name"], "c-");

@@ -32,10 +32,8 @@ pub fn scratch_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("FLUXPLAN_WORKDIR") {
         return PathBuf::from(dir);
     }
-    let memory_backed = [
-        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
-        Some(PathBuf::from("/dev/shm")),
-    ];
+    let memory_backed =
+        [std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from), Some(PathBuf::from("/dev/shm"))];
     memory_backed
         .into_iter()
         .flatten()
@@ -50,9 +48,7 @@ impl ExportedSource {
         let workdir = tempfile::Builder::new()
             .prefix("fluxplan-src-")
             .tempdir_in(&scratch)
-            .with_context(|| {
-                format!("cannot create a scratch directory in {}", scratch.display())
-            })?;
+            .with_context(|| format!("cannot create a scratch directory in {}", scratch.display()))?;
         let raw = workdir.path().join("raw");
         std::fs::create_dir(&raw)?;
         let mut warnings = Vec::new();
@@ -64,22 +60,12 @@ impl ExportedSource {
                 Some(commit)
             }
             None => {
-                anyhow::ensure!(
-                    repo.is_dir(),
-                    "repository directory {} does not exist",
-                    repo.display()
-                );
+                anyhow::ensure!(repo.is_dir(), "repository directory {} does not exist", repo.display());
                 copy_tree(repo, repo, &raw, max_file_size, &mut warnings)?;
                 None
             }
         };
-        Ok(ExportedSource {
-            workdir,
-            raw,
-            commit,
-            warnings,
-            filtered: Mutex::default(),
-        })
+        Ok(ExportedSource { workdir, raw, commit, warnings, filtered: Mutex::default() })
     }
 
     /// The tree as the artifact of a source with `spec.ignore` would hold it.
@@ -112,21 +98,12 @@ fn unpack(tar: &[u8], dest: &Path, max_file_size: u64, warnings: &mut Vec<String
         let path = entry.path()?.into_owned();
         let kind = entry.header().entry_type();
         if kind.is_symlink() || kind.is_hard_link() {
-            warnings.push(format!(
-                "{}: symlink left out, as Flux never archives symlinks",
-                path.display()
-            ));
+            warnings.push(format!("{}: symlink left out, as Flux never archives symlinks", path.display()));
             continue;
         }
         // git archive writes plain relative paths; anything else is refused, never unpacked.
-        if !path
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)))
-        {
-            warnings.push(format!(
-                "{}: unsafe path in the archive left out",
-                path.display()
-            ));
+        if !path.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+            warnings.push(format!("{}: unsafe path in the archive left out", path.display()));
             continue;
         }
         let target = dest.join(&path);
@@ -171,10 +148,7 @@ fn copy_tree(
         let file_type = entry.file_type()?;
         let target = dest.join(rel);
         if file_type.is_symlink() {
-            warnings.push(format!(
-                "{}: symlink left out, as Flux never archives symlinks",
-                rel.display()
-            ));
+            warnings.push(format!("{}: symlink left out, as Flux never archives symlinks", rel.display()));
         } else if file_type.is_dir() {
             if entry.file_name() == ".git" {
                 continue;
@@ -190,8 +164,7 @@ fn copy_tree(
                 ));
                 continue;
             }
-            std::fs::copy(&path, &target)
-                .with_context(|| format!("cannot copy {}", rel.display()))?;
+            std::fs::copy(&path, &target).with_context(|| format!("cannot copy {}", rel.display()))?;
         }
     }
     Ok(())
@@ -201,8 +174,7 @@ fn any_ignored(dir: &Path, rules: &SourceIgnore) -> Result<bool> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let is_dir = entry.file_type()?.is_dir();
-        if rules.is_ignored(&entry.path(), is_dir) || (is_dir && any_ignored(&entry.path(), rules)?)
-        {
+        if rules.is_ignored(&entry.path(), is_dir) || (is_dir && any_ignored(&entry.path(), rules)?) {
             return Ok(true);
         }
     }

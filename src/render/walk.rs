@@ -35,17 +35,13 @@ pub struct Renderer {
 impl Renderer {
     pub fn new(kustomize_timeout: Duration, cache_dir: Option<PathBuf>) -> Result<Self> {
         let kustomize = Kustomize::detect(kustomize_timeout)?;
-        Ok(Renderer {
-            builder: Builder::new(kustomize, RenderCache::new(cache_dir)),
-        })
+        Ok(Renderer { builder: Builder::new(kustomize, RenderCache::new(cache_dir)) })
     }
 
     /// A renderer using the kustomize at `program`.
     pub fn with_kustomize(program: &str, kustomize_timeout: Duration) -> Result<Self> {
         let kustomize = Kustomize::at(program, kustomize_timeout)?;
-        Ok(Renderer {
-            builder: Builder::new(kustomize, RenderCache::new(None)),
-        })
+        Ok(Renderer { builder: Builder::new(kustomize, RenderCache::new(None)) })
     }
 
     pub fn kustomize_version(&self) -> &str {
@@ -104,8 +100,7 @@ impl Sources<'_> {
         } else {
             return Ok(None);
         };
-        tree.map(Some)
-            .map_err(|e| RenderError::InvalidSource(format!("cannot prepare source {source}: {e}")))
+        tree.map(Some).map_err(|e| RenderError::InvalidSource(format!("cannot prepare source {source}: {e}")))
     }
 }
 
@@ -113,35 +108,23 @@ impl Renderer {
     /// Renders every Kustomization reachable from the repository's roots.
     pub fn render(&self, opts: &RenderOptions) -> Result<Render> {
         let started = std::time::Instant::now();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(opts.jobs.max(1))
-            .build()?;
-        let this_repo =
-            ExportedSource::export(&opts.repo, opts.rev.as_deref(), opts.max_file_size)?;
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.jobs.max(1)).build()?;
+        let this_repo = ExportedSource::export(&opts.repo, opts.rev.as_deref(), opts.max_file_size)?;
         let mut warnings = this_repo.warnings.clone();
         let mut mapped = BTreeMap::new();
         for (key, dir) in &opts.sources {
-            let source = ExportedSource::export(dir, None, opts.max_file_size).map_err(|e| {
-                e.context(format!("cannot read source {key} from {}", dir.display()))
-            })?;
+            let source = ExportedSource::export(dir, None, opts.max_file_size)
+                .map_err(|e| e.context(format!("cannot read source {key} from {}", dir.display())))?;
             warnings.extend(source.warnings.iter().map(|w| format!("source {key}: {w}")));
             mapped.insert(key.clone(), source);
         }
-        tracing::debug!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "source exported"
-        );
+        tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "source exported");
         let discovery_tree = this_repo.tree(None)?;
         let (disk_kustomizations, git_repositories, flux_instances) = discover(&discovery_tree);
 
-        tracing::debug!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "manifests discovered"
-        );
-        let remotes: BTreeSet<String> = git::remote_urls(&opts.repo)
-            .iter()
-            .map(|u| git::normalize_url(u))
-            .collect();
+        tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "manifests discovered");
+        let remotes: BTreeSet<String> =
+            git::remote_urls(&opts.repo).iter().map(|u| git::normalize_url(u)).collect();
         let bootstrap_key = format!("{}/{}", BOOTSTRAP_SOURCE.0, BOOTSTRAP_SOURCE.1);
         let mut this_repo_keys: BTreeMap<String, Option<String>> = BTreeMap::new();
         this_repo_keys.insert(bootstrap_key.clone(), None);
@@ -150,11 +133,7 @@ impl Renderer {
                 this_repo_keys.insert(repo.key.clone(), repo.ignore.clone());
             }
         }
-        let sources = Sources {
-            this_repo: &this_repo,
-            this_repo_keys,
-            mapped,
-        };
+        let sources = Sources { this_repo: &this_repo, this_repo_keys, mapped };
 
         let progress = Progress::new(opts.progress);
         let ctx = Context {
@@ -176,18 +155,12 @@ impl Renderer {
             candidates
                 .par_iter()
                 .map(|(i, spec)| {
-                    let made = ctx
-                        .render_objects(spec)
-                        .map(|(objects, _)| objects)
-                        .unwrap_or_default();
+                    let made = ctx.render_objects(spec).map(|(objects, _)| objects).unwrap_or_default();
                     let children = made
                         .iter()
                         .filter(|o| is_flux_kustomization(&o.object))
                         .filter_map(|o| {
-                            Some((
-                                o.origin.clone()?,
-                                o.object["metadata"]["name"].as_str()?.to_string(),
-                            ))
+                            Some((o.origin.clone()?, o.object["metadata"]["name"].as_str()?.to_string()))
                         })
                         .collect();
                     (*i, children)
@@ -197,13 +170,9 @@ impl Renderer {
         // A produced Kustomization is the manifest of its origin file with its name (or the only
         // one in that file, when a prefix or suffix renamed it).
         let matches = |file: &str, name: &str| -> Option<usize> {
-            let same_file: Vec<usize> = (0..disk_kustomizations.len())
-                .filter(|&j| disk_kustomizations[j].file == file)
-                .collect();
-            let exact = same_file
-                .iter()
-                .copied()
-                .find(|&j| disk_kustomizations[j].name == name);
+            let same_file: Vec<usize> =
+                (0..disk_kustomizations.len()).filter(|&j| disk_kustomizations[j].file == file).collect();
+            let exact = same_file.iter().copied().find(|&j| disk_kustomizations[j].name == name);
             exact.or_else(|| (same_file.len() == 1).then(|| same_file[0]))
         };
         let mut producers: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
@@ -239,17 +208,11 @@ impl Renderer {
                 .collect();
         }
 
-        tracing::debug!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "roots found"
-        );
+        tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "roots found");
         let mut clusters: Vec<Cluster> = Vec::new();
         let mut queue: Vec<Node> = Vec::new();
         for (spec, file) in root_specs {
-            let mut name = paths::relative(
-                Path::new("/"),
-                &paths::secure_join(Path::new("/"), &spec.path),
-            );
+            let mut name = paths::relative(Path::new("/"), &paths::secure_join(Path::new("/"), &spec.path));
             if clusters.iter().any(|c| c.name == name) {
                 name = format!("{name} ({})", spec.reference());
             }
@@ -261,11 +224,7 @@ impl Renderer {
                 is_root: true,
                 spec: spec.clone(),
             });
-            clusters.push(Cluster {
-                name,
-                root: spec.reference(),
-                kustomizations: Vec::new(),
-            });
+            clusters.push(Cluster { name, root: spec.reference(), kustomizations: Vec::new() });
         }
 
         let mut reached: BTreeSet<(String, String)> = BTreeSet::new();
@@ -281,15 +240,9 @@ impl Renderer {
             });
             for (node, mut rendered, children) in results {
                 let cluster = &mut clusters[node.cluster];
-                if cluster
-                    .kustomizations
-                    .iter()
-                    .any(|k| k.reference() == rendered.reference())
-                {
-                    let other = cluster
-                        .kustomizations
-                        .iter_mut()
-                        .find(|k| k.reference() == rendered.reference());
+                if cluster.kustomizations.iter().any(|k| k.reference() == rendered.reference()) {
+                    let other =
+                        cluster.kustomizations.iter_mut().find(|k| k.reference() == rendered.reference());
                     if let Some(other) = other {
                         other.warnings.push(format!(
                             "also produced by {}: two definitions of one Kustomization fight over it",
@@ -315,17 +268,15 @@ impl Renderer {
 
         assign_ids(&mut clusters);
         for cluster in &mut clusters {
-            cluster
-                .kustomizations
-                .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            cluster.kustomizations.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         }
         clusters.sort_by(|a, b| a.name.cmp(&b.name));
         let mut unreachable: Vec<Unreachable> = disk_kustomizations
             .iter()
             .filter(|d| {
-                !reached.iter().any(|(file, name)| {
-                    *file == d.file && (*name == d.name || name.contains(&d.name))
-                })
+                !reached
+                    .iter()
+                    .any(|(file, name)| *file == d.file && (*name == d.name || name.contains(&d.name)))
             })
             .map(|d| Unreachable {
                 file: d.file.clone(),
@@ -341,10 +292,7 @@ impl Renderer {
             builds,
             cache_hits,
             kustomize_runs = builds - cache_hits,
-            kustomizations = clusters
-                .iter()
-                .map(|c| c.kustomizations.len())
-                .sum::<usize>(),
+            kustomizations = clusters.iter().map(|c| c.kustomizations.len()).sum::<usize>(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "render finished"
         );
@@ -372,40 +320,24 @@ struct Context<'a> {
 
 impl Context<'_> {
     fn render_objects(&self, spec: &Kustomization) -> Rendered {
-        let key = yaml::canonical_json(&serde_json::json!([
-            spec.namespace,
-            spec.name,
-            spec.raw["spec"]
-        ]));
-        if let Some(hit) = self
-            .memo
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
+        let key = yaml::canonical_json(&serde_json::json!([spec.namespace, spec.name, spec.raw["spec"]]));
+        if let Some(hit) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return hit.clone();
         }
         let result = self.render_uncached(spec);
-        self.memo
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, result.clone());
+        self.memo.lock().unwrap_or_else(|e| e.into_inner()).insert(key, result.clone());
         result
     }
 
     /// Builds and post-processes one spec: the objects and the variables left unresolved.
     fn render_uncached(&self, spec: &Kustomization) -> Rendered {
         let root = self.sources.tree(&spec.source_ref)?.ok_or_else(|| {
-            RenderError::InvalidSource(format!(
-                "source {} is not available locally",
-                spec.source_ref
-            ))
+            RenderError::InvalidSource(format!("source {} is not available locally", spec.source_ref))
         })?;
         let built = self.renderer.builder.build(&root, spec)?;
         self.progress.tick(built.cache_hit);
         let vars: Variables = postbuild::resolve_variables(spec, self.opts.values.as_ref())?;
-        let finished =
-            postbuild::finish(built.objects, spec, &vars, self.opts.strict_substitution)?;
+        let finished = postbuild::finish(built.objects, spec, &vars, self.opts.strict_substitution)?;
         Ok((finished.objects, finished.unresolved.into_iter().collect()))
     }
 
@@ -441,13 +373,9 @@ impl Context<'_> {
             if !node.is_root {
                 break;
             }
-            let own = objects
-                .iter()
-                .find(|o| is_self(o, &spec, node.file.as_deref()))
-                .and_then(|o| {
-                    Kustomization::from_value(o.real.as_ref().unwrap_or(&o.object), &spec.namespace)
-                        .ok()
-                });
+            let own = objects.iter().find(|o| is_self(o, &spec, node.file.as_deref())).and_then(|o| {
+                Kustomization::from_value(o.real.as_ref().unwrap_or(&o.object), &spec.namespace).ok()
+            });
             match own {
                 Some(own) if own.raw["spec"] != spec.raw["spec"] => {
                     spec = own;
@@ -504,9 +432,9 @@ impl Context<'_> {
                             ancestors: ancestors.clone(),
                             is_root: false,
                         }),
-                        Err(e) => record
-                            .warnings
-                            .push(format!("nested {}: {e}", postbuild::describe(manifest))),
+                        Err(e) => {
+                            record.warnings.push(format!("nested {}: {e}", postbuild::describe(manifest)))
+                        }
                     }
                 }
                 record.objects = objects;
@@ -529,11 +457,7 @@ fn is_self(object: &RenderedObject, spec: &Kustomization, file: Option<&str>) ->
 /// whole render; a namespaced object without a namespace fails its Kustomization as the apply would.
 fn assign_ids(clusters: &mut [Cluster]) {
     let mut scopes = ScopeMap::default();
-    for object in clusters
-        .iter()
-        .flat_map(|c| &c.kustomizations)
-        .flat_map(|k| &k.objects)
-    {
+    for object in clusters.iter().flat_map(|c| &c.kustomizations).flat_map(|k| &k.objects) {
         if object.object["kind"] == "CustomResourceDefinition" {
             scopes.learn_crd(&object.object);
         }
@@ -584,11 +508,7 @@ fn assign_ids(clusters: &mut [Cluster]) {
 #[allow(clippy::type_complexity)]
 fn discover(
     root: &Path,
-) -> (
-    Vec<DiskKustomization>,
-    Vec<DiskGitRepository>,
-    Vec<(Kustomization, Option<String>)>,
-) {
+) -> (Vec<DiskKustomization>, Vec<DiskGitRepository>, Vec<(Kustomization, Option<String>)>) {
     let mut files = Vec::new();
     collect_yaml_files(root, &mut files);
     files.sort();
@@ -614,14 +534,8 @@ fn discover(
             if is_flux_kustomization(&doc) {
                 let name = doc["metadata"]["name"].as_str().unwrap_or("").to_string();
                 let namespace = doc["metadata"]["namespace"].as_str().map(str::to_string);
-                let spec =
-                    Kustomization::from_value(&doc, BOOTSTRAP_SOURCE.0).map_err(|e| e.to_string());
-                kustomizations.push(DiskKustomization {
-                    file: rel.clone(),
-                    name,
-                    namespace,
-                    spec,
-                });
+                let spec = Kustomization::from_value(&doc, BOOTSTRAP_SOURCE.0).map_err(|e| e.to_string());
+                kustomizations.push(DiskKustomization { file: rel.clone(), name, namespace, spec });
             } else if group == flux::SOURCE_GROUP && kind == "GitRepository" {
                 let meta = &doc["metadata"];
                 repositories.push(DiskGitRepository {
@@ -649,9 +563,7 @@ fn flux_instance_root(doc: &Value) -> Option<Kustomization> {
     if sync["kind"].as_str().is_some_and(|k| k != "GitRepository") {
         return None;
     }
-    let namespace = doc["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or(BOOTSTRAP_SOURCE.0);
+    let namespace = doc["metadata"]["namespace"].as_str().unwrap_or(BOOTSTRAP_SOURCE.0);
     let name = sync["name"].as_str().unwrap_or(namespace);
     let manifest = serde_json::json!({
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
@@ -701,23 +613,15 @@ impl Progress {
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
-        Progress {
-            bar,
-            done: AtomicUsize::new(0),
-            cached: AtomicUsize::new(0),
-        }
+        Progress { bar, done: AtomicUsize::new(0), cached: AtomicUsize::new(0) }
     }
 
     fn tick(&self, cache_hit: bool) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
-        let cached = self
-            .cached
-            .fetch_add(usize::from(cache_hit), Ordering::Relaxed)
-            + usize::from(cache_hit);
+        let cached =
+            self.cached.fetch_add(usize::from(cache_hit), Ordering::Relaxed) + usize::from(cache_hit);
         if let Some(bar) = &self.bar {
-            bar.set_message(format!(
-                "rendered {done} kustomize builds ({cached} from cache)"
-            ));
+            bar.set_message(format!("rendered {done} kustomize builds ({cached} from cache)"));
         }
     }
 

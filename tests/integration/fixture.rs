@@ -82,10 +82,7 @@ spec:
         extra: &str,
     ) -> &Self {
         let (source_kind, source_name) = source;
-        let extra = extra
-            .lines()
-            .map(|l| format!("  {l}\n"))
-            .collect::<String>();
+        let extra = extra.lines().map(|l| format!("  {l}\n")).collect::<String>();
         self.write(
             file,
             &format!(
@@ -131,17 +128,8 @@ spec:
     }
 
     pub fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(self.path())
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = Command::new("git").arg("-C").arg(self.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -162,10 +150,7 @@ spec:
 }
 
 pub fn render_with(opts: &RenderOptions) -> Render {
-    Renderer::new(opts.kustomize_timeout, None)
-        .unwrap()
-        .render(opts)
-        .unwrap()
+    Renderer::new(opts.kustomize_timeout, None).unwrap().render(opts).unwrap()
 }
 
 pub fn fluxplan_bin() -> PathBuf {
@@ -174,13 +159,8 @@ pub fn fluxplan_bin() -> PathBuf {
 
 /// Asserts a Kustomization failed with `code`; returns its message.
 pub fn error_of(render: &Render, reference: &str, code: &str) -> String {
-    let k = render
-        .find(reference)
-        .unwrap_or_else(|| panic!("{reference} not rendered"));
-    let error = k
-        .error
-        .as_ref()
-        .unwrap_or_else(|| panic!("{reference} did not fail: {:?}", k.ids()));
+    let k = render.find(reference).unwrap_or_else(|| panic!("{reference} not rendered"));
+    let error = k.error.as_ref().unwrap_or_else(|| panic!("{reference} did not fail: {:?}", k.ids()));
     assert_eq!(error.code, code, "{}", error.message);
     error.message.clone()
 }

@@ -22,15 +22,7 @@ fn golden_repo() -> Repo {
 
 fn build(repo: &Repo, format: &str) -> (String, String, i32) {
     let out = Command::new(fluxplan_bin())
-        .args([
-            "build",
-            "--no-cache",
-            "--rev",
-            "HEAD",
-            "--format",
-            format,
-            "--repo",
-        ])
+        .args(["build", "--no-cache", "--rev", "HEAD", "--format", format, "--repo"])
         .arg(repo.path())
         .output()
         .unwrap();
@@ -76,12 +68,7 @@ fn all_good_exits_0_and_a_missing_repository_exits_3() {
     let (_, _, code) = build(&repo, "ids");
     assert_eq!(code, 0);
     let out = Command::new(fluxplan_bin())
-        .args([
-            "build",
-            "--no-cache",
-            "--repo",
-            "/nonexistent/fluxplan-repo",
-        ])
+        .args(["build", "--no-cache", "--repo", "/nonexistent/fluxplan-repo"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3));

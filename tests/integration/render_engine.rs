@@ -7,10 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn ids(render: &fluxplan::render::Render, reference: &str) -> Vec<String> {
-    render
-        .find(reference)
-        .unwrap_or_else(|| panic!("{reference} missing"))
-        .ids()
+    render.find(reference).unwrap_or_else(|| panic!("{reference} missing")).ids()
 }
 
 #[test]
@@ -22,10 +19,7 @@ fn bootstrap_root_renders_itself_and_its_children() {
     let render = repo.render(Some("HEAD"));
     assert_eq!(render.clusters.len(), 1);
     assert_eq!(render.clusters[0].name, "clusters/prod");
-    assert_eq!(
-        render.clusters[0].root.to_string(),
-        "flux-system/flux-system"
-    );
+    assert_eq!(render.clusters[0].root.to_string(), "flux-system/flux-system");
     assert_eq!(
         ids(&render, "flux-system/flux-system"),
         vec![
@@ -34,15 +28,9 @@ fn bootstrap_root_renders_itself_and_its_children() {
             "flux-system_flux-system_source.toolkit.fluxcd.io_GitRepository",
         ]
     );
-    assert_eq!(
-        ids(&render, "flux-system/apps"),
-        vec!["default_a__ConfigMap"]
-    );
+    assert_eq!(ids(&render, "flux-system/apps"), vec!["default_a__ConfigMap"]);
     let apps = render.find("flux-system/apps").unwrap();
-    assert_eq!(
-        apps.parent.as_ref().unwrap().to_string(),
-        "flux-system/flux-system"
-    );
+    assert_eq!(apps.parent.as_ref().unwrap().to_string(), "flux-system/flux-system");
     assert_eq!(apps.file.as_deref(), Some("clusters/prod/apps.yaml"));
     assert!(render.unreachable.is_empty(), "{:?}", render.unreachable);
 }
@@ -58,26 +46,12 @@ fn reads_a_revision_without_touching_the_checkout() {
     repo.config_map("apps/a.yaml", "uncommitted", "default");
     let status_before = repo.git(&["status", "--porcelain"]);
 
-    assert_eq!(
-        ids(&repo.render(Some(&first)), "flux-system/apps"),
-        vec!["default_old__ConfigMap"]
-    );
-    assert_eq!(
-        ids(&repo.render(Some("HEAD")), "flux-system/apps"),
-        vec!["default_new__ConfigMap"]
-    );
-    assert_eq!(
-        ids(&repo.render(None), "flux-system/apps"),
-        vec!["default_uncommitted__ConfigMap"]
-    );
+    assert_eq!(ids(&repo.render(Some(&first)), "flux-system/apps"), vec!["default_old__ConfigMap"]);
+    assert_eq!(ids(&repo.render(Some("HEAD")), "flux-system/apps"), vec!["default_new__ConfigMap"]);
+    assert_eq!(ids(&repo.render(None), "flux-system/apps"), vec!["default_uncommitted__ConfigMap"]);
     assert_eq!(repo.git(&["status", "--porcelain"]), status_before);
-    assert!(std::fs::read_to_string(repo.path().join("apps/a.yaml"))
-        .unwrap()
-        .contains("uncommitted"));
-    assert_eq!(
-        repo.render(Some(&first)).revision.as_deref(),
-        Some(first.as_str())
-    );
+    assert!(std::fs::read_to_string(repo.path().join("apps/a.yaml")).unwrap().contains("uncommitted"));
+    assert_eq!(repo.render(Some(&first)).revision.as_deref(), Some(first.as_str()));
 }
 
 #[test]
@@ -96,12 +70,7 @@ fn two_clusters_in_one_repository_stay_apart() {
     let repo = Repo::bootstrap("staging");
     repo.add_bootstrap("production");
     repo.kustomization("clusters/staging/apps.yaml", "apps", "./apps/staging", "");
-    repo.kustomization(
-        "clusters/production/apps.yaml",
-        "apps",
-        "./apps/production",
-        "",
-    );
+    repo.kustomization("clusters/production/apps.yaml", "apps", "./apps/production", "");
     repo.config_map("apps/staging/c.yaml", "staging-only", "default");
     repo.config_map("apps/production/c.yaml", "production-only", "default");
     repo.commit("init");
@@ -109,12 +78,7 @@ fn two_clusters_in_one_repository_stay_apart() {
     let names: Vec<&str> = render.clusters.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, vec!["clusters/production", "clusters/staging"]);
     let apps_of = |cluster: usize| {
-        render.clusters[cluster]
-            .kustomizations
-            .iter()
-            .find(|k| k.name == "apps")
-            .unwrap()
-            .ids()
+        render.clusters[cluster].kustomizations.iter().find(|k| k.name == "apps").unwrap().ids()
     };
     assert_eq!(apps_of(0), vec!["default_production-only__ConfigMap"]);
     assert_eq!(apps_of(1), vec!["default_staging-only__ConfigMap"]);
@@ -140,10 +104,7 @@ fn git_repository_matching_a_remote_denotes_this_repository() {
     repo.commit("init");
     let render = repo.render(Some("HEAD"));
     // With no bootstrap root in the repository, every Kustomization nothing produces is a root.
-    assert_eq!(
-        ids(&render, "flux-system/apps"),
-        vec!["default_a__ConfigMap"]
-    );
+    assert_eq!(ids(&render, "flux-system/apps"), vec!["default_a__ConfigMap"]);
     // A Kustomization of a source that is not this repository is not a root; nothing reaches it.
     assert_eq!(render.unreachable.len(), 1);
     assert_eq!(render.unreachable[0].name, "other");
@@ -161,31 +122,18 @@ fn sources_mapped_to_directories_are_rendered_others_are_external() {
         ("GitRepository", "platform"),
         "",
     );
-    repo.kustomization_of(
-        "clusters/prod/external.yaml",
-        "external",
-        "./",
-        ("OCIRepository", "charts"),
-        "",
-    );
+    repo.kustomization_of("clusters/prod/external.yaml", "external", "./", ("OCIRepository", "charts"), "");
     repo.commit("init");
     let mut opts = repo.options(Some("HEAD"));
-    opts.sources
-        .insert("flux-system/platform".into(), other.path().to_path_buf());
+    opts.sources.insert("flux-system/platform".into(), other.path().to_path_buf());
     let render = render_with(&opts);
-    assert_eq!(
-        ids(&render, "flux-system/platform"),
-        vec!["platform_from-platform__ConfigMap"]
-    );
+    assert_eq!(ids(&render, "flux-system/platform"), vec!["platform_from-platform__ConfigMap"]);
     let external = render.find("flux-system/external").unwrap();
     assert_eq!(external.status, Status::External);
     assert!(external.objects.is_empty());
 
     let unmapped = repo.render(Some("HEAD"));
-    assert_eq!(
-        unmapped.find("flux-system/platform").unwrap().status,
-        Status::External
-    );
+    assert_eq!(unmapped.find("flux-system/platform").unwrap().status, Status::External);
 }
 
 #[test]
@@ -212,10 +160,7 @@ fn flux_operator_instance_is_a_root() {
     let render = repo.render(Some("HEAD"));
     assert_eq!(render.clusters.len(), 1);
     assert_eq!(render.clusters[0].name, "clusters/edge");
-    assert_eq!(
-        ids(&render, "flux-system/apps"),
-        vec!["default_a__ConfigMap"]
-    );
+    assert_eq!(ids(&render, "flux-system/apps"), vec!["default_a__ConfigMap"]);
 }
 
 #[test]
@@ -238,10 +183,7 @@ fn outage_empty_directory_renders_zero_objects_and_missing_directory_fails() {
         "{message}"
     );
     // The other Kustomizations still render.
-    assert_eq!(
-        ids(&render, "flux-system/other"),
-        vec!["default_c__ConfigMap"]
-    );
+    assert_eq!(ids(&render, "flux-system/other"), vec!["default_c__ConfigMap"]);
 }
 
 #[test]
@@ -251,10 +193,7 @@ fn path_cannot_escape_the_source() {
     repo.config_map("apps/a.yaml", "a", "default");
     repo.commit("init");
     // `..` is clamped at the source root, as the controller's secure join does.
-    assert_eq!(
-        ids(&repo.render(Some("HEAD")), "flux-system/apps"),
-        vec!["default_a__ConfigMap"]
-    );
+    assert_eq!(ids(&repo.render(Some("HEAD")), "flux-system/apps"), vec!["default_a__ConfigMap"]);
 }
 
 #[test]
@@ -266,10 +205,7 @@ fn generated_kustomization_follows_the_controller_rules() {
     repo.config_map("apps/ignored.json", "json-is-not-read", "default");
     repo.config_map("apps/upper.YAML", "case-sensitive", "default");
     // A sub-directory with a kustomization is one resource: only what it lists is built.
-    repo.write(
-        "apps/kustomized/kustomization.yaml",
-        "resources:\n- listed.yaml\n",
-    );
+    repo.write("apps/kustomized/kustomization.yaml", "resources:\n- listed.yaml\n");
     repo.config_map("apps/kustomized/listed.yaml", "listed", "default");
     repo.config_map("apps/kustomized/unlisted.yaml", "unlisted", "default");
     repo.write("apps/empty.yaml", "---\n# just a comment\n");
@@ -302,16 +238,10 @@ fn yaml_that_is_not_kubernetes_fails_only_its_kustomization() {
     repo.commit("init");
     let render = repo.render(Some("HEAD"));
     let message = error_of(&render, "flux-system/apps", "invalid-source");
-    assert!(
-        message.contains("apps/values.yaml") && message.contains("missing kind"),
-        "{message}"
-    );
+    assert!(message.contains("apps/values.yaml") && message.contains("missing kind"), "{message}");
     let message = error_of(&render, "flux-system/bad", "invalid-source");
     assert!(message.contains("bad/broken.yaml"), "{message}");
-    assert_eq!(
-        ids(&render, "flux-system/good"),
-        vec!["default_g__ConfigMap"]
-    );
+    assert_eq!(ids(&render, "flux-system/good"), vec!["default_g__ConfigMap"]);
 }
 
 #[test]
@@ -320,16 +250,9 @@ fn kustomize_failure_is_recorded_with_kustomize_message() {
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
     repo.write("apps/kustomization.yaml", "resources:\n- missing.yaml\n");
     repo.commit("init");
-    let message = error_of(
-        &repo.render(Some("HEAD")),
-        "flux-system/apps",
-        "kustomize-failed",
-    );
+    let message = error_of(&repo.render(Some("HEAD")), "flux-system/apps", "kustomize-failed");
     assert!(message.contains("missing.yaml"), "{message}");
-    assert!(
-        !message.contains("fluxplan-build"),
-        "scratch names leak: {message}"
-    );
+    assert!(!message.contains("fluxplan-build"), "scratch names leak: {message}");
 }
 
 #[test]
@@ -377,59 +300,31 @@ commonMetadata:
         "components/extra/kustomization.yaml",
         "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources:\n- cm.yaml\n",
     );
-    repo.write(
-        "components/extra/cm.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n",
-    );
+    repo.write("components/extra/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n");
     repo.commit("init");
     let render = repo.render(Some("HEAD"));
     assert_eq!(render.find("flux-system/apps").unwrap().error, None);
     assert_eq!(
         ids(&render, "flux-system/apps"),
-        vec![
-            "team-a_pre-extra-suf__ConfigMap",
-            "team-a_pre-web-suf_apps_Deployment"
-        ]
+        vec!["team-a_pre-extra-suf__ConfigMap", "team-a_pre-web-suf_apps_Deployment"]
     );
     let k = render.find("flux-system/apps").unwrap();
-    let deploy = &k
-        .objects
-        .iter()
-        .find(|o| o.object["kind"] == "Deployment")
-        .unwrap()
-        .object;
-    assert_eq!(
-        deploy["spec"]["template"]["spec"]["containers"][0]["image"],
-        "registry.local/nginx:1.27"
-    );
+    let deploy = &k.objects.iter().find(|o| o.object["kind"] == "Deployment").unwrap().object;
+    assert_eq!(deploy["spec"]["template"]["spec"]["containers"][0]["image"], "registry.local/nginx:1.27");
     assert_eq!(deploy["metadata"]["labels"]["patched"], "yes");
     assert_eq!(deploy["metadata"]["labels"]["team"], "a");
     assert_eq!(deploy["metadata"]["annotations"]["owner"], "platform");
-    assert_eq!(
-        deploy["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
-        "apps"
-    );
-    assert!(deploy["metadata"]["annotations"]
-        .get("config.kubernetes.io/origin")
-        .is_none());
+    assert_eq!(deploy["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"], "apps");
+    assert!(deploy["metadata"]["annotations"].get("config.kubernetes.io/origin").is_none());
 }
 
 #[test]
 fn missing_component_fails_without_ignore_missing_components() {
     let repo = Repo::bootstrap("prod");
-    repo.kustomization(
-        "clusters/prod/apps.yaml",
-        "apps",
-        "./apps",
-        "components:\n- ../components/missing",
-    );
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "components:\n- ../components/missing");
     repo.config_map("apps/a.yaml", "a", "default");
     repo.commit("init");
-    error_of(
-        &repo.render(Some("HEAD")),
-        "flux-system/apps",
-        "kustomize-failed",
-    );
+    error_of(&repo.render(Some("HEAD")), "flux-system/apps", "kustomize-failed");
 }
 
 #[test]
@@ -502,20 +397,14 @@ fn nesting_three_levels_uses_the_rendered_spec_of_each_child() {
     let render = repo.render(Some("HEAD"));
     let team = render.find("flux-system/team").unwrap();
     assert_eq!(team.path, "./tenants-patched/team");
-    assert_eq!(
-        team.parent.as_ref().unwrap().to_string(),
-        "flux-system/apps"
-    );
+    assert_eq!(team.parent.as_ref().unwrap().to_string(), "flux-system/apps");
     assert_eq!(
         ids(&render, "flux-system/team"),
         vec!["flux-system_leaf_kustomize.toolkit.fluxcd.io_Kustomization"]
     );
     let leaf = render.find("flux-system/leaf").unwrap();
     assert_eq!(leaf.path, "./leaf");
-    assert_eq!(
-        leaf.parent.as_ref().unwrap().to_string(),
-        "flux-system/team"
-    );
+    assert_eq!(leaf.parent.as_ref().unwrap().to_string(), "flux-system/team");
     assert_eq!(leaf.ids(), vec!["default_leaf-object__ConfigMap"]);
 }
 
@@ -528,10 +417,7 @@ fn cycles_are_detected_and_reported() {
     repo.commit("init");
     let render = repo.render(Some("HEAD"));
     let message = error_of(&render, "flux-system/b", "cycle");
-    assert!(
-        message.contains("flux-system/a → flux-system/b → flux-system/a"),
-        "{message}"
-    );
+    assert!(message.contains("flux-system/a → flux-system/b → flux-system/a"), "{message}");
 }
 
 #[test]
@@ -567,20 +453,10 @@ fn cluster_scoped_kinds_lose_their_namespace_and_crds_decide_scope_across_kustom
 fn namespaced_object_without_namespace_fails_like_the_apply() {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
-    repo.write(
-        "apps/cm.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nowhere\n",
-    );
+    repo.write("apps/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nowhere\n");
     repo.commit("init");
-    let message = error_of(
-        &repo.render(Some("HEAD")),
-        "flux-system/apps",
-        "apply-would-fail",
-    );
-    assert!(
-        message.contains("ConfigMap/nowhere namespace not specified"),
-        "{message}"
-    );
+    let message = error_of(&repo.render(Some("HEAD")), "flux-system/apps", "apply-would-fail");
+    assert!(message.contains("ConfigMap/nowhere namespace not specified"), "{message}");
 }
 
 #[test]
@@ -592,28 +468,17 @@ fn sourceignore_and_spec_ignore_filter_the_artifact() {
     repo.write("apps/drafts/broken.yaml", "not: kubernetes\n");
     repo.write(".github/workflows/ci.yaml", "on: push\n");
     repo.commit("init");
-    assert_eq!(
-        ids(&repo.render(Some("HEAD")), "flux-system/apps"),
-        vec!["default_a__ConfigMap"]
-    );
+    assert_eq!(ids(&repo.render(Some("HEAD")), "flux-system/apps"), vec!["default_a__ConfigMap"]);
 
     // spec.ignore on the GitRepository applies too.
-    let sync =
-        std::fs::read_to_string(repo.path().join("clusters/prod/flux-system/gotk-sync.yaml"))
-            .unwrap();
+    let sync = std::fs::read_to_string(repo.path().join("clusters/prod/flux-system/gotk-sync.yaml")).unwrap();
     repo.write(
         "clusters/prod/flux-system/gotk-sync.yaml",
-        &sync.replace(
-            "  interval: 1m\n",
-            "  interval: 1m\n  ignore: |\n    apps/a.yaml\n",
-        ),
+        &sync.replace("  interval: 1m\n", "  interval: 1m\n  ignore: |\n    apps/a.yaml\n"),
     );
     repo.config_map("apps/b.yaml", "b", "default");
     repo.commit("ignore a");
-    assert_eq!(
-        ids(&repo.render(Some("HEAD")), "flux-system/apps"),
-        vec!["default_b__ConfigMap"]
-    );
+    assert_eq!(ids(&repo.render(Some("HEAD")), "flux-system/apps"), vec!["default_b__ConfigMap"]);
 }
 
 #[test]
@@ -627,25 +492,15 @@ fn symlinks_are_never_followed_out_of_the_repository() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stolen\n  namespace: default\n",
     )
     .unwrap();
-    std::os::unix::fs::symlink(
-        outside.path().join("stolen.yaml"),
-        repo.path().join("apps/stolen.yaml"),
-    )
-    .unwrap();
+    std::os::unix::fs::symlink(outside.path().join("stolen.yaml"), repo.path().join("apps/stolen.yaml"))
+        .unwrap();
     std::os::unix::fs::symlink(outside.path(), repo.path().join("apps/linked-dir")).unwrap();
     repo.commit("init");
     for rev in [Some("HEAD"), None] {
         let render = repo.render(rev);
-        assert_eq!(
-            ids(&render, "flux-system/apps"),
-            vec!["default_a__ConfigMap"],
-            "{rev:?}"
-        );
+        assert_eq!(ids(&render, "flux-system/apps"), vec!["default_a__ConfigMap"], "{rev:?}");
         assert!(
-            render
-                .warnings
-                .iter()
-                .any(|w| w.contains("apps/stolen.yaml") && w.contains("symlink")),
+            render.warnings.iter().any(|w| w.contains("apps/stolen.yaml") && w.contains("symlink")),
             "{:?}",
             render.warnings
         );
@@ -658,11 +513,7 @@ fn references_outside_the_source_are_refused() {
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
     repo.write("apps/kustomization.yaml", "resources:\n- /etc/passwd\n");
     repo.commit("init");
-    let message = error_of(
-        &repo.render(Some("HEAD")),
-        "flux-system/apps",
-        "invalid-source",
-    );
+    let message = error_of(&repo.render(Some("HEAD")), "flux-system/apps", "invalid-source");
     assert!(message.contains("outside the source"), "{message}");
 }
 
@@ -671,20 +522,10 @@ fn remote_bases_are_reported_never_fetched() {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
     repo.write("apps/kustomization.yaml", "resources:\n- ../base\n");
-    repo.write(
-        "base/kustomization.yaml",
-        "resources:\n- https://github.com/acme/remote//deploy?ref=v1\n",
-    );
+    repo.write("base/kustomization.yaml", "resources:\n- https://github.com/acme/remote//deploy?ref=v1\n");
     repo.commit("init");
-    let message = error_of(
-        &repo.render(Some("HEAD")),
-        "flux-system/apps",
-        "remote-base",
-    );
-    assert!(
-        message.contains("https://github.com/acme/remote") && message.contains("base"),
-        "{message}"
-    );
+    let message = error_of(&repo.render(Some("HEAD")), "flux-system/apps", "remote-base");
+    assert!(message.contains("https://github.com/acme/remote") && message.contains("base"), "{message}");
 }
 
 #[test]
@@ -693,10 +534,7 @@ fn exec_plugins_never_run() {
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
     let marker = tempfile::tempdir().unwrap();
     let marker_file = marker.path().join("pwned");
-    repo.write(
-        "apps/kustomization.yaml",
-        "resources:\n- cm.yaml\ngenerators:\n- gen.yaml\n",
-    );
+    repo.write("apps/kustomization.yaml", "resources:\n- cm.yaml\ngenerators:\n- gen.yaml\n");
     repo.config_map("apps/cm.yaml", "a", "default");
     repo.write(
         "apps/gen.yaml",
@@ -721,15 +559,9 @@ fn oversized_files_are_left_out_with_a_warning() {
     let mut opts = repo.options(Some("HEAD"));
     opts.max_file_size = 2048;
     let render = render_with(&opts);
-    assert_eq!(
-        ids(&render, "flux-system/apps"),
-        vec!["default_a__ConfigMap"]
-    );
+    assert_eq!(ids(&render, "flux-system/apps"), vec!["default_a__ConfigMap"]);
     assert!(
-        render
-            .warnings
-            .iter()
-            .any(|w| w.contains("apps/huge.yaml") && w.contains("limit")),
+        render.warnings.iter().any(|w| w.contains("apps/huge.yaml") && w.contains("limit")),
         "{:?}",
         render.warnings
     );
@@ -747,10 +579,7 @@ const CM_WITH_VARS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: 
 
 #[test]
 fn substitution_from_inline_values() {
-    let repo = substitution_repo(
-        "postBuild:\n  substitute:\n    region: eu-west-1",
-        CM_WITH_VARS,
-    );
+    let repo = substitution_repo("postBuild:\n  substitute:\n    region: eu-west-1", CM_WITH_VARS);
     let render = repo.render(Some("HEAD"));
     let data = &render.find("flux-system/apps").unwrap().objects[0].object["data"];
     assert_eq!(data["region"], "eu-west-1");
@@ -763,22 +592,12 @@ fn substitution_from_inline_values() {
 fn substitution_strict_mode_is_a_switch() {
     let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: default\ndata:\n  x: \"[${undefined_var}]\"\n";
     let repo = substitution_repo("postBuild:\n  substitute:\n    region: eu", manifest);
-    let message = error_of(
-        &repo.render(Some("HEAD")),
-        "flux-system/apps",
-        "substitution-failed",
-    );
-    assert!(
-        message.contains("undefined_var") && message.contains("ConfigMap/default/cm"),
-        "{message}"
-    );
+    let message = error_of(&repo.render(Some("HEAD")), "flux-system/apps", "substitution-failed");
+    assert!(message.contains("undefined_var") && message.contains("ConfigMap/default/cm"), "{message}");
     let mut opts = repo.options(Some("HEAD"));
     opts.strict_substitution = false;
     let render = render_with(&opts);
-    assert_eq!(
-        render.find("flux-system/apps").unwrap().objects[0].object["data"]["x"],
-        "[]"
-    );
+    assert_eq!(render.find("flux-system/apps").unwrap().objects[0].object["data"]["x"], "[]");
 }
 
 #[test]
@@ -787,18 +606,12 @@ fn substitution_is_skipped_without_variables_or_when_disabled() {
     // postBuild with no variables at all: the controller does not substitute.
     let repo = substitution_repo("postBuild: {}", manifest);
     let render = repo.render(Some("HEAD"));
-    assert_eq!(
-        render.find("flux-system/apps").unwrap().objects[0].object["data"]["x"],
-        "${anything}"
-    );
+    assert_eq!(render.find("flux-system/apps").unwrap().objects[0].object["data"]["x"], "${anything}");
     // substitute: disabled on the object.
     let disabled = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: default\n  annotations:\n    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata:\n  x: ${anything}\n";
     let repo = substitution_repo("postBuild:\n  substitute:\n    a: b", disabled);
     let render = repo.render(Some("HEAD"));
-    assert_eq!(
-        render.find("flux-system/apps").unwrap().objects[0].object["data"]["x"],
-        "${anything}"
-    );
+    assert_eq!(render.find("flux-system/apps").unwrap().objects[0].object["data"]["x"], "${anything}");
 }
 
 #[test]
@@ -813,11 +626,7 @@ fn substitute_from_offline_leaves_placeholders_with_a_warning() {
     assert_eq!(k.objects[0].object["data"]["region"], "${region}");
     assert_eq!(k.objects[0].object["data"]["tier"], "gold");
     assert_eq!(k.unresolved_variables, vec!["region"]);
-    assert!(
-        k.warnings.iter().any(|w| w.contains("${region}")),
-        "{:?}",
-        k.warnings
-    );
+    assert!(k.warnings.iter().any(|w| w.contains("${region}")), "{:?}", k.warnings);
 }
 
 #[test]
@@ -835,15 +644,9 @@ fn substitute_from_a_snapshot_and_secret_values_are_masked() {
     let render = render_with(&opts);
     let k = render.find("flux-system/apps").unwrap();
     assert_eq!(k.objects[0].object["data"]["region"], "us-east-2");
-    assert_eq!(
-        k.objects[0].object["data"]["dsn"],
-        "postgres://app:(masked:db_password)@db"
-    );
+    assert_eq!(k.objects[0].object["data"]["dsn"], "postgres://app:(masked:db_password)@db");
     let everything = serde_json::to_string(&render).unwrap();
-    assert!(
-        !everything.contains("s3cr3t-value"),
-        "a secret value reached the output"
-    );
+    assert!(!everything.contains("s3cr3t-value"), "a secret value reached the output");
 }
 
 #[test]
@@ -854,15 +657,8 @@ fn substitute_from_missing_in_snapshot_fails_unless_optional() {
     );
     let mut opts = repo.options(Some("HEAD"));
     opts.values = Arc::new(ClusterSnapshot::parse("kind: ClusterSnapshot\n").unwrap());
-    let message = error_of(
-        &render_with(&opts),
-        "flux-system/apps",
-        "substitution-failed",
-    );
-    assert!(
-        message.contains("ConfigMap/flux-system/not-there"),
-        "{message}"
-    );
+    let message = error_of(&render_with(&opts), "flux-system/apps", "substitution-failed");
+    assert!(message.contains("ConfigMap/flux-system/not-there"), "{message}");
 }
 
 #[test]
@@ -875,42 +671,24 @@ fn cache_reruns_kustomize_only_for_what_changed() {
             &format!("./apps/app{i}"),
             "",
         );
-        repo.config_map(
-            &format!("apps/app{i}/cm.yaml"),
-            &format!("cm{i}"),
-            "default",
-        );
+        repo.config_map(&format!("apps/app{i}/cm.yaml"), &format!("cm{i}"), "default");
     }
     let base = repo.commit("base");
     repo.config_map("apps/app2/cm.yaml", "cm2-changed", "default");
     let head = repo.commit("head");
     let cache_dir = tempfile::tempdir().unwrap();
-    let renderer = || {
-        Renderer::new(
-            Duration::from_secs(60),
-            Some(cache_dir.path().to_path_buf()),
-        )
-        .unwrap()
-    };
+    let renderer = || Renderer::new(Duration::from_secs(60), Some(cache_dir.path().to_path_buf())).unwrap();
 
     let runs = |stats: &fluxplan::render::RenderStats| stats.builds - stats.cache_hits;
     let cold = renderer().render(&repo.options(Some(&base))).unwrap();
-    assert_eq!(
-        runs(&cold.stats),
-        5,
-        "one kustomize run per Kustomization: {:?}",
-        cold.stats
-    );
+    assert_eq!(runs(&cold.stats), 5, "one kustomize run per Kustomization: {:?}", cold.stats);
     // A new process (a new renderer) reads the on-disk cache: everything of base hits.
     let warm = renderer().render(&repo.options(Some(&base))).unwrap();
     assert_eq!(runs(&warm.stats), 0, "{:?}", warm.stats);
     // Head differs in one Kustomization: exactly that one misses.
     let changed = renderer().render(&repo.options(Some(&head))).unwrap();
     assert_eq!(runs(&changed.stats), 1, "{:?}", changed.stats);
-    assert_eq!(
-        changed.find("flux-system/app2").unwrap().ids(),
-        vec!["default_cm2-changed__ConfigMap"]
-    );
+    assert_eq!(changed.find("flux-system/app2").unwrap().ids(), vec!["default_cm2-changed__ConfigMap"]);
 }
 
 #[test]
@@ -918,28 +696,19 @@ fn kustomize_timeout_is_an_error_on_the_kustomization() {
     // A stand-in kustomize that hangs: the only way to exercise the timeout deterministically.
     let bin = tempfile::tempdir().unwrap();
     let script = bin.path().join("kustomize");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\nif [ \"$1\" = version ]; then echo v5.5.0; exit 0; fi\nsleep 30\n",
-    )
-    .unwrap();
+    std::fs::write(&script, "#!/bin/sh\nif [ \"$1\" = version ]; then echo v5.5.0; exit 0; fi\nsleep 30\n")
+        .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let repo = Repo::bootstrap("prod");
     repo.commit("init");
     let mut opts = repo.options(Some("HEAD"));
     opts.kustomize_timeout = Duration::from_secs(1);
-    let renderer =
-        Renderer::with_kustomize(script.to_str().unwrap(), opts.kustomize_timeout).unwrap();
+    let renderer = Renderer::with_kustomize(script.to_str().unwrap(), opts.kustomize_timeout).unwrap();
     let started = std::time::Instant::now();
     let render = renderer.render(&opts).unwrap();
     assert!(started.elapsed() < Duration::from_secs(20));
     // Without a successful build of the root, nothing is known to be a root but the fallback.
-    let failed: Vec<_> = render
-        .kustomizations()
-        .filter(|(_, k)| k.error.is_some())
-        .collect();
+    let failed: Vec<_> = render.kustomizations().filter(|(_, k)| k.error.is_some()).collect();
     assert!(!failed.is_empty());
-    assert!(failed
-        .iter()
-        .all(|(_, k)| k.error.as_ref().unwrap().message.contains("timed out")));
+    assert!(failed.iter().all(|(_, k)| k.error.as_ref().unwrap().message.contains("timed out")));
 }

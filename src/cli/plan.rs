@@ -1,0 +1,132 @@
+//! `fluxplan plan`: what merging head into base will create, change and delete.
+
+use super::RenderArgs;
+use crate::git;
+use crate::plan::policy::POLICY_FILE;
+use crate::plan::{make_plan, Alert, Plan, PlanRequest, Policy, Revision};
+use crate::render::{Render, Renderer};
+use crate::report;
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PlanFormat {
+    Markdown,
+    Json,
+    Text,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub render: RenderArgs,
+    /// The revision the pull request merges into (its policy applies).
+    #[arg(long)]
+    pub base: String,
+    /// The revision being merged.
+    #[arg(long)]
+    pub head: String,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: PlanFormat,
+    /// A policy file to use instead of the base revision's .fluxplan.yaml.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+}
+
+/// Exit 0 no changes, 1 changes, 2 blocked by policy, 3 could not plan.
+pub fn run(args: PlanArgs) -> Result<u8> {
+    let plan = plan(&args);
+    let text = match args.format {
+        PlanFormat::Json => report::json(&plan),
+        PlanFormat::Markdown => report::markdown(&plan),
+        PlanFormat::Text => {
+            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            report::text(&plan, color)
+        }
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    if let Some(error) = &plan.error {
+        eprintln!("error: {error}");
+    }
+    Ok(plan.verdict.exit_code())
+}
+
+/// The plan; a failure to make it is a plan with verdict `failed` (exit 3), never a crash.
+pub fn plan(args: &PlanArgs) -> Plan {
+    let revision = |rev: &str| Revision { rev: rev.to_string(), commit: None };
+    match try_plan(args) {
+        Ok(plan) => plan,
+        Err(error) => Plan::failed(revision(&args.base), revision(&args.head), format!("{error:#}")),
+    }
+}
+
+fn try_plan(args: &PlanArgs) -> Result<Plan> {
+    let snapshot = args.render.snapshot()?;
+    let renderer = Renderer::new(
+        std::time::Duration::from_secs(args.render.kustomize_timeout.max(1)),
+        args.render.cache_dir(),
+    )?;
+    let render = |rev: &str| -> Result<Render> {
+        let opts = args.render.options(Some(rev.to_string()), snapshot.as_ref());
+        renderer.render(&opts).with_context(|| format!("cannot render revision {rev}"))
+    };
+    let base = render(&args.base)?;
+    let head = render(&args.head)?;
+    let (policy, policy_source, extra_alerts) = load_policy(args, &base, &head)?;
+    Ok(make_plan(PlanRequest {
+        base: &base,
+        head: &head,
+        base_rev: args.base.clone(),
+        head_rev: args.head.clone(),
+        snapshot: snapshot.as_deref(),
+        policy: &policy,
+        policy_source,
+        extra_alerts,
+    }))
+}
+
+/// The policy: `--policy FILE`, else the BASE revision's `.fluxplan.yaml` (a pull request must not
+/// loosen its own gate), else the built-in defaults.
+fn load_policy(args: &PlanArgs, base: &Render, head: &Render) -> Result<(Policy, String, Vec<Alert>)> {
+    if let Some(path) = &args.policy {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read policy {}", path.display()))?;
+        let policy = Policy::parse(&text).map_err(|e| anyhow::anyhow!("policy {}: {e}", path.display()))?;
+        return Ok((policy, path.display().to_string(), Vec::new()));
+    }
+    let repo = &args.render.repo;
+    let at = |render: &Render| -> Result<Option<String>> {
+        match &render.revision {
+            Some(commit) => git::show_file(repo, commit, POLICY_FILE),
+            None => Ok(None),
+        }
+    };
+    let base_text = at(base)?;
+    let head_text = at(head)?;
+    let mut alerts = Vec::new();
+    let (policy, source) = match &base_text {
+        None => (Policy::default(), "built-in defaults".to_string()),
+        Some(text) => match Policy::parse(text) {
+            Ok(policy) => (policy, format!("{POLICY_FILE} at base")),
+            Err(e) => {
+                alerts.extend(Policy::default().general_alert(
+                    "policy-invalid",
+                    format!("{POLICY_FILE} at base is invalid ({e}); the built-in defaults apply"),
+                ));
+                (Policy::default(), "built-in defaults (base policy invalid)".to_string())
+            }
+        },
+    };
+    if head_text != base_text {
+        alerts.extend(policy.general_alert(
+            "policy-changed",
+            format!(
+                "this pull request changes {POLICY_FILE}: the change takes effect after the merge; this plan \
+                 uses the base revision's policy"
+            ),
+        ));
+    }
+    Ok((policy, source, alerts))
+}

@@ -1,0 +1,367 @@
+//! From two renders (and a cluster snapshot) to changes per Kustomization, pruning as the
+//! controller prunes: only with `prune: true`, never what is protected or no longer owned, and
+//! with the cascades of deleted Kustomizations.
+
+use super::{diff, Action, Change, Counts, InventorySource, KustomizationPlan, KustomizationStatus};
+use crate::cluster::snapshot::ClusterSnapshot;
+use crate::flux::control::{self, OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL};
+use crate::flux::{Kustomization, KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
+use crate::render::{Cluster, Render, RenderedKustomization, RenderedObject, Status};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the plan compares.
+pub struct Inputs<'a> {
+    pub base: &'a Render,
+    pub head: &'a Render,
+    pub snapshot: Option<&'a ClusterSnapshot>,
+}
+
+/// The plan of every Kustomization of every cluster, sorted by cluster then name.
+pub fn compute(inputs: &Inputs) -> Vec<KustomizationPlan> {
+    let names: BTreeSet<&str> =
+        inputs.base.clusters.iter().chain(&inputs.head.clusters).map(|c| c.name.as_str()).collect();
+    let mut plans = Vec::new();
+    for name in names {
+        fn find<'r>(render: &'r Render, name: &str) -> Option<&'r Cluster> {
+            render.clusters.iter().find(|c| c.name == name)
+        }
+        let view = ClusterView::new(
+            name,
+            find(inputs.base, name),
+            find(inputs.head, name),
+            inputs.snapshot.filter(|s| s.applies_to(name)),
+        );
+        plans.extend(view.plan());
+    }
+    plans
+}
+
+fn by_reference(cluster: Option<&Cluster>) -> BTreeMap<KustomizationRef, &RenderedKustomization> {
+    cluster.into_iter().flat_map(|c| &c.kustomizations).map(|k| (k.reference(), k)).collect()
+}
+
+/// What is known of a live object.
+enum Live<'a> {
+    /// No cluster snapshot (or one without objects): assume it exists as the inventory says.
+    Unknown,
+    Missing,
+    Present(&'a serde_json::Value),
+}
+
+struct ClusterView<'a> {
+    name: &'a str,
+    base: BTreeMap<KustomizationRef, &'a RenderedKustomization>,
+    head: BTreeMap<KustomizationRef, &'a RenderedKustomization>,
+    live: Option<&'a ClusterSnapshot>,
+    /// Who desires each object after the merge (rendered, not suspended Kustomizations).
+    head_owner: BTreeMap<ObjectId, KustomizationRef>,
+    /// Who holds each object in its inventory now.
+    inventory_owner: BTreeMap<ObjectId, KustomizationRef>,
+}
+
+impl<'a> ClusterView<'a> {
+    fn new(
+        name: &'a str,
+        base: Option<&'a Cluster>,
+        head: Option<&'a Cluster>,
+        live: Option<&'a ClusterSnapshot>,
+    ) -> Self {
+        let mut view = ClusterView {
+            name,
+            base: by_reference(base),
+            head: by_reference(head),
+            live,
+            head_owner: BTreeMap::new(),
+            inventory_owner: BTreeMap::new(),
+        };
+        for (reference, k) in &view.head {
+            if k.status == Status::Rendered && !k.spec.as_ref().is_some_and(|s| s.suspend) {
+                for id in k.objects.iter().filter_map(|o| o.id.clone()) {
+                    view.head_owner.entry(id).or_insert_with(|| reference.clone());
+                }
+            }
+        }
+        for reference in view.references() {
+            for id in view.inventory(&reference).0 {
+                view.inventory_owner.entry(id).or_insert_with(|| reference.clone());
+            }
+        }
+        view
+    }
+
+    fn references(&self) -> BTreeSet<KustomizationRef> {
+        let live = self.live.into_iter().flat_map(|s| s.kustomizations.keys());
+        self.base.keys().chain(self.head.keys()).chain(live).cloned().collect()
+    }
+
+    /// The inventory the cluster holds for a Kustomization: the snapshot's when there is one,
+    /// else (offline) what the base render produced.
+    fn inventory(&self, reference: &KustomizationRef) -> (Vec<ObjectId>, InventorySource) {
+        if let Some(live) = self.live.and_then(|s| s.kustomizations.get(reference)) {
+            return (live.inventory.clone(), InventorySource::Cluster);
+        }
+        if self.live.is_none() {
+            if let Some(base) = self.base.get(reference).filter(|k| k.status == Status::Rendered) {
+                return (
+                    base.objects.iter().filter_map(|o| o.id.clone()).collect(),
+                    InventorySource::BaseRender,
+                );
+            }
+        }
+        (Vec::new(), InventorySource::None)
+    }
+
+    /// The spec the cluster runs now: the live one, else the base render's.
+    fn current_spec(&self, reference: &KustomizationRef) -> Option<&Kustomization> {
+        if let Some(live) = self.live.and_then(|s| s.kustomizations.get(reference)) {
+            return Some(&live.spec);
+        }
+        self.base.get(reference).and_then(|k| k.spec.as_ref())
+    }
+
+    fn live_object(&self, id: &ObjectId) -> Live<'a> {
+        match self.live {
+            Some(snapshot) if !snapshot.objects.is_empty() => match snapshot.objects.get(id) {
+                Some(object) => Live::Present(object),
+                None => Live::Missing,
+            },
+            _ => Live::Unknown,
+        }
+    }
+
+    /// The base render's manifest of an object, preferring the same Kustomization's.
+    fn base_object(&self, owner: &KustomizationRef, id: &ObjectId) -> Option<&'a RenderedObject> {
+        let find = |k: &&'a RenderedKustomization| k.objects.iter().find(|o| o.id.as_ref() == Some(id));
+        self.base.get(owner).and_then(find).or_else(|| self.base.values().find_map(find))
+    }
+
+    fn plan(&self) -> Vec<KustomizationPlan> {
+        let mut plans: Vec<KustomizationPlan> =
+            self.references().iter().map(|reference| self.plan_one(reference)).collect();
+        self.cascade_removed(&mut plans);
+        for plan in &mut plans {
+            plan.changes.sort_by(|a, b| (a.action, &a.id).cmp(&(b.action, &b.id)));
+            let mut counts = Counts { unchanged: plan.counts.unchanged, ..Counts::default() };
+            for change in &plan.changes {
+                counts.add(change.action);
+            }
+            plan.counts = counts;
+            if plan.status == KustomizationStatus::Unchanged && plan.counts.any_change() {
+                plan.status = KustomizationStatus::Changed;
+            }
+        }
+        plans
+    }
+
+    fn plan_one(&self, reference: &KustomizationRef) -> KustomizationPlan {
+        let (inventory, inventory_source) = self.inventory(reference);
+        let mut plan = KustomizationPlan {
+            cluster: self.name.to_string(),
+            namespace: reference.namespace.clone(),
+            name: reference.name.clone(),
+            status: KustomizationStatus::Unchanged,
+            path: None,
+            changes: Vec::new(),
+            counts: Counts::default(),
+            inventory_size: inventory.len(),
+            inventory_source,
+            error: None,
+            notes: Vec::new(),
+        };
+        let Some(head) = self.head.get(reference) else {
+            plan.status = KustomizationStatus::Removed;
+            plan.path = self.current_spec(reference).map(|s| s.path.clone());
+            return plan;
+        };
+        plan.path = Some(head.path.clone());
+        let known_before = self.base.contains_key(reference)
+            || self.live.is_some_and(|s| s.kustomizations.contains_key(reference));
+        match head.status {
+            Status::External => {
+                plan.status = KustomizationStatus::External;
+                plan.notes.push(format!("source {} is not in this repository: not planned", head.source));
+                return plan;
+            }
+            Status::Failed => {
+                plan.status = KustomizationStatus::Failed;
+                plan.error = head.error.clone();
+                plan.notes.push(
+                    "the render fails: Flux applies nothing and prunes nothing of this Kustomization".into(),
+                );
+                return plan;
+            }
+            Status::Rendered => {}
+        }
+        let spec = head.spec.as_ref().expect("rendered Kustomizations carry their spec");
+        if spec.suspend {
+            plan.status = KustomizationStatus::Suspended;
+            plan.notes.push("suspended: Flux applies nothing and prunes nothing until it is resumed".into());
+            return plan;
+        }
+        if !known_before {
+            plan.status = KustomizationStatus::Added;
+        }
+        let inventory_set: BTreeSet<&ObjectId> = inventory.iter().collect();
+        let mut desired = BTreeSet::new();
+        for object in &head.objects {
+            let Some(id) = &object.id else { continue };
+            desired.insert(id);
+            if !inventory_set.contains(id) {
+                let moved_from = self.inventory_owner.get(id).filter(|o| *o != reference);
+                let mut change = new_change(Action::Create, id);
+                if let Some(from) = moved_from {
+                    change.moved_from = Some(from.to_string());
+                    change.reason = Some(format!("moves here from Kustomization {from}"));
+                }
+                plan.changes.push(change);
+                continue;
+            }
+            match self.base_object(reference, id).and_then(|before| update(before, object, id)) {
+                Some(change) => plan.changes.push(change),
+                None => plan.counts.unchanged += 1,
+            }
+        }
+        for id in inventory.iter().filter(|id| !desired.contains(id)) {
+            plan.changes.push(self.stale(id, reference, spec.prune, None));
+        }
+        plan
+    }
+
+    /// What happens to an object in `owner`'s inventory that it no longer desires.
+    fn stale(&self, id: &ObjectId, owner: &KustomizationRef, prune: bool, cascade: Option<&str>) -> Change {
+        let mut change = new_change(Action::Delete, id);
+        change.cascade_from = cascade.map(str::to_string);
+        if let Some(new_owner) = self.head_owner.get(id).filter(|o| *o != owner) {
+            change.action = Action::Skip;
+            change.moved_to = Some(new_owner.to_string());
+            change.reason = Some(format!(
+                "moves to Kustomization {new_owner}; if {owner} reconciles first it deletes the object \
+                 and {new_owner} recreates it"
+            ));
+            return change;
+        }
+        if !prune {
+            change.action = Action::Orphan;
+            change.reason = Some("prune is off: Flux stops managing it and leaves it in the cluster".into());
+            return change;
+        }
+        match self.live_object(id) {
+            Live::Unknown => {}
+            Live::Missing => {
+                change.action = Action::Skip;
+                change.reason = Some("not found in the cluster: already deleted".into());
+            }
+            Live::Present(object) => {
+                let meta = &object["metadata"];
+                if let Some(why) = control::prune_exemption(meta) {
+                    change.action = Action::Skip;
+                    change.reason = Some(format!("{why}: Flux never deletes it"));
+                } else if meta["labels"][OWNER_NAME_LABEL] != owner.name.as_str()
+                    || meta["labels"][OWNER_NAMESPACE_LABEL] != owner.namespace.as_str()
+                {
+                    change.action = Action::Skip;
+                    change.reason =
+                        Some(format!("no longer carries the owner labels of {owner}: Flux leaves it alone"));
+                }
+            }
+        }
+        change
+    }
+
+    /// Removed Kustomizations whose object is deleted take their inventory with them (the
+    /// finalizer), recursively: a deleted child Kustomization cascades in turn.
+    fn cascade_removed(&self, plans: &mut [KustomizationPlan]) {
+        let mut expanded = BTreeSet::new();
+        loop {
+            let deleted: BTreeMap<KustomizationRef, String> = plans
+                .iter()
+                .flat_map(|p| p.changes.iter().map(move |c| (p, c)))
+                .filter(|(_, c)| c.action == Action::Delete && c.kind == "Kustomization")
+                .filter_map(|(p, c)| {
+                    let id = ObjectId::parse(&c.id)?;
+                    (id.group == KUSTOMIZE_GROUP)
+                        .then(|| (KustomizationRef { namespace: id.namespace, name: id.name }, p.reference()))
+                })
+                .collect();
+            let mut progressed = false;
+            for plan in plans.iter_mut().filter(|p| p.status == KustomizationStatus::Removed) {
+                let reference =
+                    KustomizationRef { namespace: plan.namespace.clone(), name: plan.name.clone() };
+                let Some(deleter) = deleted.get(&reference) else { continue };
+                if !expanded.insert(reference.clone()) {
+                    continue;
+                }
+                progressed = true;
+                let spec = self.current_spec(&reference);
+                let cascade = format!("Kustomization/{reference}");
+                let (inventory, _) = self.inventory(&reference);
+                if spec.is_some_and(Kustomization::deletes_inventory_on_removal) {
+                    plan.notes.push(format!(
+                        "its Kustomization object is deleted by {deleter}: the finalizer deletes its whole inventory"
+                    ));
+                    for id in &inventory {
+                        plan.changes.push(self.stale(id, &reference, true, Some(&cascade)));
+                    }
+                } else {
+                    plan.notes.push(format!(
+                        "its Kustomization object is deleted by {deleter}; its deletion policy keeps what it applied"
+                    ));
+                    for id in &inventory {
+                        let mut change = new_change(Action::Orphan, id);
+                        change.cascade_from = Some(cascade.clone());
+                        change.reason =
+                            Some("deletionPolicy Orphan, prune off or suspended: left in place".into());
+                        plan.changes.push(change);
+                    }
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+        for plan in
+            plans.iter_mut().filter(|p| p.status == KustomizationStatus::Removed && p.notes.is_empty())
+        {
+            plan.notes.push(
+                "no longer produced, but its Kustomization object is not deleted (its parent does not prune \
+                 it, or fails): it keeps reconciling its last applied spec"
+                    .into(),
+            );
+        }
+    }
+}
+
+fn new_change(action: Action, id: &ObjectId) -> Change {
+    Change {
+        action,
+        id: id.to_string(),
+        kind: id.kind.clone(),
+        namespace: id.namespace.clone(),
+        name: id.name.clone(),
+        reason: None,
+        cascade_from: None,
+        moved_from: None,
+        moved_to: None,
+        diff: None,
+        hidden_changes: Vec::new(),
+    }
+}
+
+/// The update of an object whose desired state changed, `None` when it did not.
+fn update(before: &RenderedObject, after: &RenderedObject, id: &ObjectId) -> Option<Change> {
+    if before.digest == after.digest {
+        return None;
+    }
+    let mut change = new_change(Action::Update, id);
+    change.diff = diff::unified(&before.object, &after.object);
+    let keys: BTreeSet<&String> = before.secret_digests.keys().chain(after.secret_digests.keys()).collect();
+    for key in keys {
+        if before.secret_digests.get(key) != after.secret_digests.get(key) {
+            change.hidden_changes.push(format!("Secret {key} changed (value hidden)"));
+        }
+    }
+    if change.diff.is_none() && change.hidden_changes.is_empty() {
+        change.hidden_changes.push("values substituted from Secrets changed (values hidden)".into());
+    }
+    Some(change)
+}

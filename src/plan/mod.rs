@@ -1,0 +1,283 @@
+//! The plan: what a merge will create, change and delete, with the alerts that can block it.
+//! Pure computation over two renders and, when given, a cluster snapshot.
+
+mod compute;
+pub mod diff;
+pub mod policy;
+
+pub use compute::compute;
+pub use policy::Policy;
+
+use crate::render::ErrorReport;
+use serde::Serialize;
+
+/// What Flux will do with one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    Create,
+    Update,
+    Delete,
+    /// In the inventory, not desired, yet kept (protected, no longer owned, moved, gone).
+    Skip,
+    /// Not desired and kept because pruning is off: Flux stops managing it.
+    Orphan,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Delete => "delete",
+            Action::Skip => "skip",
+            Action::Orphan => "orphan",
+        }
+    }
+}
+
+/// One object's fate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    pub action: Action,
+    /// The inventory id.
+    pub id: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Deleted by Kubernetes or a finalizer because something else is deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cascade_from: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_to: Option<String>,
+    /// Unified diff of the desired state, base render → head render (updates only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// Changes that cannot be shown, e.g. "Secret data key `password` changed (value hidden)".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hidden_changes: Vec<String>,
+}
+
+impl Change {
+    pub fn display_name(&self) -> String {
+        if self.namespace.is_empty() {
+            format!("{}/{}", self.kind, self.name)
+        } else {
+            format!("{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KustomizationStatus {
+    Unchanged,
+    Changed,
+    /// New in this PR.
+    Added,
+    /// No longer produced by the head render.
+    Removed,
+    /// Its render fails: Flux applies and prunes nothing of it.
+    Failed,
+    /// Suspended at head: Flux applies and prunes nothing of it.
+    Suspended,
+    /// Its source is not local: not planned.
+    External,
+}
+
+/// Where the inventory a plan compares with came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InventorySource {
+    /// The cluster snapshot (the truth).
+    Cluster,
+    /// Offline: the base render stands for the cluster.
+    BaseRender,
+    None,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub create: usize,
+    pub update: usize,
+    pub delete: usize,
+    pub skip: usize,
+    pub orphan: usize,
+    pub unchanged: usize,
+}
+
+impl Counts {
+    pub fn add(&mut self, action: Action) {
+        match action {
+            Action::Create => self.create += 1,
+            Action::Update => self.update += 1,
+            Action::Delete => self.delete += 1,
+            Action::Skip => self.skip += 1,
+            Action::Orphan => self.orphan += 1,
+        }
+    }
+
+    pub fn merge(&mut self, other: &Counts) {
+        self.create += other.create;
+        self.update += other.update;
+        self.delete += other.delete;
+        self.skip += other.skip;
+        self.orphan += other.orphan;
+        self.unchanged += other.unchanged;
+    }
+
+    /// True when something in the cluster changes.
+    pub fn any_change(&self) -> bool {
+        self.create + self.update + self.delete + self.orphan > 0
+    }
+}
+
+/// The plan of one Kustomization.
+#[derive(Debug, Clone, Serialize)]
+pub struct KustomizationPlan {
+    /// The cluster (repository root) it belongs to.
+    pub cluster: String,
+    pub namespace: String,
+    pub name: String,
+    pub status: KustomizationStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub changes: Vec<Change>,
+    pub counts: Counts,
+    pub inventory_size: usize,
+    pub inventory_source: InventorySource,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorReport>,
+    /// Notes for readers (why nothing happens, where a cascade comes from).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl KustomizationPlan {
+    pub fn reference(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    Danger,
+    Warning,
+    Info,
+}
+
+/// Something reviewers must see; `danger` blocks the merge.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alert {
+    pub severity: Severity,
+    pub code: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// `namespace/name` of the Kustomization concerned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kustomization: Option<String>,
+    pub message: String,
+    /// Inventory ids of the objects concerned.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    NoChanges,
+    Changes,
+    Blocked,
+    Failed,
+}
+
+impl Verdict {
+    /// The CLI exit code: 0 no changes, 1 changes, 2 blocked, 3 could not plan.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::NoChanges => 0,
+            Verdict::Changes => 1,
+            Verdict::Blocked => 2,
+            Verdict::Failed => 3,
+        }
+    }
+}
+
+/// One side of the comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct Revision {
+    pub rev: String,
+    pub commit: Option<String>,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub verdict: Verdict,
+    pub base: Revision,
+    pub head: Revision,
+    pub summary: Counts,
+    pub kustomizations: Vec<KustomizationPlan>,
+    pub alerts: Vec<Alert>,
+    /// Where the policy came from (`built-in defaults`, `.fluxplan.yaml at base`, a file).
+    pub policy_source: String,
+    /// When the plan could not be made: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Plan {
+    /// A plan that could not be made (exit 3), with the reason.
+    pub fn failed(base: Revision, head: Revision, error: String) -> Self {
+        Plan {
+            verdict: Verdict::Failed,
+            base,
+            head,
+            summary: Counts::default(),
+            kustomizations: Vec::new(),
+            alerts: Vec::new(),
+            policy_source: String::new(),
+            error: Some(error),
+        }
+    }
+}
+
+/// Everything a plan is made from.
+pub struct PlanRequest<'a> {
+    pub base: &'a crate::render::Render,
+    pub head: &'a crate::render::Render,
+    pub base_rev: String,
+    pub head_rev: String,
+    pub snapshot: Option<&'a crate::cluster::snapshot::ClusterSnapshot>,
+    pub policy: &'a Policy,
+    pub policy_source: String,
+    /// Alerts found before planning (about the policy itself).
+    pub extra_alerts: Vec<Alert>,
+}
+
+/// Compares base and head, applies the policy and gives the verdict.
+pub fn make_plan(request: PlanRequest) -> Plan {
+    let inputs = compute::Inputs { base: request.base, head: request.head, snapshot: request.snapshot };
+    let kustomizations = compute(&inputs);
+    let mut alerts = request.extra_alerts;
+    alerts.extend(policy::evaluate(request.policy, &kustomizations, request.base, request.head));
+    let mut summary = Counts::default();
+    for plan in &kustomizations {
+        summary.merge(&plan.counts);
+    }
+    Plan {
+        verdict: policy::verdict(&kustomizations, &alerts),
+        base: Revision { rev: request.base_rev, commit: request.base.revision.clone() },
+        head: Revision { rev: request.head_rev, commit: request.head.revision.clone() },
+        summary,
+        kustomizations,
+        alerts,
+        policy_source: request.policy_source,
+        error: None,
+    }
+}

@@ -1,0 +1,445 @@
+//! The policy: which findings are alerts, how severe, and the thresholds. Read from the BASE
+//! revision's `.fluxplan.yaml` so that a pull request cannot loosen its own gate.
+
+use super::{Action, Alert, KustomizationPlan, KustomizationStatus, Severity, Verdict};
+use crate::flux::{KustomizationRef, ObjectId};
+use crate::render::{Render, RenderedKustomization, Status};
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The file a repository's policy lives in.
+pub const POLICY_FILE: &str = ".fluxplan.yaml";
+
+/// Every alert code with its default severity.
+pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
+    ("path-not-found", Severity::Danger),
+    ("empty-render", Severity::Danger),
+    ("mass-deletion", Severity::Danger),
+    ("protected-kind-deletion", Severity::Danger),
+    ("build-failed", Severity::Danger),
+    ("kustomization-removed", Severity::Danger),
+    ("prune-changed", Severity::Warning),
+    ("suspend-changed", Severity::Warning),
+    ("target-namespace-changed", Severity::Warning),
+    ("ownership-move", Severity::Warning),
+    ("unreachable-kustomization", Severity::Warning),
+    ("unresolved-substitution", Severity::Warning),
+    ("policy-changed", Severity::Warning),
+    ("policy-invalid", Severity::Warning),
+    ("external-source", Severity::Info),
+];
+
+const DEFAULT_PROTECTED_KINDS: &[&str] =
+    &["Namespace", "CustomResourceDefinition", "PersistentVolumeClaim", "PersistentVolume", "StatefulSet"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// `mass-deletion` when a Kustomization deletes more objects than this...
+    pub max_deletions: usize,
+    /// ...or more than this share (percent) of its inventory...
+    pub max_deletion_percent: f64,
+    /// ...counting the share only from this many deletions on (deleting 1 of 2 is not "mass").
+    pub min_deletions_for_percent: usize,
+    pub protected_kinds: BTreeSet<String>,
+    /// Severity per alert code; `None` turns the alert off.
+    pub severities: BTreeMap<String, Option<Severity>>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            max_deletions: 10,
+            max_deletion_percent: 30.0,
+            min_deletions_for_percent: 3,
+            protected_kinds: DEFAULT_PROTECTED_KINDS.iter().map(|k| k.to_string()).collect(),
+            severities: DEFAULT_SEVERITIES.iter().map(|(c, s)| (c.to_string(), Some(*s))).collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PolicyFile {
+    mass_deletion: Option<MassDeletionFile>,
+    protected_kinds: Option<Vec<String>>,
+    alerts: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct MassDeletionFile {
+    max_objects: Option<usize>,
+    max_percent: Option<f64>,
+    min_objects_for_percent: Option<usize>,
+}
+
+impl Policy {
+    /// Reads a policy file; what it leaves out keeps its default.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let file: PolicyFile = match crate::yaml::parse_documents(text)?.pop() {
+            Some(doc) => serde_json::from_value(doc).map_err(|e| e.to_string())?,
+            None => return Ok(Policy::default()),
+        };
+        let mut policy = Policy::default();
+        if let Some(mass) = file.mass_deletion {
+            policy.max_deletions = mass.max_objects.unwrap_or(policy.max_deletions);
+            policy.max_deletion_percent = mass.max_percent.unwrap_or(policy.max_deletion_percent);
+            policy.min_deletions_for_percent =
+                mass.min_objects_for_percent.unwrap_or(policy.min_deletions_for_percent);
+        }
+        if let Some(kinds) = file.protected_kinds {
+            policy.protected_kinds = kinds.into_iter().collect();
+        }
+        for (code, severity) in file.alerts.unwrap_or_default() {
+            if !policy.severities.contains_key(&code) {
+                return Err(format!("alerts: unknown alert code '{code}'"));
+            }
+            let severity = match severity.as_str() {
+                "danger" => Some(Severity::Danger),
+                "warning" => Some(Severity::Warning),
+                "info" => Some(Severity::Info),
+                "off" => None,
+                other => return Err(format!("alerts.{code}: '{other}' is not danger, warning, info or off")),
+            };
+            policy.severities.insert(code, severity);
+        }
+        Ok(policy)
+    }
+
+    /// An alert with this policy's severity for its code, or `None` when the code is off.
+    fn alert(
+        &self,
+        code: &str,
+        cluster: &str,
+        kustomization: Option<String>,
+        message: String,
+        objects: Vec<String>,
+    ) -> Option<Alert> {
+        let severity = self.severities.get(code).copied().unwrap_or(Some(Severity::Warning))?;
+        Some(Alert {
+            severity,
+            code: code.to_string(),
+            cluster: (!cluster.is_empty()).then(|| cluster.to_string()),
+            kustomization,
+            message,
+            objects,
+        })
+    }
+
+    /// An alert not tied to a cluster (policy notes), with this policy's severity.
+    pub fn general_alert(&self, code: &str, message: String) -> Option<Alert> {
+        self.alert(code, "", None, message, Vec::new())
+    }
+}
+
+/// The alerts of a plan under `policy`, sorted by severity.
+pub fn evaluate(policy: &Policy, plans: &[KustomizationPlan], base: &Render, head: &Render) -> Vec<Alert> {
+    let mut alerts = Vec::new();
+    for plan in plans {
+        alerts.extend(plan_alerts(policy, plan, plans, base, head));
+    }
+    alerts.extend(spec_change_alerts(policy, base, head));
+    let known: BTreeSet<&str> = base.unreachable.iter().map(|u| u.file.as_str()).collect();
+    for unreachable in head.unreachable.iter().filter(|u| !known.contains(u.file.as_str())) {
+        alerts.extend(policy.alert(
+            "unreachable-kustomization",
+            "",
+            None,
+            format!(
+                "Kustomization {} in {} is not reached from any root: Flux will not apply it (if it runs in \
+                 the cluster now, nothing updates it any more)",
+                unreachable.name, unreachable.file
+            ),
+            Vec::new(),
+        ));
+    }
+    alerts.sort_by(|a, b| {
+        (a.severity, &a.cluster, &a.kustomization, &a.code).cmp(&(
+            b.severity,
+            &b.cluster,
+            &b.kustomization,
+            &b.code,
+        ))
+    });
+    alerts
+}
+
+/// The verdict: blocked on any danger alert, else changes or no changes.
+pub fn verdict(plans: &[KustomizationPlan], alerts: &[Alert]) -> Verdict {
+    if alerts.iter().any(|a| a.severity == Severity::Danger) {
+        Verdict::Blocked
+    } else if plans.iter().any(|p| {
+        p.counts.any_change() || matches!(p.status, KustomizationStatus::Added | KustomizationStatus::Removed)
+    }) {
+        Verdict::Changes
+    } else {
+        Verdict::NoChanges
+    }
+}
+
+fn ids(plan: &KustomizationPlan, action: Action) -> Vec<String> {
+    plan.changes.iter().filter(|c| c.action == action).map(|c| c.id.clone()).collect()
+}
+
+fn plan_alerts(
+    policy: &Policy,
+    plan: &KustomizationPlan,
+    plans: &[KustomizationPlan],
+    base: &Render,
+    head: &Render,
+) -> Vec<Alert> {
+    let reference = plan.reference();
+    let alert = |code: &str, message: String, objects: Vec<String>| {
+        policy.alert(code, &plan.cluster, Some(reference.clone()), message, objects)
+    };
+    let mut alerts = Vec::new();
+    if let Some(error) = &plan.error {
+        let code = if error.code == "path-not-found" { "path-not-found" } else { "build-failed" };
+        alerts.extend(alert(
+            code,
+            format!(
+                "{}. Flux fails to reconcile it and applies and prunes nothing until this is fixed.",
+                error.message
+            ),
+            Vec::new(),
+        ));
+    }
+    let head_k = head_kustomization(head, plan);
+    if let Some(k) = head_k {
+        if k.status == Status::External {
+            alerts.extend(alert(
+                "external-source",
+                format!("source {} is not in this repository: not planned", k.source),
+                Vec::new(),
+            ));
+        }
+        if !k.unresolved_variables.is_empty() {
+            alerts.extend(alert(
+                "unresolved-substitution",
+                format!(
+                    "{} come from substituteFrom sources only the cluster knows; shown as written (plan with a \
+                     cluster snapshot to resolve them)",
+                    k.unresolved_variables.iter().map(|v| format!("${{{v}}}")).collect::<Vec<_>>().join(", ")
+                ),
+                Vec::new(),
+            ));
+        }
+    }
+    let desired = plan.counts.create + plan.counts.update + plan.counts.unchanged;
+    let renders_nothing =
+        matches!(plan.status, KustomizationStatus::Changed | KustomizationStatus::Unchanged);
+    if renders_nothing && desired == 0 && plan.inventory_size > 0 {
+        let what = if plan.counts.delete > 0 { "Flux would prune" } else { "Flux would stop managing" };
+        alerts.extend(alert(
+            "empty-render",
+            format!(
+                "path {} renders zero objects while the inventory holds {}: {what} all of them",
+                plan.path.as_deref().unwrap_or("?"),
+                plan.inventory_size
+            ),
+            plan.changes.iter().map(|c| c.id.clone()).collect(),
+        ));
+    }
+    let deletes = ids(plan, Action::Delete);
+    let share_exceeded = plan.inventory_size > 0
+        && deletes.len() >= policy.min_deletions_for_percent
+        && (deletes.len() as f64) * 100.0 > policy.max_deletion_percent * plan.inventory_size as f64;
+    if deletes.len() > policy.max_deletions || share_exceeded {
+        alerts.extend(alert(
+            "mass-deletion",
+            format!(
+                "deletes {} of the {} objects in its inventory (policy: more than {} or more than {}% blocks)",
+                deletes.len(),
+                plan.inventory_size,
+                policy.max_deletions,
+                policy.max_deletion_percent
+            ),
+            deletes.clone(),
+        ));
+    }
+    let protected: Vec<&super::Change> = plan
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::Delete && policy.protected_kinds.contains(&c.kind))
+        .collect();
+    if !protected.is_empty() {
+        let mut objects: Vec<String> = protected.iter().map(|c| c.id.clone()).collect();
+        let mut swept = BTreeSet::new();
+        for change in &protected {
+            swept.extend(swept_with(change, plan, plans, base, head));
+        }
+        let names: Vec<String> = protected.iter().map(|c| c.display_name()).collect();
+        let mut message = format!("deletes {}", names.join(", "));
+        if !swept.is_empty() {
+            message.push_str(&format!(
+                "; Kubernetes deletes with them {} more object(s) inside them, whatever Kustomization owns them",
+                swept.len()
+            ));
+        }
+        objects.extend(swept);
+        alerts.extend(alert("protected-kind-deletion", message, objects));
+    }
+    if plan.status == KustomizationStatus::Removed && !deletes.is_empty() {
+        alerts.extend(alert(
+            "kustomization-removed",
+            format!(
+                "is removed and its finalizer deletes its whole inventory: {} object(s){}",
+                deletes.len(),
+                if plan.changes.iter().any(|c| c.kind == "Kustomization" && c.action == Action::Delete) {
+                    ", including nested Kustomizations and what they applied"
+                } else {
+                    ""
+                }
+            ),
+            deletes,
+        ));
+    }
+    for change in plan.changes.iter().filter(|c| c.moved_to.is_some()) {
+        alerts.extend(alert(
+            "ownership-move",
+            format!(
+                "{} moves from {} to {}: if {} prunes before {} applies, it is deleted and recreated",
+                change.display_name(),
+                reference,
+                change.moved_to.as_deref().unwrap_or("?"),
+                reference,
+                change.moved_to.as_deref().unwrap_or("?")
+            ),
+            vec![change.id.clone()],
+        ));
+    }
+    alerts
+}
+
+fn head_kustomization<'a>(head: &'a Render, plan: &KustomizationPlan) -> Option<&'a RenderedKustomization> {
+    head.clusters
+        .iter()
+        .filter(|c| c.name == plan.cluster)
+        .flat_map(|c| &c.kustomizations)
+        .find(|k| k.namespace == plan.namespace && k.name == plan.name)
+}
+
+/// Objects Kubernetes deletes along with a deleted Namespace (everything in it) or CRD (its
+/// custom resources), known from either render, that the plan does not delete already.
+fn swept_with(
+    change: &super::Change,
+    plan: &KustomizationPlan,
+    plans: &[KustomizationPlan],
+    base: &Render,
+    head: &Render,
+) -> BTreeSet<String> {
+    let already: BTreeSet<&str> = plans
+        .iter()
+        .filter(|p| p.cluster == plan.cluster)
+        .flat_map(|p| &p.changes)
+        .filter(|c| c.action == Action::Delete)
+        .map(|c| c.id.as_str())
+        .collect();
+    let objects = || {
+        [base, head]
+            .into_iter()
+            .flat_map(|r| &r.clusters)
+            .filter(|c| c.name == plan.cluster)
+            .flat_map(|c| &c.kustomizations)
+            .flat_map(|k| &k.objects)
+    };
+    let crd_kind = (change.kind == "CustomResourceDefinition")
+        .then(|| {
+            objects().find(|o| o.id.as_ref().is_some_and(|i| i.to_string() == change.id)).and_then(|o| {
+                let spec = &o.object["spec"];
+                Some((spec["group"].as_str()?.to_string(), spec["names"]["kind"].as_str()?.to_string()))
+            })
+        })
+        .flatten();
+    objects()
+        .filter_map(|o| o.id.as_ref())
+        .filter(|id: &&ObjectId| match change.kind.as_str() {
+            "Namespace" => id.namespace == change.name,
+            "CustomResourceDefinition" => {
+                crd_kind.as_ref().is_some_and(|(group, kind)| id.group == *group && id.kind == *kind)
+            }
+            _ => false,
+        })
+        .map(ToString::to_string)
+        .filter(|id| !already.contains(id.as_str()))
+        .collect()
+}
+
+/// Warnings for behaviour switches a PR flips on a Kustomization that exists on both sides.
+fn spec_change_alerts(policy: &Policy, base: &Render, head: &Render) -> Vec<Alert> {
+    let mut alerts = Vec::new();
+    for (cluster, k) in head.kustomizations() {
+        let Some(after) = &k.spec else { continue };
+        let before = base
+            .clusters
+            .iter()
+            .filter(|c| c.name == cluster.name)
+            .flat_map(|c| &c.kustomizations)
+            .find(|b| b.reference() == k.reference())
+            .and_then(|b| b.spec.as_ref());
+        let Some(before) = before else { continue };
+        let reference = KustomizationRef { namespace: k.namespace.clone(), name: k.name.clone() }.to_string();
+        let mut push = |code: &str, message: String| {
+            alerts.extend(policy.alert(code, &cluster.name, Some(reference.clone()), message, Vec::new()));
+        };
+        if before.prune != after.prune {
+            push(
+                "prune-changed",
+                if after.prune {
+                    "prune switched on: from now on objects removed from its path are deleted".into()
+                } else {
+                    "prune switched off: objects removed from its path are left in the cluster".into()
+                },
+            );
+        }
+        if before.suspend != after.suspend {
+            push(
+                "suspend-changed",
+                if after.suspend {
+                    "suspended: Flux stops applying and pruning it".into()
+                } else {
+                    "resumed: Flux applies (and prunes) everything it drifted from while suspended".into()
+                },
+            );
+        }
+        if before.target_namespace != after.target_namespace {
+            push(
+                "target-namespace-changed",
+                format!(
+                    "targetNamespace changes from {} to {}: every namespaced object moves (created anew, the old \
+                     ones pruned)",
+                    before.target_namespace.as_deref().unwrap_or("(none)"),
+                    after.target_namespace.as_deref().unwrap_or("(none)")
+                ),
+            );
+        }
+    }
+    alerts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_overrides_and_keeps_defaults() {
+        let policy = Policy::parse(
+            "massDeletion:\n  maxObjects: 50\nprotectedKinds: [Namespace]\nalerts:\n  build-failed: warning\n  ownership-move: off\n",
+        )
+        .unwrap();
+        assert_eq!(policy.max_deletions, 50);
+        assert_eq!(policy.max_deletion_percent, 30.0);
+        assert_eq!(policy.protected_kinds.len(), 1);
+        assert_eq!(policy.severities["build-failed"], Some(Severity::Warning));
+        assert_eq!(policy.severities["ownership-move"], None);
+        assert_eq!(policy.severities["empty-render"], Some(Severity::Danger));
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_codes() {
+        assert!(Policy::parse("massDeletion:\n  maxObject: 5\n").is_err());
+        assert!(Policy::parse("alerts:\n  no-such-code: danger\n").is_err());
+        assert!(Policy::parse("alerts:\n  build-failed: fatal\n").is_err());
+        assert_eq!(Policy::parse("").unwrap(), Policy::default());
+    }
+}
