@@ -222,13 +222,18 @@ mod tests {
         assert!(ClusterSnapshot::parse("kind: ConfigMap\n").is_err());
     }
 
-    const KS: &str = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec: {path: ./apps, prune: true, sourceRef: {kind: GitRepository, name: flux-system}}\n";
+    fn with_status(api_version: &str, status: &str, objects: &str) -> String {
+        format!(
+            "kind: ClusterSnapshot\nkustomizations:\n- apiVersion: kustomize.toolkit.fluxcd.io/{api_version}\n  kind: Kustomization\n  metadata: {{name: apps, namespace: flux-system}}\n  spec: {{path: ./apps, prune: true, sourceRef: {{kind: GitRepository, name: flux-system}}}}\n  status:\n{status}objects:\n{objects}"
+        )
+    }
 
     #[test]
     fn reads_v1_inventories() {
-        let text = format!(
-            "kind: ClusterSnapshot\nkustomizations:\n- {}  status:\n    inventory:\n      entries:\n      - {{id: default_a__ConfigMap, v: v1}}\n      - {{id: _apps__Namespace, v: v1}}\n",
-            KS.replace('\n', "\n  ")
+        let text = with_status(
+            "v1",
+            "    inventory:\n      entries:\n      - {id: default_a__ConfigMap, v: v1}\n      - {id: _apps__Namespace, v: v1}\n",
+            "",
         );
         let snap = ClusterSnapshot::parse(&text).unwrap();
         let live =
@@ -240,12 +245,21 @@ mod tests {
 
     #[test]
     fn reads_v1beta1_snapshots_through_owner_labels() {
-        let text = format!(
-            "kind: ClusterSnapshot\nkustomizations:\n- {}  status:\n    snapshot:\n      checksum: abc\n      entries:\n      - namespace: default\n        kinds: {{\"apps/v1, Kind=Deployment\": Deployment, \"v1, Kind=ConfigMap\": ConfigMap}}\nobjects:\n\
-             - {{apiVersion: apps/v1, kind: Deployment, metadata: {{name: web, namespace: default, labels: {{kustomize.toolkit.fluxcd.io/name: apps, kustomize.toolkit.fluxcd.io/namespace: flux-system}}}}}}\n\
-             - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: other-owner, namespace: default, labels: {{kustomize.toolkit.fluxcd.io/name: infra, kustomize.toolkit.fluxcd.io/namespace: flux-system}}}}}}\n\
-             - {{apiVersion: v1, kind: Secret, metadata: {{name: unlisted-kind, namespace: default, labels: {{kustomize.toolkit.fluxcd.io/name: apps, kustomize.toolkit.fluxcd.io/namespace: flux-system}}}}}}\n",
-            KS.replace("kustomize.toolkit.fluxcd.io/v1", "kustomize.toolkit.fluxcd.io/v1beta1").replace('\n', "\n  ")
+        let owner = |name: &str| {
+            format!("{{kustomize.toolkit.fluxcd.io/name: {name}, kustomize.toolkit.fluxcd.io/namespace: flux-system}}")
+        };
+        let objects = format!(
+            "- {{apiVersion: apps/v1, kind: Deployment, metadata: {{name: web, namespace: default, labels: {}}}}}\n\
+             - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: other-owner, namespace: default, labels: {}}}}}\n\
+             - {{apiVersion: v1, kind: Secret, metadata: {{name: unlisted-kind, namespace: default, labels: {}}}}}\n",
+            owner("apps"),
+            owner("infra"),
+            owner("apps")
+        );
+        let text = with_status(
+            "v1beta1",
+            "    snapshot:\n      checksum: abc\n      entries:\n      - namespace: default\n        kinds: {\"apps/v1, Kind=Deployment\": Deployment, \"v1, Kind=ConfigMap\": ConfigMap}\n",
+            &objects,
         );
         let snap = ClusterSnapshot::parse(&text).unwrap();
         let live = snap.kustomizations.values().next().unwrap();

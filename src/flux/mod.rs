@@ -6,11 +6,12 @@ pub mod envsubst;
 pub mod generator;
 pub mod id;
 pub mod kustomization;
+pub mod order;
 pub mod scope;
 pub mod sourceignore;
 
 pub use id::ObjectId;
-pub use kustomization::{Kustomization, KustomizationRef, SourceRef};
+pub use kustomization::{DeletionPolicy, Kustomization, KustomizationRef, SourceRef};
 
 /// API group of Flux Kustomizations.
 pub const KUSTOMIZE_GROUP: &str = "kustomize.toolkit.fluxcd.io";

@@ -5,7 +5,7 @@
 use super::{diff, Action, Change, Counts, InventorySource, KustomizationPlan, KustomizationStatus};
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::flux::control::{self, OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL};
-use crate::flux::{Kustomization, KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
+use crate::flux::{order, DeletionPolicy, Kustomization, KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
 use crate::render::{Cluster, Render, RenderedKustomization, RenderedObject, Status};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -140,7 +140,7 @@ impl<'a> ClusterView<'a> {
             self.references().iter().map(|reference| self.plan_one(reference)).collect();
         self.cascade_removed(&mut plans);
         for plan in &mut plans {
-            plan.changes.sort_by(|a, b| (a.action, &a.id).cmp(&(b.action, &b.id)));
+            plan.changes.sort_by_cached_key(display_order);
             let mut counts = Counts { unchanged: plan.counts.unchanged, ..Counts::default() };
             for change in &plan.changes {
                 counts.add(change.action);
@@ -176,6 +176,11 @@ impl<'a> ClusterView<'a> {
         plan.path = Some(head.path.clone());
         let known_before = self.base.contains_key(reference)
             || self.live.is_some_and(|s| s.kustomizations.contains_key(reference));
+        if head.spec.as_ref().is_some_and(|s| s.suspend) {
+            plan.status = KustomizationStatus::Suspended;
+            plan.notes.push("suspended: Flux applies nothing and prunes nothing until it is resumed".into());
+            return plan;
+        }
         match head.status {
             Status::External => {
                 plan.status = KustomizationStatus::External;
@@ -193,11 +198,6 @@ impl<'a> ClusterView<'a> {
             Status::Rendered => {}
         }
         let spec = head.spec.as_ref().expect("rendered Kustomizations carry their spec");
-        if spec.suspend {
-            plan.status = KustomizationStatus::Suspended;
-            plan.notes.push("suspended: Flux applies nothing and prunes nothing until it is resumed".into());
-            return plan;
-        }
         if !known_before {
             plan.status = KustomizationStatus::Added;
         }
@@ -303,14 +303,20 @@ impl<'a> ClusterView<'a> {
                         plan.changes.push(self.stale(id, &reference, true, Some(&cascade)));
                     }
                 } else {
+                    let why = match spec {
+                        Some(s) if s.suspend => "it is suspended",
+                        Some(s) if s.deletion_policy == DeletionPolicy::Orphan => {
+                            "its deletionPolicy is Orphan"
+                        }
+                        _ => "prune is off",
+                    };
                     plan.notes.push(format!(
-                        "its Kustomization object is deleted by {deleter}; its deletion policy keeps what it applied"
+                        "its Kustomization object is deleted by {deleter}; {why}, so what it applied stays"
                     ));
                     for id in &inventory {
                         let mut change = new_change(Action::Orphan, id);
                         change.cascade_from = Some(cascade.clone());
-                        change.reason =
-                            Some("deletionPolicy Orphan, prune off or suspended: left in place".into());
+                        change.reason = Some(format!("{why}: left in place, no longer managed"));
                         plan.changes.push(change);
                     }
                 }
@@ -329,6 +335,17 @@ impl<'a> ClusterView<'a> {
             );
         }
     }
+}
+
+/// Changes grouped by action; creates in apply order, deletions in the reverse order the
+/// controller prunes in (custom resources and workloads first, Namespaces and CRDs last).
+fn display_order(change: &Change) -> (Action, usize, String) {
+    let rank = order::apply_rank(&change.kind);
+    let rank = match change.action {
+        Action::Delete => usize::MAX - rank,
+        _ => rank,
+    };
+    (change.action, rank, change.id.clone())
 }
 
 fn new_change(action: Action, id: &ObjectId) -> Change {

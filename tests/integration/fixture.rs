@@ -128,7 +128,15 @@ spec:
     }
 
     pub fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git").arg("-C").arg(self.path()).args(args).output().unwrap();
+        // Fixed dates make commit ids, and so golden files, reproducible.
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(self.path())
+            .args(args)
+            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+            .output()
+            .unwrap();
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }
@@ -151,6 +159,23 @@ spec:
 
 pub fn render_with(opts: &RenderOptions) -> Render {
     Renderer::new(opts.kustomize_timeout, None).unwrap().render(opts).unwrap()
+}
+
+/// Runs `fluxplan plan` through the binary; returns stdout and the exit code.
+pub fn plan_cli(repo: &Repo, base: &str, head: &str, format: &str, extra: &[&str]) -> (String, i32) {
+    let out = Command::new(fluxplan_bin())
+        .args(["plan", "--no-cache", "--base", base, "--head", head, "--format", format, "--repo"])
+        .arg(repo.path())
+        .args(extra)
+        .output()
+        .unwrap();
+    (String::from_utf8(out.stdout).unwrap(), out.status.code().unwrap())
+}
+
+/// `fluxplan plan --format json`, parsed; returns the plan and the exit code.
+pub fn plan_json(repo: &Repo, base: &str, head: &str, extra: &[&str]) -> (serde_json::Value, i32) {
+    let (stdout, code) = plan_cli(repo, base, head, "json", extra);
+    (serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}")), code)
 }
 
 pub fn fluxplan_bin() -> PathBuf {
