@@ -1,6 +1,7 @@
 //! The command line: `fluxplan build` (and, as they land, plan, snapshot, serve, migrate).
 
 mod build;
+mod demo;
 mod plan;
 
 use clap::{Args, Parser, Subcommand};
@@ -34,6 +35,8 @@ pub enum Command {
     Build(build::BuildArgs),
     /// Plan a merge: what Flux will create, change and delete, with policy alerts and a verdict.
     Plan(plan::PlanArgs),
+    /// Plan the outage fluxplan exists to prevent, on the example fleet built into the binary.
+    Demo(demo::DemoArgs),
 }
 
 /// Options shared by every command that renders a repository.
@@ -79,6 +82,21 @@ fn parse_source(text: &str) -> Result<(String, PathBuf), String> {
 }
 
 impl RenderArgs {
+    /// Defaults for rendering `repo`, as the command line would give them.
+    pub fn for_repo(repo: &std::path::Path) -> Self {
+        RenderArgs {
+            repo: repo.to_path_buf(),
+            sources: Vec::new(),
+            cluster_snapshot: None,
+            no_strict_substitution: false,
+            jobs: None,
+            cache_dir: None,
+            no_cache: true,
+            kustomize_timeout: 120,
+            max_file_size: crate::render::source::DEFAULT_MAX_FILE_SIZE,
+        }
+    }
+
     /// The cluster snapshot given with `--cluster-snapshot`, read once.
     pub fn snapshot(&self) -> anyhow::Result<Option<Arc<ClusterSnapshot>>> {
         self.cluster_snapshot.as_deref().map(|path| ClusterSnapshot::load(path).map(Arc::new)).transpose()
@@ -115,6 +133,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Build(args) => build::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Demo(args) => demo::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

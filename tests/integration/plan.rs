@@ -402,3 +402,13 @@ fn splitter_cuts_a_large_plan_into_valid_parts() {
         assert!(joined.contains(&format!("+  key: v2-{i}")), "diff {i} lost");
     }
 }
+
+#[test]
+fn demo_plans_the_outage_on_the_embedded_fleet() {
+    let out = std::process::Command::new(crate::fixture::fluxplan_bin()).arg("demo").output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("fluxplan: BLOCKED"), "{stdout}");
+    assert!(stdout.contains("empty-render flux-system/apps (clusters/production)"), "{stdout}");
+    assert!(stdout.contains("delete Namespace/podinfo"), "{stdout}");
+}

@@ -1,0 +1,77 @@
+//! `fluxplan demo`: the plan of the outage fluxplan exists to prevent, on the example fleet built
+//! into the binary. Needs git and kustomize; no cluster, no forge, no database.
+
+use super::plan::{self, PlanArgs, PlanFormat};
+use super::RenderArgs;
+use anyhow::{Context, Result};
+use clap::Args;
+use include_dir::{include_dir, Dir};
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::Command;
+
+static FLEET: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/examples/fleet");
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Keep the demo repository in this directory instead of a temporary one.
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
+}
+
+/// Prints the plan; exits 0 when the demo ran (the plan itself is blocked).
+pub fn run(args: DemoArgs) -> Result<u8> {
+    let temp = tempfile::tempdir()?;
+    let repo = args.dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    std::fs::create_dir_all(&repo)?;
+    FLEET.extract(&repo).context("cannot write the example fleet")?;
+    git(&repo, &["init", "-q", "-b", "main"])?;
+    commit(&repo, "example fleet")?;
+    // The outage: the production apps Kustomization pointed at a directory that holds nothing.
+    let apps = repo.join("clusters/production/apps.yaml");
+    let text = std::fs::read_to_string(&apps)?;
+    std::fs::write(&apps, text.replace("path: ./apps/production", "path: ./apps/empty"))?;
+    std::fs::create_dir_all(repo.join("apps/empty"))?;
+    std::fs::write(repo.join("apps/empty/README.md"), "Nothing here yet.\n")?;
+    commit(&repo, "point production apps at apps/empty")?;
+    eprintln!(
+        "Demo: a pull request points the production `apps` Kustomization at an empty directory \
+         (repository: {}).\n",
+        repo.display()
+    );
+    let plan = plan::plan(&PlanArgs {
+        render: RenderArgs::for_repo(&repo),
+        base: "HEAD~1".into(),
+        head: "HEAD".into(),
+        format: PlanFormat::Text,
+        policy: None,
+    });
+    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    print!("{}", crate::report::text(&plan, color));
+    eprintln!("\nverdict: {:?} (`fluxplan plan` would exit {})", plan.verdict, plan.verdict.exit_code());
+    Ok(if plan.error.is_some() { super::EXIT_FAILED } else { 0 })
+}
+
+fn git(repo: &Path, args: &[&str]) -> Result<()> {
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args([
+            "-c",
+            "user.name=fluxplan demo",
+            "-c",
+            "user.email=demo@fluxplan.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .status()
+        .context("cannot run git (is it installed?)")?;
+    anyhow::ensure!(status.success(), "git {} failed", args.join(" "));
+    Ok(())
+}
+
+fn commit(repo: &Path, message: &str) -> Result<()> {
+    git(repo, &["add", "-A"])?;
+    git(repo, &["commit", "-q", "-m", message])
+}
