@@ -139,6 +139,14 @@ impl<'a> ClusterView<'a> {
         let mut plans: Vec<KustomizationPlan> =
             self.references().iter().map(|reference| self.plan_one(reference)).collect();
         self.cascade_removed(&mut plans);
+        // A Kustomization only the cluster has, that this merge neither produces nor deletes, is
+        // not this plan's business.
+        plans.retain(|p| {
+            let reference = KustomizationRef { namespace: p.namespace.clone(), name: p.name.clone() };
+            !(p.status == KustomizationStatus::Removed
+                && p.changes.is_empty()
+                && !self.base.contains_key(&reference))
+        });
         for plan in &mut plans {
             plan.changes.sort_by_cached_key(display_order);
             let mut counts = Counts { unchanged: plan.counts.unchanged, ..Counts::default() };

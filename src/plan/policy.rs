@@ -144,7 +144,11 @@ pub fn evaluate(policy: &Policy, plans: &[KustomizationPlan], base: &Render, hea
         alerts.extend(policy.alert(
             "unreachable-kustomization",
             "",
-            None,
+            Some(format!(
+                "{}/{}",
+                unreachable.namespace.as_deref().unwrap_or("flux-system"),
+                unreachable.name
+            )),
             format!(
                 "Kustomization {} in {} is not reached from any root: Flux will not apply it (if it runs in \
                  the cluster now, nothing updates it any more)",

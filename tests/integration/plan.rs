@@ -412,3 +412,31 @@ fn demo_plans_the_outage_on_the_embedded_fleet() {
     assert!(stdout.contains("empty-render flux-system/apps (clusters/production)"), "{stdout}");
     assert!(stdout.contains("delete Namespace/podinfo"), "{stdout}");
 }
+
+#[test]
+fn secret_changes_are_reported_without_their_values() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    let secret = |value: &str| {
+        format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: default\nstringData:\n  password: {value}\n  user: admin\n")
+    };
+    repo.write("apps/secret.yaml", &secret("old-very-secret-value"));
+    repo.commit("base");
+    repo.write("apps/secret.yaml", &secret("new-very-secret-value"));
+    repo.commit("rotate");
+    let (json, code) = plan_cli(&repo, "HEAD~1", "HEAD", "json", &[]);
+    assert_eq!(code, 1);
+    let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
+    let (text, _) = plan_cli(&repo, "HEAD~1", "HEAD", "text", &[]);
+    for output in [&json, &markdown, &text] {
+        assert!(!output.contains("very-secret-value"), "a secret value leaked:\n{output}");
+    }
+    let plan: Value = serde_json::from_str(&json).unwrap();
+    let change = &kustomization(&plan, "flux-system/apps")["changes"][0];
+    assert_eq!(change["action"], "update");
+    assert_eq!(
+        change["hidden_changes"],
+        serde_json::json!(["Secret stringData.password changed (value hidden)"])
+    );
+    assert!(markdown.contains("Secret stringData.password changed (value hidden)"));
+}
