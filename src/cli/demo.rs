@@ -45,6 +45,7 @@ pub fn run(args: DemoArgs) -> Result<u8> {
         head: "HEAD".into(),
         format: PlanFormat::Text,
         policy: None,
+        cluster: Default::default(),
     });
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     print!("{}", crate::report::text(&plan, color));

@@ -1,8 +1,10 @@
 //! The command line: `fluxplan build` (and, as they land, plan, snapshot, serve, migrate).
 
 mod build;
+mod cluster;
 mod demo;
 mod plan;
+mod snapshot;
 
 use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
@@ -35,6 +37,8 @@ pub enum Command {
     Build(build::BuildArgs),
     /// Plan a merge: what Flux will create, change and delete, with policy alerts and a verdict.
     Plan(plan::PlanArgs),
+    /// Read a live cluster (get and list only) into a snapshot file for offline plans.
+    Snapshot(snapshot::SnapshotArgs),
     /// Plan the outage fluxplan exists to prevent, on the example fleet built into the binary.
     Demo(demo::DemoArgs),
 }
@@ -134,6 +138,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Build(args) => build::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Snapshot(args) => snapshot::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,6 +1,8 @@
 //! `fluxplan plan`: what merging head into base will create, change and delete.
 
+use super::cluster::{read_clusters_file, ClusterKnowledge, ClusterSource};
 use super::RenderArgs;
+use crate::cluster::kube::KubeOptions;
 use crate::git;
 use crate::plan::policy::POLICY_FILE;
 use crate::plan::{make_plan, Alert, Plan, PlanRequest, Policy, Revision};
@@ -8,6 +10,7 @@ use crate::render::{Render, Renderer};
 use crate::report;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -33,6 +36,35 @@ pub struct PlanArgs {
     /// A policy file to use instead of the base revision's .fluxplan.yaml.
     #[arg(long)]
     pub policy: Option<PathBuf>,
+    #[command(flatten)]
+    pub cluster: LiveArgs,
+}
+
+/// How to reach live clusters (read-only: get and list only).
+#[derive(Debug, Args, Default)]
+pub struct LiveArgs {
+    /// Plan against the live cluster (KUBECONFIG, or in-cluster): its inventories are the truth.
+    #[arg(long, conflicts_with = "cluster_snapshot")]
+    pub kube: bool,
+    /// The kubeconfig context to read (with --kube or `snapshot`; default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Also read the Secrets postBuild.substituteFrom names (values are never printed).
+    #[arg(long)]
+    pub read_secrets: bool,
+    /// A file mapping each cluster root of the repository to a kube context or a snapshot file.
+    #[arg(long, conflicts_with_all = ["kube", "cluster_snapshot"])]
+    pub clusters: Option<PathBuf>,
+}
+
+impl LiveArgs {
+    pub fn kube_options(&self) -> KubeOptions {
+        KubeOptions {
+            context: self.context.clone(),
+            read_secrets: self.read_secrets,
+            include_secret_values: false,
+        }
+    }
 }
 
 /// Exit 0 no changes, 1 changes, 2 blocked by policy, 3 could not plan.
@@ -63,28 +95,47 @@ pub fn plan(args: &PlanArgs) -> Plan {
 }
 
 fn try_plan(args: &PlanArgs) -> Result<Plan> {
-    let snapshot = args.render.snapshot()?;
+    let mut sources = BTreeMap::new();
+    if let Some(path) = &args.render.cluster_snapshot {
+        sources.insert(String::new(), ClusterSource::Snapshot(path.clone()));
+    }
+    if args.cluster.kube {
+        sources.insert(String::new(), ClusterSource::Live(args.cluster.kube_options()));
+    }
+    if let Some(file) = &args.cluster.clusters {
+        sources.extend(read_clusters_file(file, &args.cluster.kube_options())?);
+    }
+    let knowledge = ClusterKnowledge::gather(sources)?;
     let renderer = Renderer::new(
         std::time::Duration::from_secs(args.render.kustomize_timeout.max(1)),
         args.render.cache_dir(),
     )?;
     let render = |rev: &str| -> Result<Render> {
-        let opts = args.render.options(Some(rev.to_string()), snapshot.as_ref());
+        let mut opts = args.render.options(Some(rev.to_string()), None);
+        if let Some(values) = &knowledge.values {
+            opts.values = values.clone();
+        }
+        opts.cluster_values = knowledge.cluster_values.clone();
         renderer.render(&opts).with_context(|| format!("cannot render revision {rev}"))
     };
     let base = render(&args.base)?;
     let head = render(&args.head)?;
     let (policy, policy_source, extra_alerts) = load_policy(args, &base, &head)?;
-    Ok(make_plan(PlanRequest {
+    let ask = |root: &str, ids: &[crate::flux::ObjectId]| knowledge.blast_radius(root, ids);
+    let plan = make_plan(PlanRequest {
         base: &base,
         head: &head,
         base_rev: args.base.clone(),
         head_rev: args.head.clone(),
-        snapshot: snapshot.as_deref(),
+        snapshots: &knowledge.snapshots.iter().collect::<Vec<_>>(),
+        blast_radius: knowledge.has_live().then_some(&ask as &crate::plan::BlastRadiusQuery),
+        degraded: knowledge.degraded(),
         policy: &policy,
         policy_source,
         extra_alerts,
-    }))
+    });
+    tracing::info!(requests = knowledge.request_count(), "cluster reads");
+    Ok(plan)
 }
 
 /// The policy: `--policy FILE`, else the BASE revision's `.fluxplan.yaml` (a pull request must not

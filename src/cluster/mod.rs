@@ -1,6 +1,7 @@
 //! Read-only knowledge of a cluster. For now: the snapshot file, and the values that
 //! `postBuild.substituteFrom` reads.
 
+pub mod kube;
 pub mod snapshot;
 
 use std::collections::BTreeMap;
@@ -26,4 +27,16 @@ impl SubstitutionSource for Offline {
     fn lookup(&self, _: &str, _: &str, _: &str) -> Lookup {
         Lookup::Unknown
     }
+}
+
+/// What Kubernetes deletes along with what the plan deletes.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct BlastRadius {
+    /// Namespace → kind → number of objects in it.
+    pub namespaces: BTreeMap<String, BTreeMap<String, usize>>,
+    /// CRD name → number of its custom resources.
+    pub custom_resources: BTreeMap<String, usize>,
+    /// Claims whose data is deleted with them.
+    pub data_loss: Vec<String>,
+    pub warnings: Vec<String>,
 }

@@ -42,8 +42,14 @@ pub struct ClusterSnapshot {
     pub namespaces: BTreeSet<String>,
     /// (group, kind) → scope of the CRDs the cluster serves.
     pub crds: BTreeMap<(String, String), Scope>,
+    /// (group, kind, namespace) the reader was not allowed to list: what lives there is unknown.
+    pub unreadable: BTreeSet<(String, String, String)>,
+    /// What went wrong while reading (403s, pages that expired), for the report.
+    pub warnings: Vec<String>,
     config_maps: BTreeMap<Key, Value>,
     secrets: BTreeMap<Key, Value>,
+    /// The document as read, to write it back.
+    document: Value,
 }
 
 fn key_of(obj: &Value) -> Option<Key> {
@@ -81,6 +87,27 @@ impl ClusterSnapshot {
     pub fn parse(text: &str) -> Result<Self> {
         let doc =
             crate::yaml::parse_documents(text).map_err(anyhow::Error::msg)?.pop().unwrap_or(Value::Null);
+        Self::from_document(doc)
+    }
+
+    /// The snapshot as a YAML document (the file format).
+    pub fn to_yaml(&self) -> String {
+        crate::yaml::to_yaml(&self.document)
+    }
+
+    /// Records the repository root this snapshot describes.
+    pub fn set_cluster(&mut self, root: &str) {
+        self.cluster = Some(root.to_string());
+        self.document["cluster"] = Value::String(root.to_string());
+    }
+
+    /// True when objects of this kind in this namespace could not be read.
+    pub fn is_unreadable(&self, id: &ObjectId) -> bool {
+        self.unreadable.contains(&(id.group.clone(), id.kind.clone(), id.namespace.clone()))
+    }
+
+    /// Reads the document form (what the file holds and what the cluster reader builds).
+    pub fn from_document(doc: Value) -> Result<Self> {
         anyhow::ensure!(
             doc.get("kind").and_then(Value::as_str) == Some("ClusterSnapshot"),
             "expected a document of kind ClusterSnapshot"
@@ -92,6 +119,13 @@ impl ClusterSnapshot {
             namespaces: list(&doc, "namespaces")
                 .filter_map(|n| n.as_str().or_else(|| n["metadata"]["name"].as_str()).map(str::to_string))
                 .collect(),
+            unreadable: list(&doc, "unreadable")
+                .map(|u| {
+                    let field = |k: &str| u[k].as_str().unwrap_or("").to_string();
+                    (field("group"), field("kind"), field("namespace"))
+                })
+                .collect(),
+            warnings: list(&doc, "warnings").filter_map(|w| w.as_str().map(str::to_string)).collect(),
             ..Default::default()
         };
         for object in list(&doc, "objects") {
@@ -114,6 +148,7 @@ impl ClusterSnapshot {
             let inventory = snapshot.inventory_of(manifest, &spec);
             snapshot.kustomizations.insert(spec.reference(), LiveKustomization { spec, inventory });
         }
+        snapshot.document = doc;
         Ok(snapshot)
     }
 

@@ -61,6 +61,11 @@ const BUILTIN_GROUPS: &[&str] = &[
     "resource.k8s.io",
 ];
 
+/// True for API groups Kubernetes itself serves (not defined by CRDs).
+pub fn is_builtin_group(group: &str) -> bool {
+    BUILTIN_GROUPS.contains(&group) || group.ends_with(".k8s.io") || group == "v1"
+}
+
 /// Scope of an object kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {

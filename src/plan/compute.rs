@@ -2,7 +2,9 @@
 //! controller prunes: only with `prune: true`, never what is protected or no longer owned, and
 //! with the cascades of deleted Kustomizations.
 
-use super::{diff, Action, Change, Counts, InventorySource, KustomizationPlan, KustomizationStatus};
+use super::{
+    diff, live_diff, Action, Change, Counts, Drift, InventorySource, KustomizationPlan, KustomizationStatus,
+};
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::flux::control::{self, OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL};
 use crate::flux::{order, DeletionPolicy, Kustomization, KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
@@ -13,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct Inputs<'a> {
     pub base: &'a Render,
     pub head: &'a Render,
-    pub snapshot: Option<&'a ClusterSnapshot>,
+    /// Cluster snapshots; each applies to the clusters (roots) it names, or to all.
+    pub snapshots: &'a [&'a ClusterSnapshot],
 }
 
 /// The plan of every Kustomization of every cluster, sorted by cluster then name.
@@ -29,7 +32,7 @@ pub fn compute(inputs: &Inputs) -> Vec<KustomizationPlan> {
             name,
             find(inputs.base, name),
             find(inputs.head, name),
-            inputs.snapshot.filter(|s| s.applies_to(name)),
+            inputs.snapshots.iter().copied().find(|s| s.applies_to(name)),
         );
         plans.extend(view.plan());
     }
@@ -121,6 +124,7 @@ impl<'a> ClusterView<'a> {
 
     fn live_object(&self, id: &ObjectId) -> Live<'a> {
         match self.live {
+            Some(snapshot) if snapshot.is_unreadable(id) => Live::Unknown,
             Some(snapshot) if !snapshot.objects.is_empty() => match snapshot.objects.get(id) {
                 Some(object) => Live::Present(object),
                 None => Live::Missing,
@@ -174,6 +178,7 @@ impl<'a> ClusterView<'a> {
             inventory_size: inventory.len(),
             inventory_source,
             error: None,
+            drift: Vec::new(),
             notes: Vec::new(),
         };
         let Some(head) = self.head.get(reference) else {
@@ -214,6 +219,12 @@ impl<'a> ClusterView<'a> {
         for object in &head.objects {
             let Some(id) = &object.id else { continue };
             desired.insert(id);
+            if let (Live::Present(live), false) = (self.live_object(id), id.kind == "Secret") {
+                if let Some(text) = live_diff::drift(&object.object, live) {
+                    let display = new_change(Action::Update, id).display_name();
+                    plan.drift.push(Drift { id: id.to_string(), display, diff: text });
+                }
+            }
             if !inventory_set.contains(id) {
                 let moved_from = self.inventory_owner.get(id).filter(|o| *o != reference);
                 let mut change = new_change(Action::Create, id);

@@ -3,11 +3,13 @@
 
 mod compute;
 pub mod diff;
+pub mod live_diff;
 pub mod policy;
 
 pub use compute::compute;
 pub use policy::Policy;
 
+pub use crate::cluster::BlastRadius;
 use crate::render::ErrorReport;
 use serde::Serialize;
 
@@ -70,6 +72,15 @@ impl Change {
             format!("{}/{}/{}", self.kind, self.namespace, self.name)
         }
     }
+}
+
+/// Live state that differs from the desired state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Drift {
+    pub id: String,
+    pub display: String,
+    /// Unified diff, live → head render.
+    pub diff: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -152,6 +163,10 @@ pub struct KustomizationPlan {
     pub inventory_source: InventorySource,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorReport>,
+    /// Objects whose live state differs from what the head renders: this merge (any reconcile)
+    /// reverts that drift. Known only with a cluster snapshot holding live objects.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<Drift>,
     /// Notes for readers (why nothing happens, where a cascade comes from).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -226,6 +241,12 @@ pub struct Plan {
     pub alerts: Vec<Alert>,
     /// Where the policy came from (`built-in defaults`, `.fluxplan.yaml at base`, a file).
     pub policy_source: String,
+    /// Set when the cluster could not be read: the plan is offline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
+    /// Per cluster: what Kubernetes deletes along with the plan's deletions (live clusters only).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub blast_radius: std::collections::BTreeMap<String, BlastRadius>,
     /// When the plan could not be made: why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -242,10 +263,15 @@ impl Plan {
             kustomizations: Vec::new(),
             alerts: Vec::new(),
             policy_source: String::new(),
+            degraded: None,
+            blast_radius: Default::default(),
             error: Some(error),
         }
     }
 }
+
+/// "What does Kubernetes delete along with these objects in the cluster of this root?"
+pub type BlastRadiusQuery<'a> = dyn Fn(&str, &[crate::flux::ObjectId]) -> BlastRadius + 'a;
 
 /// Everything a plan is made from.
 pub struct PlanRequest<'a> {
@@ -253,7 +279,12 @@ pub struct PlanRequest<'a> {
     pub head: &'a crate::render::Render,
     pub base_rev: String,
     pub head_rev: String,
-    pub snapshot: Option<&'a crate::cluster::snapshot::ClusterSnapshot>,
+    /// Cluster snapshots (from files or read live), each for the roots it names or for all.
+    pub snapshots: &'a [&'a crate::cluster::snapshot::ClusterSnapshot],
+    /// Asks the live cluster of a root what Kubernetes deletes along with these objects.
+    pub blast_radius: Option<&'a BlastRadiusQuery<'a>>,
+    /// Why the cluster could not be read, when it could not: the plan is offline.
+    pub degraded: Option<String>,
     pub policy: &'a Policy,
     pub policy_source: String,
     /// Alerts found before planning (about the policy itself).
@@ -262,10 +293,46 @@ pub struct PlanRequest<'a> {
 
 /// Compares base and head, applies the policy and gives the verdict.
 pub fn make_plan(request: PlanRequest) -> Plan {
-    let inputs = compute::Inputs { base: request.base, head: request.head, snapshot: request.snapshot };
+    let inputs = compute::Inputs { base: request.base, head: request.head, snapshots: request.snapshots };
     let kustomizations = compute(&inputs);
+    let mut blast_radius = std::collections::BTreeMap::new();
+    if let Some(ask) = request.blast_radius {
+        let mut deleted: std::collections::BTreeMap<&str, Vec<crate::flux::ObjectId>> = Default::default();
+        for plan in &kustomizations {
+            for change in plan.changes.iter().filter(|c| c.action == Action::Delete) {
+                if matches!(
+                    change.kind.as_str(),
+                    "Namespace" | "CustomResourceDefinition" | "PersistentVolumeClaim"
+                ) {
+                    if let Some(id) = crate::flux::ObjectId::parse(&change.id) {
+                        deleted.entry(plan.cluster.as_str()).or_default().push(id);
+                    }
+                }
+            }
+        }
+        for (cluster, ids) in deleted {
+            blast_radius.insert(cluster.to_string(), ask(cluster, &ids));
+        }
+    }
     let mut alerts = request.extra_alerts;
-    alerts.extend(policy::evaluate(request.policy, &kustomizations, request.base, request.head));
+    if let Some(reason) = &request.degraded {
+        alerts.extend(request.policy.general_alert(
+            "cluster-unreachable",
+            format!("planned offline, the base render standing for the cluster's inventory: {reason}"),
+        ));
+    }
+    for snapshot in request.snapshots {
+        for warning in &snapshot.warnings {
+            alerts.extend(request.policy.general_alert("cluster-read-incomplete", warning.clone()));
+        }
+    }
+    alerts.extend(policy::evaluate(
+        request.policy,
+        &kustomizations,
+        request.base,
+        request.head,
+        &blast_radius,
+    ));
     let mut summary = Counts::default();
     for plan in &kustomizations {
         summary.merge(&plan.counts);
@@ -278,6 +345,8 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         kustomizations,
         alerts,
         policy_source: request.policy_source,
+        degraded: request.degraded,
+        blast_radius,
         error: None,
     }
 }

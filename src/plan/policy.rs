@@ -1,7 +1,7 @@
 //! The policy: which findings are alerts, how severe, and the thresholds. Read from the BASE
 //! revision's `.fluxplan.yaml` so that a pull request cannot loosen its own gate.
 
-use super::{Action, Alert, KustomizationPlan, KustomizationStatus, Severity, Verdict};
+use super::{Action, Alert, BlastRadius, KustomizationPlan, KustomizationStatus, Severity, Verdict};
 use crate::flux::{KustomizationRef, ObjectId};
 use crate::render::{Render, RenderedKustomization, Status};
 use serde::Deserialize;
@@ -18,6 +18,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("protected-kind-deletion", Severity::Danger),
     ("build-failed", Severity::Danger),
     ("kustomization-removed", Severity::Danger),
+    ("data-loss", Severity::Danger),
     ("prune-changed", Severity::Warning),
     ("suspend-changed", Severity::Warning),
     ("target-namespace-changed", Severity::Warning),
@@ -26,6 +27,8 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("unresolved-substitution", Severity::Warning),
     ("policy-changed", Severity::Warning),
     ("policy-invalid", Severity::Warning),
+    ("cluster-unreachable", Severity::Warning),
+    ("cluster-read-incomplete", Severity::Warning),
     ("external-source", Severity::Info),
 ];
 
@@ -133,10 +136,39 @@ impl Policy {
 }
 
 /// The alerts of a plan under `policy`, sorted by severity.
-pub fn evaluate(policy: &Policy, plans: &[KustomizationPlan], base: &Render, head: &Render) -> Vec<Alert> {
+pub fn evaluate(
+    policy: &Policy,
+    plans: &[KustomizationPlan],
+    base: &Render,
+    head: &Render,
+    blast_radius: &BTreeMap<String, BlastRadius>,
+) -> Vec<Alert> {
     let mut alerts = Vec::new();
     for plan in plans {
-        alerts.extend(plan_alerts(policy, plan, plans, base, head));
+        alerts.extend(plan_alerts(policy, plan, plans, base, head, blast_radius.get(&plan.cluster)));
+    }
+    for (cluster, radius) in blast_radius {
+        if !radius.data_loss.is_empty() {
+            alerts.extend(policy.alert(
+                "data-loss",
+                cluster,
+                None,
+                format!(
+                    "deleting these claims deletes their volumes and the data on them: {}",
+                    radius.data_loss.join(", ")
+                ),
+                Vec::new(),
+            ));
+        }
+        for warning in &radius.warnings {
+            alerts.extend(policy.alert(
+                "cluster-read-incomplete",
+                cluster,
+                None,
+                warning.clone(),
+                Vec::new(),
+            ));
+        }
     }
     alerts.extend(spec_change_alerts(policy, base, head));
     let known: BTreeSet<&str> = base.unreachable.iter().map(|u| u.file.as_str()).collect();
@@ -191,6 +223,7 @@ fn plan_alerts(
     plans: &[KustomizationPlan],
     base: &Render,
     head: &Render,
+    radius: Option<&BlastRadius>,
 ) -> Vec<Alert> {
     let reference = plan.reference();
     let alert = |code: &str, message: String, objects: Vec<String>| {
@@ -274,6 +307,27 @@ fn plan_alerts(
         }
         let names: Vec<String> = protected.iter().map(|c| c.display_name()).collect();
         let mut message = format!("deletes {}", names.join(", "));
+        if let Some(radius) = radius {
+            for change in &protected {
+                if let Some(counts) =
+                    radius.namespaces.get(&change.name).filter(|_| change.kind == "Namespace")
+                {
+                    let total: usize = counts.values().sum();
+                    let detail: Vec<String> = counts.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
+                    message.push_str(&format!(
+                        "; the cluster holds {total} object(s) in Namespace {}, all deleted with it ({})",
+                        change.name,
+                        detail.join(", ")
+                    ));
+                }
+                if let Some(n) = radius.custom_resources.get(&change.name) {
+                    message.push_str(&format!(
+                        "; {n} custom resource(s) of {} are deleted with it",
+                        change.name
+                    ));
+                }
+            }
+        }
         if !swept.is_empty() {
             message.push_str(&format!(
                 "; Kubernetes deletes with them {} more object(s) inside them, whatever Kustomization owns them",

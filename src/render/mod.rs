@@ -196,6 +196,8 @@ pub struct RenderOptions {
     /// Other sources mapped to local directories, keyed `namespace/name`.
     pub sources: BTreeMap<String, PathBuf>,
     pub values: Arc<dyn SubstitutionSource>,
+    /// Values of particular clusters (by root path), when each root has its own cluster.
+    pub cluster_values: BTreeMap<String, Arc<dyn SubstitutionSource>>,
     /// Strict substitution (undefined variables fail), the controller's default since 1.9.
     pub strict_substitution: bool,
     pub jobs: usize,
@@ -211,6 +213,7 @@ impl RenderOptions {
             rev: None,
             sources: BTreeMap::new(),
             values: Arc::new(crate::cluster::Offline),
+            cluster_values: BTreeMap::new(),
             strict_substitution: true,
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             kustomize_timeout: Duration::from_secs(120),

@@ -73,6 +73,7 @@ struct DiskGitRepository {
 #[derive(Clone)]
 struct Node {
     cluster: usize,
+    cluster_name: String,
     spec: Kustomization,
     parent: Option<KustomizationRef>,
     file: Option<String>,
@@ -155,7 +156,7 @@ impl Renderer {
             candidates
                 .par_iter()
                 .map(|(i, spec)| {
-                    let made = ctx.render_objects(spec).map(|(objects, _)| objects).unwrap_or_default();
+                    let made = ctx.render_objects(spec, "").map(|(objects, _)| objects).unwrap_or_default();
                     let children = made
                         .iter()
                         .filter(|o| is_flux_kustomization(&o.object))
@@ -218,6 +219,7 @@ impl Renderer {
             }
             queue.push(Node {
                 cluster: clusters.len(),
+                cluster_name: name.clone(),
                 parent: None,
                 file,
                 ancestors: Vec::new(),
@@ -319,24 +321,32 @@ struct Context<'a> {
 }
 
 impl Context<'_> {
-    fn render_objects(&self, spec: &Kustomization) -> Rendered {
-        let key = yaml::canonical_json(&serde_json::json!([spec.namespace, spec.name, spec.raw["spec"]]));
+    /// Renders `spec` as a Kustomization of `cluster` (whose substitution values apply).
+    fn render_objects(&self, spec: &Kustomization, cluster: &str) -> Rendered {
+        let values_of = if self.opts.cluster_values.contains_key(cluster) { cluster } else { "" };
+        let key = yaml::canonical_json(&serde_json::json!([
+            values_of,
+            spec.namespace,
+            spec.name,
+            spec.raw["spec"]
+        ]));
         if let Some(hit) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return hit.clone();
         }
-        let result = self.render_uncached(spec);
+        let result = self.render_uncached(spec, values_of);
         self.memo.lock().unwrap_or_else(|e| e.into_inner()).insert(key, result.clone());
         result
     }
 
     /// Builds and post-processes one spec: the objects and the variables left unresolved.
-    fn render_uncached(&self, spec: &Kustomization) -> Rendered {
+    fn render_uncached(&self, spec: &Kustomization, values_of: &str) -> Rendered {
         let root = self.sources.tree(&spec.source_ref)?.ok_or_else(|| {
             RenderError::InvalidSource(format!("source {} is not available locally", spec.source_ref))
         })?;
         let built = self.renderer.builder.build(&root, spec)?;
         self.progress.tick(built.cache_hit);
-        let vars: Variables = postbuild::resolve_variables(spec, self.opts.values.as_ref())?;
+        let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
+        let vars: Variables = postbuild::resolve_variables(spec, values.as_ref())?;
         let finished = postbuild::finish(built.objects, spec, &vars, self.opts.strict_substitution)?;
         Ok((finished.objects, finished.unresolved.into_iter().collect()))
     }
@@ -366,7 +376,7 @@ impl Context<'_> {
             record.spec = Some(spec);
             return (record, Vec::new());
         }
-        let mut result = self.render_objects(&spec);
+        let mut result = self.render_objects(&spec, &node.cluster_name);
         // A root that renders its own definition is reconciled with that rendered definition.
         for _ in 0..ROOT_FIXPOINT_ROUNDS {
             let Ok((objects, _)) = &result else { break };
@@ -380,7 +390,7 @@ impl Context<'_> {
                 Some(own) if own.raw["spec"] != spec.raw["spec"] => {
                     spec = own;
                     record.path = spec.path.clone();
-                    result = self.render_objects(&spec);
+                    result = self.render_objects(&spec, &node.cluster_name);
                 }
                 _ => break,
             }
@@ -426,6 +436,7 @@ impl Context<'_> {
                         }
                         Ok(child) => children.push(Node {
                             cluster: node.cluster,
+                            cluster_name: node.cluster_name.clone(),
                             spec: child,
                             parent: Some(spec.reference()),
                             file: object.origin.clone(),

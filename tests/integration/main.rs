@@ -1,6 +1,9 @@
 //! Integration tests: real git repositories, real kustomize. One binary shares one build.
 
+mod fake_kube;
+mod fake_kube_selftest;
 mod fixture;
+mod kube_view;
 mod plan;
 mod render_cli;
 mod render_engine;

@@ -1,0 +1,524 @@
+//! The live cluster, read-only by construction: this module only ever lists and gets. It reads
+//! what the snapshot file holds (Flux Kustomizations with their inventories, the live objects of
+//! those inventories, Namespaces, CRD scopes, substituteFrom sources) with one paginated list per
+//! kind and namespace, never one GET per object, and answers blast-radius questions.
+
+use super::snapshot::{live_id, ClusterSnapshot};
+use super::{BlastRadius, Lookup, SubstitutionSource};
+use crate::flux::control::OWNER_NAME_LABEL;
+use crate::flux::{self, ObjectId, KUSTOMIZE_GROUP};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::discovery::{verbs, ApiCapabilities, Discovery, Scope};
+use kube::Client;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Objects per page of a list.
+const PAGE_SIZE: u32 = 500;
+/// Inventory entries not found by the labelled lists are looked up one by one, up to this many.
+const MAX_SINGLE_LOOKUPS: usize = 200;
+
+/// Why the cluster could not be read; `label` names the failure for metrics.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error("no usable kubeconfig or in-cluster configuration: {0}")]
+    Config(String),
+    #[error("the cluster is unreachable: {0}")]
+    Unreachable(String),
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    #[error("the cluster answered with an error: {0}")]
+    Api(String),
+}
+
+impl KubeError {
+    pub fn label(&self) -> &'static str {
+        match self {
+            KubeError::Config(_) => "config",
+            KubeError::Unreachable(_) => "unreachable",
+            KubeError::Forbidden(_) => "forbidden",
+            KubeError::Api(_) => "api",
+        }
+    }
+
+    fn from_kube(error: kube::Error, what: impl Fn() -> String) -> Self {
+        match error {
+            kube::Error::Api(status) if status.code == 403 => {
+                KubeError::Forbidden(format!("{}: {}", what(), status.message))
+            }
+            kube::Error::Api(status) => {
+                KubeError::Api(format!("{}: {} ({})", what(), status.message, status.code))
+            }
+            other => KubeError::Unreachable(format!("{}: {other}", what())),
+        }
+    }
+}
+
+/// How to reach the cluster and what to read.
+#[derive(Debug, Clone, Default)]
+pub struct KubeOptions {
+    /// A kubeconfig context; default: the current one (KUBECONFIG honoured), else in-cluster.
+    pub context: Option<String>,
+    /// Read Secrets named by substituteFrom (their values are never printed).
+    pub read_secrets: bool,
+    /// Keep Secret values in a written snapshot (off by default).
+    pub include_secret_values: bool,
+}
+
+/// A connected, discovered cluster.
+pub struct KubeCluster {
+    client: Client,
+    discovery: Discovery,
+    requests: AtomicUsize,
+    options: KubeOptions,
+}
+
+/// A client for the configured context (or in-cluster).
+pub async fn client(context: Option<&str>) -> Result<Client, KubeError> {
+    let config = match context {
+        Some(context) => {
+            let options =
+                kube::config::KubeConfigOptions { context: Some(context.to_string()), ..Default::default() };
+            kube::Config::from_kubeconfig(&options).await.map_err(|e| KubeError::Config(e.to_string()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| KubeError::Config(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(|e| KubeError::Config(e.to_string()))
+}
+
+/// `resource.group` as RBAC and people name it.
+fn resource_name(resource: &ApiResource) -> String {
+    if resource.group.is_empty() {
+        resource.plural.clone()
+    } else {
+        format!("{}.{}", resource.plural, resource.group)
+    }
+}
+
+impl KubeCluster {
+    /// Connects and runs discovery (legacy: `/api`, `/apis` and each group version).
+    pub async fn connect(options: KubeOptions) -> Result<Self, KubeError> {
+        let client = client(options.context.as_deref()).await?;
+        Self::with_client(client, options).await
+    }
+
+    pub async fn with_client(client: Client, options: KubeOptions) -> Result<Self, KubeError> {
+        let discovery = Discovery::new(client.clone())
+            .run()
+            .await
+            .map_err(|e| KubeError::from_kube(e, || "discovery (get /api, /apis)".into()))?;
+        Ok(KubeCluster { client, discovery, requests: AtomicUsize::new(0), options })
+    }
+
+    /// Requests sent so far (discovery excluded).
+    pub fn request_count(&self) -> usize {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// The served resource for a kind, in its preferred version.
+    fn resource(&self, group: &str, kind: &str) -> Option<(ApiResource, ApiCapabilities)> {
+        self.discovery.get(group)?.recommended_kind(kind)
+    }
+
+    fn api(&self, resource: &ApiResource, namespaced: bool, namespace: Option<&str>) -> Api<DynamicObject> {
+        match namespace.filter(|_| namespaced) {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, resource),
+            None => Api::all_with(self.client.clone(), resource),
+        }
+    }
+
+    /// Every object of a resource (in a namespace, or everywhere), page by page.
+    async fn list_all(
+        &self,
+        resource: &ApiResource,
+        namespaced: bool,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> Result<Vec<Value>, KubeError> {
+        let api = self.api(resource, namespaced, namespace);
+        let what = || {
+            format!(
+                "cannot list {}{} (the role needs `list` on it)",
+                resource_name(resource),
+                namespace.map(|ns| format!(" in namespace {ns}")).unwrap_or_default()
+            )
+        };
+        let mut items = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut params = ListParams::default().limit(PAGE_SIZE);
+            if let Some(labels) = labels {
+                params = params.labels(labels);
+            }
+            if let Some(token) = &token {
+                params = params.continue_token(token);
+            }
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            let page = api.list(&params).await.map_err(|e| KubeError::from_kube(e, what))?;
+            for object in page.items {
+                items.push(with_type(serde_json::to_value(object).unwrap_or(Value::Null), resource));
+            }
+            token = page.metadata.continue_.filter(|t| !t.is_empty());
+            if token.is_none() {
+                return Ok(items);
+            }
+        }
+    }
+
+    /// How many objects a list would return: one request of one item, counting the rest.
+    async fn count(
+        &self,
+        resource: &ApiResource,
+        namespaced: bool,
+        namespace: Option<&str>,
+    ) -> Result<usize, KubeError> {
+        let api = self.api(resource, namespaced, namespace);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let page = api
+            .list(&ListParams::default().limit(1))
+            .await
+            .map_err(|e| KubeError::from_kube(e, || format!("cannot list {}", resource_name(resource))))?;
+        let remaining = page.metadata.remaining_item_count.unwrap_or(0).max(0) as usize;
+        // Without remainingItemCount but with more pages, count them all.
+        if page.metadata.continue_.as_deref().is_some_and(|c| !c.is_empty()) && remaining == 0 {
+            return Ok(self.list_all(resource, namespaced, namespace, None).await?.len());
+        }
+        Ok(page.items.len() + remaining)
+    }
+
+    async fn get(
+        &self,
+        resource: &ApiResource,
+        namespaced: bool,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, KubeError> {
+        let ns = (!namespace.is_empty()).then_some(namespace);
+        let api = self.api(resource, namespaced, ns);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        match api.get_opt(name).await {
+            Ok(object) => {
+                Ok(object.map(|o| with_type(serde_json::to_value(o).unwrap_or(Value::Null), resource)))
+            }
+            Err(e) => Err(KubeError::from_kube(e, || {
+                format!("cannot get {} {namespace}/{name}", resource_name(resource))
+            })),
+        }
+    }
+
+    /// Reads everything a plan needs into the snapshot document form. Fails only when the
+    /// Kustomizations themselves cannot be read; other gaps become warnings and unreadable kinds.
+    pub async fn snapshot(&self) -> Result<ClusterSnapshot, KubeError> {
+        let mut warnings = Vec::new();
+        let mut unreadable = Vec::new();
+        let (kustomization_resource, caps) =
+            self.resource(KUSTOMIZE_GROUP, "Kustomization").ok_or_else(|| {
+                KubeError::Api(
+                    "the cluster serves no kustomize.toolkit.fluxcd.io Kustomizations: is Flux installed?"
+                        .into(),
+                )
+            })?;
+        let kustomizations =
+            self.list_all(&kustomization_resource, caps.scope == Scope::Namespaced, None, None).await?;
+
+        // What the inventories hold, by (group, kind, namespace).
+        let mut wanted: BTreeMap<(String, String, String), BTreeSet<ObjectId>> = BTreeMap::new();
+        for k in &kustomizations {
+            for entry in k["status"]["inventory"]["entries"].as_array().into_iter().flatten() {
+                if let Some(id) = entry["id"].as_str().and_then(ObjectId::parse) {
+                    wanted
+                        .entry((id.group.clone(), id.kind.clone(), id.namespace.clone()))
+                        .or_default()
+                        .insert(id);
+                }
+            }
+            // v1beta1: kinds per namespace, objects found through owner labels.
+            for entry in k["status"]["snapshot"]["entries"].as_array().into_iter().flatten() {
+                let namespace = entry["namespace"].as_str().unwrap_or("").to_string();
+                for key in entry["kinds"].as_object().into_iter().flat_map(|m| m.keys()) {
+                    if let Some((api, kind)) = key.split_once(", Kind=") {
+                        let group = flux::split_api_version(api).0.to_string();
+                        wanted.entry((group, kind.to_string(), namespace.clone())).or_default();
+                    }
+                }
+            }
+        }
+
+        let mut objects: BTreeMap<ObjectId, Value> = BTreeMap::new();
+        for ((group, kind, namespace), ids) in &wanted {
+            let Some((resource, caps)) = self.resource(group, kind) else {
+                warnings.push(format!("the cluster does not serve {kind} in group '{group}' any more"));
+                continue;
+            };
+            if !caps.supports_operation(verbs::LIST) {
+                continue;
+            }
+            let namespaced = caps.scope == Scope::Namespaced;
+            let ns = (!namespace.is_empty()).then_some(namespace.as_str());
+            match self.list_all(&resource, namespaced, ns, Some(OWNER_NAME_LABEL)).await {
+                Ok(items) => {
+                    for item in items {
+                        if let Some(id) = live_id(&item) {
+                            objects.insert(id, strip_secret_values(item));
+                        }
+                    }
+                    // Entries not carrying owner labels any more, or gone: look them up one by one.
+                    let missing: Vec<&ObjectId> = ids.iter().filter(|id| !objects.contains_key(id)).collect();
+                    for id in missing.into_iter().take(MAX_SINGLE_LOOKUPS) {
+                        match self.get(&resource, namespaced, &id.namespace, &id.name).await {
+                            Ok(Some(item)) => {
+                                objects.insert(id.clone(), strip_secret_values(item));
+                            }
+                            Ok(None) => {}
+                            Err(e) => warnings.push(e.to_string()),
+                        }
+                    }
+                }
+                Err(e @ KubeError::Forbidden(_)) => {
+                    warnings.push(e.to_string());
+                    unreadable.push(json!({"group": group, "kind": kind, "namespace": namespace}));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+
+        let namespaces = match self.resource("", "Namespace") {
+            Some((resource, _)) => match self.list_all(&resource, false, None, None).await {
+                Ok(items) => {
+                    items.iter().filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string)).collect()
+                }
+                Err(e) => {
+                    warnings.push(e.to_string());
+                    Vec::new()
+                }
+            },
+            None => Vec::new(),
+        };
+        let crds: Vec<Value> = self
+            .discovery
+            .groups()
+            .filter(|g| !crate::flux::scope::is_builtin_group(g.name()))
+            .flat_map(|g| g.recommended_resources())
+            .map(|(r, caps)| {
+                json!({"group": r.group, "kind": r.kind,
+                       "scope": if caps.scope == Scope::Cluster { "Cluster" } else { "Namespaced" }})
+            })
+            .collect();
+
+        // The ConfigMaps and Secrets the live Kustomizations substitute from.
+        let mut config_maps = Vec::new();
+        let mut secrets = Vec::new();
+        for k in &kustomizations {
+            let namespace = k["metadata"]["namespace"].as_str().unwrap_or("");
+            for source in k["spec"]["postBuild"]["substituteFrom"].as_array().into_iter().flatten() {
+                let (Some(kind), Some(name)) = (source["kind"].as_str(), source["name"].as_str()) else {
+                    continue;
+                };
+                let found = match kind {
+                    "ConfigMap" => self.fetch_values("ConfigMap", namespace, name).await,
+                    "Secret" if self.options.read_secrets => {
+                        self.fetch_values("Secret", namespace, name).await
+                    }
+                    _ => continue,
+                };
+                match found {
+                    Ok(Some(object)) if kind == "Secret" => {
+                        secrets.push(if self.options.include_secret_values {
+                            object
+                        } else {
+                            strip_secret_values(object)
+                        })
+                    }
+                    Ok(Some(object)) => config_maps.push(object),
+                    Ok(None) => {}
+                    Err(e) => warnings.push(e.to_string()),
+                }
+            }
+        }
+
+        let document = json!({
+            "apiVersion": "fluxplan.dev/v1alpha1",
+            "kind": "ClusterSnapshot",
+            "kustomizations": kustomizations,
+            "objects": objects.into_values().collect::<Vec<_>>(),
+            "namespaces": namespaces,
+            "customResourceDefinitions": crds,
+            "configMaps": config_maps,
+            "secrets": secrets,
+            "unreadable": unreadable,
+            "warnings": warnings,
+        });
+        ClusterSnapshot::from_document(document).map_err(|e| KubeError::Api(format!("{e:#}")))
+    }
+
+    async fn fetch_values(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, KubeError> {
+        let (resource, caps) =
+            self.resource("", kind).ok_or_else(|| KubeError::Api(format!("{kind} not served")))?;
+        self.get(&resource, caps.scope == Scope::Namespaced, namespace, name).await
+    }
+
+    /// What Kubernetes deletes along with `deleted` objects: the contents of Namespaces (counted
+    /// per kind over every namespaced, listable resource), the custom resources of CRDs, and
+    /// whether deleted PersistentVolumeClaims lose their data (bound volume reclaimed by Delete).
+    pub async fn blast_radius(&self, deleted: &[ObjectId]) -> BlastRadius {
+        let mut radius = BlastRadius::default();
+        let namespaced: Vec<(ApiResource, ApiCapabilities)> = self
+            .discovery
+            .groups()
+            .flat_map(|g| g.recommended_resources())
+            .filter(|(_, caps)| caps.scope == Scope::Namespaced && caps.supports_operation(verbs::LIST))
+            .collect();
+        for id in deleted {
+            match (id.group.as_str(), id.kind.as_str()) {
+                ("", "Namespace") => {
+                    let mut counts = BTreeMap::new();
+                    for (resource, _) in &namespaced {
+                        match self.count(resource, true, Some(&id.name)).await {
+                            Ok(0) => {}
+                            Ok(n) => {
+                                counts.insert(resource.kind.clone(), n);
+                            }
+                            Err(e) => radius.warnings.push(e.to_string()),
+                        }
+                    }
+                    radius.namespaces.insert(id.name.clone(), counts);
+                }
+                ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+                    let Some((_, group)) = id.name.split_once('.') else { continue };
+                    let served =
+                        self.discovery.get(group).map(|g| g.recommended_resources()).unwrap_or_default();
+                    let plural = id.name.split('.').next().unwrap_or("");
+                    if let Some((resource, caps)) = served.iter().find(|(r, _)| r.plural == plural) {
+                        match self.count(resource, caps.scope == Scope::Namespaced, None).await {
+                            Ok(n) => {
+                                radius.custom_resources.insert(id.name.clone(), n);
+                            }
+                            Err(e) => radius.warnings.push(e.to_string()),
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Claims deleted directly or with their Namespace: is their volume deleted too?
+        let claim_namespaces: BTreeSet<&str> = deleted
+            .iter()
+            .filter(|id| id.kind == "Namespace" && id.group.is_empty())
+            .map(|id| id.name.as_str())
+            .collect();
+        let direct: BTreeSet<(String, String)> = deleted
+            .iter()
+            .filter(|id| id.kind == "PersistentVolumeClaim" && id.group.is_empty())
+            .map(|id| (id.namespace.clone(), id.name.clone()))
+            .collect();
+        if direct.is_empty() && claim_namespaces.is_empty() {
+            return radius;
+        }
+        let (Some((pv, _)), Some((pvc, _))) =
+            (self.resource("", "PersistentVolume"), self.resource("", "PersistentVolumeClaim"))
+        else {
+            return radius;
+        };
+        let volumes = match self.list_all(&pv, false, None, None).await {
+            Ok(items) => items,
+            Err(e) => {
+                radius.warnings.push(e.to_string());
+                return radius;
+            }
+        };
+        let mut claims: BTreeSet<(String, String)> = direct;
+        for namespace in claim_namespaces {
+            match self.list_all(&pvc, true, Some(namespace), None).await {
+                Ok(items) => claims.extend(items.iter().filter_map(|c| {
+                    Some((namespace.to_string(), c["metadata"]["name"].as_str()?.to_string()))
+                })),
+                Err(e) => radius.warnings.push(e.to_string()),
+            }
+        }
+        for volume in &volumes {
+            let claim = &volume["spec"]["claimRef"];
+            let key = (
+                claim["namespace"].as_str().unwrap_or("").to_string(),
+                claim["name"].as_str().unwrap_or("").to_string(),
+            );
+            if claims.contains(&key) && volume["spec"]["persistentVolumeReclaimPolicy"] == "Delete" {
+                radius.data_loss.push(format!(
+                    "PersistentVolumeClaim/{}/{} (volume {} is reclaimed with Delete)",
+                    key.0,
+                    key.1,
+                    volume["metadata"]["name"].as_str().unwrap_or("?")
+                ));
+            }
+        }
+        radius
+    }
+}
+
+/// Lists of dynamic objects carry no type: put apiVersion and kind back.
+fn with_type(mut object: Value, resource: &ApiResource) -> Value {
+    if let Some(map) = object.as_object_mut() {
+        map.insert("apiVersion".into(), json!(resource.api_version));
+        map.insert("kind".into(), json!(resource.kind));
+    }
+    object
+}
+
+/// A Secret without its values: they never leave the process (a snapshot then reads them as
+/// values only the cluster knows).
+fn strip_secret_values(mut object: Value) -> Value {
+    if object["kind"] == "Secret" {
+        if let Some(map) = object.as_object_mut() {
+            map.remove("data");
+            map.remove("stringData");
+        }
+    }
+    object
+}
+
+/// Substitution values read from the cluster on demand (the head may name sources the live
+/// Kustomizations do not), cached; Secrets only when allowed.
+pub struct LiveValues {
+    runtime: tokio::runtime::Handle,
+    cluster: std::sync::Arc<KubeCluster>,
+    cache: Mutex<BTreeMap<(String, String, String), Lookup>>,
+}
+
+impl LiveValues {
+    pub fn new(runtime: tokio::runtime::Handle, cluster: std::sync::Arc<KubeCluster>) -> Self {
+        LiveValues { runtime, cluster, cache: Mutex::default() }
+    }
+}
+
+impl SubstitutionSource for LiveValues {
+    fn lookup(&self, kind: &str, namespace: &str, name: &str) -> Lookup {
+        let key = (kind.to_string(), namespace.to_string(), name.to_string());
+        if let Some(hit) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return hit.clone();
+        }
+        let answer = if kind == "Secret" && !self.cluster.options.read_secrets {
+            Lookup::Unknown
+        } else {
+            match self.runtime.block_on(self.cluster.fetch_values(kind, namespace, name)) {
+                Ok(Some(object)) => {
+                    let doc = json!({"kind": "ClusterSnapshot",
+                        "configMaps": if kind == "ConfigMap" { vec![object.clone()] } else { vec![] },
+                        "secrets": if kind == "Secret" { vec![object] } else { vec![] }});
+                    ClusterSnapshot::from_document(doc)
+                        .map(|s| s.lookup(kind, namespace, name))
+                        .unwrap_or(Lookup::Unknown)
+                }
+                Ok(None) => Lookup::NotFound,
+                Err(_) => Lookup::Unknown,
+            }
+        };
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, answer.clone());
+        answer
+    }
+}
