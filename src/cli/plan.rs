@@ -116,6 +116,11 @@ fn try_plan(args: &PlanArgs) -> Result<Plan> {
             opts.values = values.clone();
         }
         opts.cluster_values = knowledge.cluster_values.clone();
+        opts.known_scopes = knowledge
+            .snapshots
+            .iter()
+            .flat_map(|s| s.crds.iter().map(|((group, kind), scope)| (group.clone(), kind.clone(), *scope)))
+            .collect();
         renderer.render(&opts).with_context(|| format!("cannot render revision {rev}"))
     };
     let base = render(&args.base)?;

@@ -196,6 +196,9 @@ pub struct RenderOptions {
     /// Other sources mapped to local directories, keyed `namespace/name`.
     pub sources: BTreeMap<String, PathBuf>,
     pub values: Arc<dyn SubstitutionSource>,
+    /// Scopes of kinds the cluster serves (group, kind, scope), for custom resources whose CRD is
+    /// not in the repository.
+    pub known_scopes: Vec<(String, String, crate::flux::scope::Scope)>,
     /// Values of particular clusters (by root path), when each root has its own cluster.
     pub cluster_values: BTreeMap<String, Arc<dyn SubstitutionSource>>,
     /// Strict substitution (undefined variables fail), the controller's default since 1.9.
@@ -214,6 +217,7 @@ impl RenderOptions {
             sources: BTreeMap::new(),
             values: Arc::new(crate::cluster::Offline),
             cluster_values: BTreeMap::new(),
+            known_scopes: Vec::new(),
             strict_substitution: true,
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             kustomize_timeout: Duration::from_secs(120),

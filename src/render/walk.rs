@@ -268,7 +268,7 @@ impl Renderer {
         }
         progress.finish();
 
-        assign_ids(&mut clusters);
+        assign_ids(&mut clusters, &opts.known_scopes);
         for cluster in &mut clusters {
             cluster.kustomizations.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         }
@@ -464,10 +464,13 @@ fn is_self(object: &RenderedObject, spec: &Kustomization, file: Option<&str>) ->
             || object.object["metadata"]["namespace"] == spec.namespace.as_str())
 }
 
-/// Gives every object its inventory id. Scope comes from the built-in kinds and every CRD of the
-/// whole render; a namespaced object without a namespace fails its Kustomization as the apply would.
-fn assign_ids(clusters: &mut [Cluster]) {
+/// Gives every object its inventory id. Scope comes from the built-in kinds, the cluster's CRDs
+/// when known, and every CRD of the whole render (which wins: it is what will be applied); a namespaced object without a namespace fails its Kustomization as the apply would.
+fn assign_ids(clusters: &mut [Cluster], known: &[(String, String, Scope)]) {
     let mut scopes = ScopeMap::default();
+    for (group, kind, scope) in known {
+        scopes.learn(group, kind, *scope);
+    }
     for object in clusters.iter().flat_map(|c| &c.kustomizations).flat_map(|k| &k.objects) {
         if object.object["kind"] == "CustomResourceDefinition" {
             scopes.learn_crd(&object.object);

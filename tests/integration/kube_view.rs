@@ -444,3 +444,23 @@ fn each_cluster_root_is_planned_against_its_own_cluster() {
     assert_eq!(deletes("clusters/staging"), vec!["shop_only-in-staging__ConfigMap"]);
     assert_only_gets(&production);
 }
+
+#[test]
+fn the_clusters_crds_decide_the_scope_of_custom_resources_the_repository_does_not_define() {
+    let mut objects = cluster_objects();
+    objects.push(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Cluster", "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}
+    }));
+    let fake = FakeKube::start(objects);
+    let repo = repo();
+    repo.write(
+        "apps/widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: shop\n",
+    );
+    repo.commit("add a widget");
+    let (plan, _) = plan_kube(&repo, &fake, &[]);
+    assert!(changes_of(&plan, OWNER).contains(&("create".to_string(), "_w_example.com_Widget".to_string())));
+}
