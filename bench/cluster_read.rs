@@ -2,7 +2,6 @@
 //! the fake API server of the tests. Reports requests and time; the read must cost
 //! O(kinds × namespaces) requests, not O(objects). Run: `cargo bench --bench cluster_read`.
 
-#[allow(dead_code)]
 #[path = "../tests/integration/fake_kube.rs"]
 mod fake_kube;
 
@@ -53,6 +52,7 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let started = Instant::now();
     let (objects_read, requests) = runtime.block_on(async {
+        fluxplan::tls::install_crypto_provider();
         let client = kube::Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
         let cluster = KubeCluster::with_client(client, KubeOptions::default()).await.unwrap();
         let snapshot = cluster.snapshot().await.unwrap();

@@ -3,9 +3,14 @@
 pub mod cli;
 pub mod cluster;
 pub mod flux;
+pub mod forge;
 pub mod git;
+pub mod jobs;
 pub mod paths;
 pub mod plan;
 pub mod render;
 pub mod report;
+pub mod server;
+pub mod store;
+pub mod tls;
 pub mod yaml;

@@ -10,6 +10,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    fluxplan::tls::install_crypto_provider();
     let cli = fluxplan::cli::Cli::parse();
     fluxplan::cli::run(cli)
 }

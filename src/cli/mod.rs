@@ -3,7 +3,8 @@
 mod build;
 mod cluster;
 mod demo;
-mod plan;
+pub mod plan;
+mod serve;
 mod snapshot;
 
 use clap::{Args, Parser, Subcommand};
@@ -39,6 +40,10 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Read a live cluster (get and list only) into a snapshot file for offline plans.
     Snapshot(snapshot::SnapshotArgs),
+    /// Run the bot: webhooks, durable jobs, plan comments and merge-blocking statuses.
+    Serve(Box<serve::ServeArgs>),
+    /// Apply the database migrations (`serve` also does at start).
+    Migrate(serve::DatabaseArgs),
     /// Plan the outage fluxplan exists to prevent, on the example fleet built into the binary.
     Demo(demo::DemoArgs),
 }
@@ -139,6 +144,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Plan(args) => plan::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Snapshot(args) => snapshot::run(args),
+        Command::Serve(args) => serve::run(*args),
+        Command::Migrate(args) => serve::migrate(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -77,6 +77,7 @@ pub struct KubeCluster {
 
 /// A client for the configured context (or in-cluster).
 pub async fn client(context: Option<&str>) -> Result<Client, KubeError> {
+    crate::tls::install_crypto_provider();
     let config = match context {
         Some(context) => {
             let options =

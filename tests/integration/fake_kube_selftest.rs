@@ -69,6 +69,7 @@ fn fixture() -> Vec<Value> {
 }
 
 fn client(fake: &FakeKube) -> kube::Client {
+    fluxplan::tls::install_crypto_provider();
     kube::Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap()
 }
 

@@ -114,6 +114,7 @@ fn read(fake: &FakeKube) -> (ClusterSnapshot, usize) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let config = kube::Config::new(fake.url().parse().unwrap());
+        fluxplan::tls::install_crypto_provider();
         let client = kube::Client::try_from(config).unwrap();
         let cluster = KubeCluster::with_client(client, KubeOptions::default()).await.unwrap();
         (cluster.snapshot().await.unwrap(), cluster.request_count())

@@ -1,5 +1,9 @@
 //! Integration tests: real git repositories, real kustomize. One binary shares one build.
 
+mod bot;
+mod fake_forge_selftest;
+mod fake_github;
+mod fake_gitlab;
 mod fake_kube;
 mod fake_kube_selftest;
 mod fixture;

@@ -1,0 +1,240 @@
+//! `fluxplan serve` (the bot) and `fluxplan migrate`.
+
+use super::plan::LiveArgs;
+use crate::forge::github::{GitHub, GitHubAuth};
+use crate::forge::gitlab::GitLab;
+use crate::forge::ForgeClient;
+use crate::jobs::mirror::Mirrors;
+use crate::jobs::{Forges, Worker, WorkerConfig};
+use crate::server::metrics::Metrics;
+use crate::server::{router, AppState};
+use crate::store::Store;
+use anyhow::{Context, Result};
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct DatabaseArgs {
+    /// postgres://… (production) or sqlite://…; default: an embedded SQLite file in the data directory.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Where the embedded database, git mirrors and the render cache live.
+    #[arg(long, env = "FLUXPLAN_DATA_DIR", default_value = "fluxplan-data")]
+    pub data_dir: PathBuf,
+}
+
+impl DatabaseArgs {
+    async fn open(&self) -> Result<Store> {
+        std::fs::create_dir_all(&self.data_dir)
+            .with_context(|| format!("cannot create the data directory {}", self.data_dir.display()))?;
+        let url = self.database_url.clone().unwrap_or_else(|| Store::default_url(&self.data_dir));
+        let store = Store::connect(&url).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[arg(long, env = "FLUXPLAN_LISTEN", default_value = "0.0.0.0:8080")]
+    pub listen: String,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// This service's external URL, for links from comments and statuses to full plans.
+    #[arg(long, env = "FLUXPLAN_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    #[arg(long, env = "FLUXPLAN_GITHUB_API_URL", default_value = "https://api.github.com")]
+    pub github_api_url: String,
+    #[arg(long, env = "FLUXPLAN_GITHUB_TOKEN", hide_env_values = true)]
+    pub github_token: Option<String>,
+    /// GitHub App id (with the private key, instead of a token).
+    #[arg(long, env = "FLUXPLAN_GITHUB_APP_ID")]
+    pub github_app_id: Option<u64>,
+    #[arg(long, env = "FLUXPLAN_GITHUB_APP_PRIVATE_KEY", hide_env_values = true)]
+    pub github_app_private_key: Option<String>,
+    /// Webhook secrets; several (comma-separated) while rotating.
+    #[arg(long, env = "FLUXPLAN_GITHUB_WEBHOOK_SECRET", hide_env_values = true, value_delimiter = ',')]
+    pub github_webhook_secret: Vec<String>,
+    #[arg(long, env = "FLUXPLAN_GITLAB_URL", default_value = "https://gitlab.com")]
+    pub gitlab_url: String,
+    #[arg(long, env = "FLUXPLAN_GITLAB_TOKEN", hide_env_values = true)]
+    pub gitlab_token: Option<String>,
+    /// Webhook tokens; several (comma-separated) while rotating.
+    #[arg(long, env = "FLUXPLAN_GITLAB_WEBHOOK_TOKEN", hide_env_values = true, value_delimiter = ',')]
+    pub gitlab_webhook_token: Vec<String>,
+    /// Jobs planned at once by this replica.
+    #[arg(long, env = "FLUXPLAN_WORKERS", default_value_t = 2)]
+    pub workers: usize,
+    /// Plan pull requests from forks (their content is untrusted; off by default).
+    #[arg(long, env = "FLUXPLAN_ALLOW_FORKS")]
+    pub allow_forks: bool,
+    /// A running job whose worker stopped renewing its lease this long ago is taken over.
+    #[arg(long, env = "FLUXPLAN_JOB_LEASE_SECS", default_value_t = 300)]
+    pub job_lease_secs: u64,
+    /// Attempts before a failing job is given up.
+    #[arg(long, env = "FLUXPLAN_MAX_ATTEMPTS", default_value_t = 5)]
+    pub max_attempts: i64,
+    /// On SIGTERM, how long running jobs may finish before they are released to the queue.
+    #[arg(long, env = "FLUXPLAN_SHUTDOWN_GRACE_SECS", default_value_t = 60)]
+    pub shutdown_grace_secs: u64,
+    /// Characters per comment before the plan is split (GitHub allows 65,536).
+    #[arg(long, env = "FLUXPLAN_COMMENT_LIMIT", default_value_t = crate::report::split::GITHUB_COMMENT_LIMIT)]
+    pub comment_limit: usize,
+    /// A cluster snapshot file every plan uses.
+    #[arg(long, env = "FLUXPLAN_CLUSTER_SNAPSHOT")]
+    pub cluster_snapshot: Option<PathBuf>,
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+pub fn migrate(args: DatabaseArgs) -> Result<u8> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let store = args.open().await?;
+        eprintln!("database migrated ({:?})", store.backend());
+        Ok(0)
+    })
+}
+
+pub fn run(args: ServeArgs) -> Result<u8> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve(args))
+}
+
+async fn forges(args: &ServeArgs) -> Result<Forges> {
+    let mut forges = Forges::default();
+    if let Some(token) = &args.github_token {
+        let client = GitHub::new(&args.github_api_url, GitHubAuth::Token(token.clone()))?;
+        forges.github = Some((ForgeClient::GitHub(client), Some(token.clone())));
+    } else if let (Some(app_id), Some(key)) = (args.github_app_id, &args.github_app_private_key) {
+        let client =
+            GitHub::new(&args.github_api_url, GitHubAuth::App { app_id, private_key_pem: key.clone() })?;
+        forges.github = Some((ForgeClient::GitHub(client), None));
+    }
+    if let Some(token) = &args.gitlab_token {
+        let client = GitLab::new(&args.gitlab_url, token).await?;
+        forges.gitlab = Some((ForgeClient::GitLab(client), Some(token.clone())));
+    }
+    Ok(forges)
+}
+
+async fn serve(args: ServeArgs) -> Result<u8> {
+    let store = args.database.open().await?;
+    let forges = Arc::new(forges(&args).await?);
+    if forges.github.is_none() && forges.gitlab.is_none() {
+        tracing::warn!("neither FLUXPLAN_GITHUB_TOKEN (or a GitHub App) nor FLUXPLAN_GITLAB_TOKEN is set: plans cannot be posted");
+    }
+    if args.github_webhook_secret.iter().all(String::is_empty)
+        && args.gitlab_webhook_token.iter().all(String::is_empty)
+    {
+        tracing::warn!("no webhook secret or token is set: every webhook will be refused");
+    }
+    let metrics = Arc::new(Metrics::new());
+    let lease = Duration::from_secs(args.job_lease_secs.max(1));
+    let config = Arc::new(WorkerConfig {
+        data_dir: args.database.data_dir.clone(),
+        public_url: args.public_url.clone(),
+        allow_forks: args.allow_forks,
+        lease,
+        max_attempts: args.max_attempts.max(1),
+        cluster_snapshot: args.cluster_snapshot.clone(),
+        live: crate::jobs::worker_live(&args.live),
+        comment_limit: args.comment_limit,
+    });
+    let mirrors = Arc::new(Mirrors::new(args.database.data_dir.join("mirrors")));
+    let reclaimed = store.reclaim_expired(lease.as_millis() as i64).await?;
+    if reclaimed > 0 {
+        tracing::info!(reclaimed, "jobs of stopped workers are back in the queue");
+    }
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let instance = format!("{}-{}", hostname(), std::process::id());
+    let mut workers = Vec::new();
+    // Zero workers makes a replica that only accepts webhooks.
+    for n in 0..args.workers {
+        let worker = Worker::new(
+            format!("{instance}-{n}"),
+            store.clone(),
+            forges.clone(),
+            mirrors.clone(),
+            config.clone(),
+            metrics.clone(),
+        );
+        workers.push(tokio::spawn(worker.run(stopped.clone())));
+    }
+    let reclaimer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(lease / 2).await;
+                if let Ok(n @ 1..) = store.reclaim_expired(lease.as_millis() as i64).await {
+                    tracing::info!(reclaimed = n, "jobs of stopped workers are back in the queue");
+                }
+            }
+        })
+    };
+
+    let state = AppState {
+        store: store.clone(),
+        metrics,
+        github_secrets: Arc::new(
+            args.github_webhook_secret.iter().filter(|s| !s.is_empty()).cloned().collect(),
+        ),
+        gitlab_tokens: Arc::new(
+            args.gitlab_webhook_token.iter().filter(|s| !s.is_empty()).cloned().collect(),
+        ),
+        allow_forks: args.allow_forks,
+    };
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let address = listener.local_addr()?;
+    println!("fluxplan listening on http://{address}");
+    let _ = std::io::stdout().flush();
+    tracing::info!(%address, backend = ?store.backend(), workers = args.workers, "serving");
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+
+    // Finish running jobs, or release them to the queue when they take too long.
+    tracing::info!("shutting down: finishing running jobs");
+    let _ = stop.send(true);
+    reclaimer.abort();
+    let grace = Duration::from_secs(args.shutdown_grace_secs);
+    let finished = tokio::time::timeout(grace, futures::future::join_all(workers.iter_mut())).await;
+    if finished.is_err() {
+        for worker in &workers {
+            worker.abort();
+        }
+        let released = store.release_running(&instance).await?;
+        tracing::warn!(released, "running jobs released to the queue after {}s", grace.as_secs());
+    }
+    Ok(0)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "fluxplan".into())
+}

@@ -1,0 +1,238 @@
+//! GitHub through octocrab (a token, or a GitHub App and its installations). Requests go through
+//! octocrab's raw methods so that status codes and rate-limit headers stay visible.
+
+use super::{ForgeError, PullInfo, Reaction, RepoInfo, StatusState};
+use octocrab::models::{AppId, InstallationId};
+use octocrab::Octocrab;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// The commit status context branch protection can require.
+pub const STATUS_CONTEXT: &str = "fluxplan";
+/// Pages of 100 read at most when listing.
+const MAX_PAGES: usize = 20;
+
+/// How fluxplan authenticates to GitHub.
+pub enum GitHubAuth {
+    Token(String),
+    App { app_id: u64, private_key_pem: String },
+}
+
+pub struct GitHub {
+    client: Octocrab,
+    is_app: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Method {
+    Get,
+    Post,
+    Patch,
+    Delete,
+}
+
+impl GitHub {
+    pub fn new(api_url: &str, auth: GitHubAuth) -> anyhow::Result<Self> {
+        // Retries are ours (they honour Retry-After); octocrab's would retry at once.
+        let builder = Octocrab::builder()
+            .base_uri(api_url)?
+            .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None);
+        let (builder, is_app) = match auth {
+            GitHubAuth::Token(token) => (builder.personal_token(token), false),
+            GitHubAuth::App { app_id, private_key_pem } => {
+                let key = octocrab::EncodingKey::from_rsa_pem(private_key_pem.as_bytes()).map_err(|e| {
+                    anyhow::anyhow!("FLUXPLAN_GITHUB_APP_PRIVATE_KEY is not an RSA PEM key: {e}")
+                })?;
+                (builder.app(AppId(app_id), key), true)
+            }
+        };
+        Ok(GitHub { client: builder.build()?, is_app })
+    }
+
+    /// The client acting for `repo`: the App's installation when running as an App.
+    fn client_for(&self, repo: &RepoInfo) -> Result<Octocrab, ForgeError> {
+        if !self.is_app {
+            return Ok(self.client.clone());
+        }
+        let installation = repo.installation_id.ok_or_else(|| {
+            ForgeError::Permanent(format!("no GitHub App installation in the event for {}", repo.full_name))
+        })?;
+        self.client
+            .installation(InstallationId(installation))
+            .map_err(|e| ForgeError::Permanent(e.to_string()))
+    }
+
+    async fn request(
+        &self,
+        repo: &RepoInfo,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, ForgeError> {
+        let client = self.client_for(repo)?;
+        let response = match method {
+            Method::Get => client._get(path).await,
+            Method::Post => client._post(path, body.as_ref()).await,
+            Method::Patch => client._patch(path, body.as_ref()).await,
+            Method::Delete => client._delete(path, None::<&()>).await,
+        }
+        .map_err(|e| ForgeError::Transient(format!("{path}: {e}")))?;
+        let status = response.status().as_u16();
+        let retry_after = retry_after(response.headers());
+        let text = client.body_to_string(response).await.map_err(|e| ForgeError::Transient(e.to_string()))?;
+        if status >= 400 {
+            return Err(ForgeError::from_status(status, retry_after, &text));
+        }
+        if text.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| ForgeError::Permanent(format!("{path}: unexpected answer: {e}")))
+    }
+
+    /// All pages of a list endpoint.
+    async fn list(&self, repo: &RepoInfo, path: &str) -> Result<Vec<Value>, ForgeError> {
+        let mut items = Vec::new();
+        for page in 1..=MAX_PAGES {
+            let separator = if path.contains('?') { '&' } else { '?' };
+            let answer = self
+                .request(repo, Method::Get, &format!("{path}{separator}per_page=100&page={page}"), None)
+                .await?;
+            let batch = answer.as_array().cloned().unwrap_or_default();
+            let done = batch.len() < 100;
+            items.extend(batch);
+            if done {
+                break;
+            }
+        }
+        Ok(items)
+    }
+
+    pub async fn pull(&self, repo: &RepoInfo, number: u64) -> Result<PullInfo, ForgeError> {
+        let pull = self
+            .request(repo, Method::Get, &format!("/repos/{}/pulls/{number}", repo.full_name), None)
+            .await?;
+        pull_info(repo, &pull)
+    }
+
+    pub async fn open_pulls(&self, repo: &RepoInfo, base: &str) -> Result<Vec<PullInfo>, ForgeError> {
+        let path = format!("/repos/{}/pulls?state=open&base={}", repo.full_name, urlencode(base));
+        self.list(repo, &path).await?.iter().map(|p| pull_info(repo, p)).collect()
+    }
+
+    pub async fn set_status(
+        &self,
+        repo: &RepoInfo,
+        sha: &str,
+        state: StatusState,
+        description: &str,
+        target_url: Option<&str>,
+    ) -> Result<(), ForgeError> {
+        let state = match state {
+            StatusState::Pending => "pending",
+            StatusState::Success => "success",
+            StatusState::Failure => "failure",
+            StatusState::Error => "error",
+        };
+        let mut body = json!({"state": state, "description": description, "context": STATUS_CONTEXT});
+        if let Some(url) = target_url {
+            body["target_url"] = json!(url);
+        }
+        self.request(repo, Method::Post, &format!("/repos/{}/statuses/{sha}", repo.full_name), Some(body))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn comments(&self, repo: &RepoInfo, number: u64) -> Result<Vec<(u64, String)>, ForgeError> {
+        let items = self.list(repo, &format!("/repos/{}/issues/{number}/comments", repo.full_name)).await?;
+        Ok(items
+            .iter()
+            .filter_map(|c| Some((c["id"].as_u64()?, c["body"].as_str().unwrap_or("").to_string())))
+            .collect())
+    }
+
+    pub async fn create_comment(&self, repo: &RepoInfo, number: u64, body: &str) -> Result<u64, ForgeError> {
+        let path = format!("/repos/{}/issues/{number}/comments", repo.full_name);
+        let created = self.request(repo, Method::Post, &path, Some(json!({"body": body}))).await?;
+        created["id"].as_u64().ok_or_else(|| ForgeError::Permanent("created comment has no id".into()))
+    }
+
+    pub async fn update_comment(&self, repo: &RepoInfo, id: u64, body: &str) -> Result<(), ForgeError> {
+        let path = format!("/repos/{}/issues/comments/{id}", repo.full_name);
+        self.request(repo, Method::Patch, &path, Some(json!({"body": body}))).await.map(drop)
+    }
+
+    pub async fn delete_comment(&self, repo: &RepoInfo, id: u64) -> Result<(), ForgeError> {
+        let path = format!("/repos/{}/issues/comments/{id}", repo.full_name);
+        match self.request(repo, Method::Delete, &path, None).await {
+            Ok(_) | Err(ForgeError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn can_write(&self, repo: &RepoInfo, user: &str) -> Result<bool, ForgeError> {
+        let path = format!("/repos/{}/collaborators/{user}/permission", repo.full_name);
+        match self.request(repo, Method::Get, &path, None).await {
+            Ok(answer) => Ok(["admin", "maintain", "write"].iter().any(|p| {
+                answer["permission"].as_str() == Some(p) || answer["role_name"].as_str() == Some(p)
+            })),
+            Err(ForgeError::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn react(
+        &self,
+        repo: &RepoInfo,
+        comment_id: u64,
+        reaction: Reaction,
+    ) -> Result<(), ForgeError> {
+        let content = match reaction {
+            Reaction::Accepted => "+1",
+            Reaction::Refused => "-1",
+        };
+        let path = format!("/repos/{}/issues/comments/{comment_id}/reactions", repo.full_name);
+        self.request(repo, Method::Post, &path, Some(json!({"content": content}))).await.map(drop)
+    }
+}
+
+fn pull_info(repo: &RepoInfo, pull: &Value) -> Result<PullInfo, ForgeError> {
+    let field = |pointer: &str| {
+        pull.pointer(pointer)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| ForgeError::Permanent(format!("pull request without {pointer}")))
+    };
+    let head_repo = pull.pointer("/head/repo/full_name").and_then(Value::as_str);
+    let fork = head_repo.is_some_and(|h| h != repo.full_name);
+    Ok(PullInfo {
+        number: pull["number"]
+            .as_u64()
+            .ok_or_else(|| ForgeError::Permanent("pull request without number".into()))?,
+        head_sha: field("/head/sha")?,
+        base_ref: field("/base/ref")?,
+        base_sha: pull.pointer("/base/sha").and_then(Value::as_str).map(str::to_string),
+        open: pull["state"] == "open",
+        fork_clone_url: fork
+            .then(|| pull.pointer("/head/repo/clone_url").and_then(Value::as_str).map(str::to_string))
+            .flatten(),
+    })
+}
+
+/// How long GitHub asks to wait: `Retry-After`, else the rate-limit reset when none remain.
+fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(seconds) = header("retry-after").and_then(|v| v.trim().parse::<u64>().ok()) {
+        return Some(Duration::from_secs(seconds));
+    }
+    if header("x-ratelimit-remaining") == Some("0") {
+        let reset = header("x-ratelimit-reset")?.parse::<u64>().ok()?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+        return Some(Duration::from_secs(reset.saturating_sub(now).max(1)));
+    }
+    None
+}
+
+fn urlencode(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}

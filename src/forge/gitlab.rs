@@ -1,0 +1,263 @@
+//! GitLab through the `gitlab` crate: merge request notes, commit statuses, memberships and award
+//! emoji. Endpoints the crate lacks (deleting a note, listing with filters) are small `Endpoint`
+//! implementations of our own.
+
+use super::{ForgeError, PullInfo, Reaction, RepoInfo, StatusState};
+use gitlab::api::projects::members::AllProjectMember;
+use gitlab::api::projects::merge_requests::notes::awards::CreateMergeRequestNoteAward;
+use gitlab::api::projects::merge_requests::notes::{CreateMergeRequestNote, EditMergeRequestNote};
+use gitlab::api::projects::repository::commits::{CommitStatusState, CreateCommitStatus};
+use gitlab::api::{self, ApiError, AsyncQuery, Endpoint, Pageable, Pagination};
+use gitlab::AsyncGitlab;
+use serde_json::Value;
+use std::borrow::Cow;
+use std::time::Duration;
+
+/// The commit status name branch protection (external status checks) can require.
+pub const STATUS_NAME: &str = "fluxplan";
+/// GitLab's Developer role: may push, so may approve a plan.
+const DEVELOPER_ACCESS: u64 = 30;
+
+pub struct GitLab {
+    client: AsyncGitlab,
+}
+
+/// An endpoint by method and path, for what the crate does not offer.
+struct Raw {
+    method: http::Method,
+    path: String,
+    params: Vec<(&'static str, String)>,
+}
+
+impl Endpoint for Raw {
+    fn method(&self) -> http::Method {
+        self.method.clone()
+    }
+
+    fn endpoint(&self) -> Cow<'static, str> {
+        self.path.clone().into()
+    }
+
+    fn parameters(&self) -> api::QueryParams<'_> {
+        let mut params = api::QueryParams::default();
+        for (key, value) in &self.params {
+            params.push(*key, value.as_str());
+        }
+        params
+    }
+}
+
+impl Pageable for Raw {}
+
+fn map_error<E: std::error::Error + Send + Sync + 'static>(error: ApiError<E>) -> ForgeError {
+    let text = error.to_string();
+    match &error {
+        ApiError::GitlabRateLimited { .. } => ForgeError::RateLimited(None),
+        ApiError::GitlabService { status, .. }
+        | ApiError::GitlabWithStatus { status, .. }
+        | ApiError::GitlabObjectWithStatus { status, .. }
+        | ApiError::GitlabUnrecognizedWithStatus { status, .. } => {
+            ForgeError::from_status(status.as_u16(), status_retry_after(status.as_u16()), &text)
+        }
+        ApiError::Client { .. } => ForgeError::Transient(text),
+        _ => ForgeError::Permanent(text),
+    }
+}
+
+/// GitLab's error types do not carry headers: back off a second before a retry after a 429.
+fn status_retry_after(status: u16) -> Option<Duration> {
+    (status == 429).then_some(Duration::from_secs(1))
+}
+
+fn project(repo: &RepoInfo) -> String {
+    match repo.project_id {
+        Some(id) => id.to_string(),
+        None => url::form_urlencoded::byte_serialize(repo.full_name.as_bytes()).collect(),
+    }
+}
+
+impl GitLab {
+    /// `url` is the GitLab base URL (`https://gitlab.example.com`); plain http is allowed for
+    /// tests and air-gapped mirrors.
+    pub async fn new(url: &str, token: &str) -> anyhow::Result<Self> {
+        let parsed = url::Url::parse(url).map_err(|e| anyhow::anyhow!("FLUXPLAN_GITLAB_URL {url}: {e}"))?;
+        let host = match parsed.port() {
+            Some(port) => format!("{}:{port}", parsed.host_str().unwrap_or_default()),
+            None => parsed.host_str().unwrap_or_default().to_string(),
+        };
+        let mut builder = gitlab::GitlabBuilder::new(host, token);
+        if parsed.scheme() == "http" {
+            builder.insecure();
+        }
+        let client =
+            builder.build_async().await.map_err(|e| anyhow::anyhow!("cannot reach GitLab at {url}: {e}"))?;
+        Ok(GitLab { client })
+    }
+
+    async fn raw(
+        &self,
+        method: http::Method,
+        path: String,
+        params: Vec<(&'static str, String)>,
+    ) -> Result<Value, ForgeError> {
+        let endpoint = Raw { method, path, params };
+        match endpoint.method {
+            http::Method::DELETE => {
+                api::ignore(endpoint).query_async(&self.client).await.map(|_| Value::Null)
+            }
+            _ => endpoint.query_async(&self.client).await,
+        }
+        .map_err(map_error)
+    }
+
+    async fn all_pages(
+        &self,
+        path: String,
+        params: Vec<(&'static str, String)>,
+    ) -> Result<Vec<Value>, ForgeError> {
+        let endpoint = Raw { method: http::Method::GET, path, params };
+        api::paged(endpoint, Pagination::Limit(2000)).query_async(&self.client).await.map_err(map_error)
+    }
+
+    pub async fn pull(&self, repo: &RepoInfo, iid: u64) -> Result<PullInfo, ForgeError> {
+        let path = format!("projects/{}/merge_requests/{iid}", project(repo));
+        let mr = self.raw(http::Method::GET, path, Vec::new()).await?;
+        pull_info(&mr)
+    }
+
+    pub async fn open_pulls(&self, repo: &RepoInfo, base: &str) -> Result<Vec<PullInfo>, ForgeError> {
+        let path = format!("projects/{}/merge_requests", project(repo));
+        let params = vec![("state", "opened".to_string()), ("target_branch", base.to_string())];
+        self.all_pages(path, params).await?.iter().map(pull_info).collect()
+    }
+
+    pub async fn set_status(
+        &self,
+        repo: &RepoInfo,
+        sha: &str,
+        state: StatusState,
+        description: &str,
+        target_url: Option<&str>,
+    ) -> Result<(), ForgeError> {
+        let state = match state {
+            StatusState::Pending => CommitStatusState::Running,
+            StatusState::Success => CommitStatusState::Success,
+            StatusState::Failure | StatusState::Error => CommitStatusState::Failed,
+        };
+        let mut builder = CreateCommitStatus::builder();
+        builder.project(project(repo)).commit(sha).state(state).name(STATUS_NAME).description(description);
+        if let Some(url) = target_url {
+            builder.target_url(url);
+        }
+        let endpoint = builder.build().map_err(|e| ForgeError::Permanent(e.to_string()))?;
+        api::ignore(endpoint).query_async(&self.client).await.map_err(map_error)
+    }
+
+    pub async fn comments(&self, repo: &RepoInfo, iid: u64) -> Result<Vec<(u64, String)>, ForgeError> {
+        let path = format!("projects/{}/merge_requests/{iid}/notes", project(repo));
+        let params = vec![("sort", "asc".to_string()), ("order_by", "created_at".to_string())];
+        Ok(self
+            .all_pages(path, params)
+            .await?
+            .iter()
+            .filter_map(|n| Some((n["id"].as_u64()?, n["body"].as_str().unwrap_or("").to_string())))
+            .collect())
+    }
+
+    pub async fn create_comment(&self, repo: &RepoInfo, iid: u64, body: &str) -> Result<u64, ForgeError> {
+        let endpoint = CreateMergeRequestNote::builder()
+            .project(project(repo))
+            .merge_request(iid)
+            .body(body)
+            .build()
+            .map_err(|e| ForgeError::Permanent(e.to_string()))?;
+        let note: Value = endpoint.query_async(&self.client).await.map_err(map_error)?;
+        note["id"].as_u64().ok_or_else(|| ForgeError::Permanent("created note has no id".into()))
+    }
+
+    pub async fn update_comment(
+        &self,
+        repo: &RepoInfo,
+        iid: u64,
+        id: u64,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        let endpoint = EditMergeRequestNote::builder()
+            .project(project(repo))
+            .merge_request(iid)
+            .note(id)
+            .body(body)
+            .build()
+            .map_err(|e| ForgeError::Permanent(e.to_string()))?;
+        api::ignore(endpoint).query_async(&self.client).await.map_err(map_error)
+    }
+
+    pub async fn delete_comment(&self, repo: &RepoInfo, iid: u64, id: u64) -> Result<(), ForgeError> {
+        let path = format!("projects/{}/merge_requests/{iid}/notes/{id}", project(repo));
+        match self.raw(http::Method::DELETE, path, Vec::new()).await {
+            Ok(_) | Err(ForgeError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn can_write(&self, repo: &RepoInfo, user_id: Option<u64>) -> Result<bool, ForgeError> {
+        let Some(user_id) = user_id else { return Ok(false) };
+        let endpoint = AllProjectMember::builder()
+            .project(project(repo))
+            .user(user_id)
+            .build()
+            .map_err(|e| ForgeError::Permanent(e.to_string()))?;
+        match endpoint.query_async(&self.client).await.map_err(map_error) {
+            Ok(member) => {
+                let member: Value = member;
+                Ok(member["access_level"].as_u64().unwrap_or(0) >= DEVELOPER_ACCESS)
+            }
+            Err(ForgeError::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn react(
+        &self,
+        repo: &RepoInfo,
+        iid: u64,
+        note: u64,
+        reaction: Reaction,
+    ) -> Result<(), ForgeError> {
+        let name = match reaction {
+            Reaction::Accepted => "thumbsup",
+            Reaction::Refused => "thumbsdown",
+        };
+        let endpoint = CreateMergeRequestNoteAward::builder()
+            .project(project(repo))
+            .merge_request(iid)
+            .note(note)
+            .name(name)
+            .build()
+            .map_err(|e| ForgeError::Permanent(e.to_string()))?;
+        api::ignore(endpoint).query_async(&self.client).await.map_err(map_error)
+    }
+}
+
+fn pull_info(mr: &Value) -> Result<PullInfo, ForgeError> {
+    let field = |key: &str| {
+        mr[key]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| ForgeError::Permanent(format!("merge request without {key}")))
+    };
+    let fork =
+        mr["source_project_id"].as_u64().is_some() && mr["source_project_id"] != mr["target_project_id"];
+    Ok(PullInfo {
+        number: mr["iid"]
+            .as_u64()
+            .ok_or_else(|| ForgeError::Permanent("merge request without iid".into()))?,
+        head_sha: field("sha")?,
+        base_ref: field("target_branch")?,
+        base_sha: mr.pointer("/diff_refs/base_sha").and_then(Value::as_str).map(str::to_string),
+        open: mr["state"] == "opened",
+        fork_clone_url: fork
+            .then(|| mr.pointer("/source/http_url_to_repo").and_then(Value::as_str).map(str::to_string))
+            .flatten(),
+    })
+}

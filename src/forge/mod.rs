@@ -1,0 +1,310 @@
+//! GitHub and GitLab behind one interface: webhooks in, comments, statuses, permissions and
+//! reactions out. Calls are retried on transient failures and rate limits (honouring
+//! `Retry-After`), with backoff from `backon`.
+
+pub mod github;
+pub mod gitlab;
+pub mod webhook;
+
+use backon::{ExponentialBuilder, Retryable};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Longest wait for a rate limit inside one call; longer ones reschedule the job instead.
+const MAX_INLINE_WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ForgeKind {
+    GitHub,
+    GitLab,
+}
+
+impl ForgeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForgeKind::GitHub => "github",
+            ForgeKind::GitLab => "gitlab",
+        }
+    }
+}
+
+/// A repository as a webhook names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoInfo {
+    pub forge: ForgeKind,
+    /// `owner/name` (GitHub) or `group/project` (GitLab).
+    pub full_name: String,
+    /// GitLab's numeric project id.
+    pub project_id: Option<u64>,
+    /// From the signed payload: `repository.clone_url` or `project.git_http_url`.
+    pub clone_url: String,
+    /// The GitHub App installation the event came through.
+    pub installation_id: Option<u64>,
+}
+
+/// A pull/merge request as the forge reports it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullInfo {
+    pub number: u64,
+    pub head_sha: String,
+    pub base_ref: String,
+    pub base_sha: Option<String>,
+    pub open: bool,
+    pub fork_clone_url: Option<String>,
+}
+
+/// Commit status states, mapped to each forge's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusState {
+    Pending,
+    Success,
+    Failure,
+    Error,
+}
+
+/// The answer to a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reaction {
+    Accepted,
+    Refused,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ForgeError {
+    #[error("rate limited by the forge{}", .0.map(|d| format!(" (retry after {}s)", d.as_secs())).unwrap_or_default())]
+    RateLimited(Option<Duration>),
+    #[error("the forge failed: {0}")]
+    Transient(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("the forge refused the request: {0}")]
+    Permanent(String),
+}
+
+impl ForgeError {
+    /// The label of this failure in metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ForgeError::RateLimited(_) => "rate_limited",
+            ForgeError::Transient(_) => "transient",
+            ForgeError::NotFound(_) => "not_found",
+            ForgeError::Permanent(_) => "permanent",
+        }
+    }
+
+    fn retryable(&self) -> bool {
+        match self {
+            ForgeError::RateLimited(wait) => wait.is_none_or(|w| w <= MAX_INLINE_WAIT),
+            ForgeError::Transient(_) => true,
+            _ => false,
+        }
+    }
+
+    /// From an HTTP status and body: 429 (and GitHub's 403 rate limits) are rate limits, 5xx
+    /// transient, 404 not found, the rest permanent.
+    pub fn from_status(status: u16, retry_after: Option<Duration>, body: &str) -> Self {
+        let message = format!("HTTP {status}: {}", body.chars().take(300).collect::<String>());
+        match status {
+            429 => ForgeError::RateLimited(retry_after),
+            403 if body.to_lowercase().contains("rate limit") => ForgeError::RateLimited(retry_after),
+            404 => ForgeError::NotFound(message),
+            500..=599 => ForgeError::Transient(message),
+            _ => ForgeError::Permanent(message),
+        }
+    }
+}
+
+/// Runs a forge call with retries: transient errors and short rate limits are retried with
+/// exponential backoff; a rate limit's own `Retry-After` wins when it is longer.
+pub async fn with_retries<T, F, Fut>(what: &str, call: F) -> Result<T, ForgeError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ForgeError>>,
+{
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(10))
+        .with_max_times(4)
+        .with_jitter();
+    call.retry(backoff)
+        .when(ForgeError::retryable)
+        .adjust(|error, delay| match error {
+            ForgeError::RateLimited(Some(wait)) => Some(delay.map_or(*wait, |d| d.max(*wait))),
+            _ => delay,
+        })
+        .notify(|error, delay| tracing::warn!(%error, ?delay, "{what}: retrying"))
+        .await
+}
+
+/// A forge client.
+pub enum ForgeClient {
+    GitHub(github::GitHub),
+    GitLab(gitlab::GitLab),
+}
+
+impl ForgeClient {
+    pub fn kind(&self) -> ForgeKind {
+        match self {
+            ForgeClient::GitHub(_) => ForgeKind::GitHub,
+            ForgeClient::GitLab(_) => ForgeKind::GitLab,
+        }
+    }
+
+    pub async fn pull(&self, repo: &RepoInfo, number: u64) -> Result<PullInfo, ForgeError> {
+        match self {
+            ForgeClient::GitHub(c) => with_retries("get pull request", || c.pull(repo, number)).await,
+            ForgeClient::GitLab(c) => with_retries("get merge request", || c.pull(repo, number)).await,
+        }
+    }
+
+    pub async fn open_pulls(&self, repo: &RepoInfo, base: &str) -> Result<Vec<PullInfo>, ForgeError> {
+        match self {
+            ForgeClient::GitHub(c) => with_retries("list pull requests", || c.open_pulls(repo, base)).await,
+            ForgeClient::GitLab(c) => with_retries("list merge requests", || c.open_pulls(repo, base)).await,
+        }
+    }
+
+    pub async fn set_status(
+        &self,
+        repo: &RepoInfo,
+        sha: &str,
+        state: StatusState,
+        description: &str,
+        target_url: Option<&str>,
+    ) -> Result<(), ForgeError> {
+        // Forges cap descriptions (GitHub at 140 characters).
+        let description: String = description.chars().take(139).collect();
+        match self {
+            ForgeClient::GitHub(c) => {
+                with_retries("set status", || c.set_status(repo, sha, state, &description, target_url)).await
+            }
+            ForgeClient::GitLab(c) => {
+                with_retries("set status", || c.set_status(repo, sha, state, &description, target_url)).await
+            }
+        }
+    }
+
+    /// The bot's own comments on a pull request that carry `marker`, oldest first.
+    pub async fn marked_comments(
+        &self,
+        repo: &RepoInfo,
+        number: u64,
+        marker: &str,
+    ) -> Result<Vec<(u64, String)>, ForgeError> {
+        let all = match self {
+            ForgeClient::GitHub(c) => with_retries("list comments", || c.comments(repo, number)).await?,
+            ForgeClient::GitLab(c) => with_retries("list notes", || c.comments(repo, number)).await?,
+        };
+        Ok(all.into_iter().filter(|(_, body)| body.starts_with(marker)).collect())
+    }
+
+    pub async fn create_comment(&self, repo: &RepoInfo, number: u64, body: &str) -> Result<u64, ForgeError> {
+        match self {
+            ForgeClient::GitHub(c) => {
+                with_retries("create comment", || c.create_comment(repo, number, body)).await
+            }
+            ForgeClient::GitLab(c) => {
+                with_retries("create note", || c.create_comment(repo, number, body)).await
+            }
+        }
+    }
+
+    pub async fn update_comment(
+        &self,
+        repo: &RepoInfo,
+        number: u64,
+        id: u64,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        match self {
+            ForgeClient::GitHub(c) => {
+                with_retries("update comment", || c.update_comment(repo, id, body)).await
+            }
+            ForgeClient::GitLab(c) => {
+                with_retries("update note", || c.update_comment(repo, number, id, body)).await
+            }
+        }
+    }
+
+    pub async fn delete_comment(&self, repo: &RepoInfo, number: u64, id: u64) -> Result<(), ForgeError> {
+        match self {
+            ForgeClient::GitHub(c) => with_retries("delete comment", || c.delete_comment(repo, id)).await,
+            ForgeClient::GitLab(c) => {
+                with_retries("delete note", || c.delete_comment(repo, number, id)).await
+            }
+        }
+    }
+
+    /// True when `user` may approve: write, maintain or admin (GitLab: Developer or above).
+    pub async fn can_write(
+        &self,
+        repo: &RepoInfo,
+        user: &str,
+        user_id: Option<u64>,
+    ) -> Result<bool, ForgeError> {
+        match self {
+            ForgeClient::GitHub(c) => with_retries("read permission", || c.can_write(repo, user)).await,
+            ForgeClient::GitLab(c) => with_retries("read membership", || c.can_write(repo, user_id)).await,
+        }
+    }
+
+    pub async fn react(
+        &self,
+        repo: &RepoInfo,
+        number: u64,
+        comment_id: u64,
+        reaction: Reaction,
+    ) -> Result<(), ForgeError> {
+        match self {
+            ForgeClient::GitHub(c) => with_retries("react", || c.react(repo, comment_id, reaction)).await,
+            ForgeClient::GitLab(c) => {
+                with_retries("award emoji", || c.react(repo, number, comment_id, reaction)).await
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn classifies_statuses() {
+        assert!(matches!(ForgeError::from_status(429, None, ""), ForgeError::RateLimited(None)));
+        assert!(matches!(
+            ForgeError::from_status(403, None, "API rate limit exceeded"),
+            ForgeError::RateLimited(_)
+        ));
+        assert!(matches!(
+            ForgeError::from_status(403, None, "Resource not accessible"),
+            ForgeError::Permanent(_)
+        ));
+        assert!(matches!(ForgeError::from_status(502, None, ""), ForgeError::Transient(_)));
+        assert!(matches!(ForgeError::from_status(404, None, ""), ForgeError::NotFound(_)));
+    }
+
+    #[tokio::test]
+    async fn retries_transient_failures_and_not_permanent_ones() {
+        let calls = AtomicUsize::new(0);
+        let result = with_retries("test", || async {
+            match calls.fetch_add(1, Ordering::SeqCst) {
+                0 => Err(ForgeError::Transient("boom".into())),
+                1 => Err(ForgeError::RateLimited(Some(Duration::from_millis(10)))),
+                _ => Ok(7),
+            }
+        })
+        .await;
+        assert_eq!(result.unwrap(), 7);
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        let calls = AtomicUsize::new(0);
+        let result: Result<(), _> = with_retries("test", || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(ForgeError::Permanent("no".into()))
+        })
+        .await;
+        assert!(result.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+}

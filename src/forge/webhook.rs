@@ -1,0 +1,417 @@
+//! Webhooks: verification (GitHub's HMAC-SHA256 signature, GitLab's shared token, both compared
+//! in constant time, several secrets accepted for rotation) and parsing into the events fluxplan
+//! acts on. Parsing is lenient about fields it does not need and strict about the ones it does.
+
+use super::{ForgeKind, RepoInfo};
+use hmac::{Hmac, Mac};
+use serde_json::Value;
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// True when `signature` (the `X-Hub-Signature-256` header, `sha256=<hex>`) is the HMAC of `body`
+/// under one of `secrets`.
+pub fn verify_github_signature(secrets: &[String], body: &[u8], signature: Option<&str>) -> bool {
+    let Some(hex_digest) = signature.and_then(|s| s.strip_prefix("sha256=")) else { return false };
+    let Ok(expected) = hex::decode(hex_digest.trim()) else { return false };
+    secrets.iter().filter(|s| !s.is_empty()).any(|secret| {
+        let Ok(mut mac) = HmacSha256::new_from_slice(secret.as_bytes()) else { return false };
+        mac.update(body);
+        mac.verify_slice(&expected).is_ok()
+    })
+}
+
+/// The `X-Hub-Signature-256` header value for `body` under `secret` (for tests and tools).
+pub fn github_signature(secret: &str, body: &[u8]) -> String {
+    let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// True when `token` (the `X-Gitlab-Token` header) is one of `tokens`, compared in constant time.
+pub fn verify_gitlab_token(tokens: &[String], token: Option<&str>) -> bool {
+    let Some(token) = token else { return false };
+    // Comparing MACs of both values keeps the comparison constant-time whatever their lengths.
+    let digest = |value: &str| {
+        let mut mac = HmacSha256::new_from_slice(b"fluxplan-gitlab-token").expect("any key length");
+        mac.update(value.as_bytes());
+        mac
+    };
+    tokens.iter().filter(|t| !t.is_empty()).any(|expected| {
+        let tag = digest(expected).finalize().into_bytes();
+        digest(token).verify_slice(&tag).is_ok()
+    })
+}
+
+/// What a pull request event asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullEvent {
+    pub repo: RepoInfo,
+    pub number: u64,
+    pub head_sha: String,
+    pub base_ref: String,
+    pub base_sha: Option<String>,
+    /// Where the head commit lives when the pull request comes from a fork.
+    pub fork_clone_url: Option<String>,
+    pub closed: bool,
+}
+
+/// A comment on a pull request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommentEvent {
+    pub repo: RepoInfo,
+    pub number: u64,
+    pub comment_id: u64,
+    pub author: String,
+    /// GitLab users are looked up by id.
+    pub author_id: Option<u64>,
+    pub body: String,
+    pub author_is_bot: bool,
+    /// GitLab sends the merge request's head with the note.
+    pub head_sha: Option<String>,
+}
+
+/// A push to a branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushEvent {
+    pub repo: RepoInfo,
+    pub branch: String,
+    pub after: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Pull(PullEvent),
+    Comment(CommentEvent),
+    Push(PushEvent),
+    /// Acknowledged and ignored, with why.
+    Ignored(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("malformed {forge} {event} payload: {reason}")]
+pub struct ParseError {
+    pub forge: &'static str,
+    pub event: String,
+    pub reason: String,
+}
+
+fn text(value: &Value, pointer: &str) -> Option<String> {
+    value.pointer(pointer).and_then(|v| v.as_str()).map(str::to_string)
+}
+
+fn number(value: &Value, pointer: &str) -> Option<u64> {
+    value.pointer(pointer).and_then(Value::as_u64)
+}
+
+struct Fields<'a> {
+    forge: &'static str,
+    event: &'a str,
+    body: &'a Value,
+}
+
+impl Fields<'_> {
+    fn text(&self, pointer: &str) -> Result<String, ParseError> {
+        text(self.body, pointer).ok_or_else(|| self.missing(pointer))
+    }
+
+    fn number(&self, pointer: &str) -> Result<u64, ParseError> {
+        number(self.body, pointer).ok_or_else(|| self.missing(pointer))
+    }
+
+    fn missing(&self, pointer: &str) -> ParseError {
+        ParseError { forge: self.forge, event: self.event.to_string(), reason: format!("no {pointer}") }
+    }
+}
+
+fn parse_json(forge: &'static str, event: &str, body: &[u8]) -> Result<Value, ParseError> {
+    serde_json::from_slice(body).map_err(|e| ParseError {
+        forge,
+        event: event.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// Parses a GitHub webhook (`X-GitHub-Event` header `event`).
+pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
+    let value = parse_json("github", event, body)?;
+    let f = Fields { forge: "github", event, body: &value };
+    let repo = |f: &Fields| -> Result<RepoInfo, ParseError> {
+        Ok(RepoInfo {
+            forge: ForgeKind::GitHub,
+            full_name: f.text("/repository/full_name")?,
+            project_id: None,
+            clone_url: f.text("/repository/clone_url")?,
+            installation_id: number(f.body, "/installation/id"),
+        })
+    };
+    match event {
+        "ping" => Ok(Event::Ignored("ping".into())),
+        "pull_request" => {
+            let action = f.text("/action")?;
+            let closed = action == "closed";
+            if !closed
+                && !matches!(action.as_str(), "opened" | "synchronize" | "reopened" | "ready_for_review")
+            {
+                return Ok(Event::Ignored(format!("pull_request action {action}")));
+            }
+            let repo = repo(&f)?;
+            let head_repo = text(&value, "/pull_request/head/repo/full_name");
+            let fork = head_repo.as_deref().is_some_and(|h| h != repo.full_name);
+            Ok(Event::Pull(PullEvent {
+                number: f.number("/pull_request/number")?,
+                head_sha: f.text("/pull_request/head/sha")?,
+                base_ref: f.text("/pull_request/base/ref")?,
+                base_sha: text(&value, "/pull_request/base/sha"),
+                fork_clone_url: fork.then(|| text(&value, "/pull_request/head/repo/clone_url")).flatten(),
+                closed,
+                repo,
+            }))
+        }
+        "issue_comment" => {
+            if f.text("/action")? != "created" {
+                return Ok(Event::Ignored("issue_comment not created".into()));
+            }
+            if value.pointer("/issue/pull_request").is_none() {
+                return Ok(Event::Ignored("comment on an issue, not a pull request".into()));
+            }
+            Ok(Event::Comment(CommentEvent {
+                repo: repo(&f)?,
+                number: f.number("/issue/number")?,
+                comment_id: f.number("/comment/id")?,
+                author: f.text("/comment/user/login")?,
+                author_id: number(&value, "/comment/user/id"),
+                body: f.text("/comment/body")?,
+                author_is_bot: text(&value, "/comment/user/type").as_deref() == Some("Bot"),
+                head_sha: None,
+            }))
+        }
+        "push" => {
+            let reference = f.text("/ref")?;
+            let Some(branch) = reference.strip_prefix("refs/heads/") else {
+                return Ok(Event::Ignored(format!("push to {reference}")));
+            };
+            if value.pointer("/deleted").and_then(Value::as_bool) == Some(true) {
+                return Ok(Event::Ignored("branch deleted".into()));
+            }
+            Ok(Event::Push(PushEvent {
+                repo: repo(&f)?,
+                branch: branch.to_string(),
+                after: f.text("/after")?,
+            }))
+        }
+        other => Ok(Event::Ignored(format!("event {other}"))),
+    }
+}
+
+/// Parses a GitLab webhook (`X-Gitlab-Event` header `event`).
+pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
+    let value = parse_json("gitlab", event, body)?;
+    let f = Fields { forge: "gitlab", event, body: &value };
+    let repo = |f: &Fields| -> Result<RepoInfo, ParseError> {
+        Ok(RepoInfo {
+            forge: ForgeKind::GitLab,
+            full_name: f.text("/project/path_with_namespace")?,
+            project_id: Some(f.number("/project/id")?),
+            clone_url: f.text("/project/git_http_url")?,
+            installation_id: None,
+        })
+    };
+    match event {
+        "Merge Request Hook" => {
+            let action = text(&value, "/object_attributes/action").unwrap_or_default();
+            let closed = matches!(action.as_str(), "close" | "merge");
+            if !closed && !matches!(action.as_str(), "open" | "reopen" | "update" | "") {
+                return Ok(Event::Ignored(format!("merge request action {action}")));
+            }
+            // An update without new commits (title, labels) does not change the plan.
+            if action == "update" && value.pointer("/object_attributes/oldrev").is_none() {
+                return Ok(Event::Ignored("merge request update without new commits".into()));
+            }
+            let repo = repo(&f)?;
+            let source = number(&value, "/object_attributes/source_project_id");
+            let target = number(&value, "/object_attributes/target_project_id");
+            let fork = source.is_some() && target.is_some() && source != target;
+            Ok(Event::Pull(PullEvent {
+                number: f.number("/object_attributes/iid")?,
+                head_sha: f.text("/object_attributes/last_commit/id")?,
+                base_ref: f.text("/object_attributes/target_branch")?,
+                base_sha: None,
+                fork_clone_url: fork
+                    .then(|| text(&value, "/object_attributes/source/git_http_url"))
+                    .flatten(),
+                closed,
+                repo,
+            }))
+        }
+        "Note Hook" => {
+            if text(&value, "/object_attributes/noteable_type").as_deref() != Some("MergeRequest") {
+                return Ok(Event::Ignored("note on something other than a merge request".into()));
+            }
+            Ok(Event::Comment(CommentEvent {
+                repo: repo(&f)?,
+                number: f.number("/merge_request/iid")?,
+                comment_id: f.number("/object_attributes/id")?,
+                author: f.text("/user/username")?,
+                author_id: number(&value, "/user/id"),
+                body: f.text("/object_attributes/note")?,
+                author_is_bot: value.pointer("/user/bot").and_then(Value::as_bool).unwrap_or(false),
+                head_sha: text(&value, "/merge_request/last_commit/id"),
+            }))
+        }
+        "Push Hook" => {
+            let reference = f.text("/ref")?;
+            let Some(branch) = reference.strip_prefix("refs/heads/") else {
+                return Ok(Event::Ignored(format!("push to {reference}")));
+            };
+            let after = f.text("/after")?;
+            if after.chars().all(|c| c == '0') {
+                return Ok(Event::Ignored("branch deleted".into()));
+            }
+            Ok(Event::Push(PushEvent { repo: repo(&f)?, branch: branch.to_string(), after }))
+        }
+        other => Ok(Event::Ignored(format!("event {other}"))),
+    }
+}
+
+/// A command in a comment: the first line starting with `/fluxplan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Command {
+    Plan,
+    Approve,
+    Help,
+    Unknown,
+}
+
+pub fn parse_command(body: &str) -> Option<Command> {
+    let line = body.lines().map(str::trim).find(|l| l.starts_with("/fluxplan"))?;
+    let mut words = line.split_whitespace();
+    if words.next() != Some("/fluxplan") {
+        return None;
+    }
+    Some(match words.next() {
+        Some("plan") => Command::Plan,
+        Some("approve") => Command::Approve,
+        Some("help") | None => Command::Help,
+        Some(_) => Command::Unknown,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(path: &str) -> Vec<u8> {
+        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(path))
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn github_signatures_rotate_and_reject_forgeries() {
+        let body = br#"{"zen":"hi"}"#;
+        let signature = github_signature("new-secret", body);
+        let secrets = vec!["old-secret".to_string(), "new-secret".to_string()];
+        assert!(verify_github_signature(&secrets, body, Some(&signature)));
+        assert!(!verify_github_signature(&secrets, b"{\"zen\":\"ho\"}", Some(&signature)));
+        assert!(!verify_github_signature(&secrets, body, Some("sha256=00")));
+        assert!(!verify_github_signature(&secrets, body, None));
+        assert!(!verify_github_signature(&[String::new()], body, Some(&github_signature("", body))));
+    }
+
+    #[test]
+    fn gitlab_tokens_compare_exactly() {
+        let tokens = vec!["t1".to_string(), "t2".to_string()];
+        assert!(verify_gitlab_token(&tokens, Some("t2")));
+        assert!(!verify_gitlab_token(&tokens, Some("t3")));
+        assert!(!verify_gitlab_token(&tokens, Some("t")));
+        assert!(!verify_gitlab_token(&tokens, None));
+    }
+
+    #[test]
+    fn parses_real_github_pull_request_bodies() {
+        for (file, closed) in [
+            ("github-webhooks/pull_request-opened.json", false),
+            ("github-webhooks/pull_request-synchronize.json", false),
+            ("github-webhooks/pull_request-reopened.json", false),
+            ("github-webhooks/pull_request-closed.json", true),
+        ] {
+            let Event::Pull(pull) = parse_github("pull_request", &fixture(file)).unwrap() else {
+                panic!("{file}")
+            };
+            assert_eq!(pull.repo.full_name, "Codertocat/Hello-World", "{file}");
+            assert_eq!(pull.repo.clone_url, "https://github.com/Codertocat/Hello-World.git");
+            assert_eq!(pull.head_sha.len(), 40);
+            assert_eq!(pull.closed, closed, "{file}");
+            assert_eq!(pull.fork_clone_url, None);
+        }
+    }
+
+    #[test]
+    fn github_comments_on_issues_pushes_to_tags_and_pings_are_ignored() {
+        assert!(matches!(
+            parse_github("issue_comment", &fixture("github-webhooks/issue_comment-created.json")),
+            Ok(Event::Ignored(_))
+        ));
+        assert!(matches!(parse_github("push", &fixture("github-webhooks/push.json")), Ok(Event::Ignored(_))));
+        assert!(matches!(parse_github("ping", &fixture("github-webhooks/ping.json")), Ok(Event::Ignored(_))));
+        assert!(matches!(parse_github("check_run", b"{}"), Ok(Event::Ignored(_))));
+        assert!(parse_github("pull_request", b"not json").is_err());
+        assert!(parse_github("pull_request", br#"{"action":"opened"}"#).is_err());
+    }
+
+    #[test]
+    fn parses_github_pull_request_comments() {
+        let mut body: Value =
+            serde_json::from_slice(&fixture("github-webhooks/issue_comment-created.json")).unwrap();
+        body["issue"]["pull_request"] =
+            serde_json::json!({"url": "https://api.github.com/repos/Codertocat/Hello-World/pulls/1"});
+        body["comment"]["body"] = "/fluxplan approve".into();
+        let Event::Comment(comment) = parse_github("issue_comment", body.to_string().as_bytes()).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((comment.number, comment.author.as_str()), (1, "Codertocat"));
+        assert_eq!(parse_command(&comment.body), Some(Command::Approve));
+        assert!(!comment.author_is_bot);
+    }
+
+    #[test]
+    fn parses_real_gitlab_bodies() {
+        let Event::Pull(pull) =
+            parse_gitlab("Merge Request Hook", &fixture("gitlab-webhooks/merge_request.json")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(pull.repo.full_name, "gitlabhq/gitlab-test");
+        assert_eq!(pull.repo.project_id, Some(1));
+        assert_eq!(pull.repo.clone_url, "http://example.com/gitlabhq/gitlab-test.git");
+        assert_eq!(
+            (pull.number, pull.head_sha.as_str(), pull.base_ref.as_str()),
+            (1, "da1560886d4f094c3e6c9ef40349f7d38b5d27d7", "master")
+        );
+        let Event::Comment(note) =
+            parse_gitlab("Note Hook", &fixture("gitlab-webhooks/note_merge_request.json")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((note.number, note.author.as_str(), note.author_id), (1, "root", Some(1)));
+        assert_eq!(note.head_sha.as_deref(), Some("562e173be03b8ff2efb05345d12df18815438a4b"));
+        assert_eq!(parse_command(&note.body), None);
+        let Event::Push(push) = parse_gitlab("Push Hook", &fixture("gitlab-webhooks/push.json")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((push.branch.as_str(), push.repo.full_name.as_str()), ("master", "mike/diaspora"));
+        assert!(matches!(parse_gitlab("Pipeline Hook", b"{}"), Ok(Event::Ignored(_))));
+    }
+
+    #[test]
+    fn commands() {
+        assert_eq!(parse_command("LGTM\n/fluxplan plan\n"), Some(Command::Plan));
+        assert_eq!(parse_command("/fluxplan"), Some(Command::Help));
+        assert_eq!(parse_command("/fluxplan frobnicate"), Some(Command::Unknown));
+        assert_eq!(parse_command("/fluxplanner plan"), None);
+        assert_eq!(parse_command("no command"), None);
+    }
+}

@@ -1,0 +1,154 @@
+//! A per-repository cache of bare mirrors, updated with `git fetch` (authenticated with the forge
+//! token, which never reaches a URL, a log or a message). Works with `file://` URLs too, for
+//! tests and air-gapped mirrors.
+
+use anyhow::{bail, Context, Result};
+use base64::Engine;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+/// Credentials for fetching over HTTPS.
+#[derive(Clone)]
+pub struct GitAuth {
+    pub user: &'static str,
+    pub token: String,
+}
+
+pub struct Mirrors {
+    dir: PathBuf,
+    locks: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
+}
+
+impl Mirrors {
+    pub fn new(dir: PathBuf) -> Self {
+        Mirrors { dir, locks: Mutex::default() }
+    }
+
+    /// The mirror of `clone_url`, fetched so that every commit of `wanted` is present (blocking).
+    /// `refspecs` are fetched besides the branches (e.g. `+refs/pull/*/head:refs/pull/*/head`);
+    /// `extra_url` is a fork to fetch missing commits from.
+    pub fn fetch(
+        &self,
+        clone_url: &str,
+        refspecs: &[&str],
+        wanted: &[&str],
+        extra_url: Option<&str>,
+        auth: Option<&GitAuth>,
+    ) -> Result<PathBuf> {
+        let key = hex::encode(&Sha256::digest(clone_url.as_bytes())[..12]);
+        let path = self.dir.join(format!("{key}.git"));
+        let lock =
+            self.locks.lock().unwrap_or_else(|e| e.into_inner()).entry(path.clone()).or_default().clone();
+        let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        if !path.join("HEAD").exists() {
+            std::fs::create_dir_all(&path).with_context(|| format!("cannot create {}", path.display()))?;
+            git(&path, None, &["init", "--quiet", "--bare"])?;
+            git(&path, None, &["remote", "add", "origin", clone_url])?;
+        }
+        let auth = auth.filter(|_| clone_url.starts_with("http"));
+        let mut args =
+            vec!["fetch", "--quiet", "--prune", "--no-tags", "origin", "+refs/heads/*:refs/heads/*"];
+        args.extend(refspecs);
+        git(&path, auth, &args).with_context(|| format!("cannot fetch {}", redact(clone_url)))?;
+        for sha in wanted {
+            if has_commit(&path, sha) {
+                continue;
+            }
+            // Commits only reachable from other refs (or only in a fork): ask for them by id.
+            let _ = git(&path, auth, &["fetch", "--quiet", "origin", sha]);
+            if !has_commit(&path, sha) {
+                if let Some(url) = extra_url {
+                    let fork_auth = auth.filter(|_| url.starts_with("http"));
+                    let _ = git(&path, fork_auth, &["fetch", "--quiet", url, sha]);
+                }
+            }
+            if !has_commit(&path, sha) {
+                bail!("commit {sha} is not in {} (force-pushed away?)", redact(clone_url));
+            }
+        }
+        Ok(path)
+    }
+}
+
+fn has_commit(repo: &Path, sha: &str) -> bool {
+    Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["cat-file", "-e", &format!("{sha}^{{commit}}")])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn git(repo: &Path, auth: Option<&GitAuth>, args: &[&str]) -> Result<()> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(repo).env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
+    if let Some(auth) = auth {
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", auth.user, auth.token));
+        // Passed through the environment, not the command line, so it never shows in `ps`.
+        cmd.env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+            .env("GIT_CONFIG_VALUE_0", format!("Authorization: Basic {basic}"));
+    }
+    let out = cmd.args(args).output().context("cannot run git (is it installed?)")?;
+    if !out.status.success() {
+        bail!("git {} failed: {}", args.first().unwrap_or(&""), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+/// A URL without credentials, for messages.
+fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    #[test]
+    fn mirrors_a_local_repository_and_finds_commits_off_the_branches() {
+        let upstream = tempfile::tempdir().unwrap();
+        let up = upstream.path();
+        run(up, &["init", "-q", "-b", "main"]);
+        std::fs::write(up.join("a"), "1").unwrap();
+        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "add", "a"]);
+        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qm", "one"]);
+        run(up, &["checkout", "-qb", "feature"]);
+        std::fs::write(up.join("a"), "2").unwrap();
+        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qam", "two"]);
+        let feature = run(up, &["rev-parse", "HEAD"]);
+        let cache = tempfile::tempdir().unwrap();
+        let mirrors = Mirrors::new(cache.path().to_path_buf());
+        let url = format!("file://{}", up.display());
+        let path = mirrors.fetch(&url, &[], &[&feature], None, None).unwrap();
+        assert!(has_commit(&path, &feature));
+        assert_eq!(run(&path, &["remote", "get-url", "origin"]), url);
+        // A second fetch reuses the mirror.
+        assert_eq!(mirrors.fetch(&url, &[], &[&feature], None, None).unwrap(), path);
+        let missing = "0123456789012345678901234567890123456789";
+        let error = mirrors.fetch(&url, &[], &[missing], None, None).unwrap_err();
+        assert!(error.to_string().contains(missing), "{error}");
+    }
+
+    #[test]
+    fn credentials_never_show_in_messages() {
+        assert_eq!(redact("https://x-access-token:secret@github.com/o/r.git"), "https://github.com/o/r.git");
+    }
+}

@@ -1,0 +1,547 @@
+//! A worker: claims jobs, keeps their lease alive, does them, and records the outcome. `step`
+//! does one job, so tests can drive a worker by hand.
+
+use super::mirror::{GitAuth, Mirrors};
+use super::{JobPayload, HELP};
+use crate::cli::plan::{plan as make_plan_from_args, LiveArgs, PlanArgs, PlanFormat};
+use crate::cli::RenderArgs;
+use crate::forge::webhook::Command;
+use crate::forge::{ForgeClient, ForgeError, ForgeKind, PullInfo, Reaction, RepoInfo, StatusState};
+use crate::plan::{Plan, Severity, Verdict};
+use crate::report;
+use crate::server::metrics::Metrics;
+use crate::store::{now_ms, Job, RunOutcome, Store};
+use anyhow::Result;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+
+/// The forges the bot can answer on, with the tokens git fetches with.
+#[derive(Default)]
+pub struct Forges {
+    pub github: Option<(ForgeClient, Option<String>)>,
+    pub gitlab: Option<(ForgeClient, Option<String>)>,
+}
+
+impl Forges {
+    fn get(&self, kind: ForgeKind) -> Option<&(ForgeClient, Option<String>)> {
+        match kind {
+            ForgeKind::GitHub => self.github.as_ref(),
+            ForgeKind::GitLab => self.gitlab.as_ref(),
+        }
+    }
+}
+
+/// What every worker shares.
+#[derive(Clone)]
+pub struct WorkerConfig {
+    pub data_dir: PathBuf,
+    /// Base URL of this service, for links to full plans (`/runs/{id}`).
+    pub public_url: Option<String>,
+    pub allow_forks: bool,
+    /// A running job whose worker has not renewed its lease this long is taken over.
+    pub lease: Duration,
+    pub max_attempts: i64,
+    /// How plans read the cluster (snapshot file, live, several clusters), as on the command line.
+    pub cluster_snapshot: Option<PathBuf>,
+    pub live: LiveArgsConfig,
+    /// Maximum characters of one comment.
+    pub comment_limit: usize,
+}
+
+/// The cluster options of `fluxplan serve`, copied into each plan.
+#[derive(Clone, Default)]
+pub struct LiveArgsConfig {
+    pub kube: bool,
+    pub context: Option<String>,
+    pub read_secrets: bool,
+    pub clusters: Option<PathBuf>,
+}
+
+pub struct Worker {
+    pub id: String,
+    store: Store,
+    forges: Arc<Forges>,
+    mirrors: Arc<Mirrors>,
+    config: Arc<WorkerConfig>,
+    metrics: Arc<Metrics>,
+}
+
+/// Why a job did not finish.
+enum JobError {
+    /// Try again later (transient failure, rate limit).
+    Retry(String, Option<Duration>),
+    /// Give up.
+    Fatal(String),
+}
+
+impl From<ForgeError> for JobError {
+    fn from(error: ForgeError) -> Self {
+        match &error {
+            ForgeError::RateLimited(wait) => JobError::Retry(error.to_string(), *wait),
+            ForgeError::Transient(_) => JobError::Retry(error.to_string(), None),
+            _ => JobError::Fatal(error.to_string()),
+        }
+    }
+}
+
+impl From<anyhow::Error> for JobError {
+    fn from(error: anyhow::Error) -> Self {
+        JobError::Retry(format!("{error:#}"), None)
+    }
+}
+
+impl Worker {
+    pub fn new(
+        id: String,
+        store: Store,
+        forges: Arc<Forges>,
+        mirrors: Arc<Mirrors>,
+        config: Arc<WorkerConfig>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Worker { id, store, forges, mirrors, config, metrics }
+    }
+
+    /// Claims and does one job; `false` when the queue had nothing due.
+    pub async fn step(&self) -> Result<bool> {
+        let Some(job) = self.store.claim(&self.id).await? else { return Ok(false) };
+        let span = tracing::info_span!("job", id = job.id, kind = %job.kind, repo = %job.repo, pr = job.pr_number, sha = %job.head_sha);
+        self.run_claimed(job).instrument(span).await;
+        Ok(true)
+    }
+
+    /// Works until `stop` is set; a running job is finished first.
+    pub async fn run(self, stop: tokio::sync::watch::Receiver<bool>) {
+        while !*stop.borrow() {
+            match self.step().await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(worker = %self.id, error = %format!("{e:#}"), "claiming a job failed")
+                }
+            }
+            let mut stop = stop.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+
+    async fn run_claimed(&self, job: Job) {
+        // Renew the lease while the job runs, so other workers leave it alone.
+        let heartbeat = {
+            let store = self.store.clone();
+            let (id, worker, every) = (job.id, self.id.clone(), self.config.lease / 3);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let _ = store.heartbeat(id, &worker).await;
+                }
+            })
+        };
+        let result = match serde_json::from_str::<JobPayload>(&job.payload) {
+            Ok(payload) => self.perform(&job, payload).await,
+            Err(e) => Err(JobError::Fatal(format!("unreadable job payload: {e}"))),
+        };
+        heartbeat.abort();
+        let outcome = match result {
+            Ok(()) => self.store.finish_job(job.id, &self.id, "done", now_ms(), None).await,
+            Err(JobError::Retry(error, wait)) if job.attempts < self.config.max_attempts => {
+                let backoff = wait.unwrap_or_else(|| {
+                    Duration::from_secs(2u64.saturating_pow(job.attempts as u32).min(300))
+                });
+                tracing::warn!(%error, retry_in = ?backoff, attempt = job.attempts, "job will be retried");
+                self.store
+                    .finish_job(
+                        job.id,
+                        &self.id,
+                        "queued",
+                        now_ms() + backoff.as_millis() as i64,
+                        Some(&error),
+                    )
+                    .await
+            }
+            Err(JobError::Retry(error, _)) | Err(JobError::Fatal(error)) => {
+                tracing::error!(%error, attempts = job.attempts, "job failed");
+                self.metrics.jobs_failed.with_label_values(&[&job.kind]).inc();
+                self.store.finish_job(job.id, &self.id, "failed", now_ms(), Some(&error)).await
+            }
+        };
+        if let Err(e) = outcome {
+            tracing::error!(error = %format!("{e:#}"), "recording the job outcome failed");
+        }
+    }
+
+    fn forge(&self, repo: &RepoInfo) -> Result<&(ForgeClient, Option<String>), JobError> {
+        self.forges.get(repo.forge).ok_or_else(|| {
+            JobError::Fatal(format!(
+                "no {} credentials configured: cannot answer on {}",
+                repo.forge.as_str(),
+                repo.full_name
+            ))
+        })
+    }
+
+    fn count_forge_error<T>(&self, repo: &RepoInfo, result: Result<T, ForgeError>) -> Result<T, ForgeError> {
+        if let Err(e) = &result {
+            self.metrics.forge_errors.with_label_values(&[repo.forge.as_str(), e.label()]).inc();
+        }
+        result
+    }
+
+    async fn perform(&self, job: &Job, payload: JobPayload) -> Result<(), JobError> {
+        match payload {
+            JobPayload::Plan { repo, number, base_ref, base_sha, head_sha, fork_clone_url, trigger } => {
+                let target =
+                    PlanTarget { repo, number, base_ref, base_sha, head_sha, fork_clone_url, trigger };
+                self.plan(job, target).await
+            }
+            JobPayload::Command { repo, number, comment_id, author, author_id, command } => {
+                self.command(&repo, number, comment_id, &author, author_id, command).await
+            }
+            JobPayload::Replan { repo, branch } => {
+                let (forge, _) = self.forge(&repo)?;
+                let pulls = self.count_forge_error(&repo, forge.open_pulls(&repo, &branch).await)?;
+                let jobs: Vec<_> = pulls
+                    .into_iter()
+                    .filter(|p| p.fork_clone_url.is_none() || self.config.allow_forks)
+                    .map(|p| plan_payload(&repo, &p, "base-push").to_job())
+                    .collect();
+                self.store.enqueue(&jobs).await?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn still_current(&self, job: &Job) -> Result<bool, JobError> {
+        Ok(self.store.job_status(job.id).await? == "running")
+    }
+
+    async fn plan(&self, job: &Job, target: PlanTarget) -> Result<(), JobError> {
+        let repo = &target.repo;
+        let (forge, token) = self.forge(repo)?;
+        let started = Instant::now();
+        let run_id = self
+            .store
+            .start_run(
+                Some(job.id),
+                repo.forge.as_str(),
+                &repo.full_name,
+                target.number as i64,
+                &target.base_ref,
+                &target.head_sha,
+                &target.trigger,
+            )
+            .await?;
+        let run_url =
+            self.config.public_url.as_ref().map(|u| format!("{}/runs/{run_id}", u.trim_end_matches('/')));
+        let result =
+            self.plan_run(job, &target, forge, token.clone(), run_id, run_url.as_deref(), started).await;
+        if let Err(JobError::Fatal(error) | JobError::Retry(error, _)) = &result {
+            let outcome =
+                RunOutcome { status: "failed".into(), error: Some(error.clone()), ..Default::default() };
+            let _ = self.store.finish_run(run_id, &outcome).await;
+        }
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn plan_run(
+        &self,
+        job: &Job,
+        target: &PlanTarget,
+        forge: &ForgeClient,
+        token: Option<String>,
+        run_id: i64,
+        run_url: Option<&str>,
+        started: Instant,
+    ) -> Result<(), JobError> {
+        let repo = &target.repo;
+        let mut timings = BTreeMap::new();
+        let status = forge
+            .set_status(repo, &target.head_sha, StatusState::Pending, "planning what Flux will do…", run_url)
+            .await;
+        self.count_forge_error(repo, status)?;
+
+        // Fetch base and head into the mirror.
+        let phase = Instant::now();
+        let mirrors = self.mirrors.clone();
+        let refspec = match repo.forge {
+            ForgeKind::GitHub => "+refs/pull/*/head:refs/pull/*/head",
+            ForgeKind::GitLab => "+refs/merge-requests/*/head:refs/merge-requests/*/head",
+        };
+        let auth = token.map(|token| GitAuth { user: git_user(repo.forge), token });
+        let (clone_url, head, fork) =
+            (repo.clone_url.clone(), target.head_sha.clone(), target.fork_clone_url.clone());
+        let mirror = tokio::task::spawn_blocking(move || {
+            mirrors.fetch(&clone_url, &[refspec], &[head.as_str()], fork.as_deref(), auth.as_ref())
+        })
+        .await
+        .map_err(|e| JobError::Fatal(e.to_string()))??;
+        timings.insert("fetch_ms", phase.elapsed().as_millis() as u64);
+
+        // Plan the merge: the head against the current tip of the base branch.
+        let phase = Instant::now();
+        let base_rev = format!("refs/heads/{}", target.base_ref);
+        let args = self.plan_args(mirror, &base_rev, &target.head_sha);
+        let plan = tokio::task::spawn_blocking(move || make_plan_from_args(&args))
+            .await
+            .map_err(|e| JobError::Fatal(e.to_string()))?;
+        timings.insert("plan_ms", phase.elapsed().as_millis() as u64);
+        let verdict_label =
+            serde_json::to_value(plan.verdict).ok().and_then(|v| v.as_str().map(str::to_string));
+        self.metrics
+            .plan_duration
+            .with_label_values(&[repo.forge.as_str(), verdict_label.as_deref().unwrap_or("?")])
+            .observe(phase.elapsed().as_secs_f64());
+
+        if !self.still_current(job).await? {
+            tracing::info!("a newer push superseded this plan: not posting it");
+            let outcome = RunOutcome { status: "superseded".into(), ..outcome_of(&plan, &timings) };
+            self.store.finish_run(run_id, &outcome).await?;
+            return Ok(());
+        }
+
+        let approved_by = self
+            .store
+            .approval(repo.forge.as_str(), &repo.full_name, target.number as i64, &target.head_sha)
+            .await?;
+        let phase = Instant::now();
+        let mut comment = report::markdown(&plan);
+        if let Some(url) = run_url {
+            comment.push_str(&format!("\n\n[Full plan and run history]({url})\n"));
+        }
+        if let Some(user) = &approved_by {
+            comment.push_str(&format!("\n✅ Approved by @{user} for {}.\n", short(&target.head_sha)));
+        }
+        self.post_comment(forge, repo, target.number, &comment).await?;
+        let (state, description) = status_of(&plan, approved_by.as_deref());
+        let status = forge.set_status(repo, &target.head_sha, state, &description, run_url).await;
+        self.count_forge_error(repo, status)?;
+        timings.insert("forge_ms", phase.elapsed().as_millis() as u64);
+        timings.insert("total_ms", started.elapsed().as_millis() as u64);
+
+        let mut outcome = outcome_of(&plan, &timings);
+        outcome.comment = Some(comment);
+        outcome.approved_by = approved_by;
+        outcome.status = "done".into();
+        self.store.finish_run(run_id, &outcome).await?;
+        tracing::info!(verdict = ?plan.verdict, ms = started.elapsed().as_millis() as u64, "planned");
+        Ok(())
+    }
+
+    fn plan_args(&self, mirror: PathBuf, base: &str, head: &str) -> PlanArgs {
+        let mut render = RenderArgs::for_repo(&mirror);
+        render.no_cache = false;
+        render.cache_dir = Some(self.config.data_dir.join("cache"));
+        render.cluster_snapshot = self.config.cluster_snapshot.clone();
+        let live = &self.config.live;
+        PlanArgs {
+            render,
+            base: base.to_string(),
+            head: head.to_string(),
+            format: PlanFormat::Markdown,
+            policy: None,
+            cluster: LiveArgs {
+                kube: live.kube,
+                context: live.context.clone(),
+                read_secrets: live.read_secrets,
+                clusters: live.clusters.clone(),
+            },
+        }
+    }
+
+    /// One sticky comment (several when the plan is over the size limit): existing parts are
+    /// updated in place, missing ones created, surplus ones from a longer earlier plan deleted.
+    async fn post_comment(
+        &self,
+        forge: &ForgeClient,
+        repo: &RepoInfo,
+        number: u64,
+        markdown: &str,
+    ) -> Result<(), JobError> {
+        let parts = report::split::split(markdown, self.config.comment_limit);
+        let existing =
+            self.count_forge_error(repo, forge.marked_comments(repo, number, report::split::MARKER).await)?;
+        for (index, part) in parts.iter().enumerate() {
+            match existing.get(index) {
+                Some((_, body)) if body == part => {}
+                Some((id, _)) => {
+                    self.count_forge_error(repo, forge.update_comment(repo, number, *id, part).await)?
+                }
+                None => {
+                    self.count_forge_error(repo, forge.create_comment(repo, number, part).await).map(drop)?
+                }
+            }
+        }
+        for (id, _) in existing.iter().skip(parts.len()) {
+            self.count_forge_error(repo, forge.delete_comment(repo, number, *id).await)?;
+        }
+        Ok(())
+    }
+
+    async fn command(
+        &self,
+        repo: &RepoInfo,
+        number: u64,
+        comment_id: u64,
+        author: &str,
+        author_id: Option<u64>,
+        command: Command,
+    ) -> Result<(), JobError> {
+        let (forge, _) = self.forge(repo)?;
+        match command {
+            Command::Help | Command::Unknown => {
+                self.count_forge_error(repo, forge.create_comment(repo, number, HELP).await)?;
+                self.count_forge_error(
+                    repo,
+                    forge.react(repo, number, comment_id, Reaction::Accepted).await,
+                )?;
+            }
+            Command::Plan => {
+                let pull = self.count_forge_error(repo, forge.pull(repo, number).await)?;
+                self.store.enqueue(&[plan_payload(repo, &pull, "command").to_job()]).await?;
+                self.count_forge_error(
+                    repo,
+                    forge.react(repo, number, comment_id, Reaction::Accepted).await,
+                )?;
+            }
+            Command::Approve => {
+                if !self.count_forge_error(repo, forge.can_write(repo, author, author_id).await)? {
+                    tracing::warn!(user = author, "approval refused: no write permission");
+                    self.count_forge_error(
+                        repo,
+                        forge.react(repo, number, comment_id, Reaction::Refused).await,
+                    )?;
+                    let reply = format!(
+                        "@{author}: `/fluxplan approve` needs write, maintain or admin permission on {}; the plan stays blocked.",
+                        repo.full_name
+                    );
+                    self.count_forge_error(repo, forge.create_comment(repo, number, &reply).await)?;
+                    return Ok(());
+                }
+                let pull = self.count_forge_error(repo, forge.pull(repo, number).await)?;
+                let key = (repo.forge.as_str(), repo.full_name.as_str(), number as i64);
+                self.store.approve(key.0, key.1, key.2, &pull.head_sha, author).await?;
+                tracing::info!(user = author, sha = %pull.head_sha, "plan approved");
+                self.count_forge_error(
+                    repo,
+                    forge.react(repo, number, comment_id, Reaction::Accepted).await,
+                )?;
+                if let Some(run) = self.store.latest_run(key.0, key.1, key.2, &pull.head_sha).await? {
+                    let url = self
+                        .config
+                        .public_url
+                        .as_ref()
+                        .map(|u| format!("{}/runs/{}", u.trim_end_matches('/'), run.id));
+                    let description =
+                        format!("approved by {author} ({})", run.verdict.as_deref().unwrap_or("planned"));
+                    let status = forge
+                        .set_status(repo, &pull.head_sha, StatusState::Success, &description, url.as_deref())
+                        .await;
+                    self.count_forge_error(repo, status)?;
+                }
+                let reply = format!(
+                    "Approved by @{author} for {}: the `fluxplan` status passes for this commit. A new push needs a new approval.",
+                    short(&pull.head_sha)
+                );
+                self.count_forge_error(repo, forge.create_comment(repo, number, &reply).await)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct PlanTarget {
+    repo: RepoInfo,
+    number: u64,
+    base_ref: String,
+    #[allow(dead_code)]
+    base_sha: Option<String>,
+    head_sha: String,
+    fork_clone_url: Option<String>,
+    trigger: String,
+}
+
+fn plan_payload(repo: &RepoInfo, pull: &PullInfo, trigger: &str) -> JobPayload {
+    JobPayload::Plan {
+        repo: repo.clone(),
+        number: pull.number,
+        base_ref: pull.base_ref.clone(),
+        base_sha: pull.base_sha.clone(),
+        head_sha: pull.head_sha.clone(),
+        fork_clone_url: pull.fork_clone_url.clone(),
+        trigger: trigger.to_string(),
+    }
+}
+
+/// The user name git authenticates with next to the token.
+fn git_user(forge: ForgeKind) -> &'static str {
+    match forge {
+        ForgeKind::GitHub => "x-access-token",
+        ForgeKind::GitLab => "oauth2",
+    }
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(8)]
+}
+
+/// The commit status for a plan: blocked plans fail (naming why) unless approved.
+fn status_of(plan: &Plan, approved_by: Option<&str>) -> (StatusState, String) {
+    let s = &plan.summary;
+    match plan.verdict {
+        Verdict::NoChanges => (StatusState::Success, "no changes".into()),
+        Verdict::Changes => (
+            StatusState::Success,
+            format!("{} to create, {} to update, {} to delete", s.create, s.update, s.delete),
+        ),
+        Verdict::Blocked => {
+            let dangers: Vec<String> = plan
+                .alerts
+                .iter()
+                .filter(|a| a.severity == Severity::Danger)
+                .map(|a| {
+                    format!(
+                        "{}{}",
+                        a.code,
+                        a.kustomization.as_ref().map(|k| format!(" on {k}")).unwrap_or_default()
+                    )
+                })
+                .collect();
+            let reason = match dangers.len() {
+                0 => "blocked".to_string(),
+                1 => format!("blocked: {}", dangers[0]),
+                n => format!("blocked: {} (+{} more)", dangers[0], n - 1),
+            };
+            match approved_by {
+                Some(user) => (StatusState::Success, format!("approved by {user}; {reason}")),
+                None => (StatusState::Failure, reason),
+            }
+        }
+        Verdict::Failed => (
+            StatusState::Error,
+            format!("could not plan: {}", plan.error.as_deref().unwrap_or("unknown error")),
+        ),
+    }
+}
+
+fn outcome_of(plan: &Plan, timings: &BTreeMap<&str, u64>) -> RunOutcome {
+    RunOutcome {
+        status: String::new(),
+        base_sha: plan.base.commit.clone(),
+        verdict: serde_json::to_value(plan.verdict).ok().and_then(|v| v.as_str().map(str::to_string)),
+        counts: Some(json!(plan.summary).to_string()),
+        alerts: Some(json!(plan.alerts).to_string()),
+        timings: Some(json!(timings).to_string()),
+        plan_json: Some(report::json(plan)),
+        comment: None,
+        error: plan.error.clone(),
+        approved_by: None,
+    }
+}

@@ -1,0 +1,68 @@
+//! Prometheus metrics: webhooks received and refused, jobs by status, plan durations, forge API
+//! errors.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+pub struct Metrics {
+    registry: Registry,
+    pub webhooks_received: IntCounterVec,
+    pub webhooks_refused: IntCounterVec,
+    pub jobs: IntGaugeVec,
+    pub jobs_failed: IntCounterVec,
+    pub plan_duration: HistogramVec,
+    pub forge_errors: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+            registry.register(Box::new(metric.clone())).expect("unique metric");
+            metric
+        };
+        let webhooks_received =
+            counter("fluxplan_webhooks_received_total", "Webhooks accepted", &["forge", "event"]);
+        let webhooks_refused = counter(
+            "fluxplan_webhooks_refused_total",
+            "Webhooks refused (signature, token, payload)",
+            &["forge", "reason"],
+        );
+        let jobs_failed = counter("fluxplan_jobs_failed_total", "Jobs that failed for good", &["kind"]);
+        let forge_errors = counter("fluxplan_forge_api_errors_total", "Forge API errors", &["forge", "kind"]);
+        let jobs = IntGaugeVec::new(Opts::new("fluxplan_jobs", "Jobs by status"), &["status"])
+            .expect("valid metric");
+        registry.register(Box::new(jobs.clone())).expect("unique metric");
+        let plan_duration = HistogramVec::new(
+            HistogramOpts::new("fluxplan_plan_duration_seconds", "Time to plan a pull request")
+                .buckets(vec![0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0]),
+            &["forge", "verdict"],
+        )
+        .expect("valid metric");
+        registry.register(Box::new(plan_duration.clone())).expect("unique metric");
+        Metrics {
+            registry,
+            webhooks_received,
+            webhooks_refused,
+            jobs,
+            jobs_failed,
+            plan_duration,
+            forge_errors,
+        }
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buffer);
+        String::from_utf8(buffer).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,220 @@
+//! The HTTP service: webhooks in (verified, parsed, recorded and queued; the answer comes at once),
+//! health, readiness, metrics, and the run history pages.
+
+pub mod metrics;
+
+use crate::forge::webhook::{self, Event, ParseError};
+use crate::jobs::jobs_for;
+use crate::store::{Enqueued, Store};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use metrics::Metrics;
+use minijinja::Environment;
+use serde_json::json;
+use std::sync::{Arc, OnceLock};
+
+/// Largest webhook body accepted (GitHub caps payloads at 25 MB).
+pub const MAX_WEBHOOK_BYTES: usize = 25 * 1024 * 1024;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub metrics: Arc<Metrics>,
+    pub github_secrets: Arc<Vec<String>>,
+    pub gitlab_tokens: Arc<Vec<String>>,
+    pub allow_forks: bool,
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/webhooks/github", post(github_webhook))
+        .route("/webhooks/gitlab", post(gitlab_webhook))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_page))
+        .route("/runs", get(runs_page))
+        .route("/runs/{id}", get(run_page))
+        .route("/runs/{id}/plan.json", get(run_json))
+        .layer(DefaultBodyLimit::max(MAX_WEBHOOK_BYTES))
+        .with_state(state)
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn refuse(state: &AppState, forge: &str, reason: &str, status: StatusCode, message: &str) -> Response {
+    state.metrics.webhooks_refused.with_label_values(&[forge, reason]).inc();
+    tracing::warn!(forge, reason, "webhook refused: {message}");
+    (status, Json(json!({"error": message}))).into_response()
+}
+
+async fn github_webhook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if !webhook::verify_github_signature(
+        &state.github_secrets,
+        &body,
+        header(&headers, "x-hub-signature-256"),
+    ) {
+        return refuse(
+            &state,
+            "github",
+            "signature",
+            StatusCode::UNAUTHORIZED,
+            "missing or invalid X-Hub-Signature-256",
+        );
+    }
+    let event = header(&headers, "x-github-event").unwrap_or("").to_string();
+    let delivery = header(&headers, "x-github-delivery").map(str::to_string);
+    accept(&state, "github", &event, delivery, &body, webhook::parse_github(&event, &body)).await
+}
+
+async fn gitlab_webhook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if !webhook::verify_gitlab_token(&state.gitlab_tokens, header(&headers, "x-gitlab-token")) {
+        return refuse(
+            &state,
+            "gitlab",
+            "token",
+            StatusCode::UNAUTHORIZED,
+            "missing or invalid X-Gitlab-Token",
+        );
+    }
+    let event = header(&headers, "x-gitlab-event").unwrap_or("").to_string();
+    let delivery = header(&headers, "x-gitlab-event-uuid")
+        .or_else(|| header(&headers, "x-gitlab-webhook-uuid"))
+        .map(str::to_string);
+    accept(&state, "gitlab", &event, delivery, &body, webhook::parse_gitlab(&event, &body)).await
+}
+
+/// Records the delivery and queues its jobs, then answers at once.
+async fn accept(
+    state: &AppState,
+    forge: &str,
+    event_name: &str,
+    delivery: Option<String>,
+    body: &[u8],
+    parsed: Result<Event, ParseError>,
+) -> Response {
+    let event = match parsed {
+        Ok(event) => event,
+        Err(e) => return refuse(state, forge, "payload", StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    state.metrics.webhooks_received.with_label_values(&[forge, event_name]).inc();
+    let payloads = match jobs_for(&event, state.allow_forks) {
+        Ok(payloads) => payloads,
+        Err(reason) => return (StatusCode::OK, Json(json!({"ignored": reason}))).into_response(),
+    };
+    if payloads.is_empty() {
+        let reason = match &event {
+            Event::Ignored(why) => why.clone(),
+            _ => "nothing to do".into(),
+        };
+        return (StatusCode::OK, Json(json!({"ignored": reason}))).into_response();
+    }
+    let repo = match &event {
+        Event::Pull(p) => p.repo.full_name.clone(),
+        Event::Comment(c) => c.repo.full_name.clone(),
+        Event::Push(p) => p.repo.full_name.clone(),
+        Event::Ignored(_) => String::new(),
+    };
+    // Without a delivery id, the body itself identifies the delivery.
+    let delivery = delivery.unwrap_or_else(|| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(body)));
+    let jobs: Vec<_> = payloads.iter().map(|p| p.to_job()).collect();
+    match state.store.record_delivery(forge, &delivery, event_name, &repo, &jobs).await {
+        Ok(Enqueued::Duplicate) => (StatusCode::OK, Json(json!({"duplicate": delivery}))).into_response(),
+        Ok(Enqueued::Jobs { queued, superseded }) => {
+            tracing::info!(forge, repo, event = event_name, delivery, queued, superseded, "webhook queued");
+            (StatusCode::ACCEPTED, Json(json!({"queued": queued, "superseded": superseded}))).into_response()
+        }
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "cannot record a webhook");
+            // The forge redelivers on errors: nothing is lost.
+            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"error": "the database is unavailable"})))
+                .into_response()
+        }
+    }
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ready").into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("database unreachable: {e}")).into_response(),
+    }
+}
+
+async fn metrics_page(State(state): State<AppState>) -> Response {
+    if let Ok(counts) = state.store.job_counts().await {
+        for status in ["queued", "running", "done", "failed", "superseded"] {
+            let n = counts.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
+            state.metrics.jobs.with_label_values(&[status]).set(n);
+        }
+    }
+    ([("content-type", "text/plain; version=0.0.4")], state.metrics.render()).into_response()
+}
+
+fn pages() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.add_template("runs.html", include_str!("../../templates/runs.html.j2"))
+            .expect("runs.html.j2 parses");
+        env.add_template("run.html", include_str!("../../templates/run.html.j2"))
+            .expect("run.html.j2 parses");
+        env
+    })
+}
+
+fn page(template: &str, context: serde_json::Value) -> Response {
+    match pages().get_template(template).and_then(|t| t.render(context)) {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render the page: {e}")).into_response(),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct RunsQuery {
+    page: Option<i64>,
+}
+
+const RUNS_PER_PAGE: i64 = 50;
+
+async fn runs_page(State(state): State<AppState>, Query(query): Query<RunsQuery>) -> Response {
+    let page_number = query.page.unwrap_or(1).max(1);
+    match state.store.runs(RUNS_PER_PAGE, (page_number - 1) * RUNS_PER_PAGE).await {
+        Ok(runs) => page(
+            "runs.html",
+            json!({"runs": runs, "page": page_number, "next": runs.len() as i64 == RUNS_PER_PAGE}),
+        ),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read runs: {e}")).into_response(),
+    }
+}
+
+async fn run_page(State(state): State<AppState>, Path(id): Path<i64>) -> Response {
+    match state.store.run(id).await {
+        Ok(Some(run)) => {
+            let parse = |text: &Option<String>| {
+                text.as_deref().and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+            };
+            let (alerts, counts, timings) = (parse(&run.alerts), parse(&run.counts), parse(&run.timings));
+            page("run.html", json!({"run": run, "alerts": alerts, "counts": counts, "timings": timings}))
+        }
+        Ok(None) => (StatusCode::NOT_FOUND, "no such run").into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the run: {e}")).into_response(),
+    }
+}
+
+async fn run_json(State(state): State<AppState>, Path(id): Path<i64>) -> Response {
+    match state.store.run(id).await {
+        Ok(Some(run)) => match run.plan_json {
+            Some(plan) => ([("content-type", "application/json")], plan).into_response(),
+            None => (StatusCode::NOT_FOUND, "this run has no plan").into_response(),
+        },
+        Ok(None) => (StatusCode::NOT_FOUND, "no such run").into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the run: {e}")).into_response(),
+    }
+}

@@ -1,0 +1,583 @@
+//! Durable state with sqlx: webhook deliveries, the job queue, runs and approvals. PostgreSQL in
+//! production (several replicas share one queue through `FOR UPDATE SKIP LOCKED`); an embedded
+//! SQLite file when no database is configured. Times are Unix milliseconds.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+/// A job to enqueue.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub kind: String,
+    pub forge: String,
+    pub repo: String,
+    pub pr_number: i64,
+    pub head_sha: String,
+    pub payload: String,
+    /// A plan for a new head supersedes queued and running plans of older heads of the pull request.
+    pub supersedes_older_heads: bool,
+    /// Skip when a plan of this very head is already queued (a redundant event).
+    pub dedupe_same_head: bool,
+}
+
+/// A claimed job.
+#[derive(Debug, Clone, Serialize)]
+pub struct Job {
+    pub id: i64,
+    pub kind: String,
+    pub forge: String,
+    pub repo: String,
+    pub pr_number: i64,
+    pub head_sha: String,
+    pub payload: String,
+    pub attempts: i64,
+}
+
+/// What enqueueing did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueued {
+    /// The delivery id was seen before: nothing done.
+    Duplicate,
+    Jobs {
+        queued: usize,
+        superseded: u64,
+    },
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    pub id: i64,
+    pub job_id: Option<i64>,
+    pub forge: String,
+    pub repo: String,
+    pub pr_number: i64,
+    pub base_ref: String,
+    pub base_sha: Option<String>,
+    pub head_sha: String,
+    pub trigger: String,
+    pub status: String,
+    pub verdict: Option<String>,
+    pub counts: Option<String>,
+    pub alerts: Option<String>,
+    pub timings: Option<String>,
+    pub plan_json: Option<String>,
+    pub comment: Option<String>,
+    pub error: Option<String>,
+    pub approved_by: Option<String>,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+/// The outcome of a run, stored when it finishes.
+#[derive(Debug, Clone, Default)]
+pub struct RunOutcome {
+    pub status: String,
+    pub base_sha: Option<String>,
+    pub verdict: Option<String>,
+    pub counts: Option<String>,
+    pub alerts: Option<String>,
+    pub timings: Option<String>,
+    pub plan_json: Option<String>,
+    pub comment: Option<String>,
+    pub error: Option<String>,
+    pub approved_by: Option<String>,
+}
+
+const RUN_COLUMNS: &str =
+    "id, job_id, forge, repo, pr_number, base_ref, base_sha, head_sha, trigger, status, \
+    verdict, counts, alerts, timings, plan_json, comment, error, approved_by, created_at, finished_at";
+
+fn run_row(row: &AnyRow) -> Result<RunRow, sqlx::Error> {
+    Ok(RunRow {
+        id: row.try_get("id")?,
+        job_id: row.try_get("job_id")?,
+        forge: row.try_get("forge")?,
+        repo: row.try_get("repo")?,
+        pr_number: row.try_get("pr_number")?,
+        base_ref: row.try_get("base_ref")?,
+        base_sha: row.try_get("base_sha")?,
+        head_sha: row.try_get("head_sha")?,
+        trigger: row.try_get("trigger")?,
+        status: row.try_get("status")?,
+        verdict: row.try_get("verdict")?,
+        counts: row.try_get("counts")?,
+        alerts: row.try_get("alerts")?,
+        timings: row.try_get("timings")?,
+        plan_json: row.try_get("plan_json")?,
+        comment: row.try_get("comment")?,
+        error: row.try_get("error")?,
+        approved_by: row.try_get("approved_by")?,
+        created_at: row.try_get("created_at")?,
+        finished_at: row.try_get("finished_at")?,
+    })
+}
+
+fn job_row(row: &AnyRow) -> Result<Job, sqlx::Error> {
+    Ok(Job {
+        id: row.try_get("id")?,
+        kind: row.try_get("kind")?,
+        forge: row.try_get("forge")?,
+        repo: row.try_get("repo")?,
+        pr_number: row.try_get("pr_number")?,
+        head_sha: row.try_get("head_sha")?,
+        payload: row.try_get("payload")?,
+        attempts: row.try_get("attempts")?,
+    })
+}
+
+impl Store {
+    /// Connects to `url` (`postgres://...` or `sqlite://...`).
+    pub async fn connect(url: &str) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("postgres") {
+            Backend::Postgres
+        } else if url.starts_with("sqlite") {
+            Backend::Sqlite
+        } else {
+            anyhow::bail!("DATABASE_URL must start with postgres:// or sqlite:// (got {})", redact(url));
+        };
+        let mut options =
+            AnyPoolOptions::new().max_connections(if backend == Backend::Sqlite { 1 } else { 10 });
+        if backend == Backend::Sqlite {
+            options = options.after_connect(|conn, _| {
+                Box::pin(async move {
+                    sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA busy_timeout = 5000").execute(&mut *conn).await?;
+                    Ok(())
+                })
+            });
+        }
+        let pool = options
+            .connect(url)
+            .await
+            .with_context(|| format!("cannot connect to the database {}", redact(url)))?;
+        Ok(Store { pool, backend })
+    }
+
+    /// The embedded default: a SQLite file in `data_dir`.
+    pub fn default_url(data_dir: &std::path::Path) -> String {
+        format!("sqlite://{}?mode=rwc", data_dir.join("fluxplan.db").display())
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Applies pending migrations.
+    pub async fn migrate(&self) -> Result<()> {
+        let migrator = match self.backend {
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+        };
+        migrator.run(&self.pool).await.context("database migrations failed")
+    }
+
+    /// True when the database answers.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Records a delivery and enqueues its jobs in one transaction; a delivery seen before is a
+    /// no-op.
+    pub async fn record_delivery(
+        &self,
+        forge: &str,
+        delivery_id: &str,
+        event: &str,
+        repo: &str,
+        jobs: &[NewJob],
+    ) -> Result<Enqueued> {
+        let mut tx = self.pool.begin().await?;
+        let now = now_ms();
+        let inserted = sqlx::query(
+            "INSERT INTO events (forge, delivery_id, event, repo, received_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (forge, delivery_id) DO NOTHING",
+        )
+        .bind(forge)
+        .bind(delivery_id)
+        .bind(event)
+        .bind(repo)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if inserted == 0 {
+            return Ok(Enqueued::Duplicate);
+        }
+        let (queued, superseded) = enqueue_in(&mut tx, jobs, now).await?;
+        tx.commit().await?;
+        Ok(Enqueued::Jobs { queued, superseded })
+    }
+
+    /// Enqueues jobs not tied to a webhook delivery (commands, re-plans after a push).
+    pub async fn enqueue(&self, jobs: &[NewJob]) -> Result<Enqueued> {
+        let mut tx = self.pool.begin().await?;
+        let (queued, superseded) = enqueue_in(&mut tx, jobs, now_ms()).await?;
+        tx.commit().await?;
+        Ok(Enqueued::Jobs { queued, superseded })
+    }
+
+    /// Claims the oldest due job for `worker`, if any. On PostgreSQL concurrent workers skip rows
+    /// another holds (`FOR UPDATE SKIP LOCKED`); SQLite serializes writers.
+    pub async fn claim(&self, worker: &str) -> Result<Option<Job>> {
+        let lock = match self.backend {
+            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        };
+        let now = now_ms();
+        let sql = format!(
+            "UPDATE jobs SET status = 'running', locked_by = $1, heartbeat_at = $2, attempts = attempts + 1, \
+             updated_at = $2 WHERE id = (SELECT id FROM jobs WHERE status = 'queued' AND run_after <= $2 \
+             ORDER BY id LIMIT 1{lock}) RETURNING id, kind, forge, repo, pr_number, head_sha, payload, attempts"
+        );
+        let row =
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(worker).bind(now).fetch_optional(&self.pool).await?;
+        Ok(row.as_ref().map(job_row).transpose()?)
+    }
+
+    /// Keeps a running job's lease alive.
+    pub async fn heartbeat(&self, id: i64, worker: &str) -> Result<()> {
+        sqlx::query(
+            "UPDATE jobs SET heartbeat_at = $1 WHERE id = $2 AND locked_by = $3 AND status = 'running'",
+        )
+        .bind(now_ms())
+        .bind(id)
+        .bind(worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Sets a running job's final or next state (`done`, `failed`, `queued` to retry later).
+    pub async fn finish_job(
+        &self,
+        id: i64,
+        worker: &str,
+        status: &str,
+        run_after: i64,
+        error: Option<&str>,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE jobs SET status = $1, run_after = $2, last_error = $3, locked_by = NULL, updated_at = $4 \
+             WHERE id = $5 AND locked_by = $6 AND status = 'running'",
+        )
+        .bind(status)
+        .bind(run_after)
+        .bind(error)
+        .bind(now_ms())
+        .bind(id)
+        .bind(worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Jobs this server instance's workers hold go back to the queue (shutdown after the grace
+    /// period).
+    pub async fn release_running(&self, instance: &str) -> Result<u64> {
+        Ok(sqlx::query(
+            "UPDATE jobs SET status = 'queued', locked_by = NULL, updated_at = $1 WHERE status = 'running'              AND locked_by LIKE $2",
+        )
+        .bind(now_ms())
+        .bind(format!("{instance}-%"))
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
+    }
+
+    /// The status of a job (to see whether a newer push superseded it).
+    pub async fn job_status(&self, id: i64) -> Result<String> {
+        let row = sqlx::query("SELECT status FROM jobs WHERE id = $1").bind(id).fetch_one(&self.pool).await?;
+        Ok(row.try_get("status")?)
+    }
+
+    /// Running jobs whose lease expired (their worker died) go back to the queue.
+    pub async fn reclaim_expired(&self, lease_ms: i64) -> Result<u64> {
+        let cutoff = now_ms() - lease_ms;
+        Ok(sqlx::query(
+            "UPDATE jobs SET status = 'queued', locked_by = NULL, updated_at = $1 \
+             WHERE status = 'running' AND heartbeat_at < $2",
+        )
+        .bind(now_ms())
+        .bind(cutoff)
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
+    }
+
+    /// The jobs of one pull request, oldest first: (kind, head sha, status, attempts).
+    pub async fn jobs_of(
+        &self,
+        forge: &str,
+        repo: &str,
+        pr_number: i64,
+    ) -> Result<Vec<(String, String, String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT kind, head_sha, status, attempts FROM jobs WHERE forge = $1 AND repo = $2 AND pr_number = $3 ORDER BY id",
+        )
+        .bind(forge)
+        .bind(repo)
+        .bind(pr_number)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((r.try_get("kind")?, r.try_get("head_sha")?, r.try_get("status")?, r.try_get("attempts")?))
+            })
+            .collect()
+    }
+
+    /// Webhook deliveries recorded.
+    pub async fn delivery_count(&self) -> Result<i64> {
+        Ok(sqlx::query("SELECT COUNT(*) AS n FROM events").fetch_one(&self.pool).await?.try_get("n")?)
+    }
+
+    /// Jobs per status.
+    pub async fn job_counts(&self) -> Result<Vec<(String, i64)>> {
+        let rows = sqlx::query("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|r| Ok((r.try_get("status")?, r.try_get("n")?))).collect()
+    }
+
+    /// Starts a run; returns its id.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start_run(
+        &self,
+        job_id: Option<i64>,
+        forge: &str,
+        repo: &str,
+        pr_number: i64,
+        base_ref: &str,
+        head_sha: &str,
+        trigger: &str,
+    ) -> Result<i64> {
+        let row = sqlx::query(
+            "INSERT INTO runs (job_id, forge, repo, pr_number, base_ref, head_sha, trigger, status, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8) RETURNING id",
+        )
+        .bind(job_id)
+        .bind(forge)
+        .bind(repo)
+        .bind(pr_number)
+        .bind(base_ref)
+        .bind(head_sha)
+        .bind(trigger)
+        .bind(now_ms())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get("id")?)
+    }
+
+    pub async fn finish_run(&self, id: i64, outcome: &RunOutcome) -> Result<()> {
+        sqlx::query(
+            "UPDATE runs SET status = $1, base_sha = $2, verdict = $3, counts = $4, alerts = $5, timings = $6, \
+             plan_json = $7, comment = $8, error = $9, approved_by = $10, finished_at = $11 WHERE id = $12",
+        )
+        .bind(&outcome.status)
+        .bind(&outcome.base_sha)
+        .bind(&outcome.verdict)
+        .bind(&outcome.counts)
+        .bind(&outcome.alerts)
+        .bind(&outcome.timings)
+        .bind(&outcome.plan_json)
+        .bind(&outcome.comment)
+        .bind(&outcome.error)
+        .bind(&outcome.approved_by)
+        .bind(now_ms())
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Runs, newest first.
+    pub async fn runs(&self, limit: i64, offset: i64) -> Result<Vec<RunRow>> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY id DESC LIMIT $1 OFFSET $2");
+        let rows =
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(limit).bind(offset).fetch_all(&self.pool).await?;
+        Ok(rows.iter().map(run_row).collect::<Result<_, _>>()?)
+    }
+
+    pub async fn run(&self, id: i64) -> Result<Option<RunRow>> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
+        Ok(row.as_ref().map(run_row).transpose()?)
+    }
+
+    /// The runs of one pull request, oldest first.
+    pub async fn runs_of(&self, forge: &str, repo: &str, pr_number: i64) -> Result<Vec<RunRow>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE forge = $1 AND repo = $2 AND pr_number = $3 ORDER BY id"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(forge)
+            .bind(repo)
+            .bind(pr_number)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(run_row).collect::<Result<_, _>>()?)
+    }
+
+    /// The latest finished run of a pull request at `head_sha`.
+    pub async fn latest_run(
+        &self,
+        forge: &str,
+        repo: &str,
+        pr_number: i64,
+        head_sha: &str,
+    ) -> Result<Option<RunRow>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE forge = $1 AND repo = $2 AND pr_number = $3 AND head_sha = $4 \
+             AND finished_at IS NOT NULL AND status = 'done' ORDER BY id DESC LIMIT 1"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(forge)
+            .bind(repo)
+            .bind(pr_number)
+            .bind(head_sha)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(run_row).transpose()?)
+    }
+
+    pub async fn approve(
+        &self,
+        forge: &str,
+        repo: &str,
+        pr_number: i64,
+        head_sha: &str,
+        user: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO approvals (forge, repo, pr_number, head_sha, approved_by, approved_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(forge)
+        .bind(repo)
+        .bind(pr_number)
+        .bind(head_sha)
+        .bind(user)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Who approved this head of the pull request, if anyone did.
+    pub async fn approval(
+        &self,
+        forge: &str,
+        repo: &str,
+        pr_number: i64,
+        head_sha: &str,
+    ) -> Result<Option<String>> {
+        let row = sqlx::query(
+            "SELECT approved_by FROM approvals WHERE forge = $1 AND repo = $2 AND pr_number = $3 AND head_sha = $4 \
+             ORDER BY id LIMIT 1",
+        )
+        .bind(forge)
+        .bind(repo)
+        .bind(pr_number)
+        .bind(head_sha)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| r.try_get("approved_by")).transpose()?)
+    }
+}
+
+/// Inserts jobs: a plan of a new head supersedes plans of older heads of its pull request, and a
+/// plan of a head already queued is not queued twice. Returns (queued, superseded).
+async fn enqueue_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    jobs: &[NewJob],
+    now: i64,
+) -> Result<(usize, u64)> {
+    let mut queued = 0;
+    let mut superseded = 0;
+    for job in jobs {
+        if job.supersedes_older_heads {
+            superseded += sqlx::query(
+                "UPDATE jobs SET status = 'superseded', updated_at = $1 WHERE forge = $2 AND repo = $3 \
+                     AND pr_number = $4 AND kind = $5 AND status IN ('queued', 'running') AND head_sha <> $6",
+            )
+            .bind(now)
+            .bind(&job.forge)
+            .bind(&job.repo)
+            .bind(job.pr_number)
+            .bind(&job.kind)
+            .bind(&job.head_sha)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+        }
+        if job.dedupe_same_head {
+            let existing: i64 = sqlx::query(
+                "SELECT COUNT(*) AS n FROM jobs WHERE forge = $1 AND repo = $2 AND pr_number = $3 \
+                     AND kind = $4 AND head_sha = $5 AND status = 'queued'",
+            )
+            .bind(&job.forge)
+            .bind(&job.repo)
+            .bind(job.pr_number)
+            .bind(&job.kind)
+            .bind(&job.head_sha)
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get("n")?;
+            if existing > 0 {
+                continue;
+            }
+        }
+        sqlx::query(
+                "INSERT INTO jobs (kind, forge, repo, pr_number, head_sha, payload, status, attempts, run_after, \
+                 created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7, $7, $7)",
+            )
+            .bind(&job.kind)
+            .bind(&job.forge)
+            .bind(&job.repo)
+            .bind(job.pr_number)
+            .bind(&job.head_sha)
+            .bind(&job.payload)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        queued += 1;
+    }
+    Ok((queued, superseded))
+}
+
+/// A database URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_string(),
+    }
+}

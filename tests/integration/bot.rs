@@ -1,0 +1,594 @@
+//! The bot end to end: the real `fluxplan serve` process, real git repositories, real PostgreSQL
+//! and SQLite, and stateful fake GitHub and GitLab API servers.
+
+use crate::fake_github::FakeGitHub;
+use crate::fake_gitlab::FakeGitLab;
+use crate::fixture::{fluxplan_bin, Repo};
+use fluxplan::forge::webhook::github_signature;
+use fluxplan::store::Store;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "webhook-secret";
+const REPO: &str = "acme/fleet";
+
+/// A running `fluxplan serve`.
+struct Bot {
+    child: Child,
+    url: String,
+}
+
+impl Bot {
+    fn start(data_dir: &Path, env: &[(&str, String)]) -> Bot {
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(data_dir.join("bot.log")).unwrap();
+        let mut child = Command::new(fluxplan_bin())
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("FLUXPLAN_DATA_DIR", data_dir)
+            .env("FLUXPLAN_LOG", "info,kube_client=off")
+            .env_remove("DATABASE_URL")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("fluxplan listening on ") {
+                    let _ = tx.send(url.to_string());
+                }
+            }
+        });
+        let url = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
+            panic!(
+                "the bot did not start:\n{}",
+                std::fs::read_to_string(data_dir.join("bot.log")).unwrap_or_default()
+            )
+        });
+        Bot { child, url }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        let response = reqwest::blocking::get(format!("{}{path}", self.url)).unwrap();
+        (response.status().as_u16(), response.text().unwrap())
+    }
+
+    fn github(&self, event: &str, delivery: &str, body: &Value) -> u16 {
+        let body = body.to_string();
+        self.post(
+            "/webhooks/github",
+            body.clone(),
+            &[
+                ("x-github-event", event.to_string()),
+                ("x-github-delivery", delivery.to_string()),
+                ("x-hub-signature-256", github_signature(SECRET, body.as_bytes())),
+            ],
+        )
+    }
+
+    fn post(&self, path: &str, body: String, headers: &[(&str, String)]) -> u16 {
+        let mut request = reqwest::blocking::Client::new().post(format!("{}{path}", self.url)).body(body);
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        request.send().unwrap().status().as_u16()
+    }
+}
+
+impl Drop for Bot {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// A fleet whose `apps` Kustomization renders one ConfigMap, on `main`; `change` branches off it.
+fn fleet() -> (Repo, String) {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/settings.yaml", "settings", "default");
+    repo.mkdir("empty").write("empty/.keep", "");
+    let base = repo.commit("base");
+    repo.git(&["checkout", "-q", "-b", "change"]);
+    (repo, base)
+}
+
+/// A commit on the `change` branch: `apps` renders `content` (or its path moves to `path`).
+fn push(repo: &Repo, name: &str, path: Option<&str>) -> String {
+    repo.config_map("apps/settings.yaml", name, "default");
+    if let Some(path) = path {
+        let apps = std::fs::read_to_string(repo.path().join("clusters/prod/apps.yaml")).unwrap();
+        repo.write("clusters/prod/apps.yaml", &apps.replace("path: ./apps", &format!("path: {path}")));
+    }
+    repo.commit(name)
+}
+
+fn file_url(repo: &Repo) -> String {
+    format!("file://{}", repo.path().display())
+}
+
+/// A real pull_request webhook body, pointed at the fixture repository.
+fn pull_request(action: &str, repo: &Repo, number: u64, head: &str, base: &str) -> Value {
+    let mut body: Value = serde_json::from_str(include_str!(
+        "../../../shared/fixtures/github-webhooks/pull_request-opened.json"
+    ))
+    .unwrap();
+    body["action"] = json!(action);
+    body["number"] = json!(number);
+    body["repository"]["full_name"] = json!(REPO);
+    body["repository"]["clone_url"] = json!(file_url(repo));
+    let pull = &mut body["pull_request"];
+    pull["number"] = json!(number);
+    pull["head"]["sha"] = json!(head);
+    pull["head"]["ref"] = json!("change");
+    pull["head"]["repo"]["full_name"] = json!(REPO);
+    pull["base"]["ref"] = json!("main");
+    pull["base"]["sha"] = json!(base);
+    pull["base"]["repo"]["full_name"] = json!(REPO);
+    body
+}
+
+/// A real issue_comment webhook body for a pull request comment.
+fn comment(number: u64, user: &str, id: u64, text: &str, repo: &Repo) -> Value {
+    let mut body: Value = serde_json::from_str(include_str!(
+        "../../../shared/fixtures/github-webhooks/issue_comment-created.json"
+    ))
+    .unwrap();
+    body["repository"]["full_name"] = json!(REPO);
+    body["repository"]["clone_url"] = json!(file_url(repo));
+    body["issue"]["number"] = json!(number);
+    body["issue"]["pull_request"] =
+        json!({"url": format!("https://api.github.com/repos/{REPO}/pulls/{number}")});
+    body["comment"]["id"] = json!(id);
+    body["comment"]["body"] = json!(text);
+    body["comment"]["user"]["login"] = json!(user);
+    body["comment"]["user"]["type"] = json!("User");
+    body
+}
+
+fn github_env(github: &FakeGitHub) -> Vec<(&'static str, String)> {
+    vec![
+        ("FLUXPLAN_GITHUB_API_URL", github.url()),
+        ("FLUXPLAN_GITHUB_TOKEN", "test-token".into()),
+        ("FLUXPLAN_GITHUB_WEBHOOK_SECRET", format!("old-secret,{SECRET}")),
+        ("FLUXPLAN_PUBLIC_URL", "http://fluxplan.example".into()),
+    ]
+}
+
+/// The last status fluxplan set on a commit, once it is final (not pending).
+fn final_status(github: &FakeGitHub, sha: &str) -> Option<Value> {
+    github
+        .statuses(REPO, sha)
+        .into_iter()
+        .rev()
+        .find(|s| s["context"] == "fluxplan")
+        .filter(|s| s["state"] != "pending")
+}
+
+fn sticky(github: &FakeGitHub, number: u64) -> Vec<(u64, String)> {
+    github
+        .comments(REPO, number)
+        .into_iter()
+        .filter(|(_, body)| body.starts_with("<!-- fluxplan -->"))
+        .collect()
+}
+
+fn store(data_dir: &Path) -> (tokio::runtime::Runtime, Store) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let store = runtime.block_on(Store::connect(&Store::default_url(data_dir))).unwrap();
+    (runtime, store)
+}
+
+#[test]
+fn signed_pull_request_webhook_posts_a_sticky_comment_and_a_status() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 1, &head, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+
+    let body = pull_request("opened", &repo, 1, &head, &base);
+    assert_eq!(bot.github("pull_request", "delivery-1", &body), 202);
+    wait_for("the final status", WAIT, || final_status(&github, &head).is_some());
+    let statuses = github.statuses(REPO, &head);
+    assert_eq!(statuses[0]["state"], "pending");
+    let last = final_status(&github, &head).unwrap();
+    assert_eq!(last["state"], "success");
+    assert_eq!(last["description"], "1 to create, 0 to update, 1 to delete");
+    assert!(last["target_url"].as_str().unwrap().starts_with("http://fluxplan.example/runs/"));
+    let comments = sticky(&github, 1);
+    assert_eq!(comments.len(), 1);
+    assert!(comments[0].1.contains("fluxplan: changes"), "{}", comments[0].1);
+    assert!(comments[0].1.contains("[Full plan and run history](http://fluxplan.example/runs/"));
+
+    // A redelivered webhook is not planned twice.
+    assert_eq!(bot.github("pull_request", "delivery-1", &body), 200);
+    // Unknown events and pings are acknowledged and ignored.
+    assert_eq!(bot.github("ping", "delivery-ping", &json!({"zen": "hi"})), 200);
+    assert_eq!(bot.github("deployment", "delivery-x", &json!({})), 200);
+    std::thread::sleep(Duration::from_millis(800));
+    let (runtime, store) = store(data.path());
+    let runs = runtime.block_on(store.runs_of("github", REPO, 1)).unwrap();
+    assert_eq!(runs.len(), 1, "planned once");
+    let run = &runs[0];
+    assert_eq!((run.status.as_str(), run.verdict.as_deref()), ("done", Some("changes")));
+    assert_eq!(run.head_sha, head);
+    assert_eq!(run.base_sha.as_deref(), Some(base.as_str()));
+    assert!(run.plan_json.as_deref().unwrap().contains("\"verdict\": \"changes\""));
+    assert!(run.timings.as_deref().unwrap().contains("plan_ms"));
+
+    // Operations pages.
+    assert_eq!(bot.get("/healthz"), (200, "ok".to_string()));
+    assert_eq!(bot.get("/readyz").0, 200);
+    let (_, metrics) = bot.get("/metrics");
+    assert!(
+        metrics.contains("fluxplan_webhooks_received_total{event=\"pull_request\",forge=\"github\"} 2"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("fluxplan_jobs{status=\"done\"} 1"), "{metrics}");
+    assert!(metrics.contains("fluxplan_plan_duration_seconds_count"), "{metrics}");
+    let (status, page) = bot.get("/runs");
+    assert_eq!(status, 200);
+    assert!(page.contains(&format!("/runs/{}", run.id)) && page.contains(&head[..8]), "{page}");
+    let (status, page) = bot.get(&format!("/runs/{}", run.id));
+    assert_eq!(status, 200);
+    assert!(page.contains("Full plan") && page.contains("fluxplan: changes"), "{page}");
+    assert_eq!(bot.get("/runs/999999").0, 404);
+}
+
+#[test]
+fn forged_or_unsigned_webhooks_are_refused_and_nothing_is_queued() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    let body = pull_request("opened", &repo, 1, &head, &base).to_string();
+    let forged = github_signature("not-the-secret", body.as_bytes());
+    let headers = |signature: Option<String>| {
+        let mut headers =
+            vec![("x-github-event", "pull_request".to_string()), ("x-github-delivery", "d".to_string())];
+        if let Some(signature) = signature {
+            headers.push(("x-hub-signature-256", signature));
+        }
+        headers
+    };
+    assert_eq!(bot.post("/webhooks/github", body.clone(), &headers(Some(forged))), 401);
+    assert_eq!(bot.post("/webhooks/github", body.clone(), &headers(None)), 401);
+    assert_eq!(
+        bot.post("/webhooks/gitlab", body.clone(), &[("x-gitlab-event", "Merge Request Hook".into())]),
+        401
+    );
+    // Signed, but not a payload fluxplan can read.
+    let garbage = "{\"action\":\"opened\"}".to_string();
+    let signed = github_signature(SECRET, garbage.as_bytes());
+    assert_eq!(bot.post("/webhooks/github", garbage, &headers(Some(signed))), 400);
+    // Bodies are size-limited.
+    let huge = "x".repeat(26 * 1024 * 1024);
+    let signed = github_signature(SECRET, huge.as_bytes());
+    assert_eq!(bot.post("/webhooks/github", huge, &headers(Some(signed))), 413);
+    let (runtime, store) = store(data.path());
+    assert_eq!(runtime.block_on(store.delivery_count()).unwrap(), 0);
+    assert!(runtime.block_on(store.job_counts()).unwrap().is_empty());
+    let (_, metrics) = bot.get("/metrics");
+    assert!(
+        metrics.contains("fluxplan_webhooks_refused_total{forge=\"github\",reason=\"signature\"} 2"),
+        "{metrics}"
+    );
+    assert!(github.requests().is_empty(), "nothing reached GitHub");
+}
+
+#[test]
+fn a_new_push_supersedes_the_old_plan_and_updates_the_same_comment() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let first = push(&repo, "first", None);
+    let second = push(&repo, "second", None);
+    github.add_pull(REPO, 7, &second, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    // A replica without workers only queues.
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_WORKERS", "0".into()));
+    let mut queue_only = Bot::start(data.path(), &env);
+    assert_eq!(
+        queue_only.github("pull_request", "d1", &pull_request("opened", &repo, 7, &first, &base)),
+        202
+    );
+    assert_eq!(
+        queue_only.github("pull_request", "d2", &pull_request("synchronize", &repo, 7, &second, &base)),
+        202
+    );
+    queue_only.kill();
+    {
+        let (runtime, store) = store(data.path());
+        let jobs = runtime.block_on(store.jobs_of("github", REPO, 7)).unwrap();
+        let statuses: Vec<(&str, &str)> =
+            jobs.iter().map(|(_, sha, status, _)| (sha.as_str(), status.as_str())).collect();
+        assert_eq!(statuses, vec![(first.as_str(), "superseded"), (second.as_str(), "queued")]);
+    }
+    // Workers plan only the newest head.
+    let bot = Bot::start(data.path(), &github_env(&github));
+    wait_for("the plan of the second push", WAIT, || final_status(&github, &second).is_some());
+    assert!(github.statuses(REPO, &first).is_empty(), "the superseded head was never planned");
+    let comments = sticky(&github, 7);
+    assert_eq!(comments.len(), 1);
+    let comment_id = comments[0].0;
+    // A third push: the same comment is updated in place.
+    let third = push(&repo, "third", None);
+    github.set_head(REPO, 7, &third);
+    assert_eq!(bot.github("pull_request", "d3", &pull_request("synchronize", &repo, 7, &third, &base)), 202);
+    wait_for("the plan of the third push", WAIT, || final_status(&github, &third).is_some());
+    let comments = sticky(&github, 7);
+    assert_eq!(comments.len(), 1, "one sticky comment");
+    assert_eq!(comments[0].0, comment_id, "updated in place");
+    assert!(comments[0].1.contains(&third[..8]), "{}", comments[0].1);
+}
+
+#[test]
+fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "gone", Some("./empty"));
+    github.add_pull(REPO, 3, &head, "change", "main", &base, &file_url(&repo));
+    github.set_permission(REPO, "reader", "read");
+    github.set_permission(REPO, "maintainer", "maintain");
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    assert_eq!(bot.github("pull_request", "p1", &pull_request("opened", &repo, 3, &head, &base)), 202);
+    wait_for("the blocked status", WAIT, || final_status(&github, &head).is_some());
+    let status = final_status(&github, &head).unwrap();
+    assert_eq!(status["state"], "failure");
+    assert!(status["description"].as_str().unwrap().starts_with("blocked: "), "{status}");
+
+    // Someone without write permission cannot approve.
+    let refused_id = github.add_issue_comment(REPO, 3, "reader", "/fluxplan approve");
+    assert_eq!(
+        bot.github("issue_comment", "c1", &comment(3, "reader", refused_id, "/fluxplan approve", &repo)),
+        202
+    );
+    wait_for("the refusal", WAIT, || github.reactions(REPO, refused_id).contains(&"-1".to_string()));
+    assert!(github.comments(REPO, 3).iter().any(|(_, b)| b.contains("@reader") && b.contains("needs write")));
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
+
+    // A maintainer can, for this head commit.
+    let approve_id = github.add_issue_comment(REPO, 3, "maintainer", "/fluxplan approve");
+    assert_eq!(
+        bot.github("issue_comment", "c2", &comment(3, "maintainer", approve_id, "/fluxplan approve", &repo)),
+        202
+    );
+    wait_for("the approval", WAIT, || final_status(&github, &head).is_some_and(|s| s["state"] == "success"));
+    assert!(final_status(&github, &head).unwrap()["description"]
+        .as_str()
+        .unwrap()
+        .contains("approved by maintainer"));
+    assert!(github.reactions(REPO, approve_id).contains(&"+1".to_string()));
+
+    // A new push needs a new approval.
+    let again = push(&repo, "still-gone", Some("./empty"));
+    github.set_head(REPO, 3, &again);
+    assert_eq!(bot.github("pull_request", "p2", &pull_request("synchronize", &repo, 3, &again, &base)), 202);
+    wait_for("the new plan", WAIT, || final_status(&github, &again).is_some());
+    assert_eq!(final_status(&github, &again).unwrap()["state"], "failure");
+
+    // Help.
+    let help_id = github.add_issue_comment(REPO, 3, "reader", "/fluxplan help");
+    assert_eq!(
+        bot.github("issue_comment", "c3", &comment(3, "reader", help_id, "/fluxplan help", &repo)),
+        202
+    );
+    wait_for("the help", WAIT, || {
+        github.comments(REPO, 3).iter().any(|(_, b)| b.contains("/fluxplan approve`: accept"))
+    });
+}
+
+#[test]
+fn github_errors_and_rate_limits_are_retried() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 4, &head, "change", "main", &base, &file_url(&repo));
+    github.fail_next(500, 1);
+    github.rate_limit_next(1, 1);
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    assert_eq!(bot.github("pull_request", "r1", &pull_request("opened", &repo, 4, &head, &base)), 202);
+    wait_for("the final status", WAIT, || final_status(&github, &head).is_some());
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "success");
+    let status_posts =
+        github.requests().iter().filter(|(m, p)| m == "POST" && p.contains("/statuses/")).count();
+    assert!(status_posts >= 4, "the failed and rate-limited posts were retried: {status_posts}");
+    assert_eq!(sticky(&github, 4).len(), 1);
+}
+
+#[test]
+fn a_job_cut_off_by_a_crash_is_completed_after_restart() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 5, &head, "change", "main", &base, &file_url(&repo));
+    // The first call waits 5 s on a rate limit: the job is mid-flight when the server dies.
+    github.rate_limit_next(1, 5);
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_JOB_LEASE_SECS", "2".into()));
+    let mut bot = Bot::start(data.path(), &env);
+    assert_eq!(bot.github("pull_request", "k1", &pull_request("opened", &repo, 5, &head, &base)), 202);
+    wait_for("the job to start", WAIT, || github.requests().iter().any(|(_, p)| p.contains("/statuses/")));
+    bot.kill();
+    {
+        let (runtime, store) = store(data.path());
+        let jobs = runtime.block_on(store.jobs_of("github", REPO, 5)).unwrap();
+        assert_eq!(jobs[0].2, "running", "killed mid-job");
+    }
+    let _restarted = Bot::start(data.path(), &env);
+    let (runtime, store) = store(data.path());
+    let job = || runtime.block_on(store.jobs_of("github", REPO, 5)).unwrap().remove(0);
+    wait_for("the job to complete after restart", WAIT, || job().2 == "done");
+    assert_eq!(job().3, 2, "taken over once its lease expired");
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "success");
+}
+
+/// A fresh database on the local PostgreSQL server.
+fn postgres_database() -> String {
+    let admin = std::env::var("FLUXPLAN_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let name = format!(
+        "fluxplan_test_{}_{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos() % 1_000_000 + rand_suffix()
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(&admin)
+            .await
+            .expect("PostgreSQL on 127.0.0.1:5432 (scripts/test.sh starts it)");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&pool).await.unwrap();
+    });
+    let (base, _) = admin.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() % 1_000_000_000
+}
+
+#[test]
+fn two_replicas_on_one_postgres_plan_each_job_exactly_once() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    let database = postgres_database();
+    let pulls: Vec<u64> = (10..16).collect();
+    for number in &pulls {
+        github.add_pull(REPO, *number, &head, "change", "main", &base, &file_url(&repo));
+    }
+    let mut env = github_env(&github);
+    env.push(("DATABASE_URL", database.clone()));
+    env.push(("FLUXPLAN_WORKERS", "3".into()));
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let bots = [Bot::start(one.path(), &env), Bot::start(two.path(), &env)];
+    for (i, number) in pulls.iter().enumerate() {
+        let bot = &bots[i % 2];
+        assert_eq!(
+            bot.github(
+                "pull_request",
+                &format!("pg-{number}"),
+                &pull_request("opened", &repo, *number, &head, &base)
+            ),
+            202
+        );
+    }
+    wait_for("every pull request planned", WAIT, || {
+        pulls
+            .iter()
+            .all(|n| github.comments(REPO, *n).iter().any(|(_, b)| b.starts_with("<!-- fluxplan -->")))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let store = runtime.block_on(Store::connect(&database)).unwrap();
+    for number in &pulls {
+        let runs = runtime.block_on(store.runs_of("github", REPO, *number as i64)).unwrap();
+        assert_eq!(runs.len(), 1, "pull request {number} planned {} times", runs.len());
+        assert_eq!(sticky(&github, *number).len(), 1);
+    }
+    let planned_by: std::collections::BTreeSet<String> = pulls
+        .iter()
+        .flat_map(|n| runtime.block_on(store.jobs_of("github", REPO, *n as i64)).unwrap())
+        .map(|(_, _, status, _)| status)
+        .collect();
+    assert_eq!(planned_by, ["done".to_string()].into());
+}
+
+#[test]
+fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
+    let gitlab = FakeGitLab::start();
+    let (repo, _base) = fleet();
+    let head = push(&repo, "renamed", None);
+    let project = "acme/fleet";
+    gitlab.add_merge_request(project, 42, 1, &head, "change", "main", &file_url(&repo));
+    gitlab.set_access_level(project, 7, "dev", 30);
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(
+        data.path(),
+        &[
+            ("FLUXPLAN_GITLAB_URL", gitlab.url()),
+            ("FLUXPLAN_GITLAB_TOKEN", "glpat-test".into()),
+            ("FLUXPLAN_GITLAB_WEBHOOK_TOKEN", "gitlab-secret".into()),
+        ],
+    );
+    let mut body: Value =
+        serde_json::from_str(include_str!("../../../shared/fixtures/gitlab-webhooks/merge_request.json"))
+            .unwrap();
+    body["project"]["id"] = json!(42);
+    body["project"]["path_with_namespace"] = json!(project);
+    body["project"]["git_http_url"] = json!(file_url(&repo));
+    body["object_attributes"]["iid"] = json!(1);
+    body["object_attributes"]["last_commit"]["id"] = json!(head);
+    body["object_attributes"]["target_branch"] = json!("main");
+    body["object_attributes"]["source_project_id"] = json!(42);
+    body["object_attributes"]["target_project_id"] = json!(42);
+    let post = |token: &str, event: &str, body: &Value| {
+        bot.post(
+            "/webhooks/gitlab",
+            body.to_string(),
+            &[
+                ("x-gitlab-event", event.to_string()),
+                ("x-gitlab-token", token.to_string()),
+                ("x-gitlab-event-uuid", format!("{event}-{}", body["object_attributes"]["id"])),
+            ],
+        )
+    };
+    assert_eq!(post("wrong", "Merge Request Hook", &body), 401);
+    assert_eq!(post("gitlab-secret", "Merge Request Hook", &body), 202);
+    let final_state = || {
+        gitlab
+            .statuses(project, &head)
+            .into_iter()
+            .rev()
+            .map(|s| s["status"].as_str().or(s["state"].as_str()).unwrap_or("").to_string())
+            .find(|s| s != "running" && s != "pending")
+    };
+    wait_for("the commit status", WAIT, || final_state().is_some());
+    assert_eq!(final_state().as_deref(), Some("success"));
+    let notes = gitlab.notes(project, 1);
+    assert_eq!(notes.iter().filter(|(_, b)| b.starts_with("<!-- fluxplan -->")).count(), 1);
+    // A note asking for help.
+    let note_id = gitlab.add_note(project, 1, 7, "dev", "/fluxplan help");
+    let mut note: Value = serde_json::from_str(include_str!(
+        "../../../shared/fixtures/gitlab-webhooks/note_merge_request.json"
+    ))
+    .unwrap();
+    note["project"]["id"] = json!(42);
+    note["project"]["path_with_namespace"] = json!(project);
+    note["project"]["git_http_url"] = json!(file_url(&repo));
+    note["merge_request"]["iid"] = json!(1);
+    note["object_attributes"]["id"] = json!(note_id);
+    note["object_attributes"]["note"] = json!("/fluxplan help");
+    note["user"]["id"] = json!(7);
+    note["user"]["username"] = json!("dev");
+    assert_eq!(post("gitlab-secret", "Note Hook", &note), 202);
+    wait_for("the help note", WAIT, || {
+        gitlab.notes(project, 1).iter().any(|(_, b)| b.contains("/fluxplan approve`"))
+    });
+}
