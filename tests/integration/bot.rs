@@ -592,3 +592,101 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
         gitlab.notes(project, 1).iter().any(|(_, b)| b.contains("/fluxplan approve`"))
     });
 }
+
+#[test]
+fn pull_requests_from_forks_are_not_planned_by_default() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    let mut body = pull_request("opened", &repo, 8, &head, &base);
+    body["pull_request"]["head"]["repo"]["full_name"] = json!("stranger/fleet");
+    assert_eq!(bot.github("pull_request", "fork-1", &body), 200);
+    let (runtime, store) = store(data.path());
+    assert!(runtime.block_on(store.jobs_of("github", REPO, 8)).unwrap().is_empty());
+}
+
+#[test]
+fn a_push_to_the_base_branch_replans_its_open_pull_requests() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 9, &head, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    let mut body: Value =
+        serde_json::from_str(include_str!("../../../shared/fixtures/github-webhooks/push.json")).unwrap();
+    body["ref"] = json!("refs/heads/main");
+    body["after"] = json!(base);
+    body["deleted"] = json!(false);
+    body["repository"]["full_name"] = json!(REPO);
+    body["repository"]["clone_url"] = json!(file_url(&repo));
+    assert_eq!(bot.github("push", "push-1", &body), 202);
+    wait_for("the re-plan", WAIT, || final_status(&github, &head).is_some());
+    let (runtime, store) = store(data.path());
+    let runs = runtime.block_on(store.runs_of("github", REPO, 9)).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].trigger, "base-push");
+}
+
+#[test]
+fn shutdown_releases_a_job_that_does_not_finish_in_time() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 11, &head, "change", "main", &base, &file_url(&repo));
+    github.rate_limit_next(1, 8);
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_SHUTDOWN_GRACE_SECS", "1".into()));
+    let mut bot = Bot::start(data.path(), &env);
+    assert_eq!(bot.github("pull_request", "s1", &pull_request("opened", &repo, 11, &head, &base)), 202);
+    wait_for("the job to start", WAIT, || github.requests().iter().any(|(_, p)| p.contains("/statuses/")));
+    let stopping = Instant::now();
+    let terminated = Command::new("kill").args(["-TERM", &bot.child.id().to_string()]).status().unwrap();
+    assert!(terminated.success());
+    let exit = bot.child.wait().unwrap();
+    assert!(exit.success(), "graceful exit: {exit:?}");
+    assert!(stopping.elapsed() < Duration::from_secs(6), "stopped within the grace period");
+    let (runtime, store) = store(data.path());
+    let jobs = runtime.block_on(store.jobs_of("github", REPO, 11)).unwrap();
+    assert_eq!(jobs[0].2, "queued", "released for another worker");
+}
+
+#[test]
+fn github_app_installations_authenticate_with_their_own_token() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 12, &head, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let key = data.path().join("app.pem");
+    let generated = Command::new("openssl")
+        .args(["genrsa", "-traditional", "-out"])
+        .arg(&key)
+        .arg("2048")
+        .output()
+        .unwrap();
+    assert!(generated.status.success(), "{}", String::from_utf8_lossy(&generated.stderr));
+    let env = vec![
+        ("FLUXPLAN_GITHUB_API_URL", github.url()),
+        ("FLUXPLAN_GITHUB_APP_ID", "4242".to_string()),
+        ("FLUXPLAN_GITHUB_APP_PRIVATE_KEY", std::fs::read_to_string(&key).unwrap()),
+        ("FLUXPLAN_GITHUB_WEBHOOK_SECRET", SECRET.to_string()),
+    ];
+    let bot = Bot::start(data.path(), &env);
+    // The fixture's installation id is 1.
+    assert_eq!(bot.github("pull_request", "app-1", &pull_request("opened", &repo, 12, &head, &base)), 202);
+    wait_for("the final status", WAIT, || final_status(&github, &head).is_some());
+    let auth = github.authorizations();
+    let token_request =
+        auth.iter().find(|(path, _)| path.starts_with("/app/installations/1/access_tokens")).unwrap();
+    assert!(
+        token_request.1.starts_with("Bearer ey"),
+        "the App authenticates with a JWT: {}",
+        token_request.1
+    );
+    let status_request = auth.iter().find(|(path, _)| path.contains("/statuses/")).unwrap();
+    assert!(status_request.1.contains("ghs_installation_1"), "{}", status_request.1);
+}

@@ -151,6 +151,11 @@ impl FakeGitHub {
         self.lock().requests.iter().map(|r| (r.method.clone(), r.path.clone())).collect()
     }
 
+    /// (path with query, Authorization header) of every request so far.
+    pub fn authorizations(&self) -> Vec<(String, String)> {
+        self.lock().authorizations.clone()
+    }
+
     /// Every request received so far: (HTTP method, path with query string, body).
     pub fn requests_with_bodies(&self) -> Vec<(String, String, String)> {
         self.lock().requests.iter().map(|r| (r.method.clone(), r.path.clone(), r.body.clone())).collect()
@@ -189,6 +194,8 @@ struct Inner {
     statuses: Vec<Status>,
     reactions: Vec<Reaction>,
     requests: Vec<Recorded>,
+    /// (path, Authorization header) of every request.
+    authorizations: Vec<(String, String)>,
     injected: VecDeque<Injected>,
 }
 
@@ -259,6 +266,12 @@ impl Inner {
         let segs: Vec<&str> = req.segs.iter().map(String::as_str).collect();
         match (req.method.as_str(), segs.as_slice()) {
             ("GET", ["rate_limit"]) => Reply::json(200, rate_limit_json()),
+            // GitHub App installation tokens (the App authenticates with its JWT).
+            ("POST", ["app", "installations", id, "access_tokens"]) => Reply::json(
+                201,
+                json!({"token": format!("ghs_installation_{id}"), "expires_at": "2099-01-01T00:00:00Z",
+                       "permissions": {"pull_requests": "write", "statuses": "write"}, "repository_selection": "all"}),
+            ),
             (_, ["repos", owner, name, rest @ ..]) => self.repo_route(req, &format!("{owner}/{name}"), rest),
             _ => not_found(),
         }
@@ -773,6 +786,7 @@ async fn handle(
     let req = Req::new(&method, &uri, &headers, &body);
     let mut inner = lock(&state);
     inner.requests.push(req.recorded());
+    inner.authorizations.push((req.path_and_query.clone(), req.authorization.clone()));
     let reply = match inner.injected.pop_front() {
         Some(Injected::Fail(code)) => {
             let message =
@@ -899,6 +913,7 @@ pub(crate) struct Req {
     pub content_type: String,
     /// Whether the request carries credentials (`Authorization` or GitLab's `PRIVATE-TOKEN`).
     pub authorized: bool,
+    pub authorization: String,
 }
 
 impl Req {
@@ -917,6 +932,7 @@ impl Req {
             body: String::from_utf8_lossy(body).into_owned(),
             content_type: header(header::CONTENT_TYPE),
             authorized: headers.contains_key(header::AUTHORIZATION) || headers.contains_key("private-token"),
+            authorization: header(header::AUTHORIZATION),
         }
     }
 
