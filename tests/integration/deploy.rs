@@ -1,0 +1,60 @@
+//! The manifests in deploy/kubernetes: they build with the real kustomize, and the role they grant
+//! is read-only.
+
+use fluxplan::render::kustomize::Kustomize;
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+fn manifests() -> Vec<Value> {
+    let kustomize = Kustomize::detect(Duration::from_secs(60)).unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes");
+    let output = kustomize.build(&dir).unwrap_or_else(|e| panic!("deploy/kubernetes does not build: {e}"));
+    fluxplan::yaml::parse_documents(&output).unwrap()
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+    objects.iter().find(|o| o["kind"] == kind).unwrap_or_else(|| panic!("no {kind}"))
+}
+
+#[test]
+fn the_cluster_role_only_gets_and_lists() {
+    let objects = manifests();
+    let role = find(&objects, "ClusterRole");
+    let verbs: std::collections::BTreeSet<&str> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["verbs"].as_array().unwrap())
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(verbs, ["get", "list"].into_iter().collect());
+    let binding = find(&objects, "ClusterRoleBinding");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(binding["subjects"][0]["name"], "fluxplan");
+    assert_eq!(binding["subjects"][0]["namespace"], "fluxplan");
+}
+
+#[test]
+fn the_deployment_runs_the_bot_with_its_service_account_and_secret_references() {
+    let objects = manifests();
+    let deployment = find(&objects, "Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "fluxplan");
+    let container = &pod["containers"][0];
+    assert_eq!(container["args"][0], "serve");
+    let env: Vec<&str> =
+        container["env"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    for name in [
+        "DATABASE_URL",
+        "FLUXPLAN_GITHUB_TOKEN",
+        "FLUXPLAN_GITHUB_WEBHOOK_SECRET",
+        "FLUXPLAN_GITLAB_URL",
+        "FLUXPLAN_GITLAB_TOKEN",
+        "FLUXPLAN_GITLAB_WEBHOOK_TOKEN",
+    ] {
+        assert!(env.contains(&name), "{name} missing");
+    }
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(find(&objects, "Service")["spec"]["ports"][0]["targetPort"], "http");
+}
