@@ -60,6 +60,24 @@ pub fn remote_urls(repo: &Path) -> Vec<String> {
     }
 }
 
+/// A URL without credentials (user, password, `password=` query parameters), for messages.
+pub fn redact_url(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else { return url.to_string() };
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    let pairs: Vec<(String, String)> = parsed
+        .query_pairs()
+        .map(|(k, v)| {
+            let secret = k.to_lowercase().contains("password") || k.to_lowercase().contains("token");
+            (k.into_owned(), if secret { "***".to_string() } else { v.into_owned() })
+        })
+        .collect();
+    if !pairs.is_empty() {
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    parsed.to_string()
+}
+
 /// Reduces a git URL to `host/path` so ssh, scp-like and https forms of one repository compare
 /// equal: `ssh://git@github.com/org/repo.git`, `git@github.com:org/repo` and
 /// `https://github.com/org/repo` all give `github.com/org/repo`.
@@ -86,6 +104,15 @@ pub fn normalize_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redacts_credentials() {
+        assert_eq!(
+            redact_url("postgres://app:pw@db:5432/x?sslmode=require&password=pw"),
+            "postgres://db:5432/x?sslmode=require&password=***"
+        );
+        assert_eq!(redact_url("sqlite:///data/fluxplan.db?mode=rwc"), "sqlite:///data/fluxplan.db?mode=rwc");
+    }
 
     #[test]
     fn ssh_and_https_forms_are_equal() {

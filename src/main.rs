@@ -11,6 +11,17 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     fluxplan::tls::install_crypto_provider();
-    let cli = fluxplan::cli::Cli::parse();
+    // Usage errors exit 3 ("could not"), never 2, which means "blocked by policy" for `plan`.
+    let cli = match fluxplan::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return if error.use_stderr() {
+                ExitCode::from(fluxplan::cli::EXIT_FAILED)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     fluxplan::cli::run(cli)
 }

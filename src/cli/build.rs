@@ -1,7 +1,6 @@
 //! `fluxplan build`: print what every reachable Kustomization renders to.
 
 use super::RenderArgs;
-use crate::render::walk_renderer;
 use crate::render::{Render, Status};
 use crate::yaml;
 use clap::{Args, ValueEnum};
@@ -29,7 +28,7 @@ pub struct BuildArgs {
 pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let snapshot = args.render.snapshot()?;
     let opts = args.render.options(args.rev.clone(), snapshot.as_ref());
-    let renderer = walk_renderer(opts.kustomize_timeout, args.render.cache_dir())?;
+    let renderer = crate::render::Renderer::new(opts.kustomize_timeout, args.render.cache_dir())?;
     let render = renderer.render(&opts)?;
     let text = match args.format {
         BuildFormat::Json => serde_json::to_string_pretty(&render)? + "\n",
@@ -81,10 +80,7 @@ pub fn format_ids(render: &Render) -> String {
                 }
                 _ => {}
             }
-            let mut ids: Vec<String> =
-                k.objects.iter().filter_map(|o| o.id.as_ref()).map(|id| id.to_string()).collect();
-            ids.sort();
-            for id in ids {
+            for id in k.ids() {
                 out.push_str(&id);
                 out.push('\n');
             }

@@ -1,4 +1,4 @@
-//! The command line: `fluxplan build` (and, as they land, plan, snapshot, serve, migrate).
+//! The command line: `build`, `plan`, `snapshot`, `serve`, `migrate`, and `demo`.
 
 mod build;
 mod cluster;

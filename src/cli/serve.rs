@@ -145,7 +145,7 @@ async fn serve(args: ServeArgs) -> Result<u8> {
         comment_limit: args.comment_limit,
     });
     let mirrors = Arc::new(Mirrors::new(args.database.data_dir.join("mirrors")));
-    let reclaimed = store.reclaim_expired(lease.as_millis() as i64).await?;
+    let reclaimed = store.reclaim_expired(lease.as_millis() as i64, args.max_attempts.max(1)).await?;
     if reclaimed > 0 {
         tracing::info!(reclaimed, "jobs of stopped workers are back in the queue");
     }
@@ -167,10 +167,11 @@ async fn serve(args: ServeArgs) -> Result<u8> {
     }
     let reclaimer = {
         let store = store.clone();
+        let max_attempts = args.max_attempts.max(1);
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(lease / 2).await;
-                if let Ok(n @ 1..) = store.reclaim_expired(lease.as_millis() as i64).await {
+                if let Ok(n @ 1..) = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await {
                     tracing::info!(reclaimed = n, "jobs of stopped workers are back in the queue");
                 }
             }

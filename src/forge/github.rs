@@ -108,6 +108,25 @@ impl GitHub {
         Ok(items)
     }
 
+    /// The token git fetches with: the configured token, or the installation's when running as an
+    /// App (cached by octocrab until it nearly expires).
+    pub async fn git_token(
+        &self,
+        repo: &RepoInfo,
+        configured: Option<&str>,
+    ) -> Result<Option<String>, ForgeError> {
+        if !self.is_app {
+            return Ok(configured.map(str::to_string));
+        }
+        use secrecy::ExposeSecret;
+        let token = self
+            .client_for(repo)?
+            .installation_token()
+            .await
+            .map_err(|e| ForgeError::Transient(e.to_string()))?;
+        Ok(Some(token.expose_secret().to_string()))
+    }
+
     pub async fn pull(&self, repo: &RepoInfo, number: u64) -> Result<PullInfo, ForgeError> {
         let pull = self
             .request(repo, Method::Get, &format!("/repos/{}/pulls/{number}", repo.full_name), None)
@@ -203,8 +222,8 @@ fn pull_info(repo: &RepoInfo, pull: &Value) -> Result<PullInfo, ForgeError> {
             .map(str::to_string)
             .ok_or_else(|| ForgeError::Permanent(format!("pull request without {pointer}")))
     };
+    // A deleted fork leaves no head repository: still a fork.
     let head_repo = pull.pointer("/head/repo/full_name").and_then(Value::as_str);
-    let fork = head_repo.is_some_and(|h| h != repo.full_name);
     Ok(PullInfo {
         number: pull["number"]
             .as_u64()
@@ -213,9 +232,7 @@ fn pull_info(repo: &RepoInfo, pull: &Value) -> Result<PullInfo, ForgeError> {
         base_ref: field("/base/ref")?,
         base_sha: pull.pointer("/base/sha").and_then(Value::as_str).map(str::to_string),
         open: pull["state"] == "open",
-        fork_clone_url: fork
-            .then(|| pull.pointer("/head/repo/clone_url").and_then(Value::as_str).map(str::to_string))
-            .flatten(),
+        is_fork: head_repo != Some(repo.full_name.as_str()),
     })
 }
 

@@ -256,8 +256,6 @@ fn pull_info(mr: &Value) -> Result<PullInfo, ForgeError> {
         base_ref: field("target_branch")?,
         base_sha: mr.pointer("/diff_refs/base_sha").and_then(Value::as_str).map(str::to_string),
         open: mr["state"] == "opened",
-        fork_clone_url: fork
-            .then(|| mr.pointer("/source/http_url_to_repo").and_then(Value::as_str).map(str::to_string))
-            .flatten(),
+        is_fork: fork,
     })
 }

@@ -51,7 +51,8 @@ pub struct PullInfo {
     pub base_ref: String,
     pub base_sha: Option<String>,
     pub open: bool,
-    pub fork_clone_url: Option<String>,
+    /// The head lives in another repository (a fork).
+    pub is_fork: bool,
 }
 
 /// Commit status states, mapped to each forge's words.
@@ -144,10 +145,17 @@ pub enum ForgeClient {
 }
 
 impl ForgeClient {
-    pub fn kind(&self) -> ForgeKind {
+    /// The token git fetches `repo` with, if any.
+    pub async fn git_token(
+        &self,
+        repo: &RepoInfo,
+        configured: Option<&str>,
+    ) -> Result<Option<String>, ForgeError> {
         match self {
-            ForgeClient::GitHub(_) => ForgeKind::GitHub,
-            ForgeClient::GitLab(_) => ForgeKind::GitLab,
+            ForgeClient::GitHub(c) => {
+                with_retries("installation token", || c.git_token(repo, configured)).await
+            }
+            ForgeClient::GitLab(_) => Ok(configured.map(str::to_string)),
         }
     }
 

@@ -51,8 +51,8 @@ pub struct PullEvent {
     pub head_sha: String,
     pub base_ref: String,
     pub base_sha: Option<String>,
-    /// Where the head commit lives when the pull request comes from a fork.
-    pub fork_clone_url: Option<String>,
+    /// The head lives in another repository (a fork): its content is untrusted.
+    pub from_fork: bool,
     pub closed: bool,
 }
 
@@ -157,13 +157,14 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
             }
             let repo = repo(&f)?;
             let head_repo = text(&value, "/pull_request/head/repo/full_name");
-            let fork = head_repo.as_deref().is_some_and(|h| h != repo.full_name);
+            // A deleted fork leaves no head repository: still a fork.
+            let from_fork = head_repo.as_deref() != Some(repo.full_name.as_str());
             Ok(Event::Pull(PullEvent {
                 number: f.number("/pull_request/number")?,
                 head_sha: f.text("/pull_request/head/sha")?,
                 base_ref: f.text("/pull_request/base/ref")?,
                 base_sha: text(&value, "/pull_request/base/sha"),
-                fork_clone_url: fork.then(|| text(&value, "/pull_request/head/repo/clone_url")).flatten(),
+                from_fork,
                 closed,
                 repo,
             }))
@@ -237,9 +238,7 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 head_sha: f.text("/object_attributes/last_commit/id")?,
                 base_ref: f.text("/object_attributes/target_branch")?,
                 base_sha: None,
-                fork_clone_url: fork
-                    .then(|| text(&value, "/object_attributes/source/git_http_url"))
-                    .flatten(),
+                from_fork: fork,
                 closed,
                 repo,
             }))
@@ -343,7 +342,7 @@ mod tests {
             assert_eq!(pull.repo.clone_url, "https://github.com/Codertocat/Hello-World.git");
             assert_eq!(pull.head_sha.len(), 40);
             assert_eq!(pull.closed, closed, "{file}");
-            assert_eq!(pull.fork_clone_url, None);
+            assert!(!pull.from_fork);
         }
     }
 

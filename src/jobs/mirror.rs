@@ -28,14 +28,13 @@ impl Mirrors {
     }
 
     /// The mirror of `clone_url`, fetched so that every commit of `wanted` is present (blocking).
-    /// `refspecs` are fetched besides the branches (e.g. `+refs/pull/*/head:refs/pull/*/head`);
-    /// `extra_url` is a fork to fetch missing commits from.
+    /// `refspecs` are fetched besides the branches (`+refs/pull/*/head:refs/pull/*/head`: the forge
+    /// keeps the heads of pull requests, from forks too, in the base repository).
     pub fn fetch(
         &self,
         clone_url: &str,
         refspecs: &[&str],
         wanted: &[&str],
-        extra_url: Option<&str>,
         auth: Option<&GitAuth>,
     ) -> Result<PathBuf> {
         let key = hex::encode(&Sha256::digest(clone_url.as_bytes())[..12]);
@@ -52,21 +51,16 @@ impl Mirrors {
         let mut args =
             vec!["fetch", "--quiet", "--prune", "--no-tags", "origin", "+refs/heads/*:refs/heads/*"];
         args.extend(refspecs);
-        git(&path, auth, &args).with_context(|| format!("cannot fetch {}", redact(clone_url)))?;
+        git(&path, auth, &args)
+            .with_context(|| format!("cannot fetch {}", crate::git::redact_url(clone_url)))?;
         for sha in wanted {
             if has_commit(&path, sha) {
                 continue;
             }
-            // Commits only reachable from other refs (or only in a fork): ask for them by id.
+            // Commits only reachable from other refs: ask for them by id.
             let _ = git(&path, auth, &["fetch", "--quiet", "origin", sha]);
             if !has_commit(&path, sha) {
-                if let Some(url) = extra_url {
-                    let fork_auth = auth.filter(|_| url.starts_with("http"));
-                    let _ = git(&path, fork_auth, &["fetch", "--quiet", url, sha]);
-                }
-            }
-            if !has_commit(&path, sha) {
-                bail!("commit {sha} is not in {} (force-pushed away?)", redact(clone_url));
+                bail!("commit {sha} is not in {} (force-pushed away?)", crate::git::redact_url(clone_url));
             }
         }
         Ok(path)
@@ -100,18 +94,6 @@ fn git(repo: &Path, auth: Option<&GitAuth>, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// A URL without credentials, for messages.
-fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
-            let _ = parsed.set_username("");
-            let _ = parsed.set_password(None);
-            parsed.to_string()
-        }
-        _ => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,18 +119,21 @@ mod tests {
         let cache = tempfile::tempdir().unwrap();
         let mirrors = Mirrors::new(cache.path().to_path_buf());
         let url = format!("file://{}", up.display());
-        let path = mirrors.fetch(&url, &[], &[&feature], None, None).unwrap();
+        let path = mirrors.fetch(&url, &[], &[&feature], None).unwrap();
         assert!(has_commit(&path, &feature));
         assert_eq!(run(&path, &["remote", "get-url", "origin"]), url);
         // A second fetch reuses the mirror.
-        assert_eq!(mirrors.fetch(&url, &[], &[&feature], None, None).unwrap(), path);
+        assert_eq!(mirrors.fetch(&url, &[], &[&feature], None).unwrap(), path);
         let missing = "0123456789012345678901234567890123456789";
-        let error = mirrors.fetch(&url, &[], &[missing], None, None).unwrap_err();
+        let error = mirrors.fetch(&url, &[], &[missing], None).unwrap_err();
         assert!(error.to_string().contains(missing), "{error}");
     }
 
     #[test]
     fn credentials_never_show_in_messages() {
-        assert_eq!(redact("https://x-access-token:secret@github.com/o/r.git"), "https://github.com/o/r.git");
+        assert_eq!(
+            crate::git::redact_url("https://x-access-token:secret@github.com/o/r.git"),
+            "https://github.com/o/r.git"
+        );
     }
 }

@@ -27,15 +27,7 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum JobPayload {
     /// Plan one head of a pull request and answer with a comment and a status.
-    Plan {
-        repo: RepoInfo,
-        number: u64,
-        base_ref: String,
-        base_sha: Option<String>,
-        head_sha: String,
-        fork_clone_url: Option<String>,
-        trigger: String,
-    },
+    Plan { repo: RepoInfo, number: u64, base_ref: String, head_sha: String, trigger: String },
     /// A `/fluxplan` command from a comment.
     Command {
         repo: RepoInfo,
@@ -47,6 +39,8 @@ pub enum JobPayload {
     },
     /// A push to a base branch: the plans of its open pull requests are stale.
     Replan { repo: RepoInfo, branch: String },
+    /// A closed pull request: its queued and running plans are superseded.
+    Closed { repo: RepoInfo, number: u64 },
 }
 
 impl JobPayload {
@@ -55,6 +49,7 @@ impl JobPayload {
             JobPayload::Plan { .. } => "plan",
             JobPayload::Command { .. } => "command",
             JobPayload::Replan { .. } => "replan",
+            JobPayload::Closed { .. } => "closed",
         }
     }
 
@@ -64,8 +59,10 @@ impl JobPayload {
             JobPayload::Plan { repo, number, head_sha, .. } => (repo, *number, head_sha.clone()),
             JobPayload::Command { repo, number, .. } => (repo, *number, String::new()),
             JobPayload::Replan { repo, .. } => (repo, 0, String::new()),
+            JobPayload::Closed { repo, number } => (repo, *number, String::new()),
         };
         let is_plan = matches!(self, JobPayload::Plan { .. });
+        let supersedes = is_plan || matches!(self, JobPayload::Closed { .. });
         let forced = matches!(self, JobPayload::Plan { trigger, .. } if trigger == "command");
         NewJob {
             kind: self.kind().to_string(),
@@ -74,7 +71,7 @@ impl JobPayload {
             pr_number: number as i64,
             head_sha,
             payload: serde_json::to_string(self).expect("payloads serialize"),
-            supersedes_older_heads: is_plan,
+            supersedes_older_heads: supersedes,
             dedupe_same_head: is_plan && !forced,
         }
     }
@@ -83,17 +80,17 @@ impl JobPayload {
 /// The jobs an event asks for (none for events fluxplan ignores).
 pub fn jobs_for(event: &Event, allow_forks: bool) -> Result<Vec<JobPayload>, String> {
     Ok(match event {
-        Event::Pull(pull) if pull.closed => Vec::new(),
-        Event::Pull(pull) if pull.fork_clone_url.is_some() && !allow_forks => {
+        Event::Pull(pull) if pull.closed => {
+            vec![JobPayload::Closed { repo: pull.repo.clone(), number: pull.number }]
+        }
+        Event::Pull(pull) if pull.from_fork && !allow_forks => {
             return Err("pull requests from forks are not planned (FLUXPLAN_ALLOW_FORKS is off)".into())
         }
         Event::Pull(pull) => vec![JobPayload::Plan {
             repo: pull.repo.clone(),
             number: pull.number,
             base_ref: pull.base_ref.clone(),
-            base_sha: pull.base_sha.clone(),
             head_sha: pull.head_sha.clone(),
-            fork_clone_url: pull.fork_clone_url.clone(),
             trigger: "pull-request".into(),
         }],
         Event::Comment(comment) if comment.author_is_bot => Vec::new(),

@@ -140,7 +140,10 @@ impl Worker {
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
-                    let _ = store.heartbeat(id, &worker).await;
+                    if let Ok(false) = store.heartbeat(id, &worker).await {
+                        tracing::warn!(job = id, "lost the job (superseded or taken over): it will not post");
+                        return;
+                    }
                 }
             })
         };
@@ -169,11 +172,26 @@ impl Worker {
             Err(JobError::Retry(error, _)) | Err(JobError::Fatal(error)) => {
                 tracing::error!(%error, attempts = job.attempts, "job failed");
                 self.metrics.jobs_failed.with_label_values(&[&job.kind]).inc();
+                self.report_failure(&job, &error).await;
                 self.store.finish_job(job.id, &self.id, "failed", now_ms(), Some(&error)).await
             }
         };
         if let Err(e) = outcome {
             tracing::error!(error = %format!("{e:#}"), "recording the job outcome failed");
+        }
+    }
+
+    /// A plan that gives up says so on the commit: a status left `pending` would block the merge
+    /// without a reason.
+    async fn report_failure(&self, job: &Job, error: &str) {
+        let Ok(JobPayload::Plan { repo, head_sha, .. }) = serde_json::from_str::<JobPayload>(&job.payload)
+        else {
+            return;
+        };
+        let Some((forge, _)) = self.forges.get(repo.forge) else { return };
+        let description = format!("fluxplan failed: {error}");
+        if let Err(e) = forge.set_status(&repo, &head_sha, StatusState::Error, &description, None).await {
+            tracing::warn!(error = %e, "cannot report the failure on the commit");
         }
     }
 
@@ -196,11 +214,11 @@ impl Worker {
 
     async fn perform(&self, job: &Job, payload: JobPayload) -> Result<(), JobError> {
         match payload {
-            JobPayload::Plan { repo, number, base_ref, base_sha, head_sha, fork_clone_url, trigger } => {
-                let target =
-                    PlanTarget { repo, number, base_ref, base_sha, head_sha, fork_clone_url, trigger };
-                self.plan(job, target).await
+            JobPayload::Plan { repo, number, base_ref, head_sha, trigger } => {
+                self.plan(job, PlanTarget { repo, number, base_ref, head_sha, trigger }).await
             }
+            // Enqueueing it superseded the pull request's plans: nothing left to do.
+            JobPayload::Closed { .. } => Ok(()),
             JobPayload::Command { repo, number, comment_id, author, author_id, command } => {
                 self.command(&repo, number, comment_id, &author, author_id, command).await
             }
@@ -209,7 +227,7 @@ impl Worker {
                 let pulls = self.count_forge_error(&repo, forge.open_pulls(&repo, &branch).await)?;
                 let jobs: Vec<_> = pulls
                     .into_iter()
-                    .filter(|p| p.fork_clone_url.is_none() || self.config.allow_forks)
+                    .filter(|p| self.unplannable(p).is_none())
                     .map(|p| plan_payload(&repo, &p, "base-push").to_job())
                     .collect();
                 self.store.enqueue(&jobs).await?;
@@ -218,8 +236,10 @@ impl Worker {
         }
     }
 
+    /// True while this worker still holds the job: not superseded by a newer push, not taken
+    /// over by another worker after a lost lease.
     async fn still_current(&self, job: &Job) -> Result<bool, JobError> {
-        Ok(self.store.job_status(job.id).await? == "running")
+        Ok(self.store.holds(job.id, &self.id).await?)
     }
 
     async fn plan(&self, job: &Job, target: PlanTarget) -> Result<(), JobError> {
@@ -275,11 +295,11 @@ impl Worker {
             ForgeKind::GitHub => "+refs/pull/*/head:refs/pull/*/head",
             ForgeKind::GitLab => "+refs/merge-requests/*/head:refs/merge-requests/*/head",
         };
+        let token = self.count_forge_error(repo, forge.git_token(repo, token.as_deref()).await)?;
         let auth = token.map(|token| GitAuth { user: git_user(repo.forge), token });
-        let (clone_url, head, fork) =
-            (repo.clone_url.clone(), target.head_sha.clone(), target.fork_clone_url.clone());
+        let (clone_url, head) = (repo.clone_url.clone(), target.head_sha.clone());
         let mirror = tokio::task::spawn_blocking(move || {
-            mirrors.fetch(&clone_url, &[refspec], &[head.as_str()], fork.as_deref(), auth.as_ref())
+            mirrors.fetch(&clone_url, &[refspec], &[head.as_str()], auth.as_ref())
         })
         .await
         .map_err(|e| JobError::Fatal(e.to_string()))??;
@@ -385,6 +405,31 @@ impl Worker {
         Ok(())
     }
 
+    /// Why a pull request is not planned, if it is not.
+    fn unplannable(&self, pull: &PullInfo) -> Option<&'static str> {
+        if !pull.open {
+            Some("this pull request is closed: nothing to plan.")
+        } else if pull.is_fork && !self.config.allow_forks {
+            Some("pull requests from forks are not planned here (FLUXPLAN_ALLOW_FORKS is off).")
+        } else {
+            None
+        }
+    }
+
+    /// Answers a command that is not carried out: a 👎 and why.
+    async fn refuse(
+        &self,
+        forge: &ForgeClient,
+        repo: &RepoInfo,
+        number: u64,
+        comment_id: u64,
+        why: &str,
+    ) -> Result<(), JobError> {
+        self.count_forge_error(repo, forge.react(repo, number, comment_id, Reaction::Refused).await)?;
+        self.count_forge_error(repo, forge.create_comment(repo, number, why).await)?;
+        Ok(())
+    }
+
     async fn command(
         &self,
         repo: &RepoInfo,
@@ -405,6 +450,9 @@ impl Worker {
             }
             Command::Plan => {
                 let pull = self.count_forge_error(repo, forge.pull(repo, number).await)?;
+                if let Some(why) = self.unplannable(&pull) {
+                    return self.refuse(forge, repo, number, comment_id, &format!("@{author}: {why}")).await;
+                }
                 self.store.enqueue(&[plan_payload(repo, &pull, "command").to_job()]).await?;
                 self.count_forge_error(
                     repo,
@@ -414,41 +462,42 @@ impl Worker {
             Command::Approve => {
                 if !self.count_forge_error(repo, forge.can_write(repo, author, author_id).await)? {
                     tracing::warn!(user = author, "approval refused: no write permission");
-                    self.count_forge_error(
-                        repo,
-                        forge.react(repo, number, comment_id, Reaction::Refused).await,
-                    )?;
-                    let reply = format!(
+                    let why = format!(
                         "@{author}: `/fluxplan approve` needs write, maintain or admin permission on {}; the plan stays blocked.",
                         repo.full_name
                     );
-                    self.count_forge_error(repo, forge.create_comment(repo, number, &reply).await)?;
-                    return Ok(());
+                    return self.refuse(forge, repo, number, comment_id, &why).await;
                 }
+                // Only the plan reviewers saw can be approved: the current head's, once posted.
                 let pull = self.count_forge_error(repo, forge.pull(repo, number).await)?;
                 let key = (repo.forge.as_str(), repo.full_name.as_str(), number as i64);
-                self.store.approve(key.0, key.1, key.2, &pull.head_sha, author).await?;
-                tracing::info!(user = author, sha = %pull.head_sha, "plan approved");
+                let Some(run) = self.store.latest_run(key.0, key.1, key.2, &pull.head_sha).await? else {
+                    let why = format!(
+                        "@{author}: the plan of the current head {} is not posted yet; approve once it is.",
+                        short(&pull.head_sha)
+                    );
+                    return self.refuse(forge, repo, number, comment_id, &why).await;
+                };
+                self.store.approve(key.0, key.1, key.2, &run.head_sha, author).await?;
+                tracing::info!(user = author, sha = %run.head_sha, "plan approved");
                 self.count_forge_error(
                     repo,
                     forge.react(repo, number, comment_id, Reaction::Accepted).await,
                 )?;
-                if let Some(run) = self.store.latest_run(key.0, key.1, key.2, &pull.head_sha).await? {
-                    let url = self
-                        .config
-                        .public_url
-                        .as_ref()
-                        .map(|u| format!("{}/runs/{}", u.trim_end_matches('/'), run.id));
-                    let description =
-                        format!("approved by {author} ({})", run.verdict.as_deref().unwrap_or("planned"));
-                    let status = forge
-                        .set_status(repo, &pull.head_sha, StatusState::Success, &description, url.as_deref())
-                        .await;
-                    self.count_forge_error(repo, status)?;
-                }
+                let url = self
+                    .config
+                    .public_url
+                    .as_ref()
+                    .map(|u| format!("{}/runs/{}", u.trim_end_matches('/'), run.id));
+                let description =
+                    format!("approved by {author} ({})", run.verdict.as_deref().unwrap_or("planned"));
+                let status = forge
+                    .set_status(repo, &run.head_sha, StatusState::Success, &description, url.as_deref())
+                    .await;
+                self.count_forge_error(repo, status)?;
                 let reply = format!(
                     "Approved by @{author} for {}: the `fluxplan` status passes for this commit. A new push needs a new approval.",
-                    short(&pull.head_sha)
+                    short(&run.head_sha)
                 );
                 self.count_forge_error(repo, forge.create_comment(repo, number, &reply).await)?;
             }
@@ -461,10 +510,7 @@ struct PlanTarget {
     repo: RepoInfo,
     number: u64,
     base_ref: String,
-    #[allow(dead_code)]
-    base_sha: Option<String>,
     head_sha: String,
-    fork_clone_url: Option<String>,
     trigger: String,
 }
 
@@ -473,9 +519,7 @@ fn plan_payload(repo: &RepoInfo, pull: &PullInfo, trigger: &str) -> JobPayload {
         repo: repo.clone(),
         number: pull.number,
         base_ref: pull.base_ref.clone(),
-        base_sha: pull.base_sha.clone(),
         head_sha: pull.head_sha.clone(),
-        fork_clone_url: pull.fork_clone_url.clone(),
         trigger: trigger.to_string(),
     }
 }
@@ -489,7 +533,7 @@ fn git_user(forge: ForgeKind) -> &'static str {
 }
 
 fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(8)]
+    sha.get(..8).unwrap_or(sha)
 }
 
 /// The commit status for a plan: blocked plans fail (naming why) unless approved.

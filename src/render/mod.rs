@@ -10,11 +10,6 @@ mod walk;
 
 pub use walk::{render, Renderer};
 
-/// A renderer with the kustomize found on this machine and an optional on-disk cache.
-pub fn walk_renderer(timeout: Duration, cache_dir: Option<PathBuf>) -> anyhow::Result<Renderer> {
-    Renderer::new(timeout, cache_dir)
-}
-
 use crate::cluster::SubstitutionSource;
 use crate::flux::{Kustomization, KustomizationRef, ObjectId, SourceRef};
 use serde::Serialize;

@@ -242,15 +242,13 @@ impl Renderer {
             });
             for (node, mut rendered, children) in results {
                 let cluster = &mut clusters[node.cluster];
-                if cluster.kustomizations.iter().any(|k| k.reference() == rendered.reference()) {
-                    let other =
-                        cluster.kustomizations.iter_mut().find(|k| k.reference() == rendered.reference());
-                    if let Some(other) = other {
-                        other.warnings.push(format!(
-                            "also produced by {}: two definitions of one Kustomization fight over it",
-                            rendered.parent.as_ref().map(|p| p.to_string()).unwrap_or_default()
-                        ));
-                    }
+                if let Some(other) =
+                    cluster.kustomizations.iter_mut().find(|k| k.reference() == rendered.reference())
+                {
+                    other.warnings.push(format!(
+                        "also produced by {}: two definitions of one Kustomization fight over it",
+                        rendered.parent.as_ref().map(|p| p.to_string()).unwrap_or_default()
+                    ));
                     continue;
                 }
                 if let Some(file) = &rendered.file {

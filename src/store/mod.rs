@@ -260,17 +260,19 @@ impl Store {
         Ok(row.as_ref().map(job_row).transpose()?)
     }
 
-    /// Keeps a running job's lease alive.
-    pub async fn heartbeat(&self, id: i64, worker: &str) -> Result<()> {
-        sqlx::query(
+    /// Keeps a running job's lease alive; `false` when the job is no longer this worker's (its
+    /// lease expired and another worker took it, or a newer push superseded it).
+    pub async fn heartbeat(&self, id: i64, worker: &str) -> Result<bool> {
+        let renewed = sqlx::query(
             "UPDATE jobs SET heartbeat_at = $1 WHERE id = $2 AND locked_by = $3 AND status = 'running'",
         )
         .bind(now_ms())
         .bind(id)
         .bind(worker)
         .execute(&self.pool)
-        .await?;
-        Ok(())
+        .await?
+        .rows_affected();
+        Ok(renewed == 1)
     }
 
     /// Sets a running job's final or next state (`done`, `failed`, `queued` to retry later).
@@ -301,7 +303,8 @@ impl Store {
     /// period).
     pub async fn release_running(&self, instance: &str) -> Result<u64> {
         Ok(sqlx::query(
-            "UPDATE jobs SET status = 'queued', locked_by = NULL, updated_at = $1 WHERE status = 'running'              AND locked_by LIKE $2",
+            "UPDATE jobs SET status = 'queued', locked_by = NULL, updated_at = $1 \
+             WHERE status = 'running' AND locked_by LIKE $2",
         )
         .bind(now_ms())
         .bind(format!("{instance}-%"))
@@ -310,24 +313,42 @@ impl Store {
         .rows_affected())
     }
 
-    /// The status of a job (to see whether a newer push superseded it).
-    pub async fn job_status(&self, id: i64) -> Result<String> {
-        let row = sqlx::query("SELECT status FROM jobs WHERE id = $1").bind(id).fetch_one(&self.pool).await?;
-        Ok(row.try_get("status")?)
+    /// True while `worker` still holds the job (not superseded, not taken over).
+    pub async fn holds(&self, id: i64, worker: &str) -> Result<bool> {
+        let row = sqlx::query("SELECT status, locked_by FROM jobs WHERE id = $1")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await?;
+        let status: String = row.try_get("status")?;
+        let holder: Option<String> = row.try_get("locked_by")?;
+        Ok(status == "running" && holder.as_deref() == Some(worker))
     }
 
-    /// Running jobs whose lease expired (their worker died) go back to the queue.
-    pub async fn reclaim_expired(&self, lease_ms: i64) -> Result<u64> {
-        let cutoff = now_ms() - lease_ms;
-        Ok(sqlx::query(
+    /// Running jobs whose lease expired (their worker died) go back to the queue, or fail when
+    /// they have used every attempt (a job that kills its worker must not loop forever).
+    pub async fn reclaim_expired(&self, lease_ms: i64, max_attempts: i64) -> Result<u64> {
+        let (now, cutoff) = (now_ms(), now_ms() - lease_ms);
+        let failed = sqlx::query(
+            "UPDATE jobs SET status = 'failed', locked_by = NULL, updated_at = $1, \
+             last_error = 'the worker stopped during every attempt' \
+             WHERE status = 'running' AND heartbeat_at < $2 AND attempts >= $3",
+        )
+        .bind(now)
+        .bind(cutoff)
+        .bind(max_attempts)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        let requeued = sqlx::query(
             "UPDATE jobs SET status = 'queued', locked_by = NULL, updated_at = $1 \
              WHERE status = 'running' AND heartbeat_at < $2",
         )
-        .bind(now_ms())
+        .bind(now)
         .bind(cutoff)
         .execute(&self.pool)
         .await?
-        .rows_affected())
+        .rows_affected();
+        Ok(failed + requeued)
     }
 
     /// The jobs of one pull request, oldest first: (kind, head sha, status, attempts).
@@ -524,13 +545,12 @@ async fn enqueue_in(
         if job.supersedes_older_heads {
             superseded += sqlx::query(
                 "UPDATE jobs SET status = 'superseded', updated_at = $1 WHERE forge = $2 AND repo = $3 \
-                     AND pr_number = $4 AND kind = $5 AND status IN ('queued', 'running') AND head_sha <> $6",
+                     AND pr_number = $4 AND kind = 'plan' AND status IN ('queued', 'running') AND head_sha <> $5",
             )
             .bind(now)
             .bind(&job.forge)
             .bind(&job.repo)
             .bind(job.pr_number)
-            .bind(&job.kind)
             .bind(&job.head_sha)
             .execute(&mut **tx)
             .await?
@@ -573,11 +593,5 @@ async fn enqueue_in(
 
 /// A database URL without its password, for messages.
 pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        _ => url.to_string(),
-    }
+    crate::git::redact_url(url)
 }

@@ -134,7 +134,11 @@ fn ids(snapshot: &ClusterSnapshot, name: &str) -> Vec<String> {
 /// `fluxplan plan --kube` through the binary against the fake; returns the JSON plan and exit code.
 fn plan_kube(repo: &Repo, fake: &FakeKube, extra: &[&str]) -> (Value, i32) {
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = fake.kubeconfig(dir.path());
+    plan_with_kubeconfig(repo, &fake.kubeconfig(dir.path()), extra)
+}
+
+/// Like `plan_kube`, with any kubeconfig.
+fn plan_with_kubeconfig(repo: &Repo, kubeconfig: &std::path::Path, extra: &[&str]) -> (Value, i32) {
     let out = Command::new(fluxplan_bin())
         .args([
             "plan",
@@ -150,7 +154,7 @@ fn plan_kube(repo: &Repo, fake: &FakeKube, extra: &[&str]) -> (Value, i32) {
         ])
         .arg(repo.path())
         .args(extra)
-        .env("KUBECONFIG", &kubeconfig)
+        .env("KUBECONFIG", kubeconfig)
         .output()
         .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -286,25 +290,8 @@ fn a_dead_cluster_gives_a_degraded_offline_plan() {
         fake.kubeconfig(dir.path())
         // dropped here: nothing listens on that port any more
     };
-    let out = Command::new(fluxplan_bin())
-        .args([
-            "plan",
-            "--no-cache",
-            "--kube",
-            "--base",
-            "HEAD~1",
-            "--head",
-            "HEAD",
-            "--format",
-            "json",
-            "--repo",
-        ])
-        .arg(repo.path())
-        .env("KUBECONFIG", &kubeconfig)
-        .output()
-        .unwrap();
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(out.status.code(), Some(1), "offline, the image bump is a change");
+    let (plan, code) = plan_with_kubeconfig(&repo, &kubeconfig, &[]);
+    assert_eq!(code, 1, "offline, the image bump is a change");
     assert!(plan["degraded"].as_str().unwrap().contains("unreachable"), "{}", plan["degraded"]);
     assert_eq!(plan["alerts"][0]["code"], "cluster-unreachable");
     assert_eq!(
