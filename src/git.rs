@@ -1,6 +1,7 @@
 //! The git commands fluxplan needs: resolve a revision, export its tree, list remotes.
 
 use anyhow::{bail, Context, Result};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -26,11 +27,34 @@ pub fn resolve_commit(repo: &Path, rev: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out).trim().to_string())
 }
 
-/// The tree of `commit` as a tar stream (read into memory; repositories are small next to RAM).
-pub fn archive(repo: &Path, commit: &str) -> Result<Vec<u8>> {
-    let mut cmd = git(repo);
-    cmd.args(["archive", "--format=tar", commit]);
-    output(cmd, &format!("export revision {commit}"))
+/// Streams the tree of `commit` as a tar archive into `consume` (never held in memory whole: a
+/// hostile revision cannot exhaust it).
+pub fn archive_into<T>(
+    repo: &Path,
+    commit: &str,
+    consume: impl FnOnce(&mut dyn Read) -> Result<T>,
+) -> Result<T> {
+    let mut child = git(repo)
+        .args(["archive", "--format=tar", commit])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run git to export a revision (is git installed?)")?;
+    let mut stdout = child.stdout.take().context("git archive has no output")?;
+    let result = consume(&mut stdout);
+    if result.is_ok() {
+        // The archive's padding after the end marker: read it, or git dies of a broken pipe.
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+    }
+    drop(stdout);
+    if result.is_err() {
+        let _ = child.kill();
+    }
+    let output = child.wait_with_output()?;
+    if result.is_ok() && !output.status.success() {
+        bail!("git could not export revision {commit}: {}", String::from_utf8_lossy(&output.stderr).trim());
+    }
+    result
 }
 
 /// The content of `path` at `commit`, `None` when the file does not exist there.

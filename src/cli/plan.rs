@@ -41,7 +41,7 @@ pub struct PlanArgs {
 }
 
 /// How to reach live clusters (read-only: get and list only).
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Clone, Args, Default)]
 pub struct LiveArgs {
     /// Plan against the live cluster (KUBECONFIG, or in-cluster): its inventories are the truth.
     #[arg(long, conflicts_with = "cluster_snapshot")]

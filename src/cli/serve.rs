@@ -141,7 +141,7 @@ async fn serve(args: ServeArgs) -> Result<u8> {
         lease,
         max_attempts: args.max_attempts.max(1),
         cluster_snapshot: args.cluster_snapshot.clone(),
-        live: crate::jobs::worker_live(&args.live),
+        live: args.live.clone(),
         comment_limit: args.comment_limit,
     });
     let mirrors = Arc::new(Mirrors::new(args.database.data_dir.join("mirrors")));

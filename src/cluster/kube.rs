@@ -471,9 +471,13 @@ fn with_type(mut object: Value, resource: &ApiResource) -> Value {
     object
 }
 
-/// A Secret without its values: they never leave the process (a snapshot then reads them as
-/// values only the cluster knows).
+/// A live object as fluxplan keeps it: a Secret without its values, and no object with the
+/// `last-applied-configuration` annotation, which repeats the whole object (a Secret's values
+/// too). Values never leave the process; a snapshot then reads them as only the cluster knows.
 fn strip_secret_values(mut object: Value) -> Value {
+    if let Some(annotations) = object.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
     if object["kind"] == "Secret" {
         if let Some(map) = object.as_object_mut() {
             map.remove("data");

@@ -158,8 +158,17 @@ fn validate_manifest_file(file: &Path, display: &dyn Fn(&Path) -> String) -> Res
     Ok(())
 }
 
-/// A short, single-line rendering of a document for error messages.
+/// A short, single-line rendering of a document for error messages (values of Secret-like
+/// fields left out).
 fn short(doc: &Value) -> String {
+    let mut doc = doc.clone();
+    if let Some(map) = doc.as_object_mut() {
+        for field in ["data", "stringData"] {
+            if map.contains_key(field) {
+                map.insert(field.into(), Value::String("…".into()));
+            }
+        }
+    }
     let text = doc.to_string();
     if text.len() > 80 {
         format!("{}…", &text[..text.floor_char_boundary(80)])

@@ -21,6 +21,8 @@ pub enum GitHubAuth {
 pub struct GitHub {
     client: Octocrab,
     is_app: bool,
+    /// The login fluxplan comments as, learned once.
+    login: tokio::sync::OnceCell<String>,
 }
 
 #[derive(Clone, Copy)]
@@ -46,7 +48,7 @@ impl GitHub {
                 (builder.app(AppId(app_id), key), true)
             }
         };
-        Ok(GitHub { client: builder.build()?, is_app })
+        Ok(GitHub { client: builder.build()?, is_app, login: tokio::sync::OnceCell::new() })
     }
 
     /// The client acting for `repo`: the App's installation when running as an App.
@@ -162,11 +164,48 @@ impl GitHub {
         Ok(())
     }
 
-    pub async fn comments(&self, repo: &RepoInfo, number: u64) -> Result<Vec<(u64, String)>, ForgeError> {
+    /// Who fluxplan comments as: the token's user, or the App's bot (`<slug>[bot]`).
+    pub async fn login(&self, repo: &RepoInfo) -> Result<String, ForgeError> {
+        let login = self
+            .login
+            .get_or_try_init(|| async {
+                if self.is_app {
+                    let response =
+                        self.client._get("/app").await.map_err(|e| ForgeError::Transient(e.to_string()))?;
+                    let status = response.status().as_u16();
+                    let text = self
+                        .client
+                        .body_to_string(response)
+                        .await
+                        .map_err(|e| ForgeError::Transient(e.to_string()))?;
+                    if status >= 400 {
+                        return Err(ForgeError::from_status(status, None, &text));
+                    }
+                    let app: Value =
+                        serde_json::from_str(&text).map_err(|e| ForgeError::Permanent(e.to_string()))?;
+                    Ok(format!("{}[bot]", app["slug"].as_str().unwrap_or_default()))
+                } else {
+                    let user = self.request(repo, Method::Get, "/user", None).await?;
+                    Ok(user["login"].as_str().unwrap_or_default().to_string())
+                }
+            })
+            .await?;
+        Ok(login.clone())
+    }
+
+    /// Comments of a pull request: (id, body, author login), oldest first.
+    pub async fn comments(
+        &self,
+        repo: &RepoInfo,
+        number: u64,
+    ) -> Result<Vec<(u64, String, String)>, ForgeError> {
         let items = self.list(repo, &format!("/repos/{}/issues/{number}/comments", repo.full_name)).await?;
         Ok(items
             .iter()
-            .filter_map(|c| Some((c["id"].as_u64()?, c["body"].as_str().unwrap_or("").to_string())))
+            .filter_map(|c| {
+                let author = c["user"]["login"].as_str().unwrap_or_default().to_string();
+                Some((c["id"].as_u64()?, c["body"].as_str().unwrap_or("").to_string(), author))
+            })
             .collect())
     }
 

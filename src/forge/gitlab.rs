@@ -20,6 +20,8 @@ const DEVELOPER_ACCESS: u64 = 30;
 
 pub struct GitLab {
     client: AsyncGitlab,
+    /// The user id fluxplan writes notes as, learned once.
+    user_id: tokio::sync::OnceCell<u64>,
 }
 
 /// An endpoint by method and path, for what the crate does not offer.
@@ -91,7 +93,7 @@ impl GitLab {
         }
         let client =
             builder.build_async().await.map_err(|e| anyhow::anyhow!("cannot reach GitLab at {url}: {e}"))?;
-        Ok(GitLab { client })
+        Ok(GitLab { client, user_id: tokio::sync::OnceCell::new() })
     }
 
     async fn raw(
@@ -153,14 +155,34 @@ impl GitLab {
         api::ignore(endpoint).query_async(&self.client).await.map_err(map_error)
     }
 
-    pub async fn comments(&self, repo: &RepoInfo, iid: u64) -> Result<Vec<(u64, String)>, ForgeError> {
+    /// The id of the user fluxplan writes as.
+    pub async fn user_id(&self) -> Result<u64, ForgeError> {
+        let id = self
+            .user_id
+            .get_or_try_init(|| async {
+                let user = self.raw(http::Method::GET, "user".into(), Vec::new()).await?;
+                user["id"].as_u64().ok_or_else(|| ForgeError::Permanent("GitLab /user has no id".into()))
+            })
+            .await?;
+        Ok(*id)
+    }
+
+    /// Notes of a merge request: (id, body, author id), oldest first.
+    pub async fn comments(
+        &self,
+        repo: &RepoInfo,
+        iid: u64,
+    ) -> Result<Vec<(u64, String, String)>, ForgeError> {
         let path = format!("projects/{}/merge_requests/{iid}/notes", project(repo));
         let params = vec![("sort", "asc".to_string()), ("order_by", "created_at".to_string())];
         Ok(self
             .all_pages(path, params)
             .await?
             .iter()
-            .filter_map(|n| Some((n["id"].as_u64()?, n["body"].as_str().unwrap_or("").to_string())))
+            .filter_map(|n| {
+                let author = n["author"]["id"].as_u64().map(|id| id.to_string()).unwrap_or_default();
+                Some((n["id"].as_u64()?, n["body"].as_str().unwrap_or("").to_string(), author))
+            })
             .collect())
     }
 

@@ -194,17 +194,29 @@ impl ForgeClient {
     }
 
     /// The bot's own comments on a pull request that carry `marker`, oldest first.
+    /// fluxplan's own comments on a pull request that carry `marker`, oldest first (a comment of
+    /// someone else that starts with the marker is never touched).
     pub async fn marked_comments(
         &self,
         repo: &RepoInfo,
         number: u64,
         marker: &str,
     ) -> Result<Vec<(u64, String)>, ForgeError> {
-        let all = match self {
-            ForgeClient::GitHub(c) => with_retries("list comments", || c.comments(repo, number)).await?,
-            ForgeClient::GitLab(c) => with_retries("list notes", || c.comments(repo, number)).await?,
+        let (all, me) = match self {
+            ForgeClient::GitHub(c) => (
+                with_retries("list comments", || c.comments(repo, number)).await?,
+                with_retries("read own login", || c.login(repo)).await?,
+            ),
+            ForgeClient::GitLab(c) => (
+                with_retries("list notes", || c.comments(repo, number)).await?,
+                with_retries("read own user", || c.user_id()).await?.to_string(),
+            ),
         };
-        Ok(all.into_iter().filter(|(_, body)| body.starts_with(marker)).collect())
+        Ok(all
+            .into_iter()
+            .filter(|(_, body, author)| *author == me && body.starts_with(marker))
+            .map(|(id, body, _)| (id, body))
+            .collect())
     }
 
     pub async fn create_comment(&self, repo: &RepoInfo, number: u64, body: &str) -> Result<u64, ForgeError> {

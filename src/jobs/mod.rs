@@ -5,17 +5,7 @@
 pub mod mirror;
 mod worker;
 
-pub use worker::{Forges, LiveArgsConfig, Worker, WorkerConfig};
-
-/// The cluster options of `serve`, as each plan job uses them.
-pub fn worker_live(args: &crate::cli::plan::LiveArgs) -> LiveArgsConfig {
-    LiveArgsConfig {
-        kube: args.kube,
-        context: args.context.clone(),
-        read_secrets: args.read_secrets,
-        clusters: args.clusters.clone(),
-    }
-}
+pub use worker::{Forges, Worker, WorkerConfig};
 
 use crate::forge::webhook::{Command, Event};
 use crate::forge::RepoInfo;

@@ -47,18 +47,9 @@ pub struct WorkerConfig {
     pub max_attempts: i64,
     /// How plans read the cluster (snapshot file, live, several clusters), as on the command line.
     pub cluster_snapshot: Option<PathBuf>,
-    pub live: LiveArgsConfig,
+    pub live: LiveArgs,
     /// Maximum characters of one comment.
     pub comment_limit: usize,
-}
-
-/// The cluster options of `fluxplan serve`, copied into each plan.
-#[derive(Clone, Default)]
-pub struct LiveArgsConfig {
-    pub kube: bool,
-    pub context: Option<String>,
-    pub read_secrets: bool,
-    pub clusters: Option<PathBuf>,
 }
 
 pub struct Worker {
@@ -360,19 +351,13 @@ impl Worker {
         render.no_cache = false;
         render.cache_dir = Some(self.config.data_dir.join("cache"));
         render.cluster_snapshot = self.config.cluster_snapshot.clone();
-        let live = &self.config.live;
         PlanArgs {
             render,
             base: base.to_string(),
             head: head.to_string(),
             format: PlanFormat::Markdown,
             policy: None,
-            cluster: LiveArgs {
-                kube: live.kube,
-                context: live.context.clone(),
-                read_secrets: live.read_secrets,
-                clusters: live.clusters.clone(),
-            },
+            cluster: self.config.live.clone(),
         }
     }
 

@@ -214,12 +214,22 @@ impl<'a> ClusterView<'a> {
         if !known_before {
             plan.status = KustomizationStatus::Added;
         }
+        if inventory_source == InventorySource::None
+            && self.base.get(reference).is_some_and(|b| b.status == Status::Failed)
+        {
+            plan.notes.push(
+                "the base render fails, so what the cluster holds is unknown offline: every object is listed as \
+                 created (plan with a cluster snapshot or --kube to know)"
+                    .into(),
+            );
+        }
         let inventory_set: BTreeSet<&ObjectId> = inventory.iter().collect();
         let mut desired = BTreeSet::new();
         for object in &head.objects {
             let Some(id) = &object.id else { continue };
             desired.insert(id);
-            if let (Live::Present(live), false) = (self.live_object(id), id.kind == "Secret") {
+            let hidden = id.kind == "Secret" || object.holds_secret_values;
+            if let (Live::Present(live), false) = (self.live_object(id), hidden) {
                 if let Some(text) = live_diff::drift(&object.object, live) {
                     let display = new_change(Action::Update, id).display_name();
                     plan.drift.push(Drift { id: id.to_string(), display, diff: text });
@@ -265,7 +275,14 @@ impl<'a> ClusterView<'a> {
             return change;
         }
         match self.live_object(id) {
-            Live::Unknown => {}
+            // Offline, the base manifest's own control labels and annotations are what is known.
+            Live::Unknown => {
+                let base = self.base_object(owner, id);
+                if let Some(why) = base.and_then(|o| control::prune_exemption(&o.object["metadata"])) {
+                    change.action = Action::Skip;
+                    change.reason = Some(format!("{why} (in the base manifest): Flux never deletes it"));
+                }
+            }
             Live::Missing => {
                 change.action = Action::Skip;
                 change.reason = Some("not found in the cluster: already deleted".into());

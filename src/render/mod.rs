@@ -87,6 +87,9 @@ pub struct RenderedObject {
     /// The real manifest of a nested Kustomization when it differs from the shown one.
     #[serde(skip)]
     pub real: Option<Value>,
+    /// True when values substituted from Secrets were masked in the shown manifest.
+    #[serde(skip)]
+    pub holds_secret_values: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -26,9 +26,12 @@ pub struct Variables {
 }
 
 /// Collects the variables: `substituteFrom` in order (later wins), then inline `substitute`.
+/// `inherited_secrets` names inline `substitute` variables whose values a parent substituted from
+/// a Secret: they stay secret here too.
 pub fn resolve_variables(
     spec: &Kustomization,
     source: &dyn SubstitutionSource,
+    inherited_secrets: &BTreeSet<String>,
 ) -> Result<Variables, RenderError> {
     let mut vars = Variables::default();
     let Some(post_build) = &spec.post_build else {
@@ -65,7 +68,11 @@ pub fn resolve_variables(
     }
     for (name, value) in &post_build.substitute {
         check_name(name, "spec.postBuild.substitute")?;
-        vars.secret_names.remove(name);
+        if inherited_secrets.contains(name) {
+            vars.secret_names.insert(name.clone());
+        } else {
+            vars.secret_names.remove(name);
+        }
         vars.values.insert(name.clone(), value.replace('\n', ""));
     }
     Ok(vars)
@@ -130,10 +137,9 @@ pub fn finish(
         };
         let real = label(real, &owner, spec);
         let digest = digest(&real);
-        let (object, secret_digests) = mask_secret_data(match shown {
-            Some(shown) => label(shown, &owner, spec),
-            None => real.clone(),
-        });
+        let shown = shown.map(|shown| label(shown, &owner, spec));
+        let holds_secret_values = shown.as_ref().is_some_and(|shown| *shown != real);
+        let (object, secret_digests) = mask_secret_data(shown.unwrap_or_else(|| real.clone()));
         let is_child = crate::flux::is_flux_kustomization(&real);
         objects.push(RenderedObject {
             id: None,
@@ -142,6 +148,7 @@ pub fn finish(
             origin,
             digest,
             secret_digests,
+            holds_secret_values,
         });
     }
     Ok(Finished { objects, unresolved })
@@ -284,7 +291,7 @@ mod tests {
     #[test]
     fn substitutes_labels_and_adds_common_metadata_last() {
         let spec = spec(json!({"substitute": {"env": "prod"}}));
-        let vars = resolve_variables(&spec, &Offline).unwrap();
+        let vars = resolve_variables(&spec, &Offline, &BTreeSet::new()).unwrap();
         let out = finish(
             built(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${env}"}})),
             &spec,
@@ -302,7 +309,7 @@ mod tests {
     #[test]
     fn disabled_objects_are_left_alone() {
         let spec = spec(json!({"substitute": {"env": "prod"}}));
-        let vars = resolve_variables(&spec, &Offline).unwrap();
+        let vars = resolve_variables(&spec, &Offline, &BTreeSet::new()).unwrap();
         let object = json!({"kind": "ConfigMap", "apiVersion": "v1",
             "metadata": {"name": "c-${env}", "annotations": {SUBSTITUTE_KEY: "disabled"}}});
         let out = finish(built(object), &spec, &vars, true).unwrap();
@@ -312,7 +319,7 @@ mod tests {
     #[test]
     fn unknown_sources_keep_placeholders_instead_of_failing() {
         let spec = spec(json!({"substituteFrom": [{"kind": "ConfigMap", "name": "cluster-vars"}]}));
-        let vars = resolve_variables(&spec, &Offline).unwrap();
+        let vars = resolve_variables(&spec, &Offline, &BTreeSet::new()).unwrap();
         assert_eq!(vars.unknown_sources, vec!["ConfigMap/flux-system/cluster-vars"]);
         let out = finish(
             built(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${cluster}"}})),
@@ -329,7 +336,7 @@ mod tests {
     fn secret_values_never_reach_the_shown_object() {
         let spec = spec(json!({"substituteFrom": [{"kind": "Secret", "name": "creds"}]}));
         let source = Fixed(Lookup::Found([("password".to_string(), "hunter2\n".to_string())].into()));
-        let vars = resolve_variables(&spec, &source).unwrap();
+        let vars = resolve_variables(&spec, &source, &BTreeSet::new()).unwrap();
         assert_eq!(vars.values["password"], "hunter2", "newlines are stripped");
         let object = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c"},
             "data": {"url": "postgres://app:${password}@db"}});
@@ -339,7 +346,7 @@ mod tests {
         assert!(shown.contains("(masked:password)"));
         // A changed secret value still changes the digest the plan compares.
         let other = Fixed(Lookup::Found([("password".to_string(), "other".to_string())].into()));
-        let vars2 = resolve_variables(&spec, &other).unwrap();
+        let vars2 = resolve_variables(&spec, &other, &BTreeSet::new()).unwrap();
         let out2 = finish(built(object), &spec, &vars2, true).unwrap();
         assert_ne!(out.objects[0].digest, out2.objects[0].digest);
         assert_eq!(out.objects[0].object, out2.objects[0].object);
@@ -360,7 +367,7 @@ mod tests {
     #[test]
     fn strict_mode_fails_on_undefined_and_names_the_object() {
         let spec = spec(json!({"substitute": {"a": "1"}}));
-        let vars = resolve_variables(&spec, &Offline).unwrap();
+        let vars = resolve_variables(&spec, &Offline, &BTreeSet::new()).unwrap();
         let object = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${missing}"}});
         let err = finish(built(object.clone()), &spec, &vars, true).err().unwrap();
         assert!(err.to_string().contains("missing"), "{err}");
@@ -371,6 +378,6 @@ mod tests {
     #[test]
     fn invalid_variable_names_are_rejected() {
         let spec = spec(json!({"substitute": {"bad-name": "1"}}));
-        assert!(resolve_variables(&spec, &Offline).is_err());
+        assert!(resolve_variables(&spec, &Offline, &BTreeSet::new()).is_err());
     }
 }

@@ -55,8 +55,7 @@ impl ExportedSource {
         let commit = match rev {
             Some(rev) => {
                 let commit = git::resolve_commit(repo, rev)?;
-                let tar = git::archive(repo, &commit)?;
-                unpack(&tar, &raw, max_file_size, &mut warnings)?;
+                git::archive_into(repo, &commit, |tar| unpack(tar, &raw, max_file_size, &mut warnings))?;
                 Some(commit)
             }
             None => {
@@ -90,7 +89,12 @@ impl ExportedSource {
     }
 }
 
-fn unpack(tar: &[u8], dest: &Path, max_file_size: u64, warnings: &mut Vec<String>) -> Result<()> {
+fn unpack(
+    tar: &mut dyn std::io::Read,
+    dest: &Path,
+    max_file_size: u64,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
     let mut archive = tar::Archive::new(tar);
     let mut made_dirs = std::collections::HashSet::new();
     for entry in archive.entries()? {

@@ -74,6 +74,10 @@ struct DiskGitRepository {
 struct Node {
     cluster: usize,
     cluster_name: String,
+    /// Inline `substitute` variables whose values the parent substituted from Secrets.
+    inherited_secrets: BTreeSet<String>,
+    /// The path as shown (masked) when it differs from the real one.
+    shown_path: Option<String>,
     spec: Kustomization,
     parent: Option<KustomizationRef>,
     file: Option<String>,
@@ -156,7 +160,10 @@ impl Renderer {
             candidates
                 .par_iter()
                 .map(|(i, spec)| {
-                    let made = ctx.render_objects(spec, "").map(|(objects, _)| objects).unwrap_or_default();
+                    let made = ctx
+                        .render_objects(spec, "", &BTreeSet::new())
+                        .map(|(objects, _)| objects)
+                        .unwrap_or_default();
                     let children = made
                         .iter()
                         .filter(|o| is_flux_kustomization(&o.object))
@@ -220,6 +227,8 @@ impl Renderer {
             queue.push(Node {
                 cluster: clusters.len(),
                 cluster_name: name.clone(),
+                inherited_secrets: BTreeSet::new(),
+                shown_path: None,
                 parent: None,
                 file,
                 ancestors: Vec::new(),
@@ -320,7 +329,12 @@ struct Context<'a> {
 
 impl Context<'_> {
     /// Renders `spec` as a Kustomization of `cluster` (whose substitution values apply).
-    fn render_objects(&self, spec: &Kustomization, cluster: &str) -> Rendered {
+    fn render_objects(
+        &self,
+        spec: &Kustomization,
+        cluster: &str,
+        inherited_secrets: &BTreeSet<String>,
+    ) -> Rendered {
         let values_of = if self.opts.cluster_values.contains_key(cluster) { cluster } else { "" };
         let key = yaml::canonical_json(&serde_json::json!([
             values_of,
@@ -331,20 +345,25 @@ impl Context<'_> {
         if let Some(hit) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return hit.clone();
         }
-        let result = self.render_uncached(spec, values_of);
+        let result = self.render_uncached(spec, values_of, inherited_secrets);
         self.memo.lock().unwrap_or_else(|e| e.into_inner()).insert(key, result.clone());
         result
     }
 
     /// Builds and post-processes one spec: the objects and the variables left unresolved.
-    fn render_uncached(&self, spec: &Kustomization, values_of: &str) -> Rendered {
+    fn render_uncached(
+        &self,
+        spec: &Kustomization,
+        values_of: &str,
+        inherited_secrets: &BTreeSet<String>,
+    ) -> Rendered {
         let root = self.sources.tree(&spec.source_ref)?.ok_or_else(|| {
             RenderError::InvalidSource(format!("source {} is not available locally", spec.source_ref))
         })?;
         let built = self.renderer.builder.build(&root, spec)?;
         self.progress.tick(built.cache_hit);
         let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
-        let vars: Variables = postbuild::resolve_variables(spec, values.as_ref())?;
+        let vars: Variables = postbuild::resolve_variables(spec, values.as_ref(), inherited_secrets)?;
         let finished = postbuild::finish(built.objects, spec, &vars, self.opts.strict_substitution)?;
         Ok((finished.objects, finished.unresolved.into_iter().collect()))
     }
@@ -354,7 +373,7 @@ impl Context<'_> {
         let mut record = RenderedKustomization {
             namespace: spec.namespace.clone(),
             name: spec.name.clone(),
-            path: spec.path.clone(),
+            path: node.shown_path.clone().unwrap_or_else(|| spec.path.clone()),
             source: spec.source_ref.clone(),
             parent: node.parent.clone(),
             file: node.file.clone(),
@@ -374,7 +393,7 @@ impl Context<'_> {
             record.spec = Some(spec);
             return (record, Vec::new());
         }
-        let mut result = self.render_objects(&spec, &node.cluster_name);
+        let mut result = self.render_objects(&spec, &node.cluster_name, &node.inherited_secrets);
         // A root that renders its own definition is reconciled with that rendered definition.
         for _ in 0..ROOT_FIXPOINT_ROUNDS {
             let Ok((objects, _)) = &result else { break };
@@ -388,7 +407,7 @@ impl Context<'_> {
                 Some(own) if own.raw["spec"] != spec.raw["spec"] => {
                     spec = own;
                     record.path = spec.path.clone();
-                    result = self.render_objects(&spec, &node.cluster_name);
+                    result = self.render_objects(&spec, &node.cluster_name, &node.inherited_secrets);
                 }
                 _ => break,
             }
@@ -435,6 +454,11 @@ impl Context<'_> {
                         Ok(child) => children.push(Node {
                             cluster: node.cluster,
                             cluster_name: node.cluster_name.clone(),
+                            inherited_secrets: secret_substitutes(object),
+                            shown_path: object
+                                .real
+                                .as_ref()
+                                .and_then(|_| object.object["spec"]["path"].as_str().map(str::to_string)),
                             spec: child,
                             parent: Some(spec.reference()),
                             file: object.origin.clone(),
@@ -452,6 +476,21 @@ impl Context<'_> {
         record.spec = Some(spec);
         (record, children)
     }
+}
+
+/// Inline `substitute` variables of a nested Kustomization whose shown (masked) value differs
+/// from the real one: the parent substituted them from Secrets.
+fn secret_substitutes(object: &RenderedObject) -> BTreeSet<String> {
+    let Some(real) = &object.real else { return BTreeSet::new() };
+    let pointer = "/spec/postBuild/substitute";
+    let shown = object.object.pointer(pointer);
+    real.pointer(pointer)
+        .and_then(serde_json::Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(name, value)| shown.and_then(|s| s.get(name.as_str())) != Some(*value))
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// True when a rendered object is the definition of the Kustomization being rendered.

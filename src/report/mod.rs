@@ -20,6 +20,7 @@ fn environment() -> &'static Environment<'static> {
         env.add_template("plan.txt", include_str!("../../templates/plan.txt.j2"))
             .expect("plan.txt.j2 parses");
         env.add_filter("md", escape_markdown);
+        env.add_filter("code", code_span);
         env.add_filter("fenced", fenced);
         env.add_filter("paint", paint);
         env.add_filter("diff_style", diff_style);
@@ -58,7 +59,14 @@ fn escape_markdown(text: String) -> String {
         .replace('>', "&gt;")
         .replace('@', "@\u{200b}")
         .replace('`', "'")
+        .replace('|', "\\|")
         .replace('\n', " ")
+}
+
+/// Text for inside a code span: no backticks or newlines to end it, no bare `|` to split a table
+/// cell (HTML is not interpreted inside code spans).
+fn code_span(text: String) -> String {
+    text.replace('`', "'").replace('|', "\\|").replace('\n', " ")
 }
 
 /// A fenced code block longer than any backtick run inside, so content cannot close it.
@@ -200,11 +208,6 @@ fn view(plan: &Plan, color: bool) -> Value {
             }
             json!({
                 "icon": icon, "style": style, "severity": a.severity, "code": a.code,
-                "subject": format!(
-                    "{}{}",
-                    a.kustomization.as_ref().map(|k| format!(" `{k}`")).unwrap_or_default(),
-                    a.cluster.as_ref().map(|c| format!(" ({c})")).unwrap_or_default()
-                ),
                 "kustomization": a.kustomization, "cluster": a.cluster, "message": a.message, "objects": objects,
             })
         })

@@ -204,6 +204,8 @@ fn signed_pull_request_webhook_posts_a_sticky_comment_and_a_status() {
     let (repo, base) = fleet();
     let head = push(&repo, "renamed", None);
     github.add_pull(REPO, 1, &head, "change", "main", &base, &file_url(&repo));
+    // Someone else's comment that starts with the marker is never edited.
+    let impostor = github.add_issue_comment(REPO, 1, "mallory", "<!-- fluxplan -->\nall fine, merge away");
     let data = tempfile::tempdir().unwrap();
     let bot = Bot::start(data.path(), &github_env(&github));
 
@@ -216,10 +218,12 @@ fn signed_pull_request_webhook_posts_a_sticky_comment_and_a_status() {
     assert_eq!(last["state"], "success");
     assert_eq!(last["description"], "1 to create, 0 to update, 1 to delete");
     assert!(last["target_url"].as_str().unwrap().starts_with("http://fluxplan.example/runs/"));
-    let comments = sticky(&github, 1);
+    let comments: Vec<_> = sticky(&github, 1).into_iter().filter(|(id, _)| *id != impostor).collect();
     assert_eq!(comments.len(), 1);
     assert!(comments[0].1.contains("fluxplan: changes"), "{}", comments[0].1);
     assert!(comments[0].1.contains("[Full plan and run history](http://fluxplan.example/runs/"));
+    let untouched = github.comments(REPO, 1).into_iter().find(|(id, _)| *id == impostor).unwrap();
+    assert_eq!(untouched.1, "<!-- fluxplan -->\nall fine, merge away");
 
     // A redelivered webhook is not planned twice.
     assert_eq!(bot.github("pull_request", "delivery-1", &body), 200);

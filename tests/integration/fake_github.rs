@@ -266,6 +266,9 @@ impl Inner {
         let segs: Vec<&str> = req.segs.iter().map(String::as_str).collect();
         match (req.method.as_str(), segs.as_slice()) {
             ("GET", ["rate_limit"]) => Reply::json(200, rate_limit_json()),
+            // Who the token (or the App) is; the bot comments as BOT_LOGIN either way.
+            ("GET", ["user"]) => Reply::json(200, json!({"login": BOT_LOGIN, "id": 4242, "type": "Bot"})),
+            ("GET", ["app"]) => Reply::json(200, json!({"id": 4242, "slug": "fluxplan", "name": "fluxplan"})),
             // GitHub App installation tokens (the App authenticates with its JWT).
             ("POST", ["app", "installations", id, "access_tokens"]) => Reply::json(
                 201,

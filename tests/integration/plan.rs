@@ -440,3 +440,21 @@ fn secret_changes_are_reported_without_their_values() {
     );
     assert!(markdown.contains("Secret stringData.password changed (value hidden)"));
 }
+
+#[test]
+fn offline_the_base_manifest_protects_objects_marked_prune_disabled() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/a.yaml", "a", "default");
+    repo.write(
+        "apps/ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: keep\n  annotations:\n    kustomize.toolkit.fluxcd.io/prune: disabled\n",
+    );
+    repo.commit("base");
+    repo.remove("apps/ns.yaml");
+    repo.commit("stop managing the namespace");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(changes(&plan, "flux-system/apps"), vec![("skip".into(), "_keep__Namespace".into())]);
+    assert!(!has_alert(&plan, "danger", "protected-kind-deletion"));
+    assert_eq!(code, 0, "nothing changes in the cluster");
+}

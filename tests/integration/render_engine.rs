@@ -712,3 +712,36 @@ fn kustomize_timeout_is_an_error_on_the_kustomization() {
     assert!(!failed.is_empty());
     assert!(failed.iter().all(|(_, k)| k.error.as_ref().unwrap().message.contains("timed out")));
 }
+
+#[test]
+fn values_a_parent_substitutes_from_a_secret_stay_masked_in_its_children() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization(
+        "clusters/prod/apps.yaml",
+        "apps",
+        "./apps",
+        "postBuild:\n  substituteFrom:\n  - kind: Secret\n    name: creds",
+    );
+    // The parent hands the Secret's value to its child as an inline variable.
+    repo.write(
+        "apps/child.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: child\n  namespace: flux-system\nspec:\n  path: ./child\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  postBuild:\n    substitute:\n      password: ${password}\n",
+    );
+    repo.write(
+        "child/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: uses-password\n  namespace: default\ndata:\n  dsn: postgres://app:${password}@db\n",
+    );
+    repo.commit("init");
+    let snapshot = ClusterSnapshot::parse(
+        "kind: ClusterSnapshot\nsecrets:\n- metadata: {name: creds, namespace: flux-system}\n  data: {password: aW5oZXJpdGVkLXNlY3JldA==}\n",
+    )
+    .unwrap();
+    let mut opts = repo.options(Some("HEAD"));
+    opts.values = Arc::new(snapshot);
+    let render = render_with(&opts);
+    let child = render.find("flux-system/child").unwrap();
+    assert_eq!(child.status, Status::Rendered, "{:?}", child.error);
+    assert_eq!(child.objects[0].object["data"]["dsn"], "postgres://app:(masked:password)@db");
+    let everything = serde_json::to_string(&render).unwrap();
+    assert!(!everything.contains("inherited-secret"), "a secret value reached the output");
+}
