@@ -269,7 +269,6 @@ fn pull_info(repo: &RepoInfo, pull: &Value) -> Result<PullInfo, ForgeError> {
             .ok_or_else(|| ForgeError::Permanent("pull request without number".into()))?,
         head_sha: field("/head/sha")?,
         base_ref: field("/base/ref")?,
-        base_sha: pull.pointer("/base/sha").and_then(Value::as_str).map(str::to_string),
         open: pull["state"] == "open",
         is_fork: head_repo != Some(repo.full_name.as_str()),
     })

@@ -276,7 +276,6 @@ fn pull_info(mr: &Value) -> Result<PullInfo, ForgeError> {
             .ok_or_else(|| ForgeError::Permanent("merge request without iid".into()))?,
         head_sha: field("sha")?,
         base_ref: field("target_branch")?,
-        base_sha: mr.pointer("/diff_refs/base_sha").and_then(Value::as_str).map(str::to_string),
         open: mr["state"] == "opened",
         is_fork: fork,
     })

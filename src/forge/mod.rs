@@ -49,7 +49,6 @@ pub struct PullInfo {
     pub number: u64,
     pub head_sha: String,
     pub base_ref: String,
-    pub base_sha: Option<String>,
     pub open: bool,
     /// The head lives in another repository (a fork).
     pub is_fork: bool,

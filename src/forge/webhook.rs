@@ -50,7 +50,6 @@ pub struct PullEvent {
     pub number: u64,
     pub head_sha: String,
     pub base_ref: String,
-    pub base_sha: Option<String>,
     /// The head lives in another repository (a fork): its content is untrusted.
     pub from_fork: bool,
     pub closed: bool,
@@ -67,8 +66,6 @@ pub struct CommentEvent {
     pub author_id: Option<u64>,
     pub body: String,
     pub author_is_bot: bool,
-    /// GitLab sends the merge request's head with the note.
-    pub head_sha: Option<String>,
 }
 
 /// A push to a branch.
@@ -163,7 +160,6 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 number: f.number("/pull_request/number")?,
                 head_sha: f.text("/pull_request/head/sha")?,
                 base_ref: f.text("/pull_request/base/ref")?,
-                base_sha: text(&value, "/pull_request/base/sha"),
                 from_fork,
                 closed,
                 repo,
@@ -184,7 +180,6 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 author_id: number(&value, "/comment/user/id"),
                 body: f.text("/comment/body")?,
                 author_is_bot: text(&value, "/comment/user/type").as_deref() == Some("Bot"),
-                head_sha: None,
             }))
         }
         "push" => {
@@ -237,7 +232,6 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 number: f.number("/object_attributes/iid")?,
                 head_sha: f.text("/object_attributes/last_commit/id")?,
                 base_ref: f.text("/object_attributes/target_branch")?,
-                base_sha: None,
                 from_fork: fork,
                 closed,
                 repo,
@@ -255,7 +249,6 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 author_id: number(&value, "/user/id"),
                 body: f.text("/object_attributes/note")?,
                 author_is_bot: value.pointer("/user/bot").and_then(Value::as_bool).unwrap_or(false),
-                head_sha: text(&value, "/merge_request/last_commit/id"),
             }))
         }
         "Push Hook" => {
@@ -395,7 +388,6 @@ mod tests {
             panic!()
         };
         assert_eq!((note.number, note.author.as_str(), note.author_id), (1, "root", Some(1)));
-        assert_eq!(note.head_sha.as_deref(), Some("562e173be03b8ff2efb05345d12df18815438a4b"));
         assert_eq!(parse_command(&note.body), None);
         let Event::Push(push) = parse_gitlab("Push Hook", &fixture("gitlab-webhooks/push.json")).unwrap()
         else {

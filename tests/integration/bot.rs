@@ -694,3 +694,59 @@ fn github_app_installations_authenticate_with_their_own_token() {
     let status_request = auth.iter().find(|(path, _)| path.contains("/statuses/")).unwrap();
     assert!(status_request.1.contains("ghs_installation_1"), "{}", status_request.1);
 }
+
+#[test]
+fn long_plans_are_split_and_surplus_parts_deleted_when_the_plan_shrinks() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    // Many objects change: the plan is longer than the (lowered) comment limit.
+    let many: String = (0..120)
+        .map(|i| format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: many-{i:03}\n  namespace: default\ndata:\n  k: v\n---\n"))
+        .collect();
+    repo.write("apps/many.yaml", &many);
+    let long = repo.commit("many");
+    github.add_pull(REPO, 13, &long, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_COMMENT_LIMIT", "3000".into()));
+    let bot = Bot::start(data.path(), &env);
+    assert_eq!(bot.github("pull_request", "long", &pull_request("opened", &repo, 13, &long, &base)), 202);
+    wait_for("the long plan", WAIT, || final_status(&github, &long).is_some());
+    let parts = sticky(&github, 13);
+    assert!(parts.len() > 2, "{} parts", parts.len());
+    for (i, (_, body)) in parts.iter().enumerate() {
+        assert!(body.chars().count() <= 3000, "part {i} is {} long", body.chars().count());
+        assert!(body.contains(&format!("part {} of {}", i + 1, parts.len())), "{body}");
+    }
+    // A shorter plan: one comment, the first part updated, the others deleted.
+    repo.remove("apps/many.yaml");
+    let short = repo.commit("fewer");
+    github.set_head(REPO, 13, &short);
+    assert_eq!(
+        bot.github("pull_request", "short", &pull_request("synchronize", &repo, 13, &short, &base)),
+        202
+    );
+    wait_for("the short plan", WAIT, || final_status(&github, &short).is_some());
+    let remaining = sticky(&github, 13);
+    assert_eq!(remaining.len(), 1, "surplus parts deleted");
+    assert_eq!(remaining[0].0, parts[0].0, "the first part is updated in place");
+}
+
+#[test]
+fn a_plan_that_cannot_be_made_sets_an_error_status() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 14, &head, "change", "no-such-branch", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    let mut body = pull_request("opened", &repo, 14, &head, &base);
+    body["pull_request"]["base"]["ref"] = json!("no-such-branch");
+    assert_eq!(bot.github("pull_request", "e1", &body), 202);
+    wait_for("the error status", WAIT, || final_status(&github, &head).is_some());
+    let status = final_status(&github, &head).unwrap();
+    assert_eq!(status["state"], "error");
+    assert!(status["description"].as_str().unwrap().contains("could not plan"), "{status}");
+    let comment = &sticky(&github, 14)[0].1;
+    assert!(comment.contains("could not plan") && comment.contains("no-such-branch"), "{comment}");
+}
