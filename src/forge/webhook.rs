@@ -295,7 +295,7 @@ mod tests {
     use super::*;
 
     fn fixture(path: &str) -> Vec<u8> {
-        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(path))
+        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path))
             .unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 

@@ -129,7 +129,7 @@ fn file_url(repo: &Repo) -> String {
 /// A real pull_request webhook body, pointed at the fixture repository.
 fn pull_request(action: &str, repo: &Repo, number: u64, head: &str, base: &str) -> Value {
     let mut body: Value = serde_json::from_str(include_str!(
-        "../../../shared/fixtures/github-webhooks/pull_request-opened.json"
+        "../fixtures/github-webhooks/pull_request-opened.json"
     ))
     .unwrap();
     body["action"] = json!(action);
@@ -150,7 +150,7 @@ fn pull_request(action: &str, repo: &Repo, number: u64, head: &str, base: &str) 
 /// A real issue_comment webhook body for a pull request comment.
 fn comment(number: u64, user: &str, id: u64, text: &str, repo: &Repo) -> Value {
     let mut body: Value = serde_json::from_str(include_str!(
-        "../../../shared/fixtures/github-webhooks/issue_comment-created.json"
+        "../fixtures/github-webhooks/issue_comment-created.json"
     ))
     .unwrap();
     body["repository"]["full_name"] = json!(REPO);
@@ -542,7 +542,7 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
         ],
     );
     let mut body: Value =
-        serde_json::from_str(include_str!("../../../shared/fixtures/gitlab-webhooks/merge_request.json"))
+        serde_json::from_str(include_str!("../fixtures/gitlab-webhooks/merge_request.json"))
             .unwrap();
     body["project"]["id"] = json!(42);
     body["project"]["path_with_namespace"] = json!(project);
@@ -580,7 +580,7 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
     // A note asking for help.
     let note_id = gitlab.add_note(project, 1, 7, "dev", "/fluxplan help");
     let mut note: Value = serde_json::from_str(include_str!(
-        "../../../shared/fixtures/gitlab-webhooks/note_merge_request.json"
+        "../fixtures/gitlab-webhooks/note_merge_request.json"
     ))
     .unwrap();
     note["project"]["id"] = json!(42);
@@ -620,7 +620,7 @@ fn a_push_to_the_base_branch_replans_its_open_pull_requests() {
     let data = tempfile::tempdir().unwrap();
     let bot = Bot::start(data.path(), &github_env(&github));
     let mut body: Value =
-        serde_json::from_str(include_str!("../../../shared/fixtures/github-webhooks/push.json")).unwrap();
+        serde_json::from_str(include_str!("../fixtures/github-webhooks/push.json")).unwrap();
     body["ref"] = json!("refs/heads/main");
     body["after"] = json!(base);
     body["deleted"] = json!(false);
