@@ -128,10 +128,8 @@ fn file_url(repo: &Repo) -> String {
 
 /// A real pull_request webhook body, pointed at the fixture repository.
 fn pull_request(action: &str, repo: &Repo, number: u64, head: &str, base: &str) -> Value {
-    let mut body: Value = serde_json::from_str(include_str!(
-        "../fixtures/github-webhooks/pull_request-opened.json"
-    ))
-    .unwrap();
+    let mut body: Value =
+        serde_json::from_str(include_str!("../fixtures/github-webhooks/pull_request-opened.json")).unwrap();
     body["action"] = json!(action);
     body["number"] = json!(number);
     body["repository"]["full_name"] = json!(REPO);
@@ -149,10 +147,8 @@ fn pull_request(action: &str, repo: &Repo, number: u64, head: &str, base: &str) 
 
 /// A real issue_comment webhook body for a pull request comment.
 fn comment(number: u64, user: &str, id: u64, text: &str, repo: &Repo) -> Value {
-    let mut body: Value = serde_json::from_str(include_str!(
-        "../fixtures/github-webhooks/issue_comment-created.json"
-    ))
-    .unwrap();
+    let mut body: Value =
+        serde_json::from_str(include_str!("../fixtures/github-webhooks/issue_comment-created.json")).unwrap();
     body["repository"]["full_name"] = json!(REPO);
     body["repository"]["clone_url"] = json!(file_url(repo));
     body["issue"]["number"] = json!(number);
@@ -542,8 +538,7 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
         ],
     );
     let mut body: Value =
-        serde_json::from_str(include_str!("../fixtures/gitlab-webhooks/merge_request.json"))
-            .unwrap();
+        serde_json::from_str(include_str!("../fixtures/gitlab-webhooks/merge_request.json")).unwrap();
     body["project"]["id"] = json!(42);
     body["project"]["path_with_namespace"] = json!(project);
     body["project"]["git_http_url"] = json!(file_url(&repo));
@@ -579,10 +574,8 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
     assert_eq!(notes.iter().filter(|(_, b)| b.starts_with("<!-- fluxplan -->")).count(), 1);
     // A note asking for help.
     let note_id = gitlab.add_note(project, 1, 7, "dev", "/fluxplan help");
-    let mut note: Value = serde_json::from_str(include_str!(
-        "../fixtures/gitlab-webhooks/note_merge_request.json"
-    ))
-    .unwrap();
+    let mut note: Value =
+        serde_json::from_str(include_str!("../fixtures/gitlab-webhooks/note_merge_request.json")).unwrap();
     note["project"]["id"] = json!(42);
     note["project"]["path_with_namespace"] = json!(project);
     note["project"]["git_http_url"] = json!(file_url(&repo));
