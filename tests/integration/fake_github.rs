@@ -1100,32 +1100,15 @@ pub(crate) fn stable_id(name: &str) -> u64 {
 
 /// `key=value&...` pairs, percent-decoded (query strings and form bodies).
 pub(crate) fn parse_pairs(s: &str) -> Vec<(String, String)> {
-    s.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
+    url::form_urlencoded::parse(s.as_bytes()).into_owned().collect()
 }
 
+/// A percent-decoded path segment.
 pub(crate) fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'+', _) => out.push(b' '),
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 2;
-            }
-            (b, _) => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    url::form_urlencoded::parse(format!("={s}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
 }
 
 /// Percent-encodes everything but unreserved characters (RFC 3986).

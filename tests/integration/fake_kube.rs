@@ -428,35 +428,7 @@ impl Query {
 }
 
 fn parse_query(query: &str) -> Query {
-    Query(
-        query
-            .split('&')
-            .filter(|p| !p.is_empty())
-            .map(|pair| {
-                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                (percent_decode(k), percent_decode(v))
-            })
-            .collect(),
-    )
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'+', _) => out.push(b' '),
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 2;
-            }
-            (b, _) => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    Query(url::form_urlencoded::parse(query.as_bytes()).into_owned().collect())
 }
 
 /// What a request path addresses.
