@@ -1,5 +1,6 @@
 //! fluxplan: what Flux will create, change and delete if a pull request merges.
 
+pub mod cancel;
 pub mod cli;
 pub mod cluster;
 pub mod flux;
@@ -10,6 +11,7 @@ pub mod paths;
 pub mod plan;
 pub mod render;
 pub mod report;
+pub mod sandbox;
 pub mod server;
 pub mod store;
 pub mod tls;

@@ -11,6 +11,8 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     fluxplan::tls::install_crypto_provider();
+    // Nothing this process starts (kustomize included) may read its memory or environment.
+    fluxplan::sandbox::harden_process();
     // Usage errors exit 3 ("could not"), never 2, which means "blocked by policy" for `plan`.
     let cli = match fluxplan::cli::Cli::try_parse() {
         Ok(cli) => cli,

@@ -45,6 +45,7 @@ pub fn run(args: DemoArgs) -> Result<u8> {
         head: "HEAD".into(),
         format: PlanFormat::Text,
         policy: None,
+        plan_timeout: super::plan::DEFAULT_PLAN_TIMEOUT_SECS,
         cluster: Default::default(),
     });
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();

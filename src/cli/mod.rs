@@ -14,9 +14,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cancel::CancelToken;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::render::cache::RenderCache;
-use crate::render::RenderOptions;
+use crate::render::{source, RenderOptions};
 
 /// Exit code when the command could not do its job at all.
 pub const EXIT_FAILED: u8 = 3;
@@ -73,12 +74,54 @@ pub struct RenderArgs {
     /// Do not keep a cache on disk.
     #[arg(long)]
     pub no_cache: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Stops the render from outside (the bot: superseded plans, shutdown).
+    #[arg(skip)]
+    pub cancel: CancelToken,
+}
+
+/// How much work a repository may ask for: every breach is a `source-limit` alert.
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
     /// Seconds one kustomize build may take.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, env = "FLUXPLAN_KUSTOMIZE_TIMEOUT", default_value_t = 120)]
     pub kustomize_timeout: u64,
-    /// Files larger than this many bytes are left out of the source.
-    #[arg(long, default_value_t = crate::render::source::DEFAULT_MAX_FILE_SIZE)]
+    /// Files larger than this many bytes are left out of the source (each one is a
+    /// `source-limit` alert).
+    #[arg(long, env = "FLUXPLAN_MAX_FILE_SIZE", default_value_t = source::DEFAULT_MAX_FILE_SIZE)]
     pub max_file_size: u64,
+    /// A source larger than this many bytes in all is not rendered.
+    #[arg(long, env = "FLUXPLAN_MAX_SOURCE_BYTES", default_value_t = source::DEFAULT_MAX_TOTAL_BYTES)]
+    pub max_source_bytes: u64,
+    /// A source with more files than this is not rendered.
+    #[arg(long, env = "FLUXPLAN_MAX_SOURCE_FILES", default_value_t = source::DEFAULT_MAX_FILES)]
+    pub max_source_files: u64,
+}
+
+impl Default for LimitArgs {
+    fn default() -> Self {
+        LimitArgs {
+            kustomize_timeout: 120,
+            max_file_size: source::DEFAULT_MAX_FILE_SIZE,
+            max_source_bytes: source::DEFAULT_MAX_TOTAL_BYTES,
+            max_source_files: source::DEFAULT_MAX_FILES,
+        }
+    }
+}
+
+impl LimitArgs {
+    pub fn kustomize_timeout(&self) -> Duration {
+        Duration::from_secs(self.kustomize_timeout.max(1))
+    }
+
+    pub fn source_limits(&self) -> source::SourceLimits {
+        source::SourceLimits {
+            max_file_size: self.max_file_size,
+            max_total_bytes: self.max_source_bytes,
+            max_files: self.max_source_files,
+        }
+    }
 }
 
 fn parse_source(text: &str) -> Result<(String, PathBuf), String> {
@@ -101,8 +144,8 @@ impl RenderArgs {
             jobs: None,
             cache_dir: None,
             no_cache: true,
-            kustomize_timeout: 120,
-            max_file_size: crate::render::source::DEFAULT_MAX_FILE_SIZE,
+            limits: LimitArgs::default(),
+            cancel: CancelToken::new(),
         }
     }
 
@@ -123,8 +166,9 @@ impl RenderArgs {
         if let Some(jobs) = self.jobs {
             opts.jobs = jobs.max(1);
         }
-        opts.kustomize_timeout = Duration::from_secs(self.kustomize_timeout.max(1));
-        opts.max_file_size = self.max_file_size;
+        opts.kustomize_timeout = self.limits.kustomize_timeout();
+        opts.limits = self.limits.source_limits();
+        opts.cancel = self.cancel.clone();
         opts.progress = true;
         opts
     }

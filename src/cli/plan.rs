@@ -2,17 +2,20 @@
 
 use super::cluster::{read_clusters_file, ClusterKnowledge, ClusterSource};
 use super::RenderArgs;
+use crate::cancel::CancelReason;
 use crate::cluster::kube::KubeOptions;
 use crate::git;
 use crate::plan::policy::POLICY_FILE;
 use crate::plan::{make_plan, Alert, Plan, PlanRequest, Policy, Revision};
-use crate::render::{Render, Renderer};
+use crate::render::source::SourceLimitExceeded;
+use crate::render::{Render, RenderError, Renderer};
 use crate::report;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum PlanFormat {
@@ -38,7 +41,14 @@ pub struct PlanArgs {
     pub policy: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: LiveArgs,
+    /// Seconds the whole plan may take; then its kustomize processes are killed and the plan
+    /// fails with a `source-limit` alert.
+    #[arg(long, default_value_t = DEFAULT_PLAN_TIMEOUT_SECS)]
+    pub plan_timeout: u64,
 }
+
+/// Ten minutes: a real fleet plans in seconds; a plan this slow is an attack or a bug.
+pub const DEFAULT_PLAN_TIMEOUT_SECS: u64 = 600;
 
 /// How to reach live clusters (read-only: get and list only).
 #[derive(Debug, Clone, Args, Default)]
@@ -85,13 +95,35 @@ pub fn run(args: PlanArgs) -> Result<u8> {
     Ok(plan.verdict.exit_code())
 }
 
-/// The plan; a failure to make it is a plan with verdict `failed` (exit 3), never a crash.
+/// The plan; a failure to make it is a plan with verdict `failed` (exit 3), never a crash. A
+/// failure over a limit also carries a `source-limit` alert, so it is never mistaken for an
+/// infrastructure hiccup.
 pub fn plan(args: &PlanArgs) -> Plan {
     let revision = |rev: &str| Revision { rev: rev.to_string(), commit: None };
+    let _deadline = args.render.cancel.deadline(Duration::from_secs(args.plan_timeout.max(1)));
     match try_plan(args) {
         Ok(plan) => plan,
-        Err(error) => Plan::failed(revision(&args.base), revision(&args.head), format!("{error:#}")),
+        Err(error) => {
+            let mut plan = Plan::failed(revision(&args.base), revision(&args.head), format!("{error:#}"));
+            if let Some(limit) = limit_breach(&error) {
+                plan.alerts.extend(Policy::default().general_alert("source-limit", limit));
+            }
+            plan
+        }
     }
+}
+
+/// The limit an error is about, if it is about one.
+fn limit_breach(error: &anyhow::Error) -> Option<String> {
+    error.chain().find_map(|cause| {
+        if let Some(exceeded) = cause.downcast_ref::<SourceLimitExceeded>() {
+            return Some(exceeded.to_string());
+        }
+        match cause.downcast_ref::<RenderError>() {
+            Some(RenderError::Cancelled(reason @ CancelReason::TimedOut(_))) => Some(reason.to_string()),
+            _ => None,
+        }
+    })
 }
 
 fn try_plan(args: &PlanArgs) -> Result<Plan> {
@@ -106,10 +138,7 @@ fn try_plan(args: &PlanArgs) -> Result<Plan> {
         sources.extend(read_clusters_file(file, &args.cluster.kube_options())?);
     }
     let knowledge = ClusterKnowledge::gather(sources)?;
-    let renderer = Renderer::new(
-        std::time::Duration::from_secs(args.render.kustomize_timeout.max(1)),
-        args.render.cache_dir(),
-    )?;
+    let renderer = Renderer::new(args.render.limits.kustomize_timeout(), args.render.cache_dir())?;
     let render = |rev: &str| -> Result<Render> {
         let mut opts = args.render.options(Some(rev.to_string()), None);
         if let Some(values) = &knowledge.values {

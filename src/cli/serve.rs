@@ -1,6 +1,8 @@
 //! `fluxplan serve` (the bot) and `fluxplan migrate`.
 
 use super::plan::LiveArgs;
+use super::LimitArgs;
+use crate::cancel::{CancelReason, CancelToken};
 use crate::forge::github::{GitHub, GitHubAuth};
 use crate::forge::gitlab::GitLab;
 use crate::forge::ForgeClient;
@@ -88,6 +90,11 @@ pub struct ServeArgs {
     pub cluster_snapshot: Option<PathBuf>,
     #[command(flatten)]
     pub live: LiveArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Seconds one plan may take before it is stopped (a `source-limit` alert).
+    #[arg(long, env = "FLUXPLAN_PLAN_TIMEOUT", default_value_t = super::plan::DEFAULT_PLAN_TIMEOUT_SECS)]
+    pub plan_timeout: u64,
 }
 
 pub fn migrate(args: DatabaseArgs) -> Result<u8> {
@@ -101,8 +108,14 @@ pub fn migrate(args: DatabaseArgs) -> Result<u8> {
 
 pub fn run(args: ServeArgs) -> Result<u8> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(serve(args))
+    let result = runtime.block_on(serve(args));
+    // Renders were cancelled by now; a blocking task still winding down must not hold the exit.
+    runtime.shutdown_timeout(SHUTDOWN_LINGER);
+    result
 }
+
+/// After the grace period and cancelling every render, how long stopping may still take.
+const SHUTDOWN_LINGER: Duration = Duration::from_secs(2);
 
 async fn forges(args: &ServeArgs) -> Result<Forges> {
     let mut forges = Forges::default();
@@ -133,6 +146,8 @@ async fn serve(args: ServeArgs) -> Result<u8> {
         tracing::warn!("no webhook secret or token is set: every webhook will be refused");
     }
     let metrics = Arc::new(Metrics::new());
+    crate::sandbox::announce();
+    let shutdown = CancelToken::new();
     let lease = Duration::from_secs(args.job_lease_secs.max(1));
     let config = Arc::new(WorkerConfig {
         data_dir: args.database.data_dir.clone(),
@@ -143,6 +158,9 @@ async fn serve(args: ServeArgs) -> Result<u8> {
         cluster_snapshot: args.cluster_snapshot.clone(),
         live: args.live.clone(),
         comment_limit: args.comment_limit,
+        limits: args.limits.clone(),
+        plan_timeout: Duration::from_secs(args.plan_timeout.max(1)),
+        shutdown: shutdown.clone(),
     });
     let mirrors = Arc::new(Mirrors::new(args.database.data_dir.join("mirrors")));
     let reclaimed = store.reclaim_expired(lease.as_millis() as i64, args.max_attempts.max(1)).await?;
@@ -205,6 +223,10 @@ async fn serve(args: ServeArgs) -> Result<u8> {
     let grace = Duration::from_secs(args.shutdown_grace_secs);
     let finished = tokio::time::timeout(grace, futures::future::join_all(workers.iter_mut())).await;
     if finished.is_err() {
+        // Stop every render now (killing its kustomize processes); the jobs release themselves.
+        shutdown.cancel(CancelReason::ShuttingDown);
+        let running = workers.iter_mut().filter(|w| !w.is_finished());
+        let _ = tokio::time::timeout(SHUTDOWN_LINGER, futures::future::join_all(running)).await;
         for worker in &workers {
             worker.abort();
         }

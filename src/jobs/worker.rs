@@ -3,8 +3,9 @@
 
 use super::mirror::{GitAuth, Mirrors};
 use super::{JobPayload, HELP};
+use crate::cancel::{CancelReason, CancelToken};
 use crate::cli::plan::{plan as make_plan_from_args, LiveArgs, PlanArgs, PlanFormat};
-use crate::cli::RenderArgs;
+use crate::cli::{LimitArgs, RenderArgs};
 use crate::forge::webhook::Command;
 use crate::forge::{ForgeClient, ForgeError, ForgeKind, PullInfo, Reaction, RepoInfo, StatusState};
 use crate::plan::{Plan, Severity, Verdict};
@@ -50,7 +51,17 @@ pub struct WorkerConfig {
     pub live: LiveArgs,
     /// Maximum characters of one comment.
     pub comment_limit: usize,
+    /// What one plan may ask for (sizes, times).
+    pub limits: LimitArgs,
+    /// Seconds one plan may take.
+    pub plan_timeout: Duration,
+    /// Cancelled when the service shuts down: every running plan stops (its kustomize
+    /// processes are killed) and its job goes back to the queue.
+    pub shutdown: CancelToken,
 }
+
+/// How often a running plan checks that no newer push superseded it.
+const SUPERSEDED_CHECK: Duration = Duration::from_secs(2);
 
 pub struct Worker {
     pub id: String,
@@ -124,22 +135,27 @@ impl Worker {
     }
 
     async fn run_claimed(&self, job: Job) {
-        // Renew the lease while the job runs, so other workers leave it alone.
+        // Renew the lease while the job runs, so other workers leave it alone; a job that is
+        // lost (superseded by a newer push, or taken over) is cancelled at once.
+        let cancel = self.config.shutdown.child();
         let heartbeat = {
             let store = self.store.clone();
-            let (id, worker, every) = (job.id, self.id.clone(), self.config.lease / 3);
+            let (id, worker) = (job.id, self.id.clone());
+            let every = (self.config.lease / 3).min(SUPERSEDED_CHECK);
+            let cancel = cancel.clone();
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
                     if let Ok(false) = store.heartbeat(id, &worker).await {
                         tracing::warn!(job = id, "lost the job (superseded or taken over): it will not post");
+                        cancel.cancel(CancelReason::Superseded);
                         return;
                     }
                 }
             })
         };
         let result = match serde_json::from_str::<JobPayload>(&job.payload) {
-            Ok(payload) => self.perform(&job, payload).await,
+            Ok(payload) => self.perform(&job, payload, &cancel).await,
             Err(e) => Err(JobError::Fatal(format!("unreadable job payload: {e}"))),
         };
         heartbeat.abort();
@@ -203,10 +219,10 @@ impl Worker {
         result
     }
 
-    async fn perform(&self, job: &Job, payload: JobPayload) -> Result<(), JobError> {
+    async fn perform(&self, job: &Job, payload: JobPayload, cancel: &CancelToken) -> Result<(), JobError> {
         match payload {
             JobPayload::Plan { repo, number, base_ref, head_sha, trigger } => {
-                self.plan(job, PlanTarget { repo, number, base_ref, head_sha, trigger }).await
+                self.plan(job, PlanTarget { repo, number, base_ref, head_sha, trigger }, cancel).await
             }
             // Enqueueing it superseded the pull request's plans: nothing left to do.
             JobPayload::Closed { .. } => Ok(()),
@@ -233,7 +249,7 @@ impl Worker {
         Ok(self.store.holds(job.id, &self.id).await?)
     }
 
-    async fn plan(&self, job: &Job, target: PlanTarget) -> Result<(), JobError> {
+    async fn plan(&self, job: &Job, target: PlanTarget, cancel: &CancelToken) -> Result<(), JobError> {
         let repo = &target.repo;
         let (forge, token) = self.forge(repo)?;
         let started = Instant::now();
@@ -251,8 +267,9 @@ impl Worker {
             .await?;
         let run_url =
             self.config.public_url.as_ref().map(|u| format!("{}/runs/{run_id}", u.trim_end_matches('/')));
-        let result =
-            self.plan_run(job, &target, forge, token.clone(), run_id, run_url.as_deref(), started).await;
+        let result = self
+            .plan_run(job, &target, forge, token.clone(), run_id, run_url.as_deref(), started, cancel)
+            .await;
         if let Err(JobError::Fatal(error) | JobError::Retry(error, _)) = &result {
             let outcome =
                 RunOutcome { status: "failed".into(), error: Some(error.clone()), ..Default::default() };
@@ -271,6 +288,7 @@ impl Worker {
         run_id: i64,
         run_url: Option<&str>,
         started: Instant,
+        cancel: &CancelToken,
     ) -> Result<(), JobError> {
         let repo = &target.repo;
         let mut timings = BTreeMap::new();
@@ -299,10 +317,15 @@ impl Worker {
         // Plan the merge: the head against the current tip of the base branch.
         let phase = Instant::now();
         let base_rev = format!("refs/heads/{}", target.base_ref);
-        let args = self.plan_args(mirror, &base_rev, &target.head_sha);
+        let mut args = self.plan_args(mirror, &base_rev, &target.head_sha);
+        args.render.cancel = cancel.clone();
         let plan = tokio::task::spawn_blocking(move || make_plan_from_args(&args))
             .await
             .map_err(|e| JobError::Fatal(e.to_string()))?;
+        if cancel.reason() == Some(CancelReason::ShuttingDown) {
+            // Not this plan's fault: another replica (or this one, restarted) plans it again.
+            return Err(JobError::Retry("the service shut down while planning".into(), Some(Duration::ZERO)));
+        }
         timings.insert("plan_ms", phase.elapsed().as_millis() as u64);
         let verdict_label =
             serde_json::to_value(plan.verdict).ok().and_then(|v| v.as_str().map(str::to_string));
@@ -348,6 +371,7 @@ impl Worker {
 
     fn plan_args(&self, mirror: PathBuf, base: &str, head: &str) -> PlanArgs {
         let mut render = RenderArgs::for_repo(&mirror);
+        render.limits = self.config.limits.clone();
         render.no_cache = false;
         render.cache_dir = Some(self.config.data_dir.join("cache"));
         render.cluster_snapshot = self.config.cluster_snapshot.clone();
@@ -357,6 +381,7 @@ impl Worker {
             head: head.to_string(),
             format: PlanFormat::Markdown,
             policy: None,
+            plan_timeout: self.config.plan_timeout.as_secs(),
             cluster: self.config.live.clone(),
         }
     }

@@ -19,6 +19,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("build-failed", Severity::Danger),
     ("kustomization-removed", Severity::Danger),
     ("data-loss", Severity::Danger),
+    ("source-limit", Severity::Danger),
     ("prune-changed", Severity::Warning),
     ("suspend-changed", Severity::Warning),
     ("target-namespace-changed", Severity::Warning),
@@ -171,6 +172,18 @@ pub fn evaluate(
         }
     }
     alerts.extend(spec_change_alerts(policy, base, head));
+    // Files left out for their size: what Flux would read is not what was rendered.
+    let mut breaches: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (revision, render) in [("head", head), ("base", base)] {
+        for breach in &render.source_limits {
+            breaches.entry(breach.as_str()).or_default().push(revision);
+        }
+    }
+    for (breach, revisions) in breaches {
+        alerts.extend(
+            policy.general_alert("source-limit", format!("at {}: {breach}", revisions.join(" and "))),
+        );
+    }
     let known: BTreeSet<&str> = base.unreachable.iter().map(|u| u.file.as_str()).collect();
     for unreachable in head.unreachable.iter().filter(|u| !known.contains(u.file.as_str())) {
         alerts.extend(policy.alert(
@@ -231,7 +244,10 @@ fn plan_alerts(
     };
     let mut alerts = Vec::new();
     if let Some(error) = &plan.error {
-        let code = if error.code == "path-not-found" { "path-not-found" } else { "build-failed" };
+        let code = match error.code {
+            "path-not-found" | "source-limit" => error.code,
+            _ => "build-failed",
+        };
         alerts.extend(alert(
             code,
             format!(

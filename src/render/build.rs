@@ -2,9 +2,11 @@
 //! kustomization, then the real kustomize (or the cache).
 
 use super::cache::RenderCache;
-use super::kustomize::Kustomize;
+use super::kustomize::{BuildError, Kustomize};
+use super::references::{self, Reference, PLUGIN_FIELDS};
 use super::RenderError;
-use crate::flux::generator::{self, is_remote, kustomization_file};
+use crate::cancel::CancelToken;
+use crate::flux::generator::{self, kustomization_file};
 use crate::flux::Kustomization;
 use crate::paths;
 use crate::yaml;
@@ -16,23 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Changes whenever what the cache stores changes, so old entries are never misread.
-const CACHE_FORMAT: &str = "fluxplan-cache-v1-json";
+/// v2: entries written before the sandbox existed are never read (they may hold what a hostile
+/// build read from outside its source).
+const CACHE_FORMAT: &str = "fluxplan-cache-v2-json";
 const ORIGIN_ANNOTATION: &str = "config.kubernetes.io/origin";
-
-/// Kustomization fields that name files or directories kustomize reads.
-const PATH_LIST_FIELDS: &[&str] = &[
-    "resources",
-    "bases",
-    "components",
-    "crds",
-    "configurations",
-    "transformers",
-    "generators",
-    "validators",
-    "patchesStrategicMerge",
-];
-/// Fields whose entries are remote when not local paths.
-const REMOTE_CAPABLE_FIELDS: &[&str] = &["resources", "bases", "components"];
 
 /// One object as kustomize produced it, with the repository file it came from.
 #[derive(Debug, Clone)]
@@ -60,7 +49,12 @@ impl Builder {
     }
 
     /// Builds `spec` from the source tree at `root`.
-    pub fn build(&self, root: &Path, spec: &Kustomization) -> Result<Built, RenderError> {
+    pub fn build(
+        &self,
+        root: &Path,
+        spec: &Kustomization,
+        cancel: &CancelToken,
+    ) -> Result<Built, RenderError> {
         let display = |p: &Path| paths::relative(root, p);
         let dir = paths::secure_join(root, &spec.path);
         if !dir.is_dir() {
@@ -74,7 +68,9 @@ impl Builder {
             .map_err(|e| RenderError::InvalidSource(e.to_string()))?;
         let mut document = prepared.document;
         let mut inputs = BTreeMap::new();
-        self.collect_inputs(root, &dir, &document, &mut inputs, &mut Vec::new())?;
+        let here = display(&dir);
+        let top = references::of_kustomization(&document, &format!("the kustomization of {here}"))?;
+        self.collect_inputs(root, &dir, top, false, &mut inputs, &mut Vec::new())?;
         // Origin annotations tell which file each object came from (needed to find roots and
         // nested Kustomizations); they are removed again unless the kustomization asked for them.
         if !prepared.wants_origin_annotations {
@@ -95,7 +91,7 @@ impl Builder {
         let documents = match cached {
             Some(documents) => documents,
             None => {
-                let output = self.run(root, &dir, &kustomization_text)?;
+                let output = self.run(root, &dir, &kustomization_text, cancel)?;
                 let documents = yaml::parse_documents(&output)
                     .map_err(|e| RenderError::Kustomize(format!("kustomize output is not YAML: {e}")))?;
                 let json = serde_json::to_string(&documents).expect("JSON values serialize");
@@ -142,52 +138,56 @@ impl Builder {
     }
 
     /// Collects the content hash of every file a kustomization reads, following the directories
-    /// it references; refuses remote bases and references outside the source.
+    /// it references, after checking every reference (see `references`). Inside plugin
+    /// configurations (`in_plugin`), every document read is a plugin configuration whose own
+    /// file references are checked too.
     fn collect_inputs(
         &self,
         root: &Path,
         dir: &Path,
-        document: &Value,
+        refs: Vec<Reference>,
+        in_plugin: bool,
         inputs: &mut BTreeMap<String, String>,
-        visiting: &mut Vec<PathBuf>,
+        visiting: &mut Vec<(PathBuf, bool)>,
     ) -> Result<(), RenderError> {
-        if visiting.iter().any(|d| d == dir) {
+        if visiting.iter().any(|(d, p)| d == dir && *p == in_plugin) {
             return Ok(());
         }
-        visiting.push(dir.to_path_buf());
+        visiting.push((dir.to_path_buf(), in_plugin));
         let here = paths::relative(root, dir);
-        for (field, reference) in referenced_paths(document) {
-            if REMOTE_CAPABLE_FIELDS.contains(&field) && is_remote(&reference) {
-                return Err(RenderError::RemoteBase(format!(
-                    "remote {field} entry '{reference}' in {here}: fluxplan never fetches from the \
-                     network; vendor it into the repository or reference a local copy"
-                )));
-            }
-            let target = dir.join(&reference);
-            if !paths::is_within(root, &target) {
-                if paths::normalize(&target).is_some_and(|p| p.exists())
-                    || Path::new(&reference).is_absolute()
-                {
-                    return Err(RenderError::InvalidSource(format!(
-                        "{field} entry '{reference}' in {here} points outside the source; Flux only \
-                         reads files inside the source artifact"
-                    )));
-                }
-                continue;
-            }
-            let Some(target) = paths::normalize(&target) else {
-                continue;
-            };
+        for reference in refs {
+            let local = references::check(root, dir, &reference, &here)?;
+            let plugin = in_plugin || PLUGIN_FIELDS.contains(&local.field.as_str());
+            let target = local.path;
+            let shown = paths::relative(root, &target);
             if target.is_file() {
-                inputs.insert(paths::relative(root, &target), self.file_hash(&target)?);
-            } else if target.is_dir() {
-                if let Some(file) = kustomization_file(&target) {
-                    inputs.insert(paths::relative(root, &file), self.file_hash(&file)?);
-                    let text = std::fs::read_to_string(&file).unwrap_or_default();
-                    if let Ok(Some(nested)) = yaml::parse_documents(&text).map(|mut d| d.pop()) {
-                        self.collect_inputs(root, &target, &nested, inputs, visiting)?;
+                inputs.insert(shown.clone(), self.file_hash(&target)?);
+                if plugin {
+                    let mut nested = Vec::new();
+                    for config in references::plugin_configs_in(&target, &shown)? {
+                        nested.extend(references::of_plugin_config(&config, &shown)?);
                     }
+                    let parent = target.parent().unwrap_or(root).to_path_buf();
+                    self.collect_inputs(root, &parent, nested, plugin, inputs, visiting)?;
                 }
+            } else if let Some(file) = target.is_dir().then(|| kustomization_file(&target)).flatten() {
+                let shown = paths::relative(root, &file);
+                inputs.insert(shown.clone(), self.file_hash(&file)?);
+                let text = std::fs::read_to_string(&file)
+                    .map_err(|e| RenderError::InvalidSource(format!("cannot read {shown}: {e}")))?;
+                let document = match yaml::parse_documents(&text) {
+                    Ok(mut docs) if docs.len() <= 1 => docs.pop().unwrap_or_else(|| serde_json::json!({})),
+                    Ok(_) => {
+                        return Err(RenderError::InvalidSource(format!(
+                            "{shown} holds more than one YAML document"
+                        )))
+                    }
+                    Err(e) => {
+                        return Err(RenderError::InvalidSource(format!("{shown} is not valid YAML: {e}")))
+                    }
+                };
+                let nested = references::of_kustomization(&document, &shown)?;
+                self.collect_inputs(root, &target, nested, plugin, inputs, visiting)?;
             }
         }
         visiting.pop();
@@ -197,7 +197,13 @@ impl Builder {
     /// Runs kustomize on a shadow of `dir`: a sibling directory holding the prepared
     /// kustomization and symlinks to everything else in `dir`, so that builds of one directory
     /// with different overrides can run side by side without touching the tree.
-    fn run(&self, root: &Path, dir: &Path, kustomization: &str) -> Result<String, RenderError> {
+    fn run(
+        &self,
+        root: &Path,
+        dir: &Path,
+        kustomization: &str,
+        cancel: &CancelToken,
+    ) -> Result<String, RenderError> {
         let parent = dir.parent().unwrap_or(root);
         let n = self.shadow_counter.fetch_add(1, Ordering::Relaxed);
         let shadow = parent.join(format!("{}{}-{n}", generator::SCRATCH_PREFIX, std::process::id()));
@@ -215,52 +221,21 @@ impl Builder {
                 std::os::unix::fs::symlink(entry.path(), shadow.join(&name)).map_err(io)?;
             }
             std::fs::write(shadow.join("kustomization.yaml"), kustomization).map_err(io)?;
-            self.kustomize.build(&shadow).map_err(|message| {
-                let shadow_name = shadow.file_name().unwrap_or_default().to_string_lossy().to_string();
-                let dir_name = dir.file_name().unwrap_or_default().to_string_lossy().to_string();
-                RenderError::Kustomize(
-                    message.replace(&format!("{}/", root.display()), "").replace(&shadow_name, &dir_name),
-                )
+            self.kustomize.build(&shadow, root, cancel).map_err(|error| match error {
+                BuildError::Failed(message) => {
+                    let shadow_name = shadow.file_name().unwrap_or_default().to_string_lossy().to_string();
+                    let dir_name = dir.file_name().unwrap_or_default().to_string_lossy().to_string();
+                    RenderError::Kustomize(
+                        message.replace(&format!("{}/", root.display()), "").replace(&shadow_name, &dir_name),
+                    )
+                }
+                BuildError::Limit(message) => RenderError::Limit(message),
+                BuildError::Cancelled(reason) => RenderError::Cancelled(reason),
             })
         })();
         let _ = std::fs::remove_dir_all(&shadow);
         result
     }
-}
-
-/// (field, path) pairs of a kustomization that name files or directories.
-fn referenced_paths(document: &Value) -> Vec<(&'static str, String)> {
-    let mut out = Vec::new();
-    for field in PATH_LIST_FIELDS {
-        for item in document.get(*field).and_then(Value::as_array).into_iter().flatten() {
-            if let Some(s) = item.as_str().filter(|s| !s.contains('\n')) {
-                out.push((*field, s.to_string()));
-            }
-        }
-    }
-    for field in ["patches", "patchesJson6902", "replacements"] {
-        for item in document.get(field).and_then(Value::as_array).into_iter().flatten() {
-            if let Some(p) = item.get("path").and_then(Value::as_str) {
-                out.push(("patches", p.to_string()));
-            }
-        }
-    }
-    if let Some(p) = document["openapi"]["path"].as_str() {
-        out.push(("openapi", p.to_string()));
-    }
-    for field in ["configMapGenerator", "secretGenerator"] {
-        for generator in document.get(field).and_then(Value::as_array).into_iter().flatten() {
-            let files = generator.get("files").and_then(Value::as_array).into_iter().flatten();
-            let envs = generator.get("envs").and_then(Value::as_array).into_iter().flatten();
-            for item in files.chain(envs).chain(generator.get("env")) {
-                if let Some(s) = item.as_str() {
-                    let path = s.split_once('=').map_or(s, |(_, p)| p);
-                    out.push(("generator", path.to_string()));
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Reads (and, when asked, removes) the origin annotation; returns the origin's path.

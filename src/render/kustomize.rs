@@ -1,23 +1,41 @@
 //! Runs the real kustomize (`kustomize build`, else `kubectl kustomize`) the way the controller
-//! configures it: load restrictions off, no plugins, and here also no network and a timeout.
+//! configures it (load restrictions off, no plugins), confined by the sandbox, with a time and an
+//! output limit, and killed at once when its plan is cancelled.
 
+use crate::cancel::{CancelReason, CancelToken};
+use crate::sandbox::{self, Confinement};
 use anyhow::{bail, Result};
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use wait_timeout::ChildExt;
 
-/// An address nothing listens on: any attempt to fetch a remote base fails at once.
-const NO_NETWORK_PROXY: &str = "http://127.0.0.1:9";
-
 #[derive(Debug, Clone)]
 pub struct Kustomize {
-    program: String,
+    /// The program, resolved to an absolute path (the sandbox must allow exactly it).
+    program: PathBuf,
     subcommand: &'static str,
     /// The kustomize version, part of every cache key.
     pub version: String,
     pub timeout: Duration,
+    /// The most output one build may print (a hostile kustomization can multiply its input).
+    pub max_output: u64,
+    /// Confine kustomize with Landlock where the kernel offers it.
+    pub landlock: bool,
+}
+
+/// Why a build gave no output.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BuildError {
+    /// kustomize's own message.
+    #[error("{0}")]
+    Failed(String),
+    /// Over the time or output limit.
+    #[error("{0}")]
+    Limit(String),
+    #[error("stopped: {0}")]
+    Cancelled(CancelReason),
 }
 
 impl Kustomize {
@@ -43,63 +61,89 @@ impl Kustomize {
     /// The kustomize at `program` (a `kubectl` binary is used as `kubectl kustomize`).
     pub fn at(program: &str, timeout: Duration) -> Result<Self> {
         let subcommand = if program.ends_with("kubectl") { "kustomize" } else { "build" };
-        match version_of(program, subcommand) {
-            Some(version) => Ok(Kustomize { program: program.to_string(), subcommand, version, timeout }),
+        let Some(resolved) = sandbox::resolve_program(program) else {
+            bail!("{program} not found");
+        };
+        match version_of(&resolved, subcommand) {
+            Some(version) => Ok(Kustomize {
+                program: resolved,
+                subcommand,
+                version: format!("{program} {version}"),
+                timeout,
+                max_output: super::source::DEFAULT_MAX_TOTAL_BYTES,
+                landlock: true,
+            }),
             None => bail!("{program} is not a working kustomize (`{program} version` failed)"),
         }
     }
 
-    /// Builds the kustomization in `dir`; the error is kustomize's own message.
-    pub fn build(&self, dir: &Path) -> Result<String, String> {
+    /// Builds the kustomization in `dir`, reading nothing outside `readable` (the source root).
+    pub fn build(&self, dir: &Path, readable: &Path, cancel: &CancelToken) -> Result<String, BuildError> {
+        cancel.check().map_err(BuildError::Cancelled)?;
         let mut cmd = Command::new(&self.program);
         cmd.arg(self.subcommand)
             .arg(dir)
             .args(["--load-restrictor", "LoadRestrictionsNone"])
-            .env("HTTP_PROXY", NO_NETWORK_PROXY)
-            .env("HTTPS_PROXY", NO_NETWORK_PROXY)
-            .env("http_proxy", NO_NETWORK_PROXY)
-            .env("https_proxy", NO_NETWORK_PROXY)
-            .env_remove("NO_PROXY")
-            .env_remove("no_proxy")
-            .env("GIT_ALLOW_PROTOCOL", "none")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("KUBECONFIG", "/dev/null")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", self.program))?;
-        let mut stdout = child.stdout.take().expect("piped");
-        let mut stderr = child.stderr.take().expect("piped");
-        let out_reader = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = stdout.read_to_end(&mut buf);
-            buf
-        });
-        let err_reader = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = stderr.read_to_end(&mut buf);
-            buf
-        });
-        let status = match child.wait_timeout(self.timeout) {
-            Ok(Some(status)) => status,
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("kustomize build timed out after {}s", self.timeout.as_secs()));
-            }
-            Err(e) => return Err(format!("waiting for kustomize failed: {e}")),
+        let confinement = Confinement {
+            readable: readable.to_path_buf(),
+            program: self.program.clone(),
+            landlock: self.landlock,
         };
-        let out = out_reader.join().unwrap_or_default();
-        let err = err_reader.join().unwrap_or_default();
+        confinement.apply(&mut cmd).map_err(|e| BuildError::Failed(e.to_string()))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| BuildError::Failed(format!("cannot run {}: {e}", self.program.display())))?;
+        let _tracked = cancel.track(child.id() as i32);
+        let limit = self.max_output;
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let out_reader = std::thread::spawn(move || read_capped(stdout, limit));
+        let err_reader = std::thread::spawn(move || read_capped(stderr, 1024 * 1024));
+        let status = match child.wait_timeout(self.timeout) {
+            Ok(Some(status)) => Some(status),
+            Ok(None) => None,
+            Err(e) => return Err(BuildError::Failed(format!("waiting for kustomize failed: {e}"))),
+        };
+        // Whatever happened, nothing of this build may outlive it (or hold its pipes open).
+        crate::cancel::kill_group(child.id() as i32);
+        let _ = child.wait();
+        let (out, out_over) = out_reader.join().unwrap_or_default();
+        let (err, _) = err_reader.join().unwrap_or_default();
+        if let Err(reason) = cancel.check() {
+            return Err(BuildError::Cancelled(reason));
+        }
+        let Some(status) = status else {
+            return Err(BuildError::Limit(format!(
+                "kustomize build timed out after {}s (--kustomize-timeout)",
+                self.timeout.as_secs()
+            )));
+        };
+        if out_over {
+            return Err(BuildError::Limit(format!(
+                "kustomize printed more than {limit} bytes: the build is not used"
+            )));
+        }
         if status.success() {
-            String::from_utf8(out).map_err(|_| "kustomize printed output that is not UTF-8".to_string())
+            String::from_utf8(out)
+                .map_err(|_| BuildError::Failed("kustomize printed output that is not UTF-8".into()))
         } else {
-            Err(clean_error(&String::from_utf8_lossy(&err)))
+            Err(BuildError::Failed(clean_error(&String::from_utf8_lossy(&err))))
         }
     }
 }
 
-fn version_of(program: &str, subcommand: &str) -> Option<String> {
+/// Reads up to `limit` bytes; the flag says whether there was more (the rest is drained).
+fn read_capped(mut from: impl Read, limit: u64) -> (Vec<u8>, bool) {
+    let mut buf = Vec::new();
+    let _ = (&mut from).take(limit).read_to_end(&mut buf);
+    let over = std::io::copy(&mut from, &mut std::io::sink()).is_ok_and(|rest| rest > 0);
+    (buf, over)
+}
+
+fn version_of(program: &Path, subcommand: &str) -> Option<String> {
     let args: &[&str] = if subcommand == "build" { &["version"] } else { &["version", "--client"] };
     let out = Command::new(program).args(args).stdin(Stdio::null()).output().ok()?;
     if !out.status.success() {
@@ -111,7 +155,7 @@ fn version_of(program: &str, subcommand: &str) -> Option<String> {
     } else {
         text.lines().find_map(|l| l.strip_prefix("Kustomize Version:"))?.trim().to_string()
     };
-    Some(format!("{program} {version}"))
+    Some(version)
 }
 
 /// kustomize's message without klog prefixes.

@@ -5,6 +5,7 @@ pub mod build;
 pub mod cache;
 pub mod kustomize;
 pub mod postbuild;
+pub mod references;
 pub mod source;
 mod walk;
 
@@ -38,6 +39,12 @@ pub enum RenderError {
     Cycle(String),
     #[error("{0}")]
     Apply(String),
+    /// Over a limit (time, output): never silent, always a `source-limit` alert.
+    #[error("{0}")]
+    Limit(String),
+    /// The plan was stopped; the render is abandoned.
+    #[error("render stopped: {0}")]
+    Cancelled(crate::cancel::CancelReason),
 }
 
 impl RenderError {
@@ -51,6 +58,8 @@ impl RenderError {
             RenderError::InvalidSpec(_) => "invalid-spec",
             RenderError::Cycle(_) => "cycle",
             RenderError::Apply(_) => "apply-would-fail",
+            RenderError::Limit(_) => "source-limit",
+            RenderError::Cancelled(_) => "cancelled",
         }
     }
 }
@@ -159,6 +168,9 @@ pub struct Render {
     pub clusters: Vec<Cluster>,
     pub unreachable: Vec<Unreachable>,
     pub warnings: Vec<String>,
+    /// Source limits this revision breached (files left out for their size): each is a
+    /// `source-limit` alert, since what Flux would read is not what was rendered.
+    pub source_limits: Vec<String>,
     #[serde(skip)]
     pub stats: RenderStats,
 }
@@ -203,8 +215,10 @@ pub struct RenderOptions {
     pub strict_substitution: bool,
     pub jobs: usize,
     pub kustomize_timeout: Duration,
-    pub max_file_size: u64,
+    pub limits: source::SourceLimits,
     pub progress: bool,
+    /// Stops the render (and kills its kustomize processes) from outside.
+    pub cancel: crate::cancel::CancelToken,
 }
 
 impl RenderOptions {
@@ -219,8 +233,9 @@ impl RenderOptions {
             strict_substitution: true,
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             kustomize_timeout: Duration::from_secs(120),
-            max_file_size: source::DEFAULT_MAX_FILE_SIZE,
+            limits: source::SourceLimits::default(),
             progress: false,
+            cancel: crate::cancel::CancelToken::new(),
         }
     }
 }

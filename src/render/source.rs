@@ -1,5 +1,7 @@
 //! Source trees fluxplan owns: a revision (or the working tree) exported into a temporary
-//! directory with no symlinks and no oversized files, then filtered by the source's ignore rules.
+//! directory with no symlinks and within the source limits, then filtered by the source's ignore
+//! rules. A pull request cannot make an export grow without bound, and nothing it loses is
+//! silent: every file left out is a recorded breach.
 
 use crate::flux::sourceignore::SourceIgnore;
 use crate::git;
@@ -10,6 +12,72 @@ use std::sync::Mutex;
 
 /// Files larger than this are left out of a source (a hostile PR cannot exhaust memory).
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 10 * 1024 * 1024;
+/// A source larger than this in all is not rendered.
+pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 512 * 1024 * 1024;
+/// A source with more files than this is not rendered.
+pub const DEFAULT_MAX_FILES: u64 = 100_000;
+
+/// How much of a repository fluxplan is willing to export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceLimits {
+    pub max_file_size: u64,
+    pub max_total_bytes: u64,
+    pub max_files: u64,
+}
+
+impl Default for SourceLimits {
+    fn default() -> Self {
+        SourceLimits {
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            max_total_bytes: DEFAULT_MAX_TOTAL_BYTES,
+            max_files: DEFAULT_MAX_FILES,
+        }
+    }
+}
+
+/// A source over its total limits: it is not rendered at all.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct SourceLimitExceeded(pub String);
+
+/// Counts what an export has taken so far against the limits.
+struct Budget {
+    limits: SourceLimits,
+    bytes: u64,
+    files: u64,
+    /// Files left out for their size: (path, size).
+    oversized: Vec<(String, u64)>,
+}
+
+impl Budget {
+    fn new(limits: SourceLimits) -> Self {
+        Budget { limits, bytes: 0, files: 0, oversized: Vec::new() }
+    }
+
+    /// Whether to write the file; an error when the whole source is over its limits.
+    fn admit(&mut self, path: &Path, size: u64) -> Result<bool, SourceLimitExceeded> {
+        if size > self.limits.max_file_size {
+            self.oversized.push((path.display().to_string(), size));
+            return Ok(false);
+        }
+        self.files += 1;
+        self.bytes += size;
+        if self.files > self.limits.max_files {
+            return Err(SourceLimitExceeded(format!(
+                "the source holds more than {} files (--max-source-files); it is not rendered",
+                self.limits.max_files
+            )));
+        }
+        if self.bytes > self.limits.max_total_bytes {
+            return Err(SourceLimitExceeded(format!(
+                "the source holds more than {} bytes (--max-source-bytes; reached at {}); it is not rendered",
+                self.limits.max_total_bytes,
+                path.display()
+            )));
+        }
+        Ok(true)
+    }
+}
 
 /// A repository exported at one revision, plus its filtered variants.
 pub struct ExportedSource {
@@ -17,18 +85,22 @@ pub struct ExportedSource {
     raw: PathBuf,
     /// The commit exported, when a revision was given.
     pub commit: Option<String>,
-    /// Things left out while exporting (symlinks, oversized files), for the report.
+    /// Things left out while exporting (symlinks), for the report.
     pub warnings: Vec<String>,
+    /// Files left out for their size: (path, size). Each is a `source-limit` alert.
+    pub oversized: Vec<(String, u64)>,
+    limits: SourceLimits,
     filtered: Mutex<BTreeMap<Option<String>, PathBuf>>,
 }
 
-/// Below this much free space a memory-backed scratch directory is not used.
-const MIN_SCRATCH_SPACE: u64 = 1024 * 1024 * 1024;
+/// Free space a memory-backed scratch directory keeps beyond what exports may take.
+const SCRATCH_HEADROOM: u64 = 1024 * 1024 * 1024;
 
 /// Where source trees are exported: `$FLUXPLAN_WORKDIR`, else a memory-backed directory
-/// (`$XDG_RUNTIME_DIR`, `/dev/shm`) with room to spare, else the system temporary directory.
-/// Exports create and delete thousands of small files; on some disks that costs seconds.
-pub fn scratch_dir() -> PathBuf {
+/// (`$XDG_RUNTIME_DIR`, `/dev/shm`) with room for two full-size exports (base and head) to
+/// spare, else the system temporary directory. Exports create and delete thousands of small
+/// files; on some disks that costs seconds.
+pub fn scratch_dir(limits: &SourceLimits) -> PathBuf {
     if let Some(dir) = std::env::var_os("FLUXPLAN_WORKDIR") {
         return PathBuf::from(dir);
     }
@@ -37,14 +109,17 @@ pub fn scratch_dir() -> PathBuf {
     memory_backed
         .into_iter()
         .flatten()
-        .find(|dir| fs4::available_space(dir).is_ok_and(|free| free >= MIN_SCRATCH_SPACE))
+        .find(|dir| {
+            let needed = limits.max_total_bytes.saturating_mul(2).saturating_add(SCRATCH_HEADROOM);
+            fs4::available_space(dir).is_ok_and(|free| free >= needed)
+        })
         .unwrap_or_else(std::env::temp_dir)
 }
 
 impl ExportedSource {
     /// Exports `rev` of `repo` (or its working tree when `rev` is `None`).
-    pub fn export(repo: &Path, rev: Option<&str>, max_file_size: u64) -> Result<Self> {
-        let scratch = scratch_dir();
+    pub fn export(repo: &Path, rev: Option<&str>, limits: SourceLimits) -> Result<Self> {
+        let scratch = scratch_dir(&limits);
         let workdir = tempfile::Builder::new()
             .prefix("fluxplan-src-")
             .tempdir_in(&scratch)
@@ -52,19 +127,49 @@ impl ExportedSource {
         let raw = workdir.path().join("raw");
         std::fs::create_dir(&raw)?;
         let mut warnings = Vec::new();
+        let mut budget = Budget::new(limits);
         let commit = match rev {
             Some(rev) => {
                 let commit = git::resolve_commit(repo, rev)?;
-                git::archive_into(repo, &commit, |tar| unpack(tar, &raw, max_file_size, &mut warnings))?;
+                git::archive_into(repo, &commit, |tar| unpack(tar, &raw, &mut budget, &mut warnings))?;
                 Some(commit)
             }
             None => {
                 anyhow::ensure!(repo.is_dir(), "repository directory {} does not exist", repo.display());
-                copy_tree(repo, repo, &raw, max_file_size, &mut warnings)?;
+                copy_tree(repo, repo, &raw, &mut budget, &mut warnings)?;
                 None
             }
         };
-        Ok(ExportedSource { workdir, raw, commit, warnings, filtered: Mutex::default() })
+        Ok(ExportedSource {
+            workdir,
+            raw,
+            commit,
+            warnings,
+            oversized: budget.oversized,
+            limits,
+            filtered: Mutex::default(),
+        })
+    }
+
+    /// One message per file left out for its size, unless the source's ignore rules leave it
+    /// out anyway (a large image under `docs/` is no loss).
+    pub fn oversized_messages(&self, prefix: &str) -> Result<Vec<String>> {
+        if self.oversized.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rules = SourceIgnore::load(&self.raw, None)?;
+        Ok(self
+            .oversized
+            .iter()
+            .filter(|(path, _)| !rules.is_ignored(&self.raw.join(path), false))
+            .map(|(path, size)| {
+                format!(
+                    "{prefix}{path} was left out: {size} bytes is over the {} byte limit per file \
+                     (--max-file-size), so Flux would read a file this plan did not",
+                    self.limits.max_file_size
+                )
+            })
+            .collect())
     }
 
     /// The tree as the artifact of a source with `spec.ignore` would hold it.
@@ -92,7 +197,7 @@ impl ExportedSource {
 fn unpack(
     tar: &mut dyn std::io::Read,
     dest: &Path,
-    max_file_size: u64,
+    budget: &mut Budget,
     warnings: &mut Vec<String>,
 ) -> Result<()> {
     let mut archive = tar::Archive::new(tar);
@@ -115,13 +220,7 @@ fn unpack(
             std::fs::create_dir_all(&target)?;
             made_dirs.insert(target);
         } else if kind.is_file() {
-            if entry.size() > max_file_size {
-                warnings.push(format!(
-                    "{}: left out, {} bytes is over the {} byte limit per file",
-                    path.display(),
-                    entry.size(),
-                    max_file_size
-                ));
+            if !budget.admit(&path, entry.size())? {
                 continue;
             }
             if let Some(parent) = target.parent() {
@@ -142,7 +241,7 @@ fn copy_tree(
     base: &Path,
     dir: &Path,
     dest: &Path,
-    max_file_size: u64,
+    budget: &mut Budget,
     warnings: &mut Vec<String>,
 ) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
@@ -158,14 +257,9 @@ fn copy_tree(
                 continue;
             }
             std::fs::create_dir_all(&target)?;
-            copy_tree(base, &path, dest, max_file_size, warnings)?;
+            copy_tree(base, &path, dest, budget, warnings)?;
         } else if file_type.is_file() {
-            let size = entry.metadata()?.len();
-            if size > max_file_size {
-                warnings.push(format!(
-                    "{}: left out, {size} bytes is over the {max_file_size} byte limit per file",
-                    rel.display()
-                ));
+            if !budget.admit(rel, entry.metadata()?.len())? {
                 continue;
             }
             std::fs::copy(&path, &target).with_context(|| format!("cannot copy {}", rel.display()))?;

@@ -114,13 +114,16 @@ impl Renderer {
     pub fn render(&self, opts: &RenderOptions) -> Result<Render> {
         let started = std::time::Instant::now();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.jobs.max(1)).build()?;
-        let this_repo = ExportedSource::export(&opts.repo, opts.rev.as_deref(), opts.max_file_size)?;
+        crate::sandbox::announce();
+        let this_repo = ExportedSource::export(&opts.repo, opts.rev.as_deref(), opts.limits)?;
         let mut warnings = this_repo.warnings.clone();
+        let mut source_limits = this_repo.oversized_messages("")?;
         let mut mapped = BTreeMap::new();
         for (key, dir) in &opts.sources {
-            let source = ExportedSource::export(dir, None, opts.max_file_size)
+            let source = ExportedSource::export(dir, None, opts.limits)
                 .map_err(|e| e.context(format!("cannot read source {key} from {}", dir.display())))?;
             warnings.extend(source.warnings.iter().map(|w| format!("source {key}: {w}")));
+            source_limits.extend(source.oversized_messages(&format!("source {key}: "))?);
             mapped.insert(key.clone(), source);
         }
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "source exported");
@@ -274,6 +277,9 @@ impl Renderer {
             }
         }
         progress.finish();
+        if let Err(reason) = opts.cancel.check() {
+            return Err(RenderError::Cancelled(reason).into());
+        }
 
         assign_ids(&mut clusters, &opts.known_scopes);
         for cluster in &mut clusters {
@@ -310,6 +316,7 @@ impl Renderer {
             clusters,
             unreachable,
             warnings,
+            source_limits,
             stats: RenderStats { builds, cache_hits },
         })
     }
@@ -360,7 +367,7 @@ impl Context<'_> {
         let root = self.sources.tree(&spec.source_ref)?.ok_or_else(|| {
             RenderError::InvalidSource(format!("source {} is not available locally", spec.source_ref))
         })?;
-        let built = self.renderer.builder.build(&root, spec)?;
+        let built = self.renderer.builder.build(&root, spec, &self.opts.cancel)?;
         self.progress.tick(built.cache_hit);
         let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
         let vars: Variables = postbuild::resolve_variables(spec, values.as_ref(), inherited_secrets)?;

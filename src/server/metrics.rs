@@ -13,6 +13,8 @@ pub struct Metrics {
     pub jobs_failed: IntCounterVec,
     pub plan_duration: HistogramVec,
     pub forge_errors: IntCounterVec,
+    /// The kernel's Landlock ABI renders are confined with (0: none, renders are not confined).
+    pub sandbox_landlock_abi: prometheus::IntGauge,
 }
 
 impl Metrics {
@@ -42,7 +44,15 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(plan_duration.clone())).expect("unique metric");
+        let sandbox_landlock_abi = prometheus::IntGauge::new(
+            "fluxplan_sandbox_landlock_abi",
+            "Landlock ABI kustomize is confined with (0: no Landlock, reference checks only)",
+        )
+        .expect("valid metric");
+        sandbox_landlock_abi.set(crate::sandbox::status().landlock_abi as i64);
+        registry.register(Box::new(sandbox_landlock_abi.clone())).expect("unique metric");
         Metrics {
+            sandbox_landlock_abi,
             registry,
             webhooks_received,
             webhooks_refused,

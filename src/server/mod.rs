@@ -141,7 +141,9 @@ async fn accept(
 
 async fn readyz(State(state): State<AppState>) -> Response {
     match state.store.ping().await {
-        Ok(()) => (StatusCode::OK, "ready").into_response(),
+        Ok(()) => {
+            (StatusCode::OK, format!("ready\nsandbox: {}\n", crate::sandbox::status().detail)).into_response()
+        }
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("database unreachable: {e}")).into_response(),
     }
 }

@@ -8,8 +8,11 @@ use std::time::Duration;
 
 fn manifests() -> Vec<Value> {
     let kustomize = Kustomize::detect(Duration::from_secs(60)).unwrap();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes");
-    let output = kustomize.build(&dir).unwrap_or_else(|e| panic!("deploy/kubernetes does not build: {e}"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("deploy/kubernetes");
+    let output = kustomize
+        .build(&dir, root, &fluxplan::cancel::CancelToken::new())
+        .unwrap_or_else(|e| panic!("deploy/kubernetes does not build: {e}"));
     fluxplan::yaml::parse_documents(&output).unwrap()
 }
 

@@ -550,21 +550,18 @@ fn exec_plugins_never_run() {
 }
 
 #[test]
-fn oversized_files_are_left_out_with_a_warning() {
+fn oversized_files_are_left_out_and_reported_as_a_source_limit() {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
     repo.config_map("apps/a.yaml", "a", "default");
     repo.write("apps/huge.yaml", &format!("# {}\n", "x".repeat(4096)));
     repo.commit("init");
     let mut opts = repo.options(Some("HEAD"));
-    opts.max_file_size = 2048;
+    opts.limits.max_file_size = 2048;
     let render = render_with(&opts);
     assert_eq!(ids(&render, "flux-system/apps"), vec!["default_a__ConfigMap"]);
-    assert!(
-        render.warnings.iter().any(|w| w.contains("apps/huge.yaml") && w.contains("limit")),
-        "{:?}",
-        render.warnings
-    );
+    assert_eq!(render.source_limits.len(), 1, "{:?}", render.source_limits);
+    assert!(render.source_limits[0].contains("apps/huge.yaml"), "{:?}", render.source_limits);
 }
 
 fn substitution_repo(extra_spec: &str, manifest: &str) -> Repo {

@@ -1,0 +1,172 @@
+//! The second wall around code a pull request controls: kustomize runs with a cleared
+//! environment, in its own process group, and (where the kernel offers Landlock) able to read
+//! only the exported source and the system's programs and libraries, with no TCP and no signals
+//! or abstract sockets outside its sandbox. The first wall is the reference check in
+//! `render::build`; this one holds when that check is wrong.
+
+use landlock::{
+    Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, Scope, ABI,
+};
+use serde::Serialize;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The newest Landlock ABI fluxplan's rules were written and tested for.
+const TESTED_ABI: ABI = ABI::V7;
+
+/// System directories a kustomize binary (or a wrapper script) may need: programs and shared
+/// libraries, nothing with secrets. `/etc`, `/proc`, `/home`, `/root`, `/var` and `/tmp` stay out.
+const SYSTEM_DIRS: &[&str] =
+    &["/bin", "/usr/bin", "/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/libexec"];
+/// Files the dynamic loader reads.
+const LOADER_FILES: &[&str] = &["/etc/ld.so.cache"];
+
+/// The only environment kustomize gets: nothing of the planner's (tokens, webhook secrets, the
+/// database URL) and dead proxies as a last resort on kernels without Landlock's TCP control.
+const CHILD_ENV: &[(&str, &str)] = &[
+    ("PATH", "/usr/bin:/bin"),
+    ("HOME", "/nonexistent"),
+    ("KUBECONFIG", "/dev/null"),
+    ("HTTP_PROXY", "http://127.0.0.1:9"),
+    ("HTTPS_PROXY", "http://127.0.0.1:9"),
+    ("http_proxy", "http://127.0.0.1:9"),
+    ("https_proxy", "http://127.0.0.1:9"),
+    ("GIT_ALLOW_PROTOCOL", "none"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+];
+
+/// What this kernel lets fluxplan enforce.
+#[derive(Debug, Clone, Serialize)]
+pub struct SandboxStatus {
+    /// The kernel's Landlock ABI (0: none).
+    pub landlock_abi: i32,
+    /// File access limited to the source (ABI 1+).
+    pub filesystem: bool,
+    /// TCP connect and bind refused (ABI 4+).
+    pub network: bool,
+    /// One line for logs and `/readyz`.
+    pub detail: String,
+}
+
+/// The kernel's Landlock support, probed once.
+pub fn status() -> &'static SandboxStatus {
+    static STATUS: OnceLock<SandboxStatus> = OnceLock::new();
+    STATUS.get_or_init(|| {
+        let abi = landlock_abi();
+        let detail = match abi {
+            ..=0 => "Landlock unavailable on this kernel: kustomize runs with a cleared environment only; \
+                     fluxplan relies on its reference check to keep reads inside the source"
+                .to_string(),
+            1..=3 => format!(
+                "Landlock ABI {abi}: file access confined to the source; this kernel cannot refuse TCP \
+                 (ABI 4+), so network access is stopped by the reference check and dead proxies only"
+            ),
+            _ => format!("Landlock ABI {abi}: file access confined to the source, no TCP"),
+        };
+        SandboxStatus { landlock_abi: abi, filesystem: abi >= 1, network: abi >= 4, detail }
+    })
+}
+
+/// Says once, at start, how well renders are confined; loudly when not fully.
+pub fn announce() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let s = status();
+        if s.filesystem && s.network {
+            tracing::info!(landlock_abi = s.landlock_abi, "sandbox: {}", s.detail);
+        } else {
+            tracing::warn!(landlock_abi = s.landlock_abi, "sandbox degraded: {}", s.detail);
+        }
+    });
+}
+
+fn landlock_abi() -> i32 {
+    // SAFETY: landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION only returns a number.
+    let version =
+        unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
+    version.max(0) as i32
+}
+
+/// Keeps other processes of the same user (kustomize included) from reading this process's
+/// memory and `/proc/<pid>/environ`, where the planner's secrets live.
+pub fn harden_process() {
+    // SAFETY: PR_SET_DUMPABLE takes an integer and touches no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
+/// How a kustomize process is confined.
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    /// The directory the process may read (the exported source).
+    pub readable: PathBuf,
+    /// The program, resolved: it must stay executable inside the sandbox.
+    pub program: PathBuf,
+    /// Apply Landlock (tests turn it off to check the other measures alone).
+    pub landlock: bool,
+}
+
+impl Confinement {
+    /// Makes `cmd` run confined: cleared environment, own process group, and Landlock.
+    pub fn apply(&self, cmd: &mut Command) -> std::io::Result<()> {
+        cmd.env_clear().envs(CHILD_ENV.iter().copied()).process_group(0);
+        if !self.landlock || !status().filesystem {
+            return Ok(());
+        }
+        let ruleset =
+            self.ruleset().map_err(|e| std::io::Error::other(format!("cannot prepare the sandbox: {e}")))?;
+        let mut ruleset = Some(ruleset);
+        // SAFETY: between fork and exec only restrict_self runs: two syscalls (prctl and
+        // landlock_restrict_self) on a ruleset prepared before the fork, no allocation.
+        unsafe {
+            cmd.pre_exec(move || match ruleset.take() {
+                Some(ruleset) => {
+                    ruleset.restrict_self().map(drop).map_err(|_| std::io::Error::last_os_error())
+                }
+                None => Ok(()),
+            });
+        }
+        Ok(())
+    }
+
+    fn ruleset(&self) -> anyhow::Result<RulesetCreated> {
+        let read_dir = AccessFs::ReadFile | AccessFs::ReadDir;
+        let run_file = AccessFs::ReadFile | AccessFs::Execute;
+        let mut ruleset = Ruleset::default()
+            .handle_access(AccessFs::from_all(TESTED_ABI))?
+            .handle_access(AccessNet::from_all(TESTED_ABI))?
+            .scope(Scope::from_all(TESTED_ABI))?
+            .create()?
+            .add_rule(PathBeneath::new(PathFd::new(&self.readable)?, read_dir))?
+            .add_rule(PathBeneath::new(PathFd::new(&self.program)?, run_file))?;
+        for dir in SYSTEM_DIRS.iter().map(Path::new).filter(|d| d.is_dir()) {
+            ruleset =
+                ruleset.add_rule(PathBeneath::new(PathFd::new(dir)?, AccessFs::from_read(TESTED_ABI)))?;
+        }
+        for file in LOADER_FILES.iter().map(Path::new).filter(|f| f.is_file()) {
+            ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(file)?, AccessFs::ReadFile))?;
+        }
+        Ok(ruleset.add_rule(PathBeneath::new(
+            PathFd::new("/dev/null")?,
+            AccessFs::ReadFile | AccessFs::WriteFile,
+        ))?)
+    }
+}
+
+/// `program` as an absolute path: searched in `PATH` when it has no slash, symlinks resolved.
+pub fn resolve_program(program: &str) -> Option<PathBuf> {
+    let found = if program.contains('/') {
+        Some(PathBuf::from(program))
+    } else {
+        std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())
+    }?;
+    found.canonicalize().ok()
+}
