@@ -3,7 +3,7 @@
 
 use crate::fake_github::FakeGitHub;
 use crate::fake_gitlab::FakeGitLab;
-use crate::fixture::{fluxplan_bin, Repo};
+use crate::fixture::{fluxplan_bin, wait_for, Repo, WAIT};
 use fluxplan::forge::webhook::github_signature;
 use fluxplan::store::Store;
 use serde_json::{json, Value};
@@ -90,16 +90,6 @@ impl Drop for Bot {
         self.kill();
     }
 }
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-const WAIT: Duration = Duration::from_secs(90);
 
 /// A fleet whose `apps` Kustomization renders one ConfigMap, on `main`; `change` branches off it.
 fn fleet() -> (Repo, String) {
@@ -742,4 +732,125 @@ fn a_plan_that_cannot_be_made_sets_an_error_status() {
     assert!(status["description"].as_str().unwrap().contains("could not plan"), "{status}");
     let comment = &sticky(&github, 14)[0].1;
     assert!(comment.contains("could not plan") && comment.contains("no-such-branch"), "{comment}");
+}
+
+/// A stand-in kustomize that hangs on a path holding a file named `hang` and otherwise runs
+/// the real one (`kubectl kustomize`); `marker` names its sleep in the process table.
+fn hanging_kustomize(dir: &Path, marker: &str) -> String {
+    let kubectl = fluxplan::sandbox::resolve_program("kubectl").expect("kubectl is needed for this test");
+    let script = dir.join("kustomize");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = version ]; then echo v5.5.0; exit 0; fi\nif [ -e \"$2/hang\" ]; then exec sleep {marker}; fi\nshift\nexec {} kustomize \"$@\"\n",
+            kubectl.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    script.to_str().unwrap().to_string()
+}
+
+/// True while a process whose command line contains `needle` runs.
+fn process_running(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
+    })
+}
+
+#[test]
+fn a_superseded_plan_is_stopped_and_its_kustomize_killed() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    repo.write("apps/hang", "");
+    let stuck = push(&repo, "stuck", None);
+    repo.remove("apps/hang");
+    let fixed = push(&repo, "fixed", None);
+    github.add_pull(REPO, 21, &stuck, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let marker = format!("3600.{}1", std::process::id());
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_KUSTOMIZE", hanging_kustomize(data.path(), &marker)));
+    let bot = Bot::start(data.path(), &env);
+    assert_eq!(bot.github("pull_request", "h1", &pull_request("opened", &repo, 21, &stuck, &base)), 202);
+    wait_for("the stuck build", WAIT, || process_running(&marker));
+    github.set_head(REPO, 21, &fixed);
+    assert_eq!(bot.github("pull_request", "h2", &pull_request("synchronize", &repo, 21, &fixed, &base)), 202);
+    wait_for("the stuck build to be killed", WAIT, || !process_running(&marker));
+    wait_for("the plan of the new head", WAIT, || final_status(&github, &fixed).is_some());
+    let (runtime, store) = store(data.path());
+    let runs = runtime.block_on(store.runs_of("github", REPO, 21)).unwrap();
+    let stuck_run = runs.iter().find(|r| r.head_sha == stuck).expect("a run of the stuck head");
+    wait_for("the stuck run to be recorded", WAIT, || {
+        runtime
+            .block_on(store.runs_of("github", REPO, 21))
+            .unwrap()
+            .iter()
+            .any(|r| r.id == stuck_run.id && r.status == "superseded")
+    });
+    assert!(final_status(&github, &stuck).is_none(), "the superseded plan was posted");
+}
+
+#[test]
+fn shutdown_stops_running_renders_within_the_grace_period() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    repo.write("apps/hang", "");
+    let stuck = push(&repo, "stuck", None);
+    github.add_pull(REPO, 22, &stuck, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let marker = format!("3600.{}2", std::process::id());
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_KUSTOMIZE", hanging_kustomize(data.path(), &marker)));
+    env.push(("FLUXPLAN_SHUTDOWN_GRACE_SECS", "1".into()));
+    let mut bot = Bot::start(data.path(), &env);
+    assert_eq!(bot.github("pull_request", "t1", &pull_request("opened", &repo, 22, &stuck, &base)), 202);
+    wait_for("the stuck build", WAIT, || process_running(&marker));
+    let terminated = Command::new("kill").args(["-TERM", &bot.child.id().to_string()]).status().unwrap();
+    assert!(terminated.success());
+    let exit = bot.child.wait().unwrap();
+    assert!(exit.success(), "graceful exit: {exit:?}");
+    assert!(!process_running(&marker), "a kustomize process outlived the bot");
+    let (runtime, store) = store(data.path());
+    let jobs = runtime.block_on(store.jobs_of("github", REPO, 22)).unwrap();
+    assert_eq!(jobs[0].2, "queued", "released for another worker");
+}
+
+#[test]
+fn a_hostile_pull_request_leaks_nothing_into_the_comment_the_run_or_the_cache() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let reference = format!("{}proc/self/environ", "../".repeat(14));
+    repo.write(
+        "apps/kustomization.yaml",
+        &format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- settings.yaml\nconfigMapGenerator:\n- name: leak\n  namespace: default\n  files:\n  - environ={reference}\n"
+        ),
+    );
+    let head = repo.commit("leak the environment");
+    github.add_pull(REPO, 23, &head, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    assert_eq!(bot.github("pull_request", "l1", &pull_request("opened", &repo, 23, &head, &base)), 202);
+    wait_for("the plan", WAIT, || final_status(&github, &head).is_some());
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
+    let comments = sticky(&github, 23);
+    assert!(comments[0].1.contains("points outside the source"), "{}", comments[0].1);
+    let (runtime, store) = store(data.path());
+    let runs = runtime.block_on(store.runs_of("github", REPO, 23)).unwrap();
+    let mut everything: Vec<String> = comments.into_iter().map(|(_, body)| body).collect();
+    everything.extend(github.statuses(REPO, &head).iter().map(Value::to_string));
+    for run in runs {
+        everything.extend([run.plan_json, run.comment, run.error, run.alerts].into_iter().flatten());
+    }
+    let cache = data.path().join("cache");
+    for entry in std::fs::read_dir(&cache).into_iter().flatten().flatten() {
+        everything.push(String::from_utf8_lossy(&std::fs::read(entry.path()).unwrap()).into_owned());
+    }
+    for text in &everything {
+        for secret in ["test-token", SECRET, "root:x:0:0"] {
+            assert!(!text.contains(secret), "'{secret}' leaked into: {text}");
+        }
+    }
 }

@@ -189,3 +189,15 @@ pub fn error_of(render: &Render, reference: &str, code: &str) -> String {
     assert_eq!(error.code, code, "{}", error.message);
     error.message.clone()
 }
+
+/// Waits until `done` holds (polling), failing after `timeout` with what was awaited.
+pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !done() {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// How long tests wait for a state before giving up (a bound, not an expectation).
+pub const WAIT: Duration = Duration::from_secs(90);

@@ -1,0 +1,332 @@
+//! Pull requests written to hurt the planner: each tries to read the planner's environment or
+//! files, reach its network, or exhaust it. Every one must be refused by name, and nothing of
+//! the planner's (its environment, /etc/passwd) may reach the plan, its errors or the cache.
+
+use crate::fixture::{fluxplan_bin, wait_for, Repo, WAIT};
+use serde_json::Value;
+use std::io::ErrorKind;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
+
+/// Planted in the planner's environment as its secrets; must never come out.
+const CANARY: &str = "fluxplan-canary-5b7e0c";
+/// The first line of /etc/passwd on any Linux.
+const PASSWD: &str = "root:x:0:0";
+
+/// A fleet whose `apps` Kustomization (path ./apps) the hostile head rewrites.
+struct Hostile {
+    repo: Repo,
+    base: String,
+    head: String,
+}
+
+fn hostile(files: &[(&str, &str)]) -> Hostile {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/cm.yaml", "app", "default");
+    let base = repo.commit("base");
+    for (path, content) in files {
+        repo.write(path, content);
+    }
+    let head = repo.commit("hostile head");
+    Hostile { repo, base, head }
+}
+
+/// `../` enough times to climb out of any scratch directory.
+fn climb() -> String {
+    "../".repeat(14)
+}
+
+struct Outcome {
+    plan: Value,
+    stdout: String,
+    stderr: String,
+    code: i32,
+    cache: tempfile::TempDir,
+}
+
+impl Hostile {
+    /// `fluxplan plan --format json` with the planner's secrets in its environment.
+    fn plan(&self, extra: &[&str]) -> Outcome {
+        self.plan_with_env(extra, &[])
+    }
+
+    fn plan_with_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Outcome {
+        let cache = tempfile::tempdir().unwrap();
+        let out = Command::new(fluxplan_bin())
+            .args(["plan", "--format", "json", "--base", &self.base, "--head", &self.head, "--repo"])
+            .arg(self.repo.path())
+            .arg("--cache-dir")
+            .arg(cache.path())
+            .args(extra)
+            .env("FLUXPLAN_GITHUB_TOKEN", CANARY)
+            .env("FLUXPLAN_GITHUB_WEBHOOK_SECRET", CANARY)
+            .env("DATABASE_URL", format!("postgres://fluxplan:{CANARY}@db/fluxplan"))
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let plan = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        Outcome {
+            plan,
+            stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into(),
+            code: out.status.code().unwrap(),
+            cache,
+        }
+    }
+}
+
+impl Outcome {
+    /// Nothing of the planner's reached the output, its errors or the cache.
+    fn assert_nothing_leaked(&self) {
+        for (what, text) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            assert!(!text.contains(CANARY), "the planner's environment reached {what}:\n{text}");
+            assert!(!text.contains(PASSWD), "/etc/passwd reached {what}:\n{text}");
+        }
+        for entry in walk(self.cache.path()) {
+            let bytes = std::fs::read(&entry).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains(CANARY),
+                "the planner's environment reached the cache: {}",
+                entry.display()
+            );
+            assert!(!text.contains(PASSWD), "/etc/passwd reached the cache: {}", entry.display());
+        }
+    }
+
+    /// The error of `flux-system/apps`: its code and message.
+    fn apps_error(&self) -> (String, String) {
+        let apps = self.plan["kustomizations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == "apps")
+            .unwrap_or_else(|| panic!("apps not in the plan: {}", self.stdout));
+        let error = &apps["error"];
+        assert!(error.is_object(), "apps did not fail: {apps}");
+        (error["code"].as_str().unwrap().into(), error["message"].as_str().unwrap().into())
+    }
+
+    /// Refused as `code`, naming `reference`, with the merge blocked.
+    fn assert_refused(&self, code: &str, reference: &str) {
+        assert!(matches!(self.code, 2 | 3), "exit {}: {}", self.code, self.stdout);
+        let (actual, message) = self.apps_error();
+        assert_eq!(actual, code, "{message}");
+        assert!(message.contains(reference), "the message does not name '{reference}': {message}");
+        self.assert_nothing_leaked();
+    }
+
+    fn alerts(&self, code: &str) -> Vec<&Value> {
+        self.plan["alerts"].as_array().unwrap().iter().filter(|a| a["code"] == code).collect()
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+fn kustomization(body: &str) -> String {
+    format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- cm.yaml\n{body}")
+}
+
+/// A server on loopback that must never be asked anything.
+struct Canary(TcpListener);
+
+impl Canary {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        Canary(listener)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}/{path}", self.0.local_addr().unwrap().port())
+    }
+
+    /// Called once the plan has exited: a connection it made would be waiting in the backlog.
+    fn assert_untouched(&self) {
+        match self.0.accept() {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Ok((_, peer)) => panic!("the canary server was contacted from {peer}"),
+            Err(e) => panic!("canary accept failed: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_generator_reading_the_planners_environment_is_refused() {
+    let reference = format!("{}proc/self/environ", climb());
+    let h = hostile(&[(
+        "apps/kustomization.yaml",
+        &kustomization(&format!(
+            "configMapGenerator:\n- name: leak\n  namespace: default\n  files:\n  - environ={reference}\n"
+        )),
+    )]);
+    h.plan(&[]).assert_refused("invalid-source", &reference);
+}
+
+#[test]
+fn a_resource_outside_the_source_is_refused() {
+    let reference = format!("{}etc/passwd", climb());
+    let h = hostile(&[("apps/kustomization.yaml", &kustomization(&format!("- {reference}\n")))]);
+    h.plan(&[]).assert_refused("invalid-source", &reference);
+}
+
+#[test]
+fn absolute_paths_and_case_tricks_are_refused() {
+    // kustomize matches field names without regard to case.
+    let h = hostile(&[(
+        "apps/kustomization.yaml",
+        &kustomization(
+            "SecretGenerator:\n- name: leak\n  namespace: default\n  Envs:\n  - /proc/self/environ\n",
+        ),
+    )]);
+    h.plan(&[]).assert_refused("invalid-source", "/proc/self/environ");
+}
+
+#[test]
+fn a_nested_kustomization_cannot_leave_the_source_either() {
+    let reference = format!("{}etc/passwd", climb());
+    let h = hostile(&[
+        ("apps/kustomization.yaml", &kustomization("- ../base\n")),
+        (
+            "base/kustomization.yaml",
+            &format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nconfigMapGenerator:\n- name: leak\n  namespace: default\n  files: [{reference}]\n"),
+        ),
+    ]);
+    h.plan(&[]).assert_refused("invalid-source", &reference);
+}
+
+#[test]
+fn plugin_configurations_cannot_name_files_outside_the_source() {
+    // A transformer configuration file whose builtin PatchTransformer reads /etc/passwd...
+    let h = hostile(&[
+        ("apps/kustomization.yaml", &kustomization("transformers:\n- patcher.yaml\n")),
+        (
+            "apps/patcher.yaml",
+            "apiVersion: builtin\nkind: PatchTransformer\nmetadata:\n  name: patcher\npath: /etc/passwd\ntarget:\n  kind: ConfigMap\n",
+        ),
+    ]);
+    h.plan(&[]).assert_refused("invalid-source", "/etc/passwd");
+    // ...and an inline generator configuration reading the environment.
+    let h = hostile(&[(
+        "apps/kustomization.yaml",
+        &kustomization(&format!(
+            "generators:\n- |\n  apiVersion: builtin\n  kind: ConfigMapGenerator\n  metadata:\n    name: leak\n  files:\n  - {}proc/self/environ\n",
+            climb()
+        )),
+    )]);
+    h.plan(&[]).assert_refused("invalid-source", "proc/self/environ");
+}
+
+#[test]
+fn urls_in_any_field_are_refused_and_never_fetched() {
+    let canary = Canary::start();
+    let fields = [
+        format!(
+            "configMapGenerator:\n- name: fetched\n  namespace: default\n  files:\n  - plan.json={}\n",
+            canary.url("runs/1/plan.json")
+        ),
+        format!("transformers:\n- {}\n", canary.url("transformer.yaml")),
+        format!("patches:\n- path: {}\n", canary.url("patch.yaml")),
+        format!("openapi:\n  path: {}\n", canary.url("schema.json")),
+    ];
+    for body in fields {
+        let h = hostile(&[("apps/kustomization.yaml", &kustomization(&body))]);
+        h.plan(&[]).assert_refused("remote-base", &canary.url(""));
+    }
+    canary.assert_untouched();
+}
+
+#[test]
+fn an_oversized_manifest_is_a_source_limit_alert_not_no_changes() {
+    // No kustomization.yaml: the generated one lists every manifest, and the big one is lost.
+    let big = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n  namespace: default\ndata:\n  blob: {}\n",
+        "x".repeat(11 * 1024 * 1024)
+    );
+    let h = hostile(&[("apps/big.yaml", &big)]);
+    let outcome = h.plan(&[]);
+    assert_eq!(outcome.code, 2, "{}", outcome.stdout);
+    assert_eq!(outcome.plan["verdict"], "blocked");
+    let alerts = outcome.alerts("source-limit");
+    assert_eq!(alerts.len(), 1, "{:?}", outcome.plan["alerts"]);
+    assert_eq!(alerts[0]["severity"], "danger");
+    assert!(alerts[0]["message"].as_str().unwrap().contains("apps/big.yaml"), "{}", alerts[0]);
+}
+
+#[test]
+fn a_source_over_its_total_limits_is_not_rendered() {
+    let h = hostile(&[("apps/padding.yaml", &format!("# {}\n", "x".repeat(64 * 1024)))]);
+    for (flag, figure) in [("--max-source-bytes=65536", "65536 bytes"), ("--max-source-files=4", "4 files")] {
+        let outcome = h.plan(&[flag]);
+        assert_eq!(outcome.code, 3, "{}", outcome.stdout);
+        assert_eq!(outcome.plan["verdict"], "failed");
+        let alerts = outcome.alerts("source-limit");
+        assert_eq!(alerts.len(), 1, "{:?}", outcome.plan["alerts"]);
+        assert!(alerts[0]["message"].as_str().unwrap().contains(figure), "{}", alerts[0]);
+    }
+}
+
+#[test]
+fn a_plan_over_its_time_limit_is_stopped_and_its_kustomize_killed() {
+    // A stand-in kustomize that never finishes: the one way to hold a build deterministically.
+    let bin = tempfile::tempdir().unwrap();
+    let marker = format!("3600.{}", std::process::id());
+    let script = bin.path().join("kustomize");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nif [ \"$1\" = version ]; then echo v5.5.0; exit 0; fi\nexec sleep {marker}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let h = hostile(&[(
+        "apps/other.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n  namespace: default\n",
+    )]);
+    let outcome =
+        h.plan_with_env(&["--plan-timeout", "2"], &[("FLUXPLAN_KUSTOMIZE", script.to_str().unwrap())]);
+    assert_eq!(outcome.code, 3, "{}", outcome.stdout);
+    let alerts = outcome.alerts("source-limit");
+    assert_eq!(alerts.len(), 1, "{:?}", outcome.plan["alerts"]);
+    assert!(alerts[0]["message"].as_str().unwrap().contains("--plan-timeout"), "{}", alerts[0]);
+    wait_for("the stand-in kustomize to be gone", WAIT, || !process_running(&marker));
+}
+
+/// True while a process whose command line contains `needle` runs.
+fn process_running(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
+    })
+}
+
+#[test]
+fn cache_entries_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = hostile(&[(
+        "apps/other.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n  namespace: default\n",
+    )]);
+    let outcome = h.plan(&[]);
+    assert_eq!(outcome.code, 1, "{}", outcome.stdout);
+    let entries = walk(outcome.cache.path());
+    assert!(!entries.is_empty(), "nothing was cached");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(outcome.cache.path()), 0o700);
+    for entry in entries {
+        assert_eq!(mode(&entry), 0o600, "{}", entry.display());
+    }
+}
