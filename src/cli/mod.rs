@@ -81,11 +81,15 @@ pub struct RenderArgs {
     pub cancel: CancelToken,
 }
 
+/// A real build takes milliseconds; kustomize needs over a minute only for a pathological input
+/// (100,000 keys in one ConfigMap take it 80 s).
+pub const DEFAULT_KUSTOMIZE_TIMEOUT_SECS: u64 = 60;
+
 /// How much work a repository may ask for: every breach is a `source-limit` alert.
 #[derive(Debug, Clone, Args)]
 pub struct LimitArgs {
     /// Seconds one kustomize build may take.
-    #[arg(long, env = "FLUXPLAN_KUSTOMIZE_TIMEOUT", default_value_t = 120)]
+    #[arg(long, env = "FLUXPLAN_KUSTOMIZE_TIMEOUT", default_value_t = DEFAULT_KUSTOMIZE_TIMEOUT_SECS)]
     pub kustomize_timeout: u64,
     /// Files larger than this many bytes are left out of the source (each one is a
     /// `source-limit` alert).
@@ -102,7 +106,7 @@ pub struct LimitArgs {
 impl Default for LimitArgs {
     fn default() -> Self {
         LimitArgs {
-            kustomize_timeout: 120,
+            kustomize_timeout: DEFAULT_KUSTOMIZE_TIMEOUT_SECS,
             max_file_size: source::DEFAULT_MAX_FILE_SIZE,
             max_source_bytes: source::DEFAULT_MAX_TOTAL_BYTES,
             max_source_files: source::DEFAULT_MAX_FILES,

@@ -232,7 +232,7 @@ impl RenderOptions {
             known_scopes: Vec::new(),
             strict_substitution: true,
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
-            kustomize_timeout: Duration::from_secs(120),
+            kustomize_timeout: Duration::from_secs(crate::cli::DEFAULT_KUSTOMIZE_TIMEOUT_SECS),
             limits: source::SourceLimits::default(),
             progress: false,
             cancel: crate::cancel::CancelToken::new(),
