@@ -24,7 +24,7 @@ pub struct BuildArgs {
     pub format: BuildFormat,
 }
 
-/// Exit 0 when every Kustomization rendered, 1 when some failed.
+/// Exit 0 when every Kustomization rendered, 1 when some failed or a file was left out.
 pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let snapshot = args.render.snapshot()?;
     let opts = args.render.options(args.rev.clone(), snapshot.as_ref());
@@ -42,12 +42,14 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         }
     }
     let failed = render.clusters.iter().flat_map(|c| &c.kustomizations).any(|k| k.status == Status::Failed);
-    Ok(u8::from(failed))
+    // A file left out for its size makes the render differ from what Flux reads: not a success.
+    Ok(u8::from(failed || !render.source_limits.is_empty()))
 }
 
 /// Warnings of the whole render, one line each, for stderr.
 fn warning_lines(render: &Render) -> Vec<String> {
     let mut lines = render.warnings.clone();
+    lines.extend(render.source_limits.iter().map(|breach| format!("source-limit: {breach}")));
     for k in render.clusters.iter().flat_map(|c| &c.kustomizations) {
         lines.extend(k.warnings.iter().map(|w| format!("{}/{}: {w}", k.namespace, k.name)));
     }

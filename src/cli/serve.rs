@@ -109,12 +109,12 @@ pub fn migrate(args: DatabaseArgs) -> Result<u8> {
 pub fn run(args: ServeArgs) -> Result<u8> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = runtime.block_on(serve(args));
-    // Renders were cancelled by now; a blocking task still winding down must not hold the exit.
-    runtime.shutdown_timeout(SHUTDOWN_LINGER);
+    // Renders were stopped by now; a blocking task still winding down must not hold the exit.
+    runtime.shutdown_timeout(Duration::ZERO);
     result
 }
 
-/// After the grace period and cancelling every render, how long stopping may still take.
+/// At most how much of the shutdown grace period is kept for stopping renders.
 const SHUTDOWN_LINGER: Duration = Duration::from_secs(2);
 
 async fn forges(args: &ServeArgs) -> Result<Forges> {
@@ -220,13 +220,15 @@ async fn serve(args: ServeArgs) -> Result<u8> {
     tracing::info!("shutting down: finishing running jobs");
     let _ = stop.send(true);
     reclaimer.abort();
+    // Running jobs get most of the grace period to finish; then every render is stopped (its
+    // kustomize processes killed) and the jobs release themselves, all within the period.
     let grace = Duration::from_secs(args.shutdown_grace_secs);
-    let finished = tokio::time::timeout(grace, futures::future::join_all(workers.iter_mut())).await;
+    let to_stop = SHUTDOWN_LINGER.min(grace / 2);
+    let finished = tokio::time::timeout(grace - to_stop, futures::future::join_all(workers.iter_mut())).await;
     if finished.is_err() {
-        // Stop every render now (killing its kustomize processes); the jobs release themselves.
         shutdown.cancel(CancelReason::ShuttingDown);
         let running = workers.iter_mut().filter(|w| !w.is_finished());
-        let _ = tokio::time::timeout(SHUTDOWN_LINGER, futures::future::join_all(running)).await;
+        let _ = tokio::time::timeout(to_stop, futures::future::join_all(running)).await;
         for worker in &workers {
             worker.abort();
         }

@@ -60,6 +60,8 @@ pub fn of_kustomization(document: &Value, file: &str) -> Result<Vec<Reference>, 
                         out.extend(of_plugin_config(doc, file)?);
                     }
                 }
+                // An inline strategic-merge patch is content, not a path.
+                Some(text) if *field == "patchesStrategicMerge" && text.contains('\n') => {}
                 Some(text) => push(&mut out, field, text),
                 None if PLUGIN_FIELDS.contains(field) && item.is_object() => {
                     out.extend(of_plugin_config(item, file)?)
@@ -243,7 +245,10 @@ fn push(out: &mut Vec<Reference>, field: &str, value: &str) {
 
 fn push_string(out: &mut Vec<Reference>, field: &str, value: &Value, file: &str) -> Result<(), RenderError> {
     match value.as_str() {
-        Some(text) => Ok(push(out, field, text)),
+        Some(text) => {
+            push(out, field, text);
+            Ok(())
+        }
         None if value.is_null() => Ok(()),
         None => Err(unreadable(file, field, "it is not a string")),
     }

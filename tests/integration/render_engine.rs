@@ -707,7 +707,11 @@ fn kustomize_timeout_is_an_error_on_the_kustomization() {
     // Without a successful build of the root, nothing is known to be a root but the fallback.
     let failed: Vec<_> = render.kustomizations().filter(|(_, k)| k.error.is_some()).collect();
     assert!(!failed.is_empty());
-    assert!(failed.iter().all(|(_, k)| k.error.as_ref().unwrap().message.contains("timed out")));
+    for (_, k) in failed {
+        let error = k.error.as_ref().unwrap();
+        assert_eq!(error.code, "source-limit", "{}", error.message);
+        assert!(error.message.contains("timed out"), "{}", error.message);
+    }
 }
 
 #[test]
