@@ -255,6 +255,27 @@ impl ForgeClient {
         }
     }
 
+    /// True when a comment's author is fluxplan itself (the token's user, the App's bot, the
+    /// GitLab token's user), whatever the payload says about the author's type: the bot's own
+    /// comments echo pull request content and are never commands.
+    pub async fn is_self(
+        &self,
+        repo: &RepoInfo,
+        author: &str,
+        author_id: Option<u64>,
+    ) -> Result<bool, ForgeError> {
+        match self {
+            ForgeClient::GitHub(c) => {
+                let me = with_retries("read own login", || c.login(repo)).await?;
+                Ok(author.eq_ignore_ascii_case(&me))
+            }
+            ForgeClient::GitLab(c) => {
+                let me = with_retries("read own user", || c.user_id()).await?;
+                Ok(author_id == Some(me))
+            }
+        }
+    }
+
     /// True when `user` may approve: write, maintain or admin (GitLab: Developer or above).
     pub async fn can_write(
         &self,

@@ -241,6 +241,10 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
             if text(&value, "/object_attributes/noteable_type").as_deref() != Some("MergeRequest") {
                 return Ok(Event::Ignored("note on something other than a merge request".into()));
             }
+            // Only new notes are commands: an edited one would run again, for a later head.
+            if let Some(action) = text(&value, "/object_attributes/action").filter(|a| a != "create") {
+                return Ok(Event::Ignored(format!("note action {action}")));
+            }
             Ok(Event::Comment(CommentEvent {
                 repo: repo(&f)?,
                 number: f.number("/merge_request/iid")?,
@@ -266,7 +270,7 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
     }
 }
 
-/// A command in a comment: the first line starting with `/fluxplan`.
+/// A command in a comment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Command {
@@ -276,18 +280,45 @@ pub enum Command {
     Unknown,
 }
 
+/// The first command of a comment: a line that starts with `/fluxplan` (after at most three
+/// spaces, as markdown allows), outside fenced code, indented code and quotes. A command shown
+/// as an example, quoted from someone else, or echoed inside a code block is never obeyed.
 pub fn parse_command(body: &str) -> Option<Command> {
-    let line = body.lines().map(str::trim).find(|l| l.starts_with("/fluxplan"))?;
-    let mut words = line.split_whitespace();
-    if words.next() != Some("/fluxplan") {
-        return None;
+    let mut fence: Option<(char, usize)> = None;
+    for line in body.lines() {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        let text = line.trim_start_matches(' ');
+        if let Some(marker) = fence_marker(text).filter(|_| indent < 4) {
+            fence = match fence {
+                None => Some(marker),
+                // A fence closes with the same character, at least as long.
+                Some((c, n)) if marker.0 == c && marker.1 >= n => None,
+                open => open,
+            };
+            continue;
+        }
+        if fence.is_some() || indent >= 4 || line.starts_with('\t') {
+            continue;
+        }
+        let mut words = text.split_whitespace();
+        if words.next() != Some("/fluxplan") {
+            continue;
+        }
+        return Some(match words.next() {
+            Some("plan") => Command::Plan,
+            Some("approve") => Command::Approve,
+            Some("help") | None => Command::Help,
+            Some(_) => Command::Unknown,
+        });
     }
-    Some(match words.next() {
-        Some("plan") => Command::Plan,
-        Some("approve") => Command::Approve,
-        Some("help") | None => Command::Help,
-        Some(_) => Command::Unknown,
-    })
+    None
+}
+
+/// ("`" or "~", length) when the line opens or closes a fenced code block.
+fn fence_marker(line: &str) -> Option<(char, usize)> {
+    let c = line.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let n = line.chars().take_while(|x| *x == c).count();
+    (n >= 3).then_some((c, n))
 }
 
 #[cfg(test)]
@@ -401,8 +432,31 @@ mod tests {
     fn commands() {
         assert_eq!(parse_command("LGTM\n/fluxplan plan\n"), Some(Command::Plan));
         assert_eq!(parse_command("/fluxplan"), Some(Command::Help));
+        assert_eq!(parse_command("  /fluxplan approve"), Some(Command::Approve));
         assert_eq!(parse_command("/fluxplan frobnicate"), Some(Command::Unknown));
         assert_eq!(parse_command("/fluxplanner plan"), None);
         assert_eq!(parse_command("no command"), None);
+    }
+
+    #[test]
+    fn commands_in_code_and_quotes_are_not_commands() {
+        assert_eq!(parse_command("```\n/fluxplan approve\n```"), None);
+        assert_eq!(parse_command("~~~~yaml\npath: x\n/fluxplan approve\n~~~\n/still code\n"), None);
+        assert_eq!(parse_command("    /fluxplan approve"), None);
+        assert_eq!(parse_command("\t/fluxplan approve"), None);
+        assert_eq!(parse_command("> /fluxplan approve"), None);
+        assert_eq!(parse_command("see `/fluxplan approve`"), None);
+        assert_eq!(parse_command("```\ncode\n```\n/fluxplan plan"), Some(Command::Plan));
+    }
+
+    #[test]
+    fn edited_notes_are_not_commands() {
+        let mut body: Value =
+            serde_json::from_slice(&fixture("gitlab-webhooks/note_merge_request.json")).unwrap();
+        body["object_attributes"]["note"] = "/fluxplan approve".into();
+        body["object_attributes"]["action"] = "update".into();
+        assert!(matches!(parse_gitlab("Note Hook", body.to_string().as_bytes()), Ok(Event::Ignored(_))));
+        body["object_attributes"]["action"] = "create".into();
+        assert!(matches!(parse_gitlab("Note Hook", body.to_string().as_bytes()), Ok(Event::Comment(_))));
     }
 }

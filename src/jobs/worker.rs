@@ -249,9 +249,26 @@ impl Worker {
         Ok(self.store.holds(job.id, &self.id).await?)
     }
 
-    async fn plan(&self, job: &Job, target: PlanTarget, cancel: &CancelToken) -> Result<(), JobError> {
+    async fn plan(&self, job: &Job, mut target: PlanTarget, cancel: &CancelToken) -> Result<(), JobError> {
+        let (forge, token) = self.forge(&target.repo)?;
+        // The forge, not the order in which deliveries arrive, says which head is current: a
+        // late delivery for an older head plans the pull request as it is now.
+        let pull = self.count_forge_error(&target.repo, forge.pull(&target.repo, target.number).await)?;
+        if let Some(why) = self.unplannable(&pull) {
+            tracing::info!(why, "not planned");
+            return Ok(());
+        }
+        if pull.head_sha != target.head_sha || pull.base_ref != target.base_ref {
+            tracing::info!(
+                delivered = %target.head_sha,
+                current = %pull.head_sha,
+                base = %pull.base_ref,
+                "the delivery is stale: planning the pull request as it is now"
+            );
+            target.head_sha = pull.head_sha;
+            target.base_ref = pull.base_ref;
+        }
         let repo = &target.repo;
-        let (forge, token) = self.forge(repo)?;
         let started = Instant::now();
         let run_id = self
             .store
@@ -338,6 +355,18 @@ impl Worker {
             tracing::info!("a newer push superseded this plan: not posting it");
             let outcome = RunOutcome { status: "superseded".into(), ..outcome_of(&plan, &timings) };
             self.store.finish_run(run_id, &outcome).await?;
+            return Ok(());
+        }
+        // Whatever the deliveries said, a plan of anything but the current head and base branch
+        // never posts; the current one is planned instead.
+        let now = self.count_forge_error(repo, forge.pull(repo, target.number).await)?;
+        if now.head_sha != target.head_sha || now.base_ref != target.base_ref {
+            tracing::info!(current = %now.head_sha, "the pull request moved while planning: not posting");
+            let outcome = RunOutcome { status: "superseded".into(), ..outcome_of(&plan, &timings) };
+            self.store.finish_run(run_id, &outcome).await?;
+            if self.unplannable(&now).is_none() {
+                self.store.enqueue(&[plan_payload(repo, &now, "moved").to_job()]).await?;
+            }
             return Ok(());
         }
 
@@ -450,6 +479,10 @@ impl Worker {
         command: Command,
     ) -> Result<(), JobError> {
         let (forge, _) = self.forge(repo)?;
+        if self.count_forge_error(repo, forge.is_self(repo, author, author_id).await)? {
+            tracing::info!(user = author, "a comment of fluxplan's own: never a command");
+            return Ok(());
+        }
         match command {
             Command::Help | Command::Unknown => {
                 self.count_forge_error(repo, forge.create_comment(repo, number, HELP).await)?;

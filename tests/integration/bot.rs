@@ -397,8 +397,8 @@ fn github_errors_and_rate_limits_are_retried() {
     let (repo, base) = fleet();
     let head = push(&repo, "renamed", None);
     github.add_pull(REPO, 4, &head, "change", "main", &base, &file_url(&repo));
-    github.fail_next(500, 1);
-    github.rate_limit_next(1, 1);
+    github.fail_next_on("/statuses/", 500, 1);
+    github.rate_limit_next_on("/statuses/", 1, 1);
     let data = tempfile::tempdir().unwrap();
     let bot = Bot::start(data.path(), &github_env(&github));
     assert_eq!(bot.github("pull_request", "r1", &pull_request("opened", &repo, 4, &head, &base)), 202);
@@ -416,8 +416,8 @@ fn a_job_cut_off_by_a_crash_is_completed_after_restart() {
     let (repo, base) = fleet();
     let head = push(&repo, "renamed", None);
     github.add_pull(REPO, 5, &head, "change", "main", &base, &file_url(&repo));
-    // The first call waits 5 s on a rate limit: the job is mid-flight when the server dies.
-    github.rate_limit_next(1, 5);
+    // The first status waits 5 s on a rate limit: the job is mid-flight when the server dies.
+    github.rate_limit_next_on("/statuses/", 1, 5);
     let data = tempfile::tempdir().unwrap();
     let mut env = github_env(&github);
     env.push(("FLUXPLAN_JOB_LEASE_SECS", "2".into()));
@@ -623,7 +623,7 @@ fn shutdown_releases_a_job_that_does_not_finish_in_time() {
     let (repo, base) = fleet();
     let head = push(&repo, "renamed", None);
     github.add_pull(REPO, 11, &head, "change", "main", &base, &file_url(&repo));
-    github.rate_limit_next(1, 8);
+    github.rate_limit_next_on("/statuses/", 1, 8);
     let data = tempfile::tempdir().unwrap();
     let mut env = github_env(&github);
     env.push(("FLUXPLAN_SHUTDOWN_GRACE_SECS", "1".into()));

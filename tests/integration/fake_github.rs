@@ -164,14 +164,27 @@ impl FakeGitHub {
     /// The next `count` requests (any method and path) answer `status` with a JSON error body.
     pub fn fail_next(&self, status: u16, count: usize) {
         let mut inner = self.lock();
-        inner.injected.extend(std::iter::repeat_n(Injected::Fail(status), count));
+        inner.injected.extend(std::iter::repeat_n((None, Injected::Fail(status)), count));
     }
 
     /// The next `count` requests answer 429 with `Retry-After: retry_after_secs`,
     /// `x-ratelimit-remaining: 0` and `x-ratelimit-reset`, as GitHub's rate limiter does.
     pub fn rate_limit_next(&self, count: usize, retry_after_secs: u64) {
         let mut inner = self.lock();
-        inner.injected.extend(std::iter::repeat_n(Injected::RateLimit(retry_after_secs), count));
+        inner.injected.extend(std::iter::repeat_n((None, Injected::RateLimit(retry_after_secs)), count));
+    }
+
+    /// Like `fail_next`, for requests whose path contains `path` only.
+    pub fn fail_next_on(&self, path: &str, status: u16, count: usize) {
+        let mut inner = self.lock();
+        inner.injected.extend(std::iter::repeat_n((Some(path.to_string()), Injected::Fail(status)), count));
+    }
+
+    /// Like `rate_limit_next`, for requests whose path contains `path` only.
+    pub fn rate_limit_next_on(&self, path: &str, count: usize, retry_after_secs: u64) {
+        let mut inner = self.lock();
+        let injected = (Some(path.to_string()), Injected::RateLimit(retry_after_secs));
+        inner.injected.extend(std::iter::repeat_n(injected, count));
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -196,7 +209,8 @@ struct Inner {
     requests: Vec<Recorded>,
     /// (path, Authorization header) of every request.
     authorizations: Vec<(String, String)>,
-    injected: VecDeque<Injected>,
+    /// Failures to inject, each for any request or for paths containing a text.
+    injected: VecDeque<(Option<String>, Injected)>,
 }
 
 struct Pull {
@@ -790,7 +804,11 @@ async fn handle(
     let mut inner = lock(&state);
     inner.requests.push(req.recorded());
     inner.authorizations.push((req.path_and_query.clone(), req.authorization.clone()));
-    let reply = match inner.injected.pop_front() {
+    let due = inner
+        .injected
+        .iter()
+        .position(|(path, _)| path.as_ref().is_none_or(|p| req.path_and_query.contains(p.as_str())));
+    let reply = match due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected) {
         Some(Injected::Fail(code)) => {
             let message =
                 StatusCode::from_u16(code).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
