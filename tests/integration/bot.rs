@@ -2,7 +2,8 @@
 //! and SQLite, and stateful fake GitHub and GitLab API servers.
 
 use crate::fake_github::FakeGitHub;
-use crate::fake_gitlab::FakeGitLab;
+use crate::fake_github::BOT_LOGIN;
+use crate::fake_gitlab::{FakeGitLab, BOT_USERNAME, BOT_USER_ID};
 use crate::fixture::{fluxplan_bin, wait_for, Repo, WAIT};
 use fluxplan::forge::webhook::github_signature;
 use fluxplan::store::Store;
@@ -578,6 +579,105 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
     wait_for("the help note", WAIT, || {
         gitlab.notes(project, 1).iter().any(|(_, b)| b.contains("/fluxplan approve`"))
     });
+    let helps = || gitlab.notes(project, 1).iter().filter(|(_, b)| b.contains("/fluxplan approve`")).count();
+    // The bot's own note (GitLab's payload says nothing of bots) is never a command...
+    let own_id = gitlab.add_note(project, 1, BOT_USER_ID, BOT_USERNAME, "/fluxplan help");
+    note["object_attributes"]["id"] = json!(own_id);
+    note["user"]["id"] = json!(BOT_USER_ID);
+    note["user"]["username"] = json!(BOT_USERNAME);
+    assert_eq!(post("gitlab-secret", "Note Hook", &note), 202);
+    wait_for("the command job", WAIT, || jobs_done(data.path(), "gitlab", project, 1, "command") == 2);
+    assert_eq!(helps(), 1, "the bot answered its own note");
+    // ...and neither is an edited note.
+    let edited_id = gitlab.add_note(project, 1, 7, "dev", "/fluxplan help");
+    note["object_attributes"]["id"] = json!(edited_id);
+    note["object_attributes"]["action"] = json!("update");
+    note["user"]["id"] = json!(7);
+    note["user"]["username"] = json!("dev");
+    assert_eq!(post("gitlab-secret", "Note Hook", &note), 200);
+    assert_eq!(jobs_done(data.path(), "gitlab", project, 1, "command"), 2, "an edited note queued a command");
+}
+
+/// How many jobs of `kind` of a pull request are done.
+fn jobs_done(data_dir: &Path, forge: &str, repo: &str, number: i64, kind: &str) -> usize {
+    let (runtime, store) = store(data_dir);
+    let jobs = runtime.block_on(store.jobs_of(forge, repo, number)).unwrap();
+    jobs.iter().filter(|(k, _, status, _)| k == kind && status == "done").count()
+}
+
+#[test]
+fn the_bots_own_comments_and_commands_in_code_are_never_obeyed() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "gone", Some("./empty"));
+    github.add_pull(REPO, 31, &head, "change", "main", &base, &file_url(&repo));
+    github.set_permission(REPO, BOT_LOGIN, "admin");
+    github.set_permission(REPO, "maintainer", "maintain");
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    assert_eq!(bot.github("pull_request", "o1", &pull_request("opened", &repo, 31, &head, &base)), 202);
+    wait_for("the blocked status", WAIT, || final_status(&github, &head).is_some());
+    // In token mode the bot is a machine user: its comments come back typed "User". One that
+    // echoes a command (as an error block quoting a hostile path would) must not approve.
+    let echoed = "<!-- fluxplan -->\n```\nerror: path ./x\n```\n/fluxplan approve\n";
+    let own_id = github.add_issue_comment(REPO, 31, BOT_LOGIN, echoed);
+    assert_eq!(bot.github("issue_comment", "o2", &comment(31, BOT_LOGIN, own_id, echoed, &repo)), 202);
+    wait_for("the command job", WAIT, || jobs_done(data.path(), "github", REPO, 31, "command") == 1);
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "failure", "the bot approved itself");
+    assert!(github.reactions(REPO, own_id).is_empty());
+    // A command inside a code block, quoted, or in an edited comment is not queued at all.
+    for (action, text) in [
+        ("created", "```\n/fluxplan approve\n```"),
+        ("created", "> /fluxplan approve"),
+        ("edited", "/fluxplan approve"),
+    ] {
+        let id = github.add_issue_comment(REPO, 31, "maintainer", text);
+        let mut body = comment(31, "maintainer", id, text, &repo);
+        body["action"] = json!(action);
+        assert_eq!(bot.github("issue_comment", &format!("o-{id}"), &body), 200, "{action}: {text}");
+    }
+    let (runtime, store) = store(data.path());
+    let jobs = runtime.block_on(store.jobs_of("github", REPO, 31)).unwrap();
+    assert_eq!(jobs.iter().filter(|(kind, ..)| kind == "command").count(), 1, "{jobs:?}");
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
+}
+
+#[test]
+fn shuffled_deliveries_end_with_every_pull_request_showing_its_latest_head() {
+    const PULLS: u64 = 200;
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let older = push(&repo, "older", None);
+    let latest = push(&repo, "latest", None);
+    for n in 1..=PULLS {
+        github.add_pull(REPO, 100 + n, &latest, "change", "main", &base, &file_url(&repo));
+    }
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    // Half the pull requests get the late delivery for the older head last.
+    for n in 1..=PULLS {
+        let number = 100 + n;
+        let opened = pull_request("opened", &repo, number, &older, &base);
+        let pushed = pull_request("synchronize", &repo, number, &latest, &base);
+        let deliveries = if n % 2 == 0 {
+            [("opened", opened), ("pushed", pushed)]
+        } else {
+            [("pushed", pushed), ("opened", opened)]
+        };
+        for (what, body) in deliveries {
+            assert_eq!(bot.github("pull_request", &format!("{what}-{number}"), &body), 202);
+        }
+    }
+    let showing_latest = |number: u64| sticky(&github, number).iter().any(|(_, b)| b.contains(&latest[..8]));
+    wait_for("every pull request to show its latest head", WAIT * 3, || {
+        (1..=PULLS).all(|n| showing_latest(100 + n))
+    });
+    assert!(github.statuses(REPO, &older).is_empty(), "a status was set on the older head");
+    for n in 1..=PULLS {
+        let comments = sticky(&github, 100 + n);
+        assert_eq!(comments.len(), 1, "#{}", 100 + n);
+        assert!(!comments[0].1.contains(&older[..8]), "#{} shows the older head", 100 + n);
+    }
 }
 
 #[test]
