@@ -5,6 +5,7 @@ use super::LimitArgs;
 use crate::cancel::{CancelReason, CancelToken};
 use crate::forge::github::{GitHub, GitHubAuth};
 use crate::forge::gitlab::GitLab;
+use crate::forge::roles::{CommandRoles, Role};
 use crate::forge::ForgeClient;
 use crate::jobs::mirror::Mirrors;
 use crate::jobs::{Forges, Worker, WorkerConfig};
@@ -92,6 +93,19 @@ pub struct ServeArgs {
     pub live: LiveArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// Who may approve a blocked plan (GitHub: read, write, maintain, admin; GitLab: Reporter,
+    /// Developer, Maintainer, Owner; or anyone).
+    #[arg(long, env = "FLUXPLAN_APPROVE_ROLE", value_enum, default_value = "write")]
+    pub approve_role: Role,
+    /// Who may ask for a new plan.
+    #[arg(long, env = "FLUXPLAN_PLAN_ROLE", value_enum, default_value = "write")]
+    pub plan_role: Role,
+    /// Who gets an answer to `/fluxplan help`.
+    #[arg(long, env = "FLUXPLAN_HELP_ROLE", value_enum, default_value = "anyone")]
+    pub help_role: Role,
+    /// Seconds in which one user gets at most one reply (a refusal or help) per pull request.
+    #[arg(long, env = "FLUXPLAN_REPLY_WINDOW_SECS", default_value_t = 600)]
+    pub reply_window_secs: u64,
     /// Seconds one plan may take before it is stopped (a `source-limit` alert).
     #[arg(long, env = "FLUXPLAN_PLAN_TIMEOUT", default_value_t = super::plan::DEFAULT_PLAN_TIMEOUT_SECS)]
     pub plan_timeout: u64,
@@ -160,6 +174,8 @@ async fn serve(args: ServeArgs) -> Result<u8> {
         comment_limit: args.comment_limit,
         limits: args.limits.clone(),
         plan_timeout: Duration::from_secs(args.plan_timeout.max(1)),
+        roles: CommandRoles { approve: args.approve_role, plan: args.plan_role, help: args.help_role },
+        reply_window: Duration::from_secs(args.reply_window_secs),
         shutdown: shutdown.clone(),
     });
     let mirrors = Arc::new(Mirrors::new(args.database.data_dir.join("mirrors")));

@@ -1,6 +1,7 @@
 //! GitHub through octocrab (a token, or a GitHub App and its installations). Requests go through
 //! octocrab's raw methods so that status codes and rate-limit headers stay visible.
 
+use super::roles::Role;
 use super::{ForgeError, PullInfo, Reaction, RepoInfo, StatusState};
 use octocrab::models::{AppId, InstallationId};
 use octocrab::Octocrab;
@@ -228,13 +229,11 @@ impl GitHub {
         }
     }
 
-    pub async fn can_write(&self, repo: &RepoInfo, user: &str) -> Result<bool, ForgeError> {
+    pub async fn role_of(&self, repo: &RepoInfo, user: &str) -> Result<Role, ForgeError> {
         let path = format!("/repos/{}/collaborators/{user}/permission", repo.full_name);
         match self.request(repo, Method::Get, &path, None).await {
-            Ok(answer) => Ok(["admin", "maintain", "write"].iter().any(|p| {
-                answer["permission"].as_str() == Some(p) || answer["role_name"].as_str() == Some(p)
-            })),
-            Err(ForgeError::NotFound(_)) => Ok(false),
+            Ok(answer) => Ok(Role::from_github(answer["permission"].as_str(), answer["role_name"].as_str())),
+            Err(ForgeError::NotFound(_)) => Ok(Role::Anyone),
             Err(e) => Err(e),
         }
     }

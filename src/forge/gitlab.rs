@@ -2,6 +2,7 @@
 //! emoji. Endpoints the crate lacks (deleting a note, listing with filters) are small `Endpoint`
 //! implementations of our own.
 
+use super::roles::Role;
 use super::{ForgeError, PullInfo, Reaction, RepoInfo, StatusState};
 use gitlab::api::projects::members::AllProjectMember;
 use gitlab::api::projects::merge_requests::notes::awards::CreateMergeRequestNoteAward;
@@ -15,9 +16,6 @@ use std::time::Duration;
 
 /// The commit status name branch protection (external status checks) can require.
 pub const STATUS_NAME: &str = "fluxplan";
-/// GitLab's Developer role: may push, so may approve a plan.
-const DEVELOPER_ACCESS: u64 = 30;
-
 pub struct GitLab {
     client: AsyncGitlab,
     /// The user id fluxplan writes notes as, learned once.
@@ -222,8 +220,8 @@ impl GitLab {
         }
     }
 
-    pub async fn can_write(&self, repo: &RepoInfo, user_id: Option<u64>) -> Result<bool, ForgeError> {
-        let Some(user_id) = user_id else { return Ok(false) };
+    pub async fn role_of(&self, repo: &RepoInfo, user_id: Option<u64>) -> Result<Role, ForgeError> {
+        let Some(user_id) = user_id else { return Ok(Role::Anyone) };
         let endpoint = AllProjectMember::builder()
             .project(project(repo))
             .user(user_id)
@@ -232,9 +230,9 @@ impl GitLab {
         match endpoint.query_async(&self.client).await.map_err(map_error) {
             Ok(member) => {
                 let member: Value = member;
-                Ok(member["access_level"].as_u64().unwrap_or(0) >= DEVELOPER_ACCESS)
+                Ok(Role::from_gitlab(member["access_level"].as_u64().unwrap_or(0)))
             }
-            Err(ForgeError::NotFound(_)) => Ok(false),
+            Err(ForgeError::NotFound(_)) => Ok(Role::Anyone),
             Err(e) => Err(e),
         }
     }

@@ -4,9 +4,11 @@
 
 pub mod github;
 pub mod gitlab;
+pub mod roles;
 pub mod webhook;
 
 use backon::{ExponentialBuilder, Retryable};
+use roles::Role;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -25,6 +27,14 @@ impl ForgeKind {
         match self {
             ForgeKind::GitHub => "github",
             ForgeKind::GitLab => "gitlab",
+        }
+    }
+
+    /// What the forge calls a pull request.
+    pub fn pull_noun(self) -> &'static str {
+        match self {
+            ForgeKind::GitHub => "pull request",
+            ForgeKind::GitLab => "merge request",
         }
     }
 }
@@ -276,16 +286,16 @@ impl ForgeClient {
         }
     }
 
-    /// True when `user` may approve: write, maintain or admin (GitLab: Developer or above).
-    pub async fn can_write(
+    /// What `user` may do in the repository (checked through the forge API, never the payload).
+    pub async fn role_of(
         &self,
         repo: &RepoInfo,
         user: &str,
         user_id: Option<u64>,
-    ) -> Result<bool, ForgeError> {
+    ) -> Result<Role, ForgeError> {
         match self {
-            ForgeClient::GitHub(c) => with_retries("read permission", || c.can_write(repo, user)).await,
-            ForgeClient::GitLab(c) => with_retries("read membership", || c.can_write(repo, user_id)).await,
+            ForgeClient::GitHub(c) => with_retries("read permission", || c.role_of(repo, user)).await,
+            ForgeClient::GitLab(c) => with_retries("read membership", || c.role_of(repo, user_id)).await,
         }
     }
 

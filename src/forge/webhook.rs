@@ -66,6 +66,8 @@ pub struct CommentEvent {
     pub author_id: Option<u64>,
     pub body: String,
     pub author_is_bot: bool,
+    /// When the comment was created, by the forge's clock (ms since the epoch).
+    pub created_at: Option<i64>,
 }
 
 /// A push to a branch.
@@ -180,6 +182,7 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 author_id: number(&value, "/comment/user/id"),
                 body: f.text("/comment/body")?,
                 author_is_bot: text(&value, "/comment/user/type").as_deref() == Some("Bot"),
+                created_at: text(&value, "/comment/created_at").as_deref().and_then(timestamp_ms),
             }))
         }
         "push" => {
@@ -253,6 +256,7 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 author_id: number(&value, "/user/id"),
                 body: f.text("/object_attributes/note")?,
                 author_is_bot: value.pointer("/user/bot").and_then(Value::as_bool).unwrap_or(false),
+                created_at: text(&value, "/object_attributes/created_at").as_deref().and_then(timestamp_ms),
             }))
         }
         "Push Hook" => {
@@ -268,6 +272,16 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
         }
         other => Ok(Event::Ignored(format!("event {other}"))),
     }
+}
+
+/// A forge timestamp in ms since the epoch: RFC 3339 (GitHub, newer GitLab) or GitLab's
+/// `2015-05-17 18:21:36 UTC`.
+fn timestamp_ms(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis()).or_else(|| {
+        chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S UTC")
+            .ok()
+            .map(|t| t.and_utc().timestamp_millis())
+    })
 }
 
 /// A command in a comment.
@@ -419,6 +433,7 @@ mod tests {
             panic!()
         };
         assert_eq!((note.number, note.author.as_str(), note.author_id), (1, "root", Some(1)));
+        assert_eq!(note.created_at, Some(1_431_886_896_000), "2015-05-17 18:21:36 UTC");
         assert_eq!(parse_command(&note.body), None);
         let Event::Push(push) = parse_gitlab("Push Hook", &fixture("gitlab-webhooks/push.json")).unwrap()
         else {

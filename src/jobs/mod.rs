@@ -7,8 +7,9 @@ mod worker;
 
 pub use worker::{Forges, Worker, WorkerConfig};
 
+use crate::forge::roles::{CommandRoles, Role};
 use crate::forge::webhook::{Command, Event};
-use crate::forge::RepoInfo;
+use crate::forge::{ForgeKind, RepoInfo};
 use crate::store::NewJob;
 use serde::{Deserialize, Serialize};
 
@@ -19,14 +20,7 @@ pub enum JobPayload {
     /// Plan one head of a pull request and answer with a comment and a status.
     Plan { repo: RepoInfo, number: u64, base_ref: String, head_sha: String, trigger: String },
     /// A `/fluxplan` command from a comment.
-    Command {
-        repo: RepoInfo,
-        number: u64,
-        comment_id: u64,
-        author: String,
-        author_id: Option<u64>,
-        command: Command,
-    },
+    Command(CommandRequest),
     /// A push to a base branch: the plans of its open pull requests are stale.
     Replan { repo: RepoInfo, branch: String },
     /// A closed pull request: its queued and running plans are superseded.
@@ -47,7 +41,7 @@ impl JobPayload {
     pub fn to_job(&self) -> NewJob {
         let (repo, number, head_sha) = match self {
             JobPayload::Plan { repo, number, head_sha, .. } => (repo, *number, head_sha.clone()),
-            JobPayload::Command { repo, number, .. } => (repo, *number, String::new()),
+            JobPayload::Command(c) => (&c.repo, c.number, String::new()),
             JobPayload::Replan { repo, .. } => (repo, 0, String::new()),
             JobPayload::Closed { repo, number } => (repo, *number, String::new()),
         };
@@ -65,6 +59,22 @@ impl JobPayload {
             dedupe_same_head: is_plan && !forced,
         }
     }
+}
+
+/// A command from a newly created comment, and who wrote it when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandRequest {
+    pub repo: RepoInfo,
+    pub number: u64,
+    pub comment_id: u64,
+    pub author: String,
+    /// GitLab users are looked up by id.
+    pub author_id: Option<u64>,
+    /// When the forge says the comment was created (ms since the epoch): an approval counts only
+    /// for a plan posted before it.
+    #[serde(default)]
+    pub created_at: Option<i64>,
+    pub command: Command,
 }
 
 /// The jobs an event asks for (none for events fluxplan ignores).
@@ -85,14 +95,15 @@ pub fn jobs_for(event: &Event, allow_forks: bool) -> Result<Vec<JobPayload>, Str
         }],
         Event::Comment(comment) if comment.author_is_bot => Vec::new(),
         Event::Comment(comment) => match crate::forge::webhook::parse_command(&comment.body) {
-            Some(command) => vec![JobPayload::Command {
+            Some(command) => vec![JobPayload::Command(CommandRequest {
                 repo: comment.repo.clone(),
                 number: comment.number,
                 comment_id: comment.comment_id,
                 author: comment.author.clone(),
                 author_id: comment.author_id,
+                created_at: comment.created_at,
                 command,
-            }],
+            })],
             None => Vec::new(),
         },
         Event::Push(push) => {
@@ -102,9 +113,21 @@ pub fn jobs_for(event: &Event, allow_forks: bool) -> Result<Vec<JobPayload>, Str
     })
 }
 
-/// The answer to `/fluxplan help`.
-pub const HELP: &str = "**fluxplan** commands (in a comment on the pull request):\n\n\
-- `/fluxplan plan`: plan again\n\
-- `/fluxplan approve`: accept a blocked plan for the current head commit (needs write, maintain or admin \
-  permission; a new push needs a new approval)\n\
-- `/fluxplan help`: this message";
+/// The answer to `/fluxplan help`, in the forge's words.
+pub fn help_text(forge: ForgeKind, roles: &CommandRoles) -> String {
+    let pull = forge.pull_noun();
+    let needs = |role: Role| match role {
+        Role::Anyone => String::new(),
+        role => format!(" (needs {})", role.describe(forge)),
+    };
+    format!(
+        "**fluxplan** commands (a line of their own in a comment on the {pull}, outside code and quotes):\n\n\
+         - `/fluxplan plan`: plan again{}\n\
+         - `/fluxplan approve`: accept the blocked plan shown for the current head commit{}; it holds for that \
+         commit while a re-plan says the same, and a new push or a changed plan needs a new approval\n\
+         - `/fluxplan help`: this message{}",
+        needs(roles.plan),
+        needs(roles.approve),
+        needs(roles.help),
+    )
+}

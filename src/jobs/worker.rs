@@ -2,10 +2,11 @@
 //! does one job, so tests can drive a worker by hand.
 
 use super::mirror::{GitAuth, Mirrors};
-use super::{JobPayload, HELP};
+use super::{help_text, CommandRequest, JobPayload};
 use crate::cancel::{CancelReason, CancelToken};
 use crate::cli::plan::{plan as make_plan_from_args, LiveArgs, PlanArgs, PlanFormat};
 use crate::cli::{LimitArgs, RenderArgs};
+use crate::forge::roles::{CommandRoles, Role};
 use crate::forge::webhook::Command;
 use crate::forge::{ForgeClient, ForgeError, ForgeKind, PullInfo, Reaction, RepoInfo, StatusState};
 use crate::plan::{Plan, Severity, Verdict};
@@ -55,6 +56,10 @@ pub struct WorkerConfig {
     pub limits: LimitArgs,
     /// Seconds one plan may take.
     pub plan_timeout: Duration,
+    /// The role each command needs.
+    pub roles: CommandRoles,
+    /// At most one reply (refusal or help) per user and pull request in this window.
+    pub reply_window: Duration,
     /// Cancelled when the service shuts down: every running plan stops (its kustomize
     /// processes are killed) and its job goes back to the queue.
     pub shutdown: CancelToken,
@@ -226,9 +231,7 @@ impl Worker {
             }
             // Enqueueing it superseded the pull request's plans: nothing left to do.
             JobPayload::Closed { .. } => Ok(()),
-            JobPayload::Command { repo, number, comment_id, author, author_id, command } => {
-                self.command(&repo, number, comment_id, &author, author_id, command).await
-            }
+            JobPayload::Command(request) => self.command(request).await,
             JobPayload::Replan { repo, branch } => {
                 let (forge, _) = self.forge(&repo)?;
                 let pulls = self.count_forge_error(&repo, forge.open_pulls(&repo, &branch).await)?;
@@ -370,10 +373,17 @@ impl Worker {
             return Ok(());
         }
 
-        let approved_by = self
+        // An approval of this head holds only for the plan it approved.
+        let digest = plan.digest();
+        let approval = self
             .store
             .approval(repo.forge.as_str(), &repo.full_name, target.number as i64, &target.head_sha)
             .await?;
+        let (approved_by, voided_by) = match approval {
+            Some(a) if a.plan_digest.as_deref() == Some(digest.as_str()) => (Some(a.approved_by), None),
+            Some(a) => (None, Some(a.approved_by)),
+            None => (None, None),
+        };
         let phase = Instant::now();
         let mut comment = report::markdown(&plan);
         if let Some(url) = run_url {
@@ -381,6 +391,13 @@ impl Worker {
         }
         if let Some(user) = &approved_by {
             comment.push_str(&format!("\n✅ Approved by @{user} for {}.\n", short(&target.head_sha)));
+        }
+        if let (Some(user), Verdict::Blocked) = (&voided_by, plan.verdict) {
+            comment.push_str(&format!(
+                "\n⚠️ The approval by @{user} no longer applies: this plan of {} differs from the one approved. \
+                 Review it and approve again if it is still wanted.\n",
+                short(&target.head_sha)
+            ));
         }
         self.post_comment(forge, repo, target.number, &comment).await?;
         let (state, description) = status_of(&plan, approved_by.as_deref());
@@ -390,6 +407,7 @@ impl Worker {
         timings.insert("total_ms", started.elapsed().as_millis() as u64);
 
         let mut outcome = outcome_of(&plan, &timings);
+        outcome.plan_digest = Some(digest);
         outcome.comment = Some(comment);
         outcome.approved_by = approved_by;
         outcome.status = "done".into();
@@ -455,96 +473,117 @@ impl Worker {
         }
     }
 
-    /// Answers a command that is not carried out: a 👎 and why.
-    async fn refuse(
-        &self,
-        forge: &ForgeClient,
-        repo: &RepoInfo,
-        number: u64,
-        comment_id: u64,
-        why: &str,
-    ) -> Result<(), JobError> {
-        self.count_forge_error(repo, forge.react(repo, number, comment_id, Reaction::Refused).await)?;
-        self.count_forge_error(repo, forge.create_comment(repo, number, why).await)?;
+    /// Answers a command that is not carried out: a 👎, and why (at most one reply per user and
+    /// pull request per window, so nobody can make the bot spam a pull request).
+    async fn refuse(&self, forge: &ForgeClient, c: &CommandRequest, why: &str) -> Result<(), JobError> {
+        let repo = &c.repo;
+        self.count_forge_error(repo, forge.react(repo, c.number, c.comment_id, Reaction::Refused).await)?;
+        self.reply(forge, c, &format!("@{}: {why}", c.author)).await
+    }
+
+    /// A comment answering `c`, unless its author got one in the last reply window.
+    async fn reply(&self, forge: &ForgeClient, c: &CommandRequest, text: &str) -> Result<(), JobError> {
+        let repo = &c.repo;
+        let window = self.config.reply_window.as_millis() as i64;
+        let key = (repo.forge.as_str(), repo.full_name.as_str(), c.number as i64);
+        if !self.store.claim_reply(key.0, key.1, key.2, &c.author, window).await? {
+            tracing::info!(user = %c.author, "replied to this user recently: reacting only");
+            return Ok(());
+        }
+        self.count_forge_error(repo, forge.create_comment(repo, c.number, text).await)?;
         Ok(())
     }
 
-    async fn command(
-        &self,
-        repo: &RepoInfo,
-        number: u64,
-        comment_id: u64,
-        author: &str,
-        author_id: Option<u64>,
-        command: Command,
-    ) -> Result<(), JobError> {
+    /// A 👍 on the command's comment.
+    async fn accept(&self, forge: &ForgeClient, c: &CommandRequest) -> Result<(), JobError> {
+        let reacted = forge.react(&c.repo, c.number, c.comment_id, Reaction::Accepted).await;
+        self.count_forge_error(&c.repo, reacted)?;
+        Ok(())
+    }
+
+    async fn command(&self, c: CommandRequest) -> Result<(), JobError> {
+        let repo = &c.repo;
         let (forge, _) = self.forge(repo)?;
-        if self.count_forge_error(repo, forge.is_self(repo, author, author_id).await)? {
-            tracing::info!(user = author, "a comment of fluxplan's own: never a command");
+        if self.count_forge_error(repo, forge.is_self(repo, &c.author, c.author_id).await)? {
+            tracing::info!(user = %c.author, "a comment of fluxplan's own: never a command");
             return Ok(());
         }
-        match command {
-            Command::Help | Command::Unknown => {
-                self.count_forge_error(repo, forge.create_comment(repo, number, HELP).await)?;
-                self.count_forge_error(
-                    repo,
-                    forge.react(repo, number, comment_id, Reaction::Accepted).await,
-                )?;
-            }
-            Command::Plan => {
-                let pull = self.count_forge_error(repo, forge.pull(repo, number).await)?;
-                if let Some(why) = self.unplannable(&pull) {
-                    return self.refuse(forge, repo, number, comment_id, &format!("@{author}: {why}")).await;
-                }
-                self.store.enqueue(&[plan_payload(repo, &pull, "command").to_job()]).await?;
-                self.count_forge_error(
-                    repo,
-                    forge.react(repo, number, comment_id, Reaction::Accepted).await,
-                )?;
-            }
-            Command::Approve => {
-                if !self.count_forge_error(repo, forge.can_write(repo, author, author_id).await)? {
-                    tracing::warn!(user = author, "approval refused: no write permission");
-                    let why = format!(
-                        "@{author}: `/fluxplan approve` needs write, maintain or admin permission on {}; the plan stays blocked.",
-                        repo.full_name
-                    );
-                    return self.refuse(forge, repo, number, comment_id, &why).await;
-                }
-                // Only the plan reviewers saw can be approved: the current head's, once posted.
-                let pull = self.count_forge_error(repo, forge.pull(repo, number).await)?;
-                let key = (repo.forge.as_str(), repo.full_name.as_str(), number as i64);
-                let Some(run) = self.store.latest_run(key.0, key.1, key.2, &pull.head_sha).await? else {
-                    let why = format!(
-                        "@{author}: the plan of the current head {} is not posted yet; approve once it is.",
-                        short(&pull.head_sha)
-                    );
-                    return self.refuse(forge, repo, number, comment_id, &why).await;
-                };
-                self.store.approve(key.0, key.1, key.2, &run.head_sha, author).await?;
-                tracing::info!(user = author, sha = %run.head_sha, "plan approved");
-                self.count_forge_error(
-                    repo,
-                    forge.react(repo, number, comment_id, Reaction::Accepted).await,
-                )?;
-                let url = self
-                    .config
-                    .public_url
-                    .as_ref()
-                    .map(|u| format!("{}/runs/{}", u.trim_end_matches('/'), run.id));
-                let description =
-                    format!("approved by {author} ({})", run.verdict.as_deref().unwrap_or("planned"));
-                let status = forge
-                    .set_status(repo, &run.head_sha, StatusState::Success, &description, url.as_deref())
-                    .await;
-                self.count_forge_error(repo, status)?;
-                let reply = format!(
-                    "Approved by @{author} for {}: the `fluxplan` status passes for this commit. A new push needs a new approval.",
-                    short(&run.head_sha)
+        let roles = &self.config.roles;
+        let (word, needed) = match c.command {
+            Command::Approve => ("approve", roles.approve),
+            Command::Plan => ("plan", roles.plan),
+            Command::Help | Command::Unknown => ("help", roles.help),
+        };
+        if needed > Role::Anyone {
+            let role = self.count_forge_error(repo, forge.role_of(repo, &c.author, c.author_id).await)?;
+            if role < needed {
+                tracing::warn!(user = %c.author, ?role, ?needed, command = word, "command refused: permission");
+                let mut why = format!(
+                    "`/fluxplan {word}` needs {} on {}.",
+                    needed.describe(repo.forge),
+                    repo.full_name
                 );
-                self.count_forge_error(repo, forge.create_comment(repo, number, &reply).await)?;
+                if c.command == Command::Approve {
+                    why.push_str(" The plan stays blocked.");
+                }
+                return self.refuse(forge, &c, &why).await;
             }
         }
+        match c.command {
+            Command::Help | Command::Unknown => {
+                self.reply(forge, &c, &help_text(repo.forge, roles)).await?;
+                self.accept(forge, &c).await?;
+            }
+            Command::Plan => {
+                let pull = self.count_forge_error(repo, forge.pull(repo, c.number).await)?;
+                if let Some(why) = self.unplannable(&pull) {
+                    return self.refuse(forge, &c, why).await;
+                }
+                self.store.enqueue(&[plan_payload(repo, &pull, "command").to_job()]).await?;
+                self.accept(forge, &c).await?;
+            }
+            Command::Approve => self.approve(forge, &c).await?,
+        }
+        Ok(())
+    }
+
+    /// Approves the plan the author saw: the one posted for the current head before the comment
+    /// was written. The approval holds while re-plans of that head say the same (same digest).
+    async fn approve(&self, forge: &ForgeClient, c: &CommandRequest) -> Result<(), JobError> {
+        let repo = &c.repo;
+        let pull = self.count_forge_error(repo, forge.pull(repo, c.number).await)?;
+        let key = (repo.forge.as_str(), repo.full_name.as_str(), c.number as i64);
+        let head = short(&pull.head_sha);
+        let Some(run) = self.store.latest_run(key.0, key.1, key.2, &pull.head_sha).await? else {
+            let why = format!("the plan of the current head {head} is not posted yet; approve once it is.");
+            return self.refuse(forge, c, &why).await;
+        };
+        let posted_at = run.finished_at.unwrap_or(i64::MAX);
+        if c.created_at.is_none_or(|written| written < posted_at) {
+            let why = format!(
+                "this approval was written before the plan now shown for {head} was posted; read that plan \
+                 and approve again if it is still wanted."
+            );
+            return self.refuse(forge, c, &why).await;
+        }
+        self.store
+            .approve(key.0, key.1, key.2, &run.head_sha, &c.author, run.id, run.plan_digest.as_deref())
+            .await?;
+        tracing::info!(user = %c.author, sha = %run.head_sha, run = run.id, "plan approved");
+        self.accept(forge, c).await?;
+        let url =
+            self.config.public_url.as_ref().map(|u| format!("{}/runs/{}", u.trim_end_matches('/'), run.id));
+        let description =
+            format!("approved by {} ({})", c.author, run.verdict.as_deref().unwrap_or("planned"));
+        let status =
+            forge.set_status(repo, &run.head_sha, StatusState::Success, &description, url.as_deref()).await;
+        self.count_forge_error(repo, status)?;
+        let reply = format!(
+            "Approved by @{} for {head}: the `fluxplan` status passes for this commit while its plan stays as \
+             approved. A new push, or a re-plan that changes the plan, needs a new approval.",
+            c.author
+        );
+        self.count_forge_error(repo, forge.create_comment(repo, c.number, &reply).await)?;
         Ok(())
     }
 }
@@ -628,6 +667,7 @@ fn outcome_of(plan: &Plan, timings: &BTreeMap<&str, u64>) -> RunOutcome {
         timings: Some(json!(timings).to_string()),
         plan_json: Some(report::json(plan)),
         comment: None,
+        plan_digest: None,
         error: plan.error.clone(),
         approved_by: None,
     }

@@ -253,6 +253,18 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Digest of what the plan says will happen (verdict, changes, alerts; not the revisions):
+    /// an approval holds only while a re-plan says the same.
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let content = serde_json::json!({
+            "verdict": self.verdict,
+            "kustomizations": self.kustomizations,
+            "alerts": self.alerts,
+        });
+        hex::encode(Sha256::digest(crate::yaml::canonical_json(&content).as_bytes()))
+    }
+
     /// A plan that could not be made (exit 3), with the reason.
     pub fn failed(base: Revision, head: Revision, error: String) -> Self {
         Plan {

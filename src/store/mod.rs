@@ -90,6 +90,7 @@ pub struct RunRow {
     pub approved_by: Option<String>,
     pub created_at: i64,
     pub finished_at: Option<i64>,
+    pub plan_digest: Option<String>,
 }
 
 /// The outcome of a run, stored when it finishes.
@@ -105,11 +106,22 @@ pub struct RunOutcome {
     pub comment: Option<String>,
     pub error: Option<String>,
     pub approved_by: Option<String>,
+    /// Digest of the plan's content (changes and alerts) an approval binds to.
+    pub plan_digest: Option<String>,
+}
+
+/// An approval of one head commit, bound to the content of the plan it approved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    pub approved_by: String,
+    pub run_id: Option<i64>,
+    pub plan_digest: Option<String>,
 }
 
 const RUN_COLUMNS: &str =
     "id, job_id, forge, repo, pr_number, base_ref, base_sha, head_sha, trigger, status, \
-    verdict, counts, alerts, timings, plan_json, comment, error, approved_by, created_at, finished_at";
+    verdict, counts, alerts, timings, plan_json, comment, error, approved_by, created_at, finished_at, \
+    plan_digest";
 
 fn run_row(row: &AnyRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
@@ -131,6 +143,7 @@ fn run_row(row: &AnyRow) -> Result<RunRow, sqlx::Error> {
         comment: row.try_get("comment")?,
         error: row.try_get("error")?,
         approved_by: row.try_get("approved_by")?,
+        plan_digest: row.try_get("plan_digest")?,
         created_at: row.try_get("created_at")?,
         finished_at: row.try_get("finished_at")?,
     })
@@ -418,7 +431,8 @@ impl Store {
     pub async fn finish_run(&self, id: i64, outcome: &RunOutcome) -> Result<()> {
         sqlx::query(
             "UPDATE runs SET status = $1, base_sha = $2, verdict = $3, counts = $4, alerts = $5, timings = $6, \
-             plan_json = $7, comment = $8, error = $9, approved_by = $10, finished_at = $11 WHERE id = $12",
+             plan_json = $7, comment = $8, error = $9, approved_by = $10, finished_at = $11, plan_digest = $12 \
+             WHERE id = $13",
         )
         .bind(&outcome.status)
         .bind(&outcome.base_sha)
@@ -431,6 +445,7 @@ impl Store {
         .bind(&outcome.error)
         .bind(&outcome.approved_by)
         .bind(now_ms())
+        .bind(&outcome.plan_digest)
         .bind(id)
         .execute(&self.pool)
         .await?;
@@ -487,6 +502,8 @@ impl Store {
         Ok(row.as_ref().map(run_row).transpose()?)
     }
 
+    /// Records an approval of `head_sha`, bound to the run it approves and that plan's digest.
+    #[allow(clippy::too_many_arguments)]
     pub async fn approve(
         &self,
         forge: &str,
@@ -494,10 +511,12 @@ impl Store {
         pr_number: i64,
         head_sha: &str,
         user: &str,
+        run_id: i64,
+        plan_digest: Option<&str>,
     ) -> Result<()> {
         sqlx::query(
-            "INSERT INTO approvals (forge, repo, pr_number, head_sha, approved_by, approved_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO approvals (forge, repo, pr_number, head_sha, approved_by, approved_at, run_id, plan_digest) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(forge)
         .bind(repo)
@@ -505,22 +524,24 @@ impl Store {
         .bind(head_sha)
         .bind(user)
         .bind(now_ms())
+        .bind(run_id)
+        .bind(plan_digest)
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    /// Who approved this head of the pull request, if anyone did.
+    /// The latest approval of this head of the pull request, if any.
     pub async fn approval(
         &self,
         forge: &str,
         repo: &str,
         pr_number: i64,
         head_sha: &str,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<Approval>> {
         let row = sqlx::query(
-            "SELECT approved_by FROM approvals WHERE forge = $1 AND repo = $2 AND pr_number = $3 AND head_sha = $4 \
-             ORDER BY id LIMIT 1",
+            "SELECT approved_by, run_id, plan_digest FROM approvals WHERE forge = $1 AND repo = $2 \
+             AND pr_number = $3 AND head_sha = $4 ORDER BY id DESC LIMIT 1",
         )
         .bind(forge)
         .bind(repo)
@@ -528,7 +549,52 @@ impl Store {
         .bind(head_sha)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| r.try_get("approved_by")).transpose()?)
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(Approval {
+            approved_by: row.try_get("approved_by")?,
+            run_id: row.try_get("run_id")?,
+            plan_digest: row.try_get("plan_digest")?,
+        }))
+    }
+
+    /// True when `user` may get a reply on this pull request now (none in the last `window_ms`);
+    /// the reply is then recorded. Keeps anyone from making the bot spam a pull request.
+    pub async fn claim_reply(
+        &self,
+        forge: &str,
+        repo: &str,
+        pr_number: i64,
+        user: &str,
+        window_ms: i64,
+    ) -> Result<bool> {
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        let recent = sqlx::query(
+            "SELECT 1 AS recent FROM replies WHERE forge = $1 AND repo = $2 AND pr_number = $3 AND username = $4 \
+             AND replied_at > $5 LIMIT 1",
+        )
+        .bind(forge)
+        .bind(repo)
+        .bind(pr_number)
+        .bind(user)
+        .bind(now - window_ms)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if recent.is_some() {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO replies (forge, repo, pr_number, username, replied_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(forge)
+        .bind(repo)
+        .bind(pr_number)
+        .bind(user)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 }
 

@@ -149,7 +149,14 @@ fn comment(number: u64, user: &str, id: u64, text: &str, repo: &Repo) -> Value {
     body["comment"]["body"] = json!(text);
     body["comment"]["user"]["login"] = json!(user);
     body["comment"]["user"]["type"] = json!("User");
+    body["comment"]["created_at"] = json!(now_rfc3339());
     body
+}
+
+/// Now, as the forge writes timestamps.
+fn now_rfc3339() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    chrono::DateTime::from_timestamp(now.as_secs() as i64, now.subsec_nanos()).unwrap().to_rfc3339()
 }
 
 fn github_env(github: &FakeGitHub) -> Vec<(&'static str, String)> {
@@ -381,15 +388,33 @@ fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
     wait_for("the new plan", WAIT, || final_status(&github, &again).is_some());
     assert_eq!(final_status(&github, &again).unwrap()["state"], "failure");
 
-    // Help.
-    let help_id = github.add_issue_comment(REPO, 3, "reader", "/fluxplan help");
+    // Help, for anyone.
+    let help_id = github.add_issue_comment(REPO, 3, "passerby", "/fluxplan help");
     assert_eq!(
-        bot.github("issue_comment", "c3", &comment(3, "reader", help_id, "/fluxplan help", &repo)),
+        bot.github("issue_comment", "c3", &comment(3, "passerby", help_id, "/fluxplan help", &repo)),
         202
     );
     wait_for("the help", WAIT, || {
         github.comments(REPO, 3).iter().any(|(_, b)| b.contains("/fluxplan approve`: accept"))
     });
+
+    // Refused again within the reply window: a 👎, but no second reply to spam the pull request.
+    let replies =
+        |github: &FakeGitHub| github.comments(REPO, 3).iter().filter(|(_, b)| b.contains("@reader")).count();
+    let again_id = github.add_issue_comment(REPO, 3, "reader", "/fluxplan approve");
+    assert_eq!(
+        bot.github("issue_comment", "c4", &comment(3, "reader", again_id, "/fluxplan approve", &repo)),
+        202
+    );
+    wait_for("the second refusal", WAIT, || github.reactions(REPO, again_id).contains(&"-1".to_string()));
+    assert_eq!(replies(&github), 1, "a second reply within the window");
+    // Asking for a plan needs write access too.
+    let plan_id = github.add_issue_comment(REPO, 3, "passerby", "/fluxplan plan");
+    assert_eq!(
+        bot.github("issue_comment", "c5", &comment(3, "passerby", plan_id, "/fluxplan plan", &repo)),
+        202
+    );
+    wait_for("the plan refusal", WAIT, || github.reactions(REPO, plan_id).contains(&"-1".to_string()));
 }
 
 #[test]
@@ -953,4 +978,61 @@ fn a_hostile_pull_request_leaks_nothing_into_the_comment_the_run_or_the_cache() 
             assert!(!text.contains(secret), "'{secret}' leaked into: {text}");
         }
     }
+}
+
+#[test]
+fn an_approval_binds_to_the_plan_its_author_saw() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "gone", Some("./empty"));
+    github.add_pull(REPO, 41, &head, "change", "main", &base, &file_url(&repo));
+    github.set_permission(REPO, "maintainer", "maintain");
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    assert_eq!(bot.github("pull_request", "a1", &pull_request("opened", &repo, 41, &head, &base)), 202);
+    wait_for("the blocked status", WAIT, || final_status(&github, &head).is_some());
+
+    // An approval written before the plan now shown was posted (delivered late) is refused.
+    let stale_id = github.add_issue_comment(REPO, 41, "maintainer", "/fluxplan approve");
+    let mut stale = comment(41, "maintainer", stale_id, "/fluxplan approve", &repo);
+    stale["comment"]["created_at"] = json!("2020-01-01T00:00:00Z");
+    assert_eq!(bot.github("issue_comment", "a2", &stale), 202);
+    wait_for("the refusal", WAIT, || github.reactions(REPO, stale_id).contains(&"-1".to_string()));
+    assert!(github.comments(REPO, 41).iter().any(|(_, b)| b.contains("written before the plan")));
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
+
+    // A fresh one approves this plan.
+    let approve_id = github.add_issue_comment(REPO, 41, "maintainer", "/fluxplan approve");
+    let approve = comment(41, "maintainer", approve_id, "/fluxplan approve", &repo);
+    assert_eq!(bot.github("issue_comment", "a3", &approve), 202);
+    wait_for("the approval", WAIT, || final_status(&github, &head).is_some_and(|s| s["state"] == "success"));
+
+    // A re-plan of the same head that says the same keeps it...
+    let replan_id = github.add_issue_comment(REPO, 41, "maintainer", "/fluxplan plan");
+    assert_eq!(
+        bot.github("issue_comment", "a4", &comment(41, "maintainer", replan_id, "/fluxplan plan", &repo)),
+        202
+    );
+    let runs_done = || {
+        let (runtime, store) = store(data.path());
+        let runs = runtime.block_on(store.runs_of("github", REPO, 41)).unwrap();
+        runs.iter().filter(|r| r.status == "done").count()
+    };
+    wait_for("the re-plan", WAIT, || runs_done() == 2);
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "success");
+
+    // ...a base branch that moves so that the plan changes voids it.
+    repo.git(&["checkout", "-q", "main"]);
+    repo.config_map("apps/extra.yaml", "extra", "default");
+    let moved = repo.commit("base moves");
+    repo.git(&["checkout", "-q", "change"]);
+    let mut body = pull_request("opened", &repo, 41, &head, &moved);
+    body["ref"] = json!("refs/heads/main");
+    body["after"] = json!(moved);
+    body["repository"]["full_name"] = json!(REPO);
+    assert_eq!(bot.github("push", "a5", &body), 202);
+    wait_for("the plan against the moved base", WAIT, || runs_done() == 3);
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "failure", "a changed plan kept its approval");
+    let sticky = sticky(&github, 41);
+    assert!(sticky[0].1.contains("no longer applies"), "{}", sticky[0].1);
 }
