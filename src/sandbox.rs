@@ -17,8 +17,9 @@ use std::sync::OnceLock;
 /// The newest Landlock ABI fluxplan's rules were written and tested for.
 const TESTED_ABI: ABI = ABI::V7;
 
-/// System directories a kustomize binary (or a wrapper script) may need: programs and shared
-/// libraries, nothing with secrets. `/etc`, `/proc`, `/home`, `/root`, `/var` and `/tmp` stay out.
+/// System directories a dynamically linked kustomize or a wrapper script needs: programs and
+/// shared libraries, nothing with secrets. `/etc`, `/proc`, `/home`, `/root`, `/var` and `/tmp`
+/// stay out; a statically linked kustomize (the usual Go build) gets none of them.
 const SYSTEM_DIRS: &[&str] =
     &["/bin", "/usr/bin", "/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/libexec"];
 /// Files the dynamic loader reads.
@@ -143,12 +144,14 @@ impl Confinement {
             .create()?
             .add_rule(PathBeneath::new(PathFd::new(&self.readable)?, read_dir))?
             .add_rule(PathBeneath::new(PathFd::new(&self.program)?, run_file))?;
-        for dir in SYSTEM_DIRS.iter().map(Path::new).filter(|d| d.is_dir()) {
-            ruleset =
-                ruleset.add_rule(PathBeneath::new(PathFd::new(dir)?, AccessFs::from_read(TESTED_ABI)))?;
-        }
-        for file in LOADER_FILES.iter().map(Path::new).filter(|f| f.is_file()) {
-            ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(file)?, AccessFs::ReadFile))?;
+        if needs_system_files(&self.program) {
+            for dir in SYSTEM_DIRS.iter().map(Path::new).filter(|d| d.is_dir()) {
+                let system = PathBeneath::new(PathFd::new(dir)?, AccessFs::from_read(TESTED_ABI));
+                ruleset = ruleset.add_rule(system)?;
+            }
+            for file in LOADER_FILES.iter().map(Path::new).filter(|f| f.is_file()) {
+                ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(file)?, AccessFs::ReadFile))?;
+            }
         }
         Ok(ruleset.add_rule(PathBeneath::new(
             PathFd::new("/dev/null")?,
@@ -157,7 +160,8 @@ impl Confinement {
     }
 }
 
-/// `program` as an absolute path: searched in `PATH` when it has no slash, symlinks resolved.
+/// `program` as an absolute path: searched in `PATH` when it has no slash. Symlinks are kept
+/// (a multi-call binary reads its name from them); the sandbox allows the file they lead to.
 pub fn resolve_program(program: &str) -> Option<PathBuf> {
     let found = if program.contains('/') {
         Some(PathBuf::from(program))
@@ -168,5 +172,50 @@ pub fn resolve_program(program: &str) -> Option<PathBuf> {
             .map(|dir| dir.join(program))
             .find(|candidate| candidate.is_file())
     }?;
-    found.canonicalize().ok()
+    std::path::absolute(found).ok().filter(|p| p.is_file())
+}
+
+/// True when `program` needs more than itself to run: a script (its interpreter) or a
+/// dynamically linked ELF binary (the loader and libraries). Unknown formats count as needing.
+fn needs_system_files(program: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    const PT_INTERP: u32 = 3;
+    let read = || -> std::io::Result<bool> {
+        let mut file = std::fs::File::open(program)?;
+        let mut head = [0u8; 64];
+        file.read_exact(&mut head)?;
+        // Only 64-bit little-endian ELF is read; anything else gets the system directories.
+        if &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
+            return Ok(true);
+        }
+        let phoff = u64::from_le_bytes(head[0x20..0x28].try_into().expect("8 bytes"));
+        let entry_size = u16::from_le_bytes([head[0x36], head[0x37]]) as usize;
+        let entries = u16::from_le_bytes([head[0x38], head[0x39]]) as usize;
+        let mut table = vec![0u8; entry_size * entries];
+        file.seek(SeekFrom::Start(phoff))?;
+        file.read_exact(&mut table)?;
+        Ok(table.chunks(entry_size.max(4)).any(|entry| {
+            entry.len() >= 4 && u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]) == PT_INTERP
+        }))
+    };
+    read().unwrap_or(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_dynamic_programs_and_scripts_get_the_system_directories() {
+        let script = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(script.path(), "#!/bin/sh\n").unwrap();
+        assert!(needs_system_files(script.path()));
+        // git is dynamically linked on every Linux this runs on; a static ELF needs nothing.
+        let git = resolve_program("git").expect("git is needed for this test");
+        assert!(needs_system_files(&git), "{}", git.display());
+        let kubectl = resolve_program("kubectl").expect("kubectl is needed for this test");
+        let described = std::process::Command::new("file").arg("-L").arg(&kubectl).output().unwrap();
+        let statically = String::from_utf8_lossy(&described.stdout).contains("statically linked");
+        assert_eq!(needs_system_files(&kubectl), !statically, "{}", kubectl.display());
+    }
 }

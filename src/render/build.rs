@@ -3,7 +3,7 @@
 
 use super::cache::RenderCache;
 use super::kustomize::{BuildError, Kustomize};
-use super::references::{self, Reference, PLUGIN_FIELDS};
+use super::references::{self, Reference};
 use super::RenderError;
 use crate::cancel::CancelToken;
 use crate::flux::generator::{self, kustomization_file};
@@ -69,8 +69,9 @@ impl Builder {
         let mut document = prepared.document;
         let mut inputs = BTreeMap::new();
         let here = display(&dir);
-        let top = references::of_kustomization(&document, &format!("the kustomization of {here}"))?;
-        self.collect_inputs(root, &dir, top, false, &mut inputs, &mut Vec::new())?;
+        let top = references::of_kustomization(&document, &format!("the kustomization of {here}"), false)?;
+        references::canonical_kustomization(&mut document);
+        self.collect_inputs(root, &dir, None, top, &mut inputs, &mut Vec::new())?;
         // Origin annotations tell which file each object came from (needed to find roots and
         // nested Kustomizations); they are removed again unless the kustomization asked for them.
         if !prepared.wants_origin_annotations {
@@ -137,60 +138,68 @@ impl Builder {
         Ok(hash)
     }
 
-    /// Collects the content hash of every file a kustomization reads, following the directories
-    /// it references, after checking every reference (see `references`). Inside plugin
-    /// configurations (`in_plugin`), every document read is a plugin configuration whose own
-    /// file references are checked too.
+    /// Collects the content hash of every file a kustomization reads, following the
+    /// kustomizations and plugin configurations it references, after checking every reference
+    /// (see `references`). Nested kustomization files and plugin configuration files are
+    /// rewritten as parsed, so kustomize reads exactly what was checked. The files a plugin
+    /// configuration names are read from the directory of the kustomization that declared the
+    /// plugin (`plugin_base`), wherever the configuration itself lives.
     fn collect_inputs(
         &self,
         root: &Path,
         dir: &Path,
+        plugin_base: Option<&Path>,
         refs: Vec<Reference>,
-        in_plugin: bool,
         inputs: &mut BTreeMap<String, String>,
         visiting: &mut Vec<(PathBuf, bool)>,
     ) -> Result<(), RenderError> {
-        if visiting.iter().any(|(d, p)| d == dir && *p == in_plugin) {
-            return Ok(());
-        }
-        visiting.push((dir.to_path_buf(), in_plugin));
         let here = paths::relative(root, dir);
         for reference in refs {
             let local = references::check(root, dir, &reference, &here)?;
-            let plugin = in_plugin || PLUGIN_FIELDS.contains(&local.field.as_str());
             let target = local.path;
-            let shown = paths::relative(root, &target);
+            if visiting.contains(&(target.clone(), local.plugin)) {
+                continue;
+            }
+            visiting.push((target.clone(), local.plugin));
             if target.is_file() {
+                let shown = paths::relative(root, &target);
                 inputs.insert(shown.clone(), self.file_hash(&target)?);
-                if plugin {
-                    let mut nested = Vec::new();
-                    for config in references::plugin_configs_in(&target, &shown)? {
-                        nested.extend(references::of_plugin_config(&config, &shown)?);
+                if local.plugin {
+                    let configs = references::plugin_configs_in(&target, &shown)?;
+                    let mut data = Vec::new();
+                    for config in &configs {
+                        data.extend(references::of_plugin_config(config, &shown)?);
                     }
-                    let parent = target.parent().unwrap_or(root).to_path_buf();
-                    self.collect_inputs(root, &parent, nested, plugin, inputs, visiting)?;
+                    references::rewrite(&target, &yaml::to_yaml_stream(&configs))?;
+                    let base = plugin_base.unwrap_or(dir);
+                    self.collect_inputs(root, base, None, data, inputs, visiting)?;
                 }
-            } else if let Some(file) = target.is_dir().then(|| kustomization_file(&target)).flatten() {
+            } else if let Some(file) = kustomization_file(&target) {
                 let shown = paths::relative(root, &file);
                 inputs.insert(shown.clone(), self.file_hash(&file)?);
                 let text = std::fs::read_to_string(&file)
                     .map_err(|e| RenderError::InvalidSource(format!("cannot read {shown}: {e}")))?;
-                let document = match yaml::parse_documents(&text) {
-                    Ok(mut docs) if docs.len() <= 1 => docs.pop().unwrap_or_else(|| serde_json::json!({})),
+                let mut document = match yaml::parse_documents(&text) {
+                    Ok(mut docs) if docs.len() <= 1 && docs.iter().all(Value::is_object) => {
+                        docs.pop().unwrap_or_else(|| json!({}))
+                    }
                     Ok(_) => {
                         return Err(RenderError::InvalidSource(format!(
-                            "{shown} holds more than one YAML document"
+                            "{shown} is not one YAML mapping, as a kustomization must be"
                         )))
                     }
                     Err(e) => {
                         return Err(RenderError::InvalidSource(format!("{shown} is not valid YAML: {e}")))
                     }
                 };
-                let nested = references::of_kustomization(&document, &shown)?;
-                self.collect_inputs(root, &target, nested, plugin, inputs, visiting)?;
+                let nested = references::of_kustomization(&document, &shown, local.plugin)?;
+                references::canonical_kustomization(&mut document);
+                references::rewrite(&file, &yaml::to_yaml(&document))?;
+                let base = local.plugin.then(|| plugin_base.unwrap_or(dir));
+                self.collect_inputs(root, &target, base, nested, inputs, visiting)?;
             }
+            // A directory without a kustomization file: kustomize refuses it, reading nothing.
         }
-        visiting.pop();
         Ok(())
     }
 
@@ -221,7 +230,9 @@ impl Builder {
                 std::os::unix::fs::symlink(entry.path(), shadow.join(&name)).map_err(io)?;
             }
             std::fs::write(shadow.join("kustomization.yaml"), kustomization).map_err(io)?;
-            self.kustomize.build(&shadow, root, cancel).map_err(|error| match error {
+            // The shadow of the source root lies beside it, in the export's own directory.
+            let readable = if dir == root { parent } else { root };
+            self.kustomize.build(&shadow, readable, cancel).map_err(|error| match error {
                 BuildError::Failed(message) => {
                     let shadow_name = shadow.file_name().unwrap_or_default().to_string_lossy().to_string();
                     let dir_name = dir.file_name().unwrap_or_default().to_string_lossy().to_string();

@@ -1,7 +1,12 @@
 //! Every file or URL a kustomization names, found before kustomize runs, and the rule that
-//! each must be a local path inside the source. This is the first wall against a pull request
-//! that wants kustomize to read the planner's files or fetch from its network (the sandbox is
-//! the second): anything it cannot account for is refused, never skipped.
+//! each must be an existing local path inside the source. This is the first wall against a pull
+//! request that wants kustomize to read the planner's files or fetch from its network (the
+//! sandbox is the second): anything it cannot account for is refused, never skipped.
+//!
+//! kustomize must read exactly what was checked: kustomization files and plugin configurations
+//! are handed to it re-serialized from what this module parsed (`canonical_kustomization`,
+//! `rewrite`), so no YAML feature the two parsers read differently (tags, anchors) can hide a
+//! reference.
 
 use super::RenderError;
 use crate::flux::generator::is_remote;
@@ -35,6 +40,9 @@ const GENERATOR_FIELDS: &[&str] = &["configMapGenerator", "secretGenerator"];
 pub struct Reference {
     pub field: String,
     pub value: String,
+    /// The target holds plugin configurations (a file of them, or a kustomization whose
+    /// resources are), whose own references must be checked too; otherwise it is data.
+    pub plugin: bool,
 }
 
 /// A reference checked against the source root.
@@ -42,31 +50,53 @@ pub struct Reference {
 pub struct Local {
     pub field: String,
     pub path: PathBuf,
+    pub plugin: bool,
 }
+
+/// The only fields a kustomization used as a source of plugin configurations may have: one that
+/// transforms its resources could rewrite a checked configuration into an unchecked one.
+const PLUGIN_KUSTOMIZATION_FIELDS: &[&str] = &["apiversion", "kind", "metadata", "resources", "bases"];
 
 /// The references of a kustomization document. kustomize matches field names without regard
 /// to case (Go's JSON decoding) and applies YAML merge keys; both are accounted for here, so a
-/// field cannot hide behind `Resources:` or `<<:`.
-pub fn of_kustomization(document: &Value, file: &str) -> Result<Vec<Reference>, RenderError> {
+/// field cannot hide behind `Resources:`, a non-ASCII look-alike or `<<:`. In a kustomization
+/// used as a source of plugin configurations (`plugin_context`), only resources are allowed.
+pub fn of_kustomization(
+    document: &Value,
+    file: &str,
+    plugin_context: bool,
+) -> Result<Vec<Reference>, RenderError> {
     let document = folded(document, file)?;
+    if plugin_context {
+        let fields = document.as_object().into_iter().flatten().map(|(k, _)| k);
+        if let Some(field) = fields.into_iter().find(|k| !PLUGIN_KUSTOMIZATION_FIELDS.contains(&k.as_str())) {
+            return Err(RenderError::InvalidSource(format!(
+                "{file} is used as a source of plugin configurations and sets '{field}': such a kustomization \
+                 may only list resources (fluxplan cannot check what its transformations make of them)"
+            )));
+        }
+    }
     let mut out = Vec::new();
     for field in LIST_FIELDS {
         for item in list(&document, field) {
-            match item.as_str() {
-                Some(text) if PLUGIN_FIELDS.contains(field) && text.contains('\n') => {
-                    // An inline plugin configuration.
-                    let docs = yaml::parse_documents(text).map_err(|e| unreadable(file, field, &e))?;
+            let plugin_field = PLUGIN_FIELDS.contains(field);
+            match inline_documents(item) {
+                // An inline plugin configuration: its references are checked here.
+                Some(docs) if plugin_field => {
                     for doc in &docs {
                         out.extend(of_plugin_config(doc, file)?);
                     }
                 }
                 // An inline strategic-merge patch is content, not a path.
-                Some(text) if *field == "patchesStrategicMerge" && text.contains('\n') => {}
-                Some(text) => push(&mut out, field, text),
-                None if PLUGIN_FIELDS.contains(field) && item.is_object() => {
-                    out.extend(of_plugin_config(item, file)?)
-                }
-                None => return Err(unreadable(file, field, "an entry is not a string")),
+                Some(_) if *field == "patchesStrategicMerge" => {}
+                _ => match item.as_str() {
+                    Some(text) => {
+                        let plugin =
+                            plugin_field || (plugin_context && matches!(*field, "resources" | "bases"));
+                        out.push(Reference { field: field.to_string(), value: text.to_string(), plugin });
+                    }
+                    None => return Err(unreadable(file, field, "an entry is not a string")),
+                },
             }
         }
     }
@@ -87,6 +117,32 @@ pub fn of_kustomization(document: &Value, file: &str) -> Result<Vec<Reference>, 
     }
     out.extend(helm_references(&document, file)?);
     Ok(out)
+}
+
+/// The documents of an entry that is an inline configuration or patch (a YAML or JSON mapping
+/// written in place, on one line or several) rather than a path.
+fn inline_documents(item: &Value) -> Option<Vec<Value>> {
+    if item.is_object() {
+        return Some(vec![item.clone()]);
+    }
+    let docs = yaml::parse_documents(item.as_str()?).ok()?;
+    (!docs.is_empty() && docs.iter().all(Value::is_object)).then_some(docs)
+}
+
+/// Replaces every inline plugin configuration of a kustomization with its re-serialization, so
+/// kustomize reads the configuration that was checked and nothing a YAML tag could change.
+pub fn canonical_kustomization(document: &mut Value) {
+    let Some(map) = document.as_object_mut() else { return };
+    for (key, value) in map.iter_mut() {
+        if !PLUGIN_FIELDS.iter().any(|f| key.eq_ignore_ascii_case(f)) {
+            continue;
+        }
+        for item in value.as_array_mut().into_iter().flatten() {
+            if let Some(docs) = inline_documents(item).filter(|_| item.is_string()) {
+                *item = Value::String(yaml::to_yaml_stream(&docs));
+            }
+        }
+    }
 }
 
 /// The references of one builtin plugin configuration (`apiVersion: builtin`, or any other:
@@ -123,7 +179,7 @@ pub fn of_plugin_config(document: &Value, file: &str) -> Result<Vec<Reference>, 
 /// that climb out of `root` (lexically, or through a symlink) and paths that cannot be
 /// normalised fail with `invalid-source`.
 pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Result<Local, RenderError> {
-    let Reference { field, value } = reference;
+    let Reference { field, value, plugin } = reference;
     if is_remote(value) || looks_like_url(value) {
         return Err(RenderError::RemoteBase(format!(
             "{field} entry '{value}' in {here} is a URL: fluxplan never fetches from the network (Flux \
@@ -140,25 +196,62 @@ pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Resu
         return Err(outside());
     }
     let path = paths::normalize(&dir.join(value)).filter(|p| p.starts_with(root)).ok_or_else(outside)?;
+    // Only what exists is read: anything else would be kustomize's to interpret (as a remote
+    // repository, for one), and it would fail the build anyway.
+    let Ok(real) = path.canonicalize() else {
+        return Err(if looks_remote(value) {
+            RenderError::RemoteBase(format!(
+                "{field} entry '{value}' in {here} is not in the source and looks like a remote location: \
+                 fluxplan never fetches from the network; vendor it into the repository"
+            ))
+        } else {
+            RenderError::InvalidSource(format!(
+                "{field} entry '{value}' in {here} does not exist in the source"
+            ))
+        });
+    };
     // The export holds no symlinks; a tree that does (a working-tree render) must not lead out.
-    if let Ok(real) = path.canonicalize() {
-        let real_root = root.canonicalize().map_err(|e| RenderError::InvalidSource(e.to_string()))?;
-        if !real.starts_with(real_root) {
-            return Err(outside());
-        }
+    let real_root = root.canonicalize().map_err(|e| RenderError::InvalidSource(e.to_string()))?;
+    if !real.starts_with(real_root) {
+        return Err(outside());
     }
-    Ok(Local { field: field.clone(), path })
+    Ok(Local { field: field.clone(), path, plugin: *plugin })
 }
 
-/// Reads every YAML document of a plugin configuration file.
+/// A missing path kustomize could take for a remote repository: `host:path`, `user@host`,
+/// or a first segment that looks like a host name (`github.com/org/repo`).
+fn looks_remote(value: &str) -> bool {
+    let first = value.split('/').next().unwrap_or("");
+    value.contains(':')
+        || value.contains('@')
+        || (value.contains('/') && first.contains('.') && !first.starts_with('.'))
+}
+
+/// Writes `text` to `file` through a rename: trees share files by hard links, and a reader
+/// sees the old or the new content, never half of one.
+pub fn rewrite(file: &Path, text: &str) -> Result<(), RenderError> {
+    let io =
+        |e: std::io::Error| RenderError::InvalidSource(format!("cannot prepare {}: {e}", file.display()));
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    std::io::Write::write_all(&mut temp, text.as_bytes()).map_err(io)?;
+    temp.persist(file).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+/// Every document of a plugin configuration file (each a mapping).
 pub fn plugin_configs_in(file: &Path, shown: &str) -> Result<Vec<Value>, RenderError> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| RenderError::InvalidSource(format!("cannot read {shown}: {e}")))?;
-    yaml::parse_documents(&text).map_err(|e| {
-        RenderError::InvalidSource(format!(
-            "{shown} is used as a plugin configuration but is not YAML fluxplan can read: {e}"
-        ))
-    })
+    let docs = yaml::parse_documents(&text).map_err(|e| {
+        RenderError::InvalidSource(format!("{shown} is used as a plugin configuration but is not YAML: {e}"))
+    })?;
+    if !docs.iter().all(Value::is_object) {
+        return Err(RenderError::InvalidSource(format!(
+            "{shown} is used as a plugin configuration but is not YAML mappings"
+        )));
+    }
+    Ok(docs)
 }
 
 fn looks_like_url(value: &str) -> bool {
@@ -216,7 +309,15 @@ fn folded(value: &Value, file: &str) -> Result<Value, RenderError> {
                          refuses it"
                     )));
                 }
-                let lower = key.to_lowercase();
+                // Go folds more than ASCII case (`ſ` is `s`, the Kelvin sign is `k`); no
+                // kustomize field needs more than ASCII, so nothing else is accepted.
+                if !key.is_ascii() {
+                    return Err(RenderError::InvalidSource(format!(
+                        "{file} has a field name with characters other than ASCII ('{key}'); fluxplan refuses it, \
+                         as kustomize could read it as another field"
+                    )));
+                }
+                let lower = key.to_ascii_lowercase();
                 if out.insert(lower.clone(), folded(item, file)?).is_some() {
                     return Err(RenderError::InvalidSource(format!(
                         "{file} sets the field '{lower}' twice (field names are matched without regard to case)"
@@ -239,8 +340,9 @@ fn list<'a>(document: &'a Value, field: &str) -> impl Iterator<Item = &'a Value>
     get(document, field).and_then(Value::as_array).into_iter().flatten()
 }
 
+/// A data reference (a file read as content, never as configuration).
 fn push(out: &mut Vec<Reference>, field: &str, value: &str) {
-    out.push(Reference { field: field.to_string(), value: value.to_string() });
+    out.push(Reference { field: field.to_string(), value: value.to_string(), plugin: false });
 }
 
 fn push_string(out: &mut Vec<Reference>, field: &str, value: &Value, file: &str) -> Result<(), RenderError> {
@@ -264,7 +366,7 @@ mod tests {
     use serde_json::json;
 
     fn values(doc: Value) -> Vec<(String, String)> {
-        of_kustomization(&doc, "k.yaml").unwrap().into_iter().map(|r| (r.field, r.value)).collect()
+        of_kustomization(&doc, "k.yaml", false).unwrap().into_iter().map(|r| (r.field, r.value)).collect()
     }
 
     #[test]
@@ -275,21 +377,25 @@ mod tests {
             "components": ["c"],
             "crds": ["crd.yaml"],
             "configurations": ["conf.yaml"],
-            "patchesStrategicMerge": ["psm.yaml"],
+            "patchesStrategicMerge": ["psm.yaml", "{kind: ConfigMap, metadata: {name: inline}}"],
             "patches": [{"path": "p.yaml"}, {"patch": "inline"}],
             "patchesJson6902": [{"path": "j.yaml"}],
             "replacements": [{"path": "r.yaml"}],
             "openapi": {"path": "schema.json"},
             "configMapGenerator": [{"files": ["key=f.txt", "g.txt"], "envs": ["e.env"], "env": "old.env"}],
             "secretGenerator": [{"files": ["s.txt"]}],
-            "transformers": ["t.yaml", "apiVersion: builtin\nkind: PatchTransformer\npath: tp.yaml\n"],
+            "transformers": [
+                "t.yaml",
+                "apiVersion: builtin\nkind: PatchTransformer\npath: tp.yaml\n",
+                "{apiVersion: builtin, kind: ConfigMapGenerator, files: [flow.txt]}"
+            ],
             "generators": [{"apiVersion": "builtin", "kind": "ConfigMapGenerator", "files": ["gf.txt"]}],
             "validators": ["v.yaml"],
             "helmCharts": [{"valuesFile": "values.yaml", "additionalValuesFiles": ["more.yaml"], "repo": "https://charts.example"}],
             "helmGlobals": {"chartHome": "charts"},
         }));
         let paths: Vec<&str> = found.iter().map(|(_, v)| v.as_str()).collect();
-        for expected in [
+        let expected = [
             "a.yaml",
             "b",
             "c",
@@ -307,45 +413,76 @@ mod tests {
             "s.txt",
             "t.yaml",
             "tp.yaml",
+            "flow.txt",
             "gf.txt",
             "v.yaml",
             "values.yaml",
             "more.yaml",
             "https://charts.example",
             "charts",
+        ];
+        for path in expected {
+            assert!(paths.contains(&path), "{path} not found in {paths:?}");
+        }
+        assert_eq!(paths.len(), expected.len(), "inline patches are content: {paths:?}");
+    }
+
+    #[test]
+    fn field_names_kustomize_would_read_otherwise_are_refused() {
+        for hostile in [
+            json!({"<<": {"resources": ["../x"]}}),
+            json!({"resources": ["a"], "RESOURCES": ["b"]}),
+            json!({"re\u{17f}ources": ["/etc/passwd"]}),
+            json!({"configMapGenerator": [{"name": "x", "file\u{17f}": ["/etc/passwd"]}]}),
         ] {
-            assert!(paths.contains(&expected), "{expected} not found in {paths:?}");
+            let refused = of_kustomization(&hostile, "k.yaml", false);
+            assert_eq!(refused.unwrap_err().code(), "invalid-source", "{hostile}");
         }
     }
 
     #[test]
-    fn merge_keys_and_duplicate_fields_are_refused() {
-        let merged = of_kustomization(&json!({"<<": {"resources": ["../x"]}}), "k.yaml");
-        assert_eq!(merged.unwrap_err().code(), "invalid-source");
-        let twice = of_kustomization(&json!({"resources": ["a"], "RESOURCES": ["b"]}), "k.yaml");
-        assert_eq!(twice.unwrap_err().code(), "invalid-source");
+    fn a_source_of_plugin_configurations_may_only_list_them() {
+        let transforming = json!({"resources": ["gen.yaml"], "patches": [{"patch": "x"}]});
+        assert_eq!(of_kustomization(&transforming, "k.yaml", true).unwrap_err().code(), "invalid-source");
+        let listing = of_kustomization(&json!({"resources": ["gen.yaml"]}), "k.yaml", true).unwrap();
+        assert!(listing[0].plugin);
     }
 
     #[test]
-    fn references_outside_the_root_or_remote_are_refused() {
+    fn inline_plugin_configurations_are_handed_on_as_parsed() {
+        let mut doc =
+            json!({"transformers": ["{apiVersion: builtin, kind: X, path: !!str p.yaml}", "file.yaml"]});
+        canonical_kustomization(&mut doc);
+        assert_eq!(doc["transformers"][0], "apiVersion: builtin\nkind: X\npath: p.yaml\n");
+        assert_eq!(doc["transformers"][1], "file.yaml");
+    }
+
+    #[test]
+    fn references_outside_the_root_missing_or_remote_are_refused() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("apps/prod");
         std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(root.path().join("apps/base")).unwrap();
+        std::fs::create_dir_all(root.path().join("other")).unwrap();
         let check = |value: &str| {
-            check(
-                root.path(),
-                &dir,
-                &Reference { field: "resources".into(), value: value.into() },
-                "apps/prod",
-            )
+            let reference = Reference { field: "resources".into(), value: value.into(), plugin: false };
+            check(root.path(), &dir, &reference, "apps/prod")
         };
         assert!(check("../base").is_ok());
         assert!(check("../../other").is_ok());
         let escape = format!("{}etc/passwd", "../".repeat(14));
-        for bad in ["../../../x", escape.as_str(), "/etc/passwd", ""] {
+        for bad in ["../../../x", escape.as_str(), "/etc/passwd", "", "missing.yaml"] {
             assert_eq!(check(bad).unwrap_err().code(), "invalid-source", "{bad}");
         }
-        for remote in ["http://127.0.0.1:8080/x", "HTTPS://host/x", "github.com/org/repo", "git@host:org/r"] {
+        for remote in [
+            "http://127.0.0.1:8080/x",
+            "HTTPS://host/x",
+            "github.com/org/repo",
+            "GitHub.com/acme/x",
+            "github.com:acme/x",
+            "git@host:org/r",
+            "me@127.0.0.1:acme/x",
+        ] {
             assert_eq!(check(remote).unwrap_err().code(), "remote-base", "{remote}");
         }
         std::os::unix::fs::symlink("/etc", dir.join("link")).unwrap();

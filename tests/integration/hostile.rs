@@ -330,3 +330,87 @@ fn cache_entries_are_owner_only() {
         assert_eq!(mode(&entry), 0o600, "{}", entry.display());
     }
 }
+
+/// Ways past a naive reference check, found by review: each must still be refused by name.
+#[test]
+fn references_hidden_from_a_naive_check_are_refused() {
+    let generator = |files: &str| {
+        format!("apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: leak\n  namespace: default\nfiles:\n- {files}\n")
+    };
+    // (what, files of the head, expected code, what the message must name)
+    type Case = (&'static str, Vec<(String, String)>, &'static str, &'static str);
+    let cases: Vec<Case> = vec![
+        (
+            "a field name Go folds to `files` (long s)",
+            vec![("apps/kustomization.yaml".into(), kustomization("configMapGenerator:\n- name: leak\n  namespace: default\n  file\u{17f}: [key=/usr/lib/os-release]\n"))],
+            "invalid-source",
+            "ASCII",
+        ),
+        (
+            "a generator directory whose kustomization patches its configuration",
+            vec![
+                ("apps/kustomization.yaml".into(), kustomization("generators:\n- gen\n")),
+                ("apps/gen/kustomization.yaml".into(), "resources:\n- cmgen.yaml\npatches:\n- target:\n    kind: ConfigMapGenerator\n  patch: |\n    - op: replace\n      path: /files/0\n      value: key=/usr/lib/os-release\n".into()),
+                ("apps/gen/cmgen.yaml".into(), generator("key=ok.txt")),
+                ("apps/ok.txt".into(), "ok\n".into()),
+            ],
+            "invalid-source",
+            "may only list resources",
+        ),
+        (
+            "a YAML tag in a nested kustomization",
+            vec![
+                ("apps/kustomization.yaml".into(), kustomization("- sub\n")),
+                ("apps/sub/kustomization.yaml".into(), "configMapGenerator:\n- name: leak\n  namespace: default\n  files: [!!binary a2V5PS91c3IvbGliLy9vcy1yZWxlYXNl]\n".into()),
+            ],
+            "invalid-source",
+            "a2V5PS91c3IvbGliLy9vcy1yZWxlYXNl",
+        ),
+        (
+            "a one-line inline plugin configuration",
+            vec![("apps/kustomization.yaml".into(), kustomization("generators:\n- '{apiVersion: builtin, kind: ConfigMapGenerator, metadata: {name: leak, namespace: default}, files: [/usr/lib/os-release]}'\n"))],
+            "invalid-source",
+            "/usr/lib/os-release",
+        ),
+        (
+            "a plugin configuration whose file is named from another directory",
+            vec![
+                ("apps/kustomization.yaml".into(), kustomization("transformers:\n- deep/down/patcher.yaml\n")),
+                ("apps/deep/down/patcher.yaml".into(), format!("apiVersion: builtin\nkind: PatchTransformer\nmetadata:\n  name: p\npath: {}etc/passwd\ntarget:\n  kind: ConfigMap\n", "../".repeat(3))),
+                ("apps/deep/etc/passwd".into(), "a decoy that exists only relative to the configuration\n".into()),
+            ],
+            "invalid-source",
+            "etc/passwd",
+        ),
+        (
+            "a remote base spelled so that no URL check sees it",
+            vec![("apps/kustomization.yaml".into(), kustomization("- GitHub.com/acme/x\n- me@127.0.0.1:acme/x\n"))],
+            "remote-base",
+            "GitHub.com/acme/x",
+        ),
+    ];
+    for (what, files, code, named) in cases {
+        let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+        let outcome = hostile(&files).plan(&[]);
+        let (actual, message) = outcome.apps_error();
+        assert_eq!(actual, code, "{what}: {message}");
+        assert!(message.contains(named), "{what}: the message does not name '{named}': {message}");
+        assert!(!outcome.stdout.contains("PRETTY_NAME"), "{what}: /usr/lib/os-release leaked");
+        outcome.assert_nothing_leaked();
+    }
+}
+
+/// What the check must not refuse: ordinary kustomizations that look a little like the above.
+#[test]
+fn legitimate_kustomizations_still_render() {
+    let h = hostile(&[
+        ("apps/kustomization.yaml", &kustomization("generators:\n- gen.yaml\npatchesStrategicMerge:\n- '{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"app\", \"namespace\": \"default\", \"annotations\": {\"docs\": \"https://example.com\"}}}'\n")),
+        ("apps/gen.yaml", "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: nginx\n  namespace: default\nfiles:\n- nginx.conf\n"),
+        ("apps/nginx.conf", "server { add_header X-Frame-Options: DENY; }\n"),
+    ]);
+    let outcome = h.plan(&[]);
+    assert_eq!(outcome.code, 1, "{}", outcome.stdout);
+    let apps =
+        outcome.plan["kustomizations"].as_array().unwrap().iter().find(|k| k["name"] == "apps").unwrap();
+    assert!(apps["error"].is_null(), "{apps}");
+}

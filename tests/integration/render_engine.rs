@@ -248,11 +248,26 @@ fn yaml_that_is_not_kubernetes_fails_only_its_kustomization() {
 fn kustomize_failure_is_recorded_with_kustomize_message() {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
-    repo.write("apps/kustomization.yaml", "resources:\n- missing.yaml\n");
+    repo.write("apps/kustomization.yaml", "resources:\n- cm.yaml\npatches:\n- path: patch.yaml\n");
+    repo.config_map("apps/cm.yaml", "present", "default");
+    repo.write(
+        "apps/patch.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: absent-target\ndata:\n  k: v\n",
+    );
     repo.commit("init");
     let message = error_of(&repo.render(Some("HEAD")), "flux-system/apps", "kustomize-failed");
-    assert!(message.contains("missing.yaml"), "{message}");
+    assert!(message.contains("absent-target"), "{message}");
     assert!(!message.contains("fluxplan-build"), "scratch names leak: {message}");
+}
+
+#[test]
+fn a_missing_reference_is_named() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.write("apps/kustomization.yaml", "resources:\n- missing.yaml\n");
+    repo.commit("init");
+    let message = error_of(&repo.render(Some("HEAD")), "flux-system/apps", "invalid-source");
+    assert!(message.contains("'missing.yaml'") && message.contains("does not exist"), "{message}");
 }
 
 #[test]
@@ -324,7 +339,8 @@ fn missing_component_fails_without_ignore_missing_components() {
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "components:\n- ../components/missing");
     repo.config_map("apps/a.yaml", "a", "default");
     repo.commit("init");
-    error_of(&repo.render(Some("HEAD")), "flux-system/apps", "kustomize-failed");
+    let message = error_of(&repo.render(Some("HEAD")), "flux-system/apps", "invalid-source");
+    assert!(message.contains("../components/missing"), "{message}");
 }
 
 #[test]
@@ -745,4 +761,20 @@ fn values_a_parent_substitutes_from_a_secret_stay_masked_in_its_children() {
     assert_eq!(child.objects[0].object["data"]["dsn"], "postgres://app:(masked:password)@db");
     let everything = serde_json::to_string(&render).unwrap();
     assert!(!everything.contains("inherited-secret"), "a secret value reached the output");
+}
+
+#[test]
+fn a_kustomization_at_the_source_root_renders_in_the_sandbox() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/everything.yaml", "everything", "./", "");
+    repo.write(
+        "kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- root-cm.yaml\n",
+    );
+    repo.config_map("root-cm.yaml", "at-root", "default");
+    repo.commit("init");
+    let render = repo.render(Some("HEAD"));
+    let everything = render.find("flux-system/everything").unwrap();
+    assert!(everything.error.is_none(), "{:?}", everything.error);
+    assert_eq!(everything.ids(), vec!["default_at-root__ConfigMap"]);
 }
