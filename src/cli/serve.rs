@@ -9,6 +9,7 @@ use crate::forge::roles::{CommandRoles, Role};
 use crate::forge::ForgeClient;
 use crate::jobs::mirror::Mirrors;
 use crate::jobs::{Forges, Worker, WorkerConfig};
+use crate::server::listen::{self, ConnectionLimits};
 use crate::server::metrics::Metrics;
 use crate::server::{router, AppState};
 use crate::store::Store;
@@ -106,6 +107,14 @@ pub struct ServeArgs {
     /// Seconds in which one user gets at most one reply (a refusal or help) per pull request.
     #[arg(long, env = "FLUXPLAN_REPLY_WINDOW_SECS", default_value_t = 600)]
     pub reply_window_secs: u64,
+    /// Open connections at once; more are closed at once (counted in
+    /// `fluxplan_connections_refused_total`).
+    #[arg(long, env = "FLUXPLAN_MAX_CONNECTIONS", default_value_t = 512)]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers (also closes idle connections), and a
+    /// webhook its body.
+    #[arg(long, env = "FLUXPLAN_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_timeout_secs: u64,
     /// Seconds one plan may take before it is stopped (a `source-limit` alert).
     #[arg(long, env = "FLUXPLAN_PLAN_TIMEOUT", default_value_t = super::plan::DEFAULT_PLAN_TIMEOUT_SECS)]
     pub plan_timeout: u64,
@@ -212,17 +221,15 @@ async fn serve(args: ServeArgs) -> Result<u8> {
         })
     };
 
-    let state = AppState {
-        store: store.clone(),
+    let refused_connections = metrics.connections_refused.clone();
+    let mut state = AppState::new(
+        store.clone(),
         metrics,
-        github_secrets: Arc::new(
-            args.github_webhook_secret.iter().filter(|s| !s.is_empty()).cloned().collect(),
-        ),
-        gitlab_tokens: Arc::new(
-            args.gitlab_webhook_token.iter().filter(|s| !s.is_empty()).cloned().collect(),
-        ),
-        allow_forks: args.allow_forks,
-    };
+        args.github_webhook_secret.clone(),
+        args.gitlab_webhook_token.clone(),
+        args.allow_forks,
+    );
+    state.body_timeout = Duration::from_secs(args.header_timeout_secs.max(1));
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -230,7 +237,11 @@ async fn serve(args: ServeArgs) -> Result<u8> {
     println!("fluxplan listening on http://{address}");
     let _ = std::io::stdout().flush();
     tracing::info!(%address, backend = ?store.backend(), workers = args.workers, "serving");
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    let limits = ConnectionLimits {
+        max_connections: args.max_connections.max(1),
+        header_timeout: Duration::from_secs(args.header_timeout_secs.max(1)),
+    };
+    listen::serve(listener, router(state), limits, refused_connections, shutdown_signal()).await;
 
     // Finish running jobs, or release them to the queue when they take too long.
     tracing::info!("shutting down: finishing running jobs");

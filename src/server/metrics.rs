@@ -15,6 +15,8 @@ pub struct Metrics {
     pub forge_errors: IntCounterVec,
     /// The kernel's Landlock ABI renders are confined with (0: none, renders are not confined).
     pub sandbox_landlock_abi: prometheus::IntGauge,
+    /// Connections closed at once because the service holds as many as it may.
+    pub connections_refused: prometheus::IntCounter,
 }
 
 impl Metrics {
@@ -51,8 +53,15 @@ impl Metrics {
         .expect("valid metric");
         sandbox_landlock_abi.set(crate::sandbox::status().landlock_abi as i64);
         registry.register(Box::new(sandbox_landlock_abi.clone())).expect("unique metric");
+        let connections_refused = prometheus::IntCounter::new(
+            "fluxplan_connections_refused_total",
+            "Connections closed at once: the service held --max-connections",
+        )
+        .expect("valid metric");
+        registry.register(Box::new(connections_refused.clone())).expect("unique metric");
         Metrics {
             sandbox_landlock_abi,
+            connections_refused,
             registry,
             webhooks_received,
             webhooks_refused,

@@ -1,13 +1,14 @@
 //! The HTTP service: webhooks in (verified, parsed, recorded and queued; the answer comes at once),
 //! health, readiness, metrics, and the run history pages.
 
+pub mod listen;
 pub mod metrics;
 
 use crate::forge::webhook::{self, Event, ParseError};
 use crate::jobs::jobs_for;
 use crate::store::{Enqueued, Store};
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,6 +20,9 @@ use std::sync::{Arc, OnceLock};
 
 /// Largest webhook body accepted (GitHub caps payloads at 25 MB).
 pub const MAX_WEBHOOK_BYTES: usize = 25 * 1024 * 1024;
+/// Most bytes of webhook bodies held at once before their signature is checked: unsigned
+/// bodies cannot exhaust memory, whatever their number.
+pub const MAX_UNVERIFIED_BYTES: usize = 64 * 1024 * 1024;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -28,6 +32,30 @@ pub struct AppState {
     pub github_secrets: Arc<Vec<String>>,
     pub gitlab_tokens: Arc<Vec<String>>,
     pub allow_forks: bool,
+    /// Bytes of unverified webhook bodies that may be held at once.
+    pub unverified_bytes: Arc<tokio::sync::Semaphore>,
+    /// Time a client has to send a webhook body.
+    pub body_timeout: std::time::Duration,
+}
+
+impl AppState {
+    pub fn new(
+        store: Store,
+        metrics: Arc<Metrics>,
+        github_secrets: Vec<String>,
+        gitlab_tokens: Vec<String>,
+        allow_forks: bool,
+    ) -> Self {
+        AppState {
+            store,
+            metrics,
+            github_secrets: Arc::new(github_secrets.into_iter().filter(|s| !s.is_empty()).collect()),
+            gitlab_tokens: Arc::new(gitlab_tokens.into_iter().filter(|s| !s.is_empty()).collect()),
+            allow_forks,
+            unverified_bytes: Arc::new(tokio::sync::Semaphore::new(MAX_UNVERIFIED_BYTES)),
+            body_timeout: std::time::Duration::from_secs(10),
+        }
+    }
 }
 
 pub fn router(state: AppState) -> Router {
@@ -54,7 +82,11 @@ fn refuse(state: &AppState, forge: &str, reason: &str, status: StatusCode, messa
     (status, Json(json!({"error": message}))).into_response()
 }
 
-async fn github_webhook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn github_webhook(State(state): State<AppState>, request: Request) -> Response {
+    let (headers, body) = match read_body(&state, "github", request, false).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
+    };
     if !webhook::verify_github_signature(
         &state.github_secrets,
         &body,
@@ -73,8 +105,9 @@ async fn github_webhook(State(state): State<AppState>, headers: HeaderMap, body:
     accept(&state, "github", &event, delivery, &body, webhook::parse_github(&event, &body)).await
 }
 
-async fn gitlab_webhook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    if !webhook::verify_gitlab_token(&state.gitlab_tokens, header(&headers, "x-gitlab-token")) {
+async fn gitlab_webhook(State(state): State<AppState>, request: Request) -> Response {
+    // GitLab's token is a header: checked before a byte of the body is read.
+    if !webhook::verify_gitlab_token(&state.gitlab_tokens, header(request.headers(), "x-gitlab-token")) {
         return refuse(
             &state,
             "gitlab",
@@ -83,11 +116,77 @@ async fn gitlab_webhook(State(state): State<AppState>, headers: HeaderMap, body:
             "missing or invalid X-Gitlab-Token",
         );
     }
+    let (headers, body) = match read_body(&state, "gitlab", request, true).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
+    };
     let event = header(&headers, "x-gitlab-event").unwrap_or("").to_string();
     let delivery = header(&headers, "x-gitlab-event-uuid")
         .or_else(|| header(&headers, "x-gitlab-webhook-uuid"))
         .map(str::to_string);
     accept(&state, "gitlab", &event, delivery, &body, webhook::parse_gitlab(&event, &body)).await
+}
+
+/// Reads a webhook body within the size and time limits. A body not yet verified must say its
+/// length and fit in what is left of the unverified budget, so unsigned requests cannot hold
+/// more than `MAX_UNVERIFIED_BYTES` of memory between them.
+async fn read_body(
+    state: &AppState,
+    forge: &str,
+    request: Request,
+    verified: bool,
+) -> Result<(HeaderMap, Bytes), Response> {
+    let (parts, body) = request.into_parts();
+    let length = header(&parts.headers, "content-length").and_then(|l| l.parse::<usize>().ok());
+    if length.is_some_and(|l| l > MAX_WEBHOOK_BYTES) {
+        return Err(refuse(
+            state,
+            forge,
+            "too-large",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the body is over 25 MiB",
+        ));
+    }
+    let _budget = if verified {
+        None
+    } else {
+        let Some(length) = length else {
+            return Err(refuse(
+                state,
+                forge,
+                "no-length",
+                StatusCode::LENGTH_REQUIRED,
+                "Content-Length is required",
+            ));
+        };
+        match state.unverified_bytes.clone().try_acquire_many_owned(length as u32) {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                let mut busy = refuse(
+                    state,
+                    forge,
+                    "busy",
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many webhook bodies in flight",
+                );
+                busy.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("5"));
+                return Err(busy);
+            }
+        }
+    };
+    match tokio::time::timeout(state.body_timeout, axum::body::to_bytes(body, MAX_WEBHOOK_BYTES)).await {
+        Ok(Ok(bytes)) => Ok((parts.headers, bytes)),
+        Ok(Err(_)) => Err(refuse(
+            state,
+            forge,
+            "too-large",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the body is over 25 MiB or broken",
+        )),
+        Err(_) => {
+            Err(refuse(state, forge, "timeout", StatusCode::REQUEST_TIMEOUT, "the body was not sent in time"))
+        }
+    }
 }
 
 /// Records the delivery and queues its jobs, then answers at once.

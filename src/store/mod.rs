@@ -118,6 +118,9 @@ pub struct Approval {
     pub plan_digest: Option<String>,
 }
 
+/// Why a run is `abandoned`.
+const ABANDONED: &str = "the worker stopped before finishing; the job was taken over";
+
 const RUN_COLUMNS: &str =
     "id, job_id, forge, repo, pr_number, base_ref, base_sha, head_sha, trigger, status, \
     verdict, counts, alerts, timings, plan_json, comment, error, approved_by, created_at, finished_at, \
@@ -173,8 +176,11 @@ impl Store {
         } else {
             anyhow::bail!("DATABASE_URL must start with postgres:// or sqlite:// (got {})", redact(url));
         };
-        let mut options =
-            AnyPoolOptions::new().max_connections(if backend == Backend::Sqlite { 1 } else { 10 });
+        // A database that does not answer fails a request in seconds (a webhook gets its 503
+        // while the forge still waits, so it redelivers), not after sqlx's default 30 s.
+        let mut options = AnyPoolOptions::new()
+            .max_connections(if backend == Backend::Sqlite { 1 } else { 10 })
+            .acquire_timeout(std::time::Duration::from_secs(3));
         if backend == Backend::Sqlite {
             options = options.after_connect(|conn, _| {
                 Box::pin(async move {
@@ -315,7 +321,7 @@ impl Store {
     /// Jobs this server instance's workers hold go back to the queue (shutdown after the grace
     /// period).
     pub async fn release_running(&self, instance: &str) -> Result<u64> {
-        Ok(sqlx::query(
+        let released = sqlx::query(
             "UPDATE jobs SET status = 'queued', locked_by = NULL, updated_at = $1 \
              WHERE status = 'running' AND locked_by LIKE $2",
         )
@@ -323,7 +329,9 @@ impl Store {
         .bind(format!("{instance}-%"))
         .execute(&self.pool)
         .await?
-        .rows_affected())
+        .rows_affected();
+        self.abandon_stopped_runs().await?;
+        Ok(released)
     }
 
     /// True while `worker` still holds the job (not superseded, not taken over).
@@ -361,7 +369,22 @@ impl Store {
         .execute(&self.pool)
         .await?
         .rows_affected();
+        self.abandon_stopped_runs().await?;
         Ok(failed + requeued)
+    }
+
+    /// Runs whose job was taken from its worker (a dead replica, a shutdown) are `abandoned`:
+    /// no run stays `running` forever.
+    async fn abandon_stopped_runs(&self) -> Result<u64> {
+        Ok(sqlx::query(
+            "UPDATE runs SET status = 'abandoned', finished_at = $1, \
+             error = $2 WHERE status = 'running' AND job_id IN (SELECT id FROM jobs WHERE status IN ('queued', 'failed'))",
+        )
+        .bind(now_ms())
+        .bind(ABANDONED)
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
     }
 
     /// The jobs of one pull request, oldest first: (kind, head sha, status, attempts).
@@ -411,6 +434,16 @@ impl Store {
         head_sha: &str,
         trigger: &str,
     ) -> Result<i64> {
+        // A new attempt of a job: whatever its earlier attempt left running was abandoned.
+        sqlx::query(
+            "UPDATE runs SET status = 'abandoned', finished_at = $1, \
+             error = $2 WHERE job_id = $3 AND status = 'running'",
+        )
+        .bind(now_ms())
+        .bind(ABANDONED)
+        .bind(job_id)
+        .execute(&self.pool)
+        .await?;
         let row = sqlx::query(
             "INSERT INTO runs (job_id, forge, repo, pr_number, base_ref, head_sha, trigger, status, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8) RETURNING id",

@@ -462,6 +462,10 @@ fn a_job_cut_off_by_a_crash_is_completed_after_restart() {
     wait_for("the job to complete after restart", WAIT, || job().2 == "done");
     assert_eq!(job().3, 2, "taken over once its lease expired");
     assert_eq!(final_status(&github, &head).unwrap()["state"], "success");
+    // The run the dead worker left behind is marked, not left `running` forever.
+    let runs = runtime.block_on(store.runs_of("github", REPO, 5)).unwrap();
+    let statuses: Vec<&str> = runs.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(statuses, ["abandoned", "done"]);
 }
 
 /// A fresh database on the local PostgreSQL server.
@@ -1035,4 +1039,67 @@ fn an_approval_binds_to_the_plan_its_author_saw() {
     assert_eq!(final_status(&github, &head).unwrap()["state"], "failure", "a changed plan kept its approval");
     let sticky = sticky(&github, 41);
     assert!(sticky[0].1.contains("no longer applies"), "{}", sticky[0].1);
+}
+
+/// Sends raw bytes on a new connection to the bot.
+fn raw_connection(bot: &Bot, bytes: &str) -> std::net::TcpStream {
+    let address = bot.url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    std::io::Write::write_all(&mut stream, bytes.as_bytes()).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    stream
+}
+
+/// Everything the server sends until it closes the connection (or the wait bound passes).
+fn read_until_closed(stream: &mut std::net::TcpStream) -> String {
+    let mut answer = Vec::new();
+    let _ = std::io::Read::read_to_end(stream, &mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+fn metric(bot: &Bot, line_start: &str) -> f64 {
+    let (_, page) = bot.get("/metrics");
+    page.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn slow_and_oversized_clients_cannot_exhaust_the_service() {
+    let github = FakeGitHub::start();
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_MAX_CONNECTIONS", "6".into()));
+    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "1".into()));
+    let bot = Bot::start(data.path(), &env);
+
+    // Bodies announced over 25 MiB are refused before a byte of them is read.
+    let mut huge =
+        raw_connection(&bot, "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nContent-Length: 26214401\r\n\r\n");
+    assert!(read_until_closed(&mut huge).starts_with("HTTP/1.1 413"));
+    // Unsigned bodies in flight are bounded: three of 20 MiB fill the 64 MiB budget, a fourth is
+    // told to come back; the three that never send their body time out.
+    let announce = "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: 20971520\r\n\r\n";
+    let mut holding: Vec<_> = (0..3).map(|_| raw_connection(&bot, announce)).collect();
+    wait_for("the budget to be taken", WAIT, || {
+        let mut fourth = raw_connection(&bot, announce);
+        read_until_closed(&mut fourth).starts_with("HTTP/1.1 503")
+    });
+    for stream in &mut holding {
+        assert!(read_until_closed(stream).starts_with("HTTP/1.1 408"));
+    }
+    // Clients that never finish their headers are closed; beyond the connection cap, at once.
+    let mut slow: Vec<_> = (0..6).map(|_| raw_connection(&bot, "GET /healthz HTTP/1.1\r\nHost:")).collect();
+    let mut over = raw_connection(&bot, "GET /healthz HTTP/1.1\r\nHost:");
+    assert_eq!(read_until_closed(&mut over), "", "a connection over the cap got an answer");
+    for stream in &mut slow {
+        assert_eq!(read_until_closed(stream), "", "a slow client got an answer");
+    }
+    assert!(metric(&bot, "fluxplan_connections_refused_total") >= 1.0);
+    assert_eq!(bot.get("/healthz"), (200, "ok".to_string()));
+    for reason in ["too-large", "busy", "timeout"] {
+        let line = format!("fluxplan_webhooks_refused_total{{forge=\"github\",reason=\"{reason}\"}}");
+        assert!(metric(&bot, &line) >= 1.0, "{reason} not counted");
+    }
 }
