@@ -151,16 +151,19 @@ impl Builder {
         plugin_base: Option<&Path>,
         refs: Vec<Reference>,
         inputs: &mut BTreeMap<String, String>,
-        visiting: &mut Vec<(PathBuf, bool)>,
+        visiting: &mut Vec<(PathBuf, Option<PathBuf>)>,
     ) -> Result<(), RenderError> {
         let here = paths::relative(root, dir);
         for reference in refs {
             let local = references::check(root, dir, &reference, &here)?;
             let target = local.path;
-            if visiting.contains(&(target.clone(), local.plugin)) {
+            // A plugin configuration is checked once per directory its files are read from.
+            let base = local.plugin.then(|| plugin_base.unwrap_or(dir).to_path_buf());
+            let key = (target.clone(), base.clone());
+            if visiting.contains(&key) {
                 continue;
             }
-            visiting.push((target.clone(), local.plugin));
+            visiting.push(key);
             if target.is_file() {
                 let shown = paths::relative(root, &target);
                 inputs.insert(shown.clone(), self.file_hash(&target)?);
@@ -171,7 +174,7 @@ impl Builder {
                         data.extend(references::of_plugin_config(config, &shown)?);
                     }
                     references::rewrite(&target, &yaml::to_yaml_stream(&configs))?;
-                    let base = plugin_base.unwrap_or(dir);
+                    let base = base.as_deref().unwrap_or(dir);
                     self.collect_inputs(root, base, None, data, inputs, visiting)?;
                 }
             } else if let Some(file) = kustomization_file(&target) {
@@ -195,8 +198,7 @@ impl Builder {
                 let nested = references::of_kustomization(&document, &shown, local.plugin)?;
                 references::canonical_kustomization(&mut document);
                 references::rewrite(&file, &yaml::to_yaml(&document))?;
-                let base = local.plugin.then(|| plugin_base.unwrap_or(dir));
-                self.collect_inputs(root, &target, base, nested, inputs, visiting)?;
+                self.collect_inputs(root, &target, base.as_deref(), nested, inputs, visiting)?;
             }
             // A directory without a kustomization file: kustomize refuses it, reading nothing.
         }

@@ -80,19 +80,26 @@ pub fn of_kustomization(
     for field in LIST_FIELDS {
         for item in list(&document, field) {
             let plugin_field = PLUGIN_FIELDS.contains(field);
-            match inline_documents(item) {
+            let inline_field = plugin_field || *field == "patchesStrategicMerge";
+            match inline_documents(item).filter(|_| inline_field) {
                 // An inline plugin configuration: its references are checked here.
                 Some(docs) if plugin_field => {
-                    for doc in &docs {
+                    for doc in &unlisted(docs) {
                         out.extend(of_plugin_config(doc, file)?);
                     }
                 }
                 // An inline strategic-merge patch is content, not a path.
-                Some(_) if *field == "patchesStrategicMerge" => {}
-                _ => match item.as_str() {
+                Some(_) => {}
+                None => match item.as_str() {
+                    // URLs fall through to `check`, which names them as such.
+                    Some(text) if inline_field && !plain_path(text) && !url_like(text) => {
+                        return Err(RenderError::InvalidSource(format!(
+                            "{field} entry '{text}' in {file} is neither a plain path nor inline objects with a \
+                             kind: fluxplan cannot tell how kustomize would read it"
+                        )))
+                    }
                     Some(text) => {
-                        let plugin =
-                            plugin_field || (plugin_context && matches!(*field, "resources" | "bases"));
+                        let plugin = plugin_field || (plugin_context && matches!(*field, "resources" | "bases"));
                         out.push(Reference { field: field.to_string(), value: text.to_string(), plugin });
                     }
                     None => return Err(unreadable(file, field, "an entry is not a string")),
@@ -119,14 +126,35 @@ pub fn of_kustomization(
     Ok(out)
 }
 
-/// The documents of an entry that is an inline configuration or patch (a YAML or JSON mapping
-/// written in place, on one line or several) rather than a path.
+/// The documents of an entry that is an inline configuration or patch (YAML or JSON objects with
+/// a `kind`, written in place) rather than a path. kustomize tries an entry as inline objects
+/// first and as a path second; an entry is inline here exactly when it is inline there, because
+/// anything else must be a plain path (see `plain_path`).
 fn inline_documents(item: &Value) -> Option<Vec<Value>> {
     if item.is_object() {
         return Some(vec![item.clone()]);
     }
     let docs = yaml::parse_documents(item.as_str()?).ok()?;
-    (!docs.is_empty() && docs.iter().all(Value::is_object)).then_some(docs)
+    let with_kind = |d: &Value| d.get("kind").is_some_and(Value::is_string);
+    (!docs.is_empty() && docs.iter().all(with_kind)).then_some(docs)
+}
+
+/// A path no YAML reader takes for inline objects: letters, digits and `._-/+=,~` only.
+fn plain_path(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "._-/+=,~".contains(c))
+}
+
+/// Plugin configurations as kustomize reads them: a `*List` stands for its items.
+pub fn unlisted(docs: Vec<Value>) -> Vec<Value> {
+    docs.into_iter()
+        .flat_map(|doc| {
+            let is_list = doc.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"));
+            match doc.get("items").and_then(Value::as_array) {
+                Some(items) if is_list => unlisted(items.clone()),
+                _ => vec![doc],
+            }
+        })
+        .collect()
 }
 
 /// Replaces every inline plugin configuration of a kustomization with its re-serialization, so
@@ -155,7 +183,7 @@ pub fn of_plugin_config(document: &Value, file: &str) -> Result<Vec<Reference>, 
     if let Some(path) = get(&document, "path") {
         push_string(&mut out, &field("path"), path, file)?;
     }
-    for path in list(&document, "paths") {
+    for path in list(&document, "paths").filter(|p| inline_documents(p).is_none()) {
         push_string(&mut out, &field("paths"), path, file)?;
     }
     for item in list(&document, "replacements") {
@@ -180,7 +208,7 @@ pub fn of_plugin_config(document: &Value, file: &str) -> Result<Vec<Reference>, 
 /// normalised fail with `invalid-source`.
 pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Result<Local, RenderError> {
     let Reference { field, value, plugin } = reference;
-    if is_remote(value) || looks_like_url(value) {
+    if url_like(value) {
         return Err(RenderError::RemoteBase(format!(
             "{field} entry '{value}' in {here} is a URL: fluxplan never fetches from the network (Flux \
              builds only from the source artifact); vendor it into the repository"
@@ -218,8 +246,26 @@ pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Resu
     Ok(Local { field: field.clone(), path, plugin: *plugin })
 }
 
-/// A missing path kustomize could take for a remote repository: `host:path`, `user@host`,
-/// or a first segment that looks like a host name (`github.com/org/repo`).
+/// A URL or anything kustomize takes for a remote location.
+fn url_like(value: &str) -> bool {
+    // No remote location has white space in it; text with some is YAML or a path.
+    !value.trim().contains(char::is_whitespace)
+        && (is_remote(value) || looks_like_url(value) || remote_spelling(value))
+}
+
+/// A reference kustomize parses as a repository before it looks on disk, whatever exists
+/// locally: `host:path`, `user@host`, a known forge host in any case.
+fn remote_spelling(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    lower.contains(':')
+        || lower.contains('@')
+        || lower.contains("?ref=")
+        || lower.contains("?version=")
+        || ["github.com", "gitlab.com", "bitbucket.org", "git::"].iter().any(|h| lower.starts_with(h))
+}
+
+/// A missing path kustomize could take for a remote repository: the spellings above, or a first
+/// segment that looks like a host name (`example.com/org/repo`).
 fn looks_remote(value: &str) -> bool {
     let first = value.split('/').next().unwrap_or("");
     value.contains(':')
@@ -251,7 +297,7 @@ pub fn plugin_configs_in(file: &Path, shown: &str) -> Result<Vec<Value>, RenderE
             "{shown} is used as a plugin configuration but is not YAML mappings"
         )));
     }
-    Ok(docs)
+    Ok(unlisted(docs))
 }
 
 fn looks_like_url(value: &str) -> bool {
@@ -297,7 +343,27 @@ fn helm_references(document: &Value, file: &str) -> Result<Vec<Reference>, Rende
     Ok(out)
 }
 
-/// The document with every mapping key lower-cased and YAML merge keys refused.
+/// Maps whose keys are data (label and annotation names, literals), not kustomize fields: they
+/// are left as written.
+const DATA_MAPS: &[&str] = &[
+    "commonannotations",
+    "commonlabels",
+    "labels",
+    "annotations",
+    "pairs",
+    "metadata",
+    "options",
+    "selector",
+    "matchlabels",
+    "data",
+    "stringdata",
+    "values",
+    "valuesinline",
+];
+
+/// The document with every field name lower-cased as kustomize matches them, YAML merge keys
+/// refused, and names Go could fold onto another field (non-ASCII look-alikes such as `ſ`, or two
+/// spellings of one field) refused. Data maps are left as written.
 fn folded(value: &Value, file: &str) -> Result<Value, RenderError> {
     Ok(match value {
         Value::Object(map) => {
@@ -309,8 +375,6 @@ fn folded(value: &Value, file: &str) -> Result<Value, RenderError> {
                          refuses it"
                     )));
                 }
-                // Go folds more than ASCII case (`ſ` is `s`, the Kelvin sign is `k`); no
-                // kustomize field needs more than ASCII, so nothing else is accepted.
                 if !key.is_ascii() {
                     return Err(RenderError::InvalidSource(format!(
                         "{file} has a field name with characters other than ASCII ('{key}'); fluxplan refuses it, \
@@ -318,7 +382,9 @@ fn folded(value: &Value, file: &str) -> Result<Value, RenderError> {
                     )));
                 }
                 let lower = key.to_ascii_lowercase();
-                if out.insert(lower.clone(), folded(item, file)?).is_some() {
+                let item =
+                    if DATA_MAPS.contains(&lower.as_str()) { item.clone() } else { folded(item, file)? };
+                if out.insert(lower.clone(), item).is_some() {
                     return Err(RenderError::InvalidSource(format!(
                         "{file} sets the field '{lower}' twice (field names are matched without regard to case)"
                     )));

@@ -383,6 +383,44 @@ fn references_hidden_from_a_naive_check_are_refused() {
             "etc/passwd",
         ),
         (
+            "an entry kustomize reads as a path where a naive check sees inline objects",
+            vec![
+                ("apps/kustomization.yaml".into(), kustomization("generators:\n- \"a: 1\\n\"\n")),
+                ("apps/a: 1\n".into(), generator("/etc/passwd")),
+            ],
+            "invalid-source",
+            "neither a plain path nor inline objects",
+        ),
+        (
+            "a plugin configuration wrapped in a List",
+            vec![
+                ("apps/kustomization.yaml".into(), kustomization("generators:\n- wrapped.yaml\n")),
+                ("apps/wrapped.yaml".into(), format!("apiVersion: v1\nkind: List\nitems:\n- {}", generator("/etc/passwd").replace('\n', "\n  "))),
+            ],
+            "invalid-source",
+            "/etc/passwd",
+        ),
+        (
+            "a plugin configuration checked first from a deeper kustomization",
+            vec![
+                ("apps/kustomization.yaml".into(), kustomization("- d1/d2\ngenerators:\n- gen.yaml\n")),
+                ("apps/d1/d2/kustomization.yaml".into(), "generators:\n- ../../gen.yaml\n".into()),
+                ("apps/gen.yaml".into(), generator("key=../../x")),
+                ("apps/x".into(), "exists only relative to the deeper kustomization\n".into()),
+            ],
+            "invalid-source",
+            "../../x",
+        ),
+        (
+            "a local directory named like a remote repository",
+            vec![
+                ("apps/kustomization.yaml".into(), kustomization("- GitHub.com/acme/x\n")),
+                ("apps/GitHub.com/acme/x/kustomization.yaml".into(), "resources: []\n".into()),
+            ],
+            "remote-base",
+            "GitHub.com/acme/x",
+        ),
+        (
             "a remote base spelled so that no URL check sees it",
             vec![("apps/kustomization.yaml".into(), kustomization("- GitHub.com/acme/x\n- me@127.0.0.1:acme/x\n"))],
             "remote-base",
@@ -408,6 +446,17 @@ fn legitimate_kustomizations_still_render() {
         ("apps/gen.yaml", "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: nginx\n  namespace: default\nfiles:\n- nginx.conf\n"),
         ("apps/nginx.conf", "server { add_header X-Frame-Options: DENY; }\n"),
     ]);
+    check_renders(h);
+    // Label names that differ only in case are data, and a builtin patch given inline is content.
+    let h = hostile(&[
+        ("apps/kustomization.yaml", &kustomization("commonAnnotations:\n  Team: a\n  team: b\ntransformers:\n- psm.yaml\n")),
+        ("apps/psm.yaml", "apiVersion: builtin\nkind: PatchStrategicMergeTransformer\nmetadata:\n  name: psm\npaths:\n- '{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"app\", \"namespace\": \"default\", \"labels\": {\"patched\": \"yes\"}}}'\n"),
+    ]);
+    check_renders(h);
+}
+
+/// The head renders `apps` without an error.
+fn check_renders(h: Hostile) {
     let outcome = h.plan(&[]);
     assert_eq!(outcome.code, 1, "{}", outcome.stdout);
     let apps =
