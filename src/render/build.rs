@@ -156,6 +156,9 @@ impl Builder {
         let here = paths::relative(root, dir);
         for reference in refs {
             let local = references::check(root, dir, &reference, &here)?;
+            if local.inline {
+                continue; // checked in place; its path names nothing
+            }
             let target = local.path;
             // A plugin configuration is checked once per directory its files are read from.
             let base = local.plugin.then(|| plugin_base.unwrap_or(dir).to_path_buf());

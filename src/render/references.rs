@@ -43,6 +43,9 @@ pub struct Reference {
     /// The target holds plugin configurations (a file of them, or a kustomization whose
     /// resources are), whose own references must be checked too; otherwise it is data.
     pub plugin: bool,
+    /// Inline objects, already checked: kustomize reads them in place, or, when it cannot, as a
+    /// path, which therefore must not exist.
+    pub inline: bool,
 }
 
 /// A reference checked against the source root.
@@ -51,6 +54,7 @@ pub struct Local {
     pub field: String,
     pub path: PathBuf,
     pub plugin: bool,
+    pub inline: bool,
 }
 
 /// The only fields a kustomization used as a source of plugin configurations may have: one that
@@ -82,17 +86,24 @@ pub fn of_kustomization(
             let plugin_field = PLUGIN_FIELDS.contains(field);
             let inline_field = plugin_field || *field == "patchesStrategicMerge";
             match inline_documents(item).filter(|_| inline_field) {
-                // An inline plugin configuration: its references are checked here.
-                Some(docs) if plugin_field => {
-                    for doc in &unlisted(docs) {
-                        out.extend(of_plugin_config(doc, file)?);
+                Some(docs) => {
+                    // An inline plugin configuration: its references are checked here, and
+                    // kustomize gets its re-serialization (see `canonical_kustomization`), which
+                    // is therefore what must name no path. An inline strategic-merge patch is
+                    // content, handed on as written.
+                    if plugin_field {
+                        let text = Value::String(yaml::to_yaml_stream(&docs));
+                        for doc in &unlisted(docs) {
+                            out.extend(of_plugin_config(doc, file)?);
+                        }
+                        push_inline(&mut out, field, &text);
+                    } else {
+                        push_inline(&mut out, field, item);
                     }
                 }
-                // An inline strategic-merge patch is content, not a path.
-                Some(_) => {}
                 None => match item.as_str() {
                     // URLs fall through to `check`, which names them as such.
-                    Some(text) if inline_field && !plain_path(text) && !url_like(text) => {
+                    Some(text) if inline_field && !plain_path(text) && !is_remote(text) && !looks_like_url(text) => {
                         return Err(RenderError::InvalidSource(format!(
                             "{field} entry '{text}' in {file} is neither a plain path nor inline objects with a \
                              kind: fluxplan cannot tell how kustomize would read it"
@@ -100,7 +111,7 @@ pub fn of_kustomization(
                     }
                     Some(text) => {
                         let plugin = plugin_field || (plugin_context && matches!(*field, "resources" | "bases"));
-                        out.push(Reference { field: field.to_string(), value: text.to_string(), plugin });
+                        out.push(Reference { field: field.to_string(), value: text.to_string(), plugin, inline: false });
                     }
                     None => return Err(unreadable(file, field, "an entry is not a string")),
                 },
@@ -183,8 +194,11 @@ pub fn of_plugin_config(document: &Value, file: &str) -> Result<Vec<Reference>, 
     if let Some(path) = get(&document, "path") {
         push_string(&mut out, &field("path"), path, file)?;
     }
-    for path in list(&document, "paths").filter(|p| inline_documents(p).is_none()) {
-        push_string(&mut out, &field("paths"), path, file)?;
+    for path in list(&document, "paths") {
+        match inline_documents(path) {
+            Some(_) => push_inline(&mut out, &field("paths"), path),
+            None => push_string(&mut out, &field("paths"), path, file)?,
+        }
     }
     for item in list(&document, "replacements") {
         if let Some(path) = get(item, "path") {
@@ -207,7 +221,10 @@ pub fn of_plugin_config(document: &Value, file: &str) -> Result<Vec<Reference>, 
 /// that climb out of `root` (lexically, or through a symlink) and paths that cannot be
 /// normalised fail with `invalid-source`.
 pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Result<Local, RenderError> {
-    let Reference { field, value, plugin } = reference;
+    let Reference { field, value, plugin, inline } = reference;
+    if *inline {
+        return check_inline(root, dir, reference, here);
+    }
     if url_like(value) {
         return Err(RenderError::RemoteBase(format!(
             "{field} entry '{value}' in {here} is a URL: fluxplan never fetches from the network (Flux \
@@ -243,14 +260,38 @@ pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Resu
     if !real.starts_with(real_root) {
         return Err(outside());
     }
-    Ok(Local { field: field.clone(), path, plugin: *plugin })
+    Ok(Local { field: field.clone(), path, plugin: *plugin, inline: false })
+}
+
+/// An inline entry read as a path, as kustomize does when it cannot read it in place: it must
+/// name nothing, neither a remote location nor a path in or out of the source.
+fn check_inline(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Result<Local, RenderError> {
+    let Reference { field, value, .. } = reference;
+    let start = value.trim_start().to_ascii_lowercase();
+    let remote_prefixes = ["git::", "git@", "github.com", "gitlab.com", "bitbucket.org"];
+    if looks_like_url(&start) || remote_prefixes.iter().any(|p| start.starts_with(p)) {
+        return Err(RenderError::RemoteBase(format!(
+            "{field} entry in {here} starts like a remote location ('{}'): fluxplan never fetches from \
+             the network",
+            start.lines().next().unwrap_or("")
+        )));
+    }
+    let path = (!Path::new(value).is_absolute())
+        .then(|| paths::normalize(&dir.join(value)))
+        .flatten()
+        .filter(|p| p.starts_with(root));
+    match path {
+        Some(path) if !path.exists() => Ok(Local { field: field.clone(), path, plugin: false, inline: true }),
+        _ => Err(RenderError::InvalidSource(format!(
+            "{field} entry '{value}' in {here} is inline objects but also names a path (outside the source, \
+             or existing): kustomize could read either, so fluxplan refuses it"
+        ))),
+    }
 }
 
 /// A URL or anything kustomize takes for a remote location.
 fn url_like(value: &str) -> bool {
-    // No remote location has white space in it; text with some is YAML or a path.
-    !value.trim().contains(char::is_whitespace)
-        && (is_remote(value) || looks_like_url(value) || remote_spelling(value))
+    is_remote(value) || looks_like_url(value) || remote_spelling(value)
 }
 
 /// A reference kustomize parses as a repository before it looks on disk, whatever exists
@@ -408,7 +449,19 @@ fn list<'a>(document: &'a Value, field: &str) -> impl Iterator<Item = &'a Value>
 
 /// A data reference (a file read as content, never as configuration).
 fn push(out: &mut Vec<Reference>, field: &str, value: &str) {
-    out.push(Reference { field: field.to_string(), value: value.to_string(), plugin: false });
+    out.push(Reference { field: field.to_string(), value: value.to_string(), plugin: false, inline: false });
+}
+
+/// An inline entry given as text, which kustomize may also try as a path.
+fn push_inline(out: &mut Vec<Reference>, field: &str, item: &Value) {
+    if let Some(text) = item.as_str() {
+        out.push(Reference {
+            field: field.to_string(),
+            value: text.to_string(),
+            plugin: false,
+            inline: true,
+        });
+    }
 }
 
 fn push_string(out: &mut Vec<Reference>, field: &str, value: &Value, file: &str) -> Result<(), RenderError> {
@@ -431,8 +484,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The paths a kustomization names (inline entries left out).
     fn values(doc: Value) -> Vec<(String, String)> {
-        of_kustomization(&doc, "k.yaml", false).unwrap().into_iter().map(|r| (r.field, r.value)).collect()
+        let refs = of_kustomization(&doc, "k.yaml", false).unwrap();
+        refs.into_iter().filter(|r| !r.inline).map(|r| (r.field, r.value)).collect()
     }
 
     #[test]
@@ -531,7 +586,8 @@ mod tests {
         std::fs::create_dir_all(root.path().join("apps/base")).unwrap();
         std::fs::create_dir_all(root.path().join("other")).unwrap();
         let check = |value: &str| {
-            let reference = Reference { field: "resources".into(), value: value.into(), plugin: false };
+            let reference =
+                Reference { field: "resources".into(), value: value.into(), plugin: false, inline: false };
             check(root.path(), &dir, &reference, "apps/prod")
         };
         assert!(check("../base").is_ok());

@@ -10,8 +10,6 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-const KUBECTL: &str = "/usr/bin/kubectl";
-
 fn configmap(ns: &str, name: &str, labels: Value) -> Value {
     json!({
         "apiVersion": "v1",
@@ -87,14 +85,12 @@ fn names<K: kube::Resource>(items: &[K]) -> Vec<String> {
 // ------------------------------------------------------------------------------------------------
 // kubectl
 
-/// Runs the real kubectl against the fake; None (with a note) when kubectl is not installed.
-fn kubectl(fake: &FakeKube, dir: &Path, args: &[&str]) -> Option<std::process::Output> {
-    if !Path::new(KUBECTL).exists() {
-        eprintln!("note: {KUBECTL} is missing; skipping the kubectl check");
-        return None;
-    }
+/// Runs the real kubectl (found on PATH; the test fails without it) against the fake.
+fn kubectl(fake: &FakeKube, dir: &Path, args: &[&str]) -> std::process::Output {
+    let program = fluxplan::sandbox::resolve_program("kubectl")
+        .expect("kubectl is needed to check the fake API server against a real client; install it");
     let kubeconfig = fake.kubeconfig(dir);
-    let output = Command::new(KUBECTL)
+    let output = Command::new(program)
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .arg("--cache-dir")
@@ -105,7 +101,7 @@ fn kubectl(fake: &FakeKube, dir: &Path, args: &[&str]) -> Option<std::process::O
         .env_remove("KUBECONFIG")
         .output()
         .expect("run kubectl");
-    Some(output)
+    output
 }
 
 fn stdout(output: &std::process::Output) -> String {
@@ -116,9 +112,7 @@ fn stdout(output: &std::process::Output) -> String {
 fn kubectl_get_names() {
     let fake = FakeKube::start(fixture());
     let dir = tempfile::tempdir().unwrap();
-    let Some(out) = kubectl(&fake, dir.path(), &["get", "configmaps", "-n", "default", "-o", "name"]) else {
-        return;
-    };
+    let out = kubectl(&fake, dir.path(), &["get", "configmaps", "-n", "default", "-o", "name"]);
     assert!(out.status.success(), "kubectl failed: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout(&out), "configmap/api-config\nconfigmap/db-config\nconfigmap/web-config\n");
     let requests = fake.requests();
@@ -128,10 +122,10 @@ fn kubectl_get_names() {
     );
 
     // The CRD-defined type through discovery, by short name, with a label selector.
-    let out = kubectl(&fake, dir.path(), &["get", "wd", "-A", "-o", "name"]).unwrap();
+    let out = kubectl(&fake, dir.path(), &["get", "wd", "-A", "-o", "name"]);
     assert!(out.status.success(), "kubectl failed: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout(&out), "widget.example.com/gizmo\n");
-    let out = kubectl(&fake, dir.path(), &["get", "cm", "-A", "-l", "app=web", "-o", "name"]).unwrap();
+    let out = kubectl(&fake, dir.path(), &["get", "cm", "-A", "-l", "app=web", "-o", "name"]);
     assert!(out.status.success(), "kubectl failed: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout(&out), "configmap/web-config\nconfigmap/other-config\n");
 }
@@ -147,9 +141,7 @@ fn kubectl_table_output() {
     }));
     let fake = FakeKube::start(objects);
     let dir = tempfile::tempdir().unwrap();
-    let Some(out) = kubectl(&fake, dir.path(), &["get", "configmaps", "-n", "default"]) else {
-        return;
-    };
+    let out = kubectl(&fake, dir.path(), &["get", "configmaps", "-n", "default"]);
     assert!(out.status.success(), "kubectl failed: {}", String::from_utf8_lossy(&out.stderr));
     let text = stdout(&out);
     let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
@@ -166,15 +158,15 @@ fn kubectl_table_output() {
     );
 
     // A single object, and the 404 and 403 errors as kubectl prints them.
-    let out = kubectl(&fake, dir.path(), &["get", "deployment", "web", "-n", "default"]).unwrap();
+    let out = kubectl(&fake, dir.path(), &["get", "deployment", "web", "-n", "default"]);
     assert!(out.status.success(), "kubectl failed: {}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout(&out).lines().nth(1).unwrap().starts_with("web "), "{}", stdout(&out));
-    let out = kubectl(&fake, dir.path(), &["get", "configmap", "missing", "-n", "default"]).unwrap();
+    let out = kubectl(&fake, dir.path(), &["get", "configmap", "missing", "-n", "default"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("Error from server (NotFound): configmaps \"missing\" not found"), "{stderr}");
     fake.forbid("list", "apps", "deployments");
-    let out = kubectl(&fake, dir.path(), &["get", "deployments", "-n", "default"]).unwrap();
+    let out = kubectl(&fake, dir.path(), &["get", "deployments", "-n", "default"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -421,6 +421,31 @@ fn references_hidden_from_a_naive_check_are_refused() {
             "GitHub.com/acme/x",
         ),
         (
+            "a URL with a space, backed by a local path of the same spelling",
+            vec![
+                ("apps/kustomization.yaml".into(), kustomization("- http://127.0.0.1:9/a b.yaml\nconfigMapGenerator:\n- name: f\n  namespace: default\n  files:\n  - k=http://127.0.0.1:9/a b.yaml\n")),
+                ("apps/http:/127.0.0.1:9/a b.yaml".into(), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: decoy\n".into()),
+            ],
+            "remote-base",
+            "a b.yaml",
+        ),
+        (
+            "an inline patch kustomize would also read as a path out of the source",
+            vec![("apps/kustomization.yaml".into(), kustomization(&format!("patchesStrategicMerge:\n- \"kind: X\\nb: {}etc/passwd\"\n", "../".repeat(14))))],
+            "invalid-source",
+            "inline objects but also names a path",
+        ),
+        (
+            "an inline generator whose text names an existing configuration file",
+            vec![
+                ("apps/kustomization.yaml".into(), kustomization("generators:\n- \"kind: X\\n\"\n")),
+                ("apps/apiVersion: builtin\nkind: X\n".into(), generator("/etc/hostname")),
+                ("apps/kind: X\n".into(), generator("/etc/hostname")),
+            ],
+            "invalid-source",
+            "inline objects but also names a path",
+        ),
+        (
             "a remote base spelled so that no URL check sees it",
             vec![("apps/kustomization.yaml".into(), kustomization("- GitHub.com/acme/x\n- me@127.0.0.1:acme/x\n"))],
             "remote-base",

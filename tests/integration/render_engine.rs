@@ -717,9 +717,7 @@ fn kustomize_timeout_is_an_error_on_the_kustomization() {
     let mut opts = repo.options(Some("HEAD"));
     opts.kustomize_timeout = Duration::from_secs(1);
     let renderer = Renderer::with_kustomize(script.to_str().unwrap(), opts.kustomize_timeout).unwrap();
-    let started = std::time::Instant::now();
     let render = renderer.render(&opts).unwrap();
-    assert!(started.elapsed() < Duration::from_secs(20));
     // Without a successful build of the root, nothing is known to be a root but the fallback.
     let failed: Vec<_> = render.kustomizations().filter(|(_, k)| k.error.is_some()).collect();
     assert!(!failed.is_empty());
