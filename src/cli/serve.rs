@@ -107,6 +107,11 @@ pub struct ServeArgs {
     /// Seconds in which one user gets at most one reply (a refusal or help) per pull request.
     #[arg(long, env = "FLUXPLAN_REPLY_WINDOW_SECS", default_value_t = 600)]
     pub reply_window_secs: u64,
+    /// The credential that opens the run index `/runs` (`?token=` or `Authorization: Bearer`);
+    /// without it the index is off. Each run page also opens with its own token, which the links
+    /// in comments and statuses carry.
+    #[arg(long, env = "FLUXPLAN_RUNS_TOKEN", hide_env_values = true)]
+    pub runs_token: Option<String>,
     /// Open connections at once; more are closed at once (counted in
     /// `fluxplan_connections_refused_total`).
     #[arg(long, env = "FLUXPLAN_MAX_CONNECTIONS", default_value_t = 512)]
@@ -230,6 +235,7 @@ async fn serve(args: ServeArgs) -> Result<u8> {
         args.allow_forks,
     );
     state.body_timeout = Duration::from_secs(args.header_timeout_secs.max(1));
+    state.runs_token = args.runs_token.clone().filter(|t| !t.is_empty()).map(Arc::new);
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -31,16 +31,18 @@ pub fn github_signature(secret: &str, body: &[u8]) -> String {
 /// True when `token` (the `X-Gitlab-Token` header) is one of `tokens`, compared in constant time.
 pub fn verify_gitlab_token(tokens: &[String], token: Option<&str>) -> bool {
     let Some(token) = token else { return false };
-    // Comparing MACs of both values keeps the comparison constant-time whatever their lengths.
+    tokens.iter().filter(|t| !t.is_empty()).any(|expected| tokens_equal(expected, token))
+}
+
+/// Compares two secrets in constant time, whatever their lengths (through MACs of both).
+pub fn tokens_equal(expected: &str, given: &str) -> bool {
     let digest = |value: &str| {
-        let mut mac = HmacSha256::new_from_slice(b"fluxplan-gitlab-token").expect("any key length");
+        let mut mac = HmacSha256::new_from_slice(b"fluxplan-token").expect("any key length");
         mac.update(value.as_bytes());
         mac
     };
-    tokens.iter().filter(|t| !t.is_empty()).any(|expected| {
-        let tag = digest(expected).finalize().into_bytes();
-        digest(token).verify_slice(&tag).is_ok()
-    })
+    let tag = digest(expected).finalize().into_bytes();
+    !expected.is_empty() && digest(given).verify_slice(&tag).is_ok()
 }
 
 /// What a pull request event asks for.

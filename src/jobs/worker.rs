@@ -273,7 +273,7 @@ impl Worker {
         }
         let repo = &target.repo;
         let started = Instant::now();
-        let run_id = self
+        let (run_id, page_token) = self
             .store
             .start_run(
                 Some(job.id),
@@ -285,8 +285,7 @@ impl Worker {
                 &target.trigger,
             )
             .await?;
-        let run_url =
-            self.config.public_url.as_ref().map(|u| format!("{}/runs/{run_id}", u.trim_end_matches('/')));
+        let run_url = self.run_url(run_id, page_token.as_str());
         let result = self
             .plan_run(job, &target, forge, token.clone(), run_id, run_url.as_deref(), started, cancel)
             .await;
@@ -414,6 +413,12 @@ impl Worker {
         self.store.finish_run(run_id, &outcome).await?;
         tracing::info!(verdict = ?plan.verdict, ms = started.elapsed().as_millis() as u64, "planned");
         Ok(())
+    }
+
+    /// The link to a run's page: only those who can read the pull request see its token.
+    fn run_url(&self, id: i64, page_token: &str) -> Option<String> {
+        let base = self.config.public_url.as_ref()?;
+        Some(format!("{}/runs/{id}?token={page_token}", base.trim_end_matches('/')))
     }
 
     fn plan_args(&self, mirror: PathBuf, base: &str, head: &str) -> PlanArgs {
@@ -571,8 +576,7 @@ impl Worker {
             .await?;
         tracing::info!(user = %c.author, sha = %run.head_sha, run = run.id, "plan approved");
         self.accept(forge, c).await?;
-        let url =
-            self.config.public_url.as_ref().map(|u| format!("{}/runs/{}", u.trim_end_matches('/'), run.id));
+        let url = self.run_url(run.id, run.page_token.as_deref().unwrap_or(""));
         let description =
             format!("approved by {} ({})", c.author, run.verdict.as_deref().unwrap_or("planned"));
         let status =

@@ -36,6 +36,8 @@ pub struct AppState {
     pub unverified_bytes: Arc<tokio::sync::Semaphore>,
     /// Time a client has to send a webhook body.
     pub body_timeout: std::time::Duration,
+    /// The credential that opens the run index (and every run page); without it the index is off.
+    pub runs_token: Option<Arc<String>>,
 }
 
 impl AppState {
@@ -54,6 +56,7 @@ impl AppState {
             allow_forks,
             unverified_bytes: Arc::new(tokio::sync::Semaphore::new(MAX_UNVERIFIED_BYTES)),
             body_timeout: std::time::Duration::from_secs(10),
+            runs_token: None,
         }
     }
 }
@@ -280,11 +283,59 @@ fn page(template: &str, context: serde_json::Value) -> Response {
 #[derive(serde::Deserialize)]
 struct RunsQuery {
     page: Option<i64>,
+    token: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct RunQuery {
+    token: Option<String>,
+}
+
+/// True when `given` (a query parameter or a bearer token) is the run index credential.
+fn index_allowed(state: &AppState, headers: &HeaderMap, given: Option<&str>) -> bool {
+    let Some(expected) = &state.runs_token else { return false };
+    let bearer = header(headers, "authorization").and_then(|h| h.strip_prefix("Bearer "));
+    [given, bearer].into_iter().flatten().any(|token| webhook::tokens_equal(expected, token))
+}
+
+/// A run page opens with its own token, or with the index credential.
+fn run_allowed(
+    state: &AppState,
+    headers: &HeaderMap,
+    run: &crate::store::RunRow,
+    given: Option<&str>,
+) -> bool {
+    let own = run
+        .page_token
+        .as_deref()
+        .zip(given)
+        .is_some_and(|(expected, token)| webhook::tokens_equal(expected, token));
+    own || index_allowed(state, headers, given)
+}
+
+/// What a page without the right token answers: the same as a missing run, so ids tell nothing.
+fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "no such run").into_response()
 }
 
 const RUNS_PER_PAGE: i64 = 50;
 
-async fn runs_page(State(state): State<AppState>, Query(query): Query<RunsQuery>) -> Response {
+async fn runs_page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<RunsQuery>,
+) -> Response {
+    if state.runs_token.is_none() {
+        return (StatusCode::NOT_FOUND, "the run index is off: set FLUXPLAN_RUNS_TOKEN to open it")
+            .into_response();
+    }
+    if !index_allowed(&state, &headers, query.token.as_deref()) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            "the run index needs its token (?token= or Authorization: Bearer)",
+        )
+            .into_response();
+    }
     let page_number = query.page.unwrap_or(1).max(1);
     match state.store.runs(RUNS_PER_PAGE, (page_number - 1) * RUNS_PER_PAGE).await {
         Ok(runs) => page(
@@ -295,27 +346,43 @@ async fn runs_page(State(state): State<AppState>, Query(query): Query<RunsQuery>
     }
 }
 
-async fn run_page(State(state): State<AppState>, Path(id): Path<i64>) -> Response {
+async fn run_page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<i64>,
+    Query(query): Query<RunQuery>,
+) -> Response {
     match state.store.run(id).await {
+        Ok(Some(run)) if !run_allowed(&state, &headers, &run, query.token.as_deref()) => not_found(),
         Ok(Some(run)) => {
             let parse = |text: &Option<String>| {
                 text.as_deref().and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
             };
             let (alerts, counts, timings) = (parse(&run.alerts), parse(&run.counts), parse(&run.timings));
-            page("run.html", json!({"run": run, "alerts": alerts, "counts": counts, "timings": timings}))
+            let token = query.token.clone().unwrap_or_default();
+            page(
+                "run.html",
+                json!({"run": run, "alerts": alerts, "counts": counts, "timings": timings, "token": token}),
+            )
         }
-        Ok(None) => (StatusCode::NOT_FOUND, "no such run").into_response(),
+        Ok(None) => not_found(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the run: {e}")).into_response(),
     }
 }
 
-async fn run_json(State(state): State<AppState>, Path(id): Path<i64>) -> Response {
+async fn run_json(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<i64>,
+    Query(query): Query<RunQuery>,
+) -> Response {
     match state.store.run(id).await {
+        Ok(Some(run)) if !run_allowed(&state, &headers, &run, query.token.as_deref()) => not_found(),
         Ok(Some(run)) => match run.plan_json {
             Some(plan) => ([("content-type", "application/json")], plan).into_response(),
             None => (StatusCode::NOT_FOUND, "this run has no plan").into_response(),
         },
-        Ok(None) => (StatusCode::NOT_FOUND, "no such run").into_response(),
+        Ok(None) => not_found(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the run: {e}")).into_response(),
     }
 }

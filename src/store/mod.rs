@@ -91,6 +91,8 @@ pub struct RunRow {
     pub created_at: i64,
     pub finished_at: Option<i64>,
     pub plan_digest: Option<String>,
+    /// The secret that opens this run's page (links in comments carry it).
+    pub page_token: Option<String>,
 }
 
 /// The outcome of a run, stored when it finishes.
@@ -118,13 +120,20 @@ pub struct Approval {
     pub plan_digest: Option<String>,
 }
 
+/// 128 random bits, hex: unguessable.
+fn random_token() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness for a run token: {e}"))?;
+    Ok(hex::encode(bytes))
+}
+
 /// Why a run is `abandoned`.
 const ABANDONED: &str = "the worker stopped before finishing; the job was taken over";
 
 const RUN_COLUMNS: &str =
     "id, job_id, forge, repo, pr_number, base_ref, base_sha, head_sha, trigger, status, \
     verdict, counts, alerts, timings, plan_json, comment, error, approved_by, created_at, finished_at, \
-    plan_digest";
+    plan_digest, page_token";
 
 fn run_row(row: &AnyRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
@@ -147,6 +156,7 @@ fn run_row(row: &AnyRow) -> Result<RunRow, sqlx::Error> {
         error: row.try_get("error")?,
         approved_by: row.try_get("approved_by")?,
         plan_digest: row.try_get("plan_digest")?,
+        page_token: row.try_get("page_token")?,
         created_at: row.try_get("created_at")?,
         finished_at: row.try_get("finished_at")?,
     })
@@ -433,7 +443,8 @@ impl Store {
         base_ref: &str,
         head_sha: &str,
         trigger: &str,
-    ) -> Result<i64> {
+    ) -> Result<(i64, String)> {
+        let token = random_token()?;
         // A new attempt of a job: whatever its earlier attempt left running was abandoned.
         sqlx::query(
             "UPDATE runs SET status = 'abandoned', finished_at = $1, \
@@ -445,8 +456,8 @@ impl Store {
         .execute(&self.pool)
         .await?;
         let row = sqlx::query(
-            "INSERT INTO runs (job_id, forge, repo, pr_number, base_ref, head_sha, trigger, status, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8) RETURNING id",
+            "INSERT INTO runs (job_id, forge, repo, pr_number, base_ref, head_sha, trigger, status, created_at, \
+             page_token) VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9) RETURNING id",
         )
         .bind(job_id)
         .bind(forge)
@@ -456,9 +467,10 @@ impl Store {
         .bind(head_sha)
         .bind(trigger)
         .bind(now_ms())
+        .bind(&token)
         .fetch_one(&self.pool)
         .await?;
-        Ok(row.try_get("id")?)
+        Ok((row.try_get("id")?, token))
     }
 
     pub async fn finish_run(&self, id: i64, outcome: &RunOutcome) -> Result<()> {

@@ -250,13 +250,47 @@ fn signed_pull_request_webhook_posts_a_sticky_comment_and_a_status() {
     );
     assert!(metrics.contains("fluxplan_jobs{status=\"done\"} 1"), "{metrics}");
     assert!(metrics.contains("fluxplan_plan_duration_seconds_count"), "{metrics}");
-    let (status, page) = bot.get("/runs");
-    assert_eq!(status, 200);
-    assert!(page.contains(&format!("/runs/{}", run.id)) && page.contains(&head[..8]), "{page}");
-    let (status, page) = bot.get(&format!("/runs/{}", run.id));
+    // The run page opens with the token its links carry, and only with it.
+    let token = run.page_token.clone().expect("every run has a page token");
+    assert!(last["target_url"].as_str().unwrap().ends_with(&format!("/runs/{}?token={token}", run.id)));
+    let (status, page) = bot.get(&format!("/runs/{}?token={token}", run.id));
     assert_eq!(status, 200);
     assert!(page.contains("Full plan") && page.contains("fluxplan: changes"), "{page}");
+    assert_eq!(bot.get(&format!("/runs/{}/plan.json?token={token}", run.id)).0, 200);
+    for guess in [
+        format!("/runs/{}", run.id),
+        format!("/runs/{}?token=0", run.id),
+        format!("/runs/{}/plan.json", run.id),
+    ] {
+        assert_eq!(bot.get(&guess).0, 404, "{guess}");
+    }
     assert_eq!(bot.get("/runs/999999").0, 404);
+    // The index is off unless a credential is configured.
+    assert_eq!(bot.get("/runs").0, 404);
+}
+
+#[test]
+fn the_run_index_needs_its_credential() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 51, &head, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_RUNS_TOKEN", "index-secret".into()));
+    let bot = Bot::start(data.path(), &env);
+    assert_eq!(bot.github("pull_request", "i1", &pull_request("opened", &repo, 51, &head, &base)), 202);
+    wait_for("the plan", WAIT, || final_status(&github, &head).is_some());
+    assert_eq!(bot.get("/runs").0, 401);
+    assert_eq!(bot.get("/runs?token=wrong").0, 401);
+    let (status, page) = bot.get("/runs?token=index-secret");
+    assert_eq!(status, 200);
+    let (runtime, store) = store(data.path());
+    let run = runtime.block_on(store.runs_of("github", REPO, 51)).unwrap().remove(0);
+    let link = format!("/runs/{}?token={}", run.id, run.page_token.unwrap());
+    assert!(page.contains(&link), "{page}");
+    assert_eq!(bot.get(&link).0, 200);
+    assert_eq!(bot.get(&format!("/runs/{}?token=index-secret", run.id)).0, 200);
 }
 
 #[test]
