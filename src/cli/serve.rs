@@ -8,6 +8,7 @@ use crate::forge::gitlab::GitLab;
 use crate::forge::roles::{CommandRoles, Role};
 use crate::forge::ForgeClient;
 use crate::jobs::mirror::Mirrors;
+use crate::jobs::resync::Resync;
 use crate::jobs::{Forges, Worker, WorkerConfig};
 use crate::server::listen::{self, ConnectionLimits};
 use crate::server::metrics::Metrics;
@@ -120,6 +121,10 @@ pub struct ServeArgs {
     /// webhook its body.
     #[arg(long, env = "FLUXPLAN_HEADER_TIMEOUT_SECS", default_value_t = 10)]
     pub header_timeout_secs: u64,
+    /// Seconds between resync passes, which plan every open pull request whose head has no plan
+    /// or whose base moved (webhooks get lost); 0 turns it off.
+    #[arg(long, env = "FLUXPLAN_RESYNC_SECS", default_value_t = 600)]
+    pub resync_secs: u64,
     /// Seconds one plan may take before it is stopped (a `source-limit` alert).
     #[arg(long, env = "FLUXPLAN_PLAN_TIMEOUT", default_value_t = super::plan::DEFAULT_PLAN_TIMEOUT_SECS)]
     pub plan_timeout: u64,
@@ -213,6 +218,10 @@ async fn serve(args: ServeArgs) -> Result<u8> {
         );
         workers.push(tokio::spawn(worker.run(stopped.clone())));
     }
+    let resync = (args.workers > 0 && args.resync_secs > 0).then(|| {
+        let resync = Resync::new(store.clone(), forges.clone(), args.allow_forks);
+        tokio::spawn(resync.run(Duration::from_secs(args.resync_secs), stopped.clone()))
+    });
     let reclaimer = {
         let store = store.clone();
         let max_attempts = args.max_attempts.max(1);
@@ -253,6 +262,9 @@ async fn serve(args: ServeArgs) -> Result<u8> {
     tracing::info!("shutting down: finishing running jobs");
     let _ = stop.send(true);
     reclaimer.abort();
+    if let Some(resync) = resync {
+        resync.abort();
+    }
     // Running jobs get most of the grace period to finish; then every render is stopped (its
     // kustomize processes killed) and the jobs release themselves, all within the period.
     let grace = Duration::from_secs(args.shutdown_grace_secs);

@@ -137,8 +137,11 @@ impl GitHub {
         pull_info(repo, &pull)
     }
 
-    pub async fn open_pulls(&self, repo: &RepoInfo, base: &str) -> Result<Vec<PullInfo>, ForgeError> {
-        let path = format!("/repos/{}/pulls?state=open&base={}", repo.full_name, urlencode(base));
+    pub async fn open_pulls(&self, repo: &RepoInfo, base: Option<&str>) -> Result<Vec<PullInfo>, ForgeError> {
+        let mut path = format!("/repos/{}/pulls?state=open", repo.full_name);
+        if let Some(base) = base {
+            path.push_str(&format!("&base={}", urlencode(base)));
+        }
         self.list(repo, &path).await?.iter().map(|p| pull_info(repo, p)).collect()
     }
 

@@ -125,9 +125,12 @@ impl GitLab {
         pull_info(&mr)
     }
 
-    pub async fn open_pulls(&self, repo: &RepoInfo, base: &str) -> Result<Vec<PullInfo>, ForgeError> {
+    pub async fn open_pulls(&self, repo: &RepoInfo, base: Option<&str>) -> Result<Vec<PullInfo>, ForgeError> {
         let path = format!("projects/{}/merge_requests", project(repo));
-        let params = vec![("state", "opened".to_string()), ("target_branch", base.to_string())];
+        let mut params = vec![("state", "opened".to_string())];
+        if let Some(base) = base {
+            params.push(("target_branch", base.to_string()));
+        }
         self.all_pages(path, params).await?.iter().map(pull_info).collect()
     }
 

@@ -175,7 +175,8 @@ impl ForgeClient {
         }
     }
 
-    pub async fn open_pulls(&self, repo: &RepoInfo, base: &str) -> Result<Vec<PullInfo>, ForgeError> {
+    /// The open pull requests of a repository, into `base` only when given.
+    pub async fn open_pulls(&self, repo: &RepoInfo, base: Option<&str>) -> Result<Vec<PullInfo>, ForgeError> {
         match self {
             ForgeClient::GitHub(c) => with_retries("list pull requests", || c.open_pulls(repo, base)).await,
             ForgeClient::GitLab(c) => with_retries("list merge requests", || c.open_pulls(repo, base)).await,

@@ -17,6 +17,17 @@ pub struct GitAuth {
     pub token: String,
 }
 
+impl GitAuth {
+    /// The forge's token, with the user name git authenticates with next to it.
+    pub fn for_forge(forge: crate::forge::ForgeKind, token: String) -> Self {
+        let user = match forge {
+            crate::forge::ForgeKind::GitHub => "x-access-token",
+            crate::forge::ForgeKind::GitLab => "oauth2",
+        };
+        GitAuth { user, token }
+    }
+}
+
 pub struct Mirrors {
     dir: PathBuf,
     locks: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
@@ -67,6 +78,25 @@ impl Mirrors {
     }
 }
 
+/// The commit `branch` points at on the remote (`git ls-remote`: nothing is fetched), if the
+/// branch exists.
+pub fn branch_tip(clone_url: &str, branch: &str, auth: Option<&GitAuth>) -> Result<Option<String>> {
+    let auth = auth.filter(|_| clone_url.starts_with("http"));
+    let reference = format!("refs/heads/{branch}");
+    let out = command(auth)
+        .args(["ls-remote", "--", clone_url, &reference])
+        .output()
+        .context("cannot run git (is it installed?)")?;
+    if !out.status.success() {
+        bail!(
+            "cannot list the branches of {}: {}",
+            crate::git::redact_url(clone_url),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().next().map(str::to_string))
+}
+
 fn has_commit(repo: &Path, sha: &str) -> bool {
     Command::new("git")
         .arg("-C")
@@ -77,9 +107,10 @@ fn has_commit(repo: &Path, sha: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn git(repo: &Path, auth: Option<&GitAuth>, args: &[&str]) -> Result<()> {
+/// git, never prompting, authenticated with `auth` when given.
+fn command(auth: Option<&GitAuth>) -> Command {
     let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(repo).env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
+    cmd.env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
     if let Some(auth) = auth {
         let basic = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", auth.user, auth.token));
         // Passed through the environment, not the command line, so it never shows in `ps`.
@@ -87,7 +118,12 @@ fn git(repo: &Path, auth: Option<&GitAuth>, args: &[&str]) -> Result<()> {
             .env("GIT_CONFIG_KEY_0", "http.extraHeader")
             .env("GIT_CONFIG_VALUE_0", format!("Authorization: Basic {basic}"));
     }
-    let out = cmd.args(args).output().context("cannot run git (is it installed?)")?;
+    cmd
+}
+
+fn git(repo: &Path, auth: Option<&GitAuth>, args: &[&str]) -> Result<()> {
+    let out =
+        command(auth).arg("-C").arg(repo).args(args).output().context("cannot run git (is it installed?)")?;
     if !out.status.success() {
         bail!("git {} failed: {}", args.first().unwrap_or(&""), String::from_utf8_lossy(&out.stderr).trim());
     }

@@ -3,6 +3,7 @@
 //! worker takes it), is superseded by a newer push, and is retried with backoff on failures.
 
 pub mod mirror;
+pub mod resync;
 mod worker;
 
 pub use worker::{Forges, Worker, WorkerConfig};
@@ -75,6 +76,28 @@ pub struct CommandRequest {
     #[serde(default)]
     pub created_at: Option<i64>,
     pub command: Command,
+}
+
+/// Why a pull request is not planned, if it is not.
+pub fn unplannable(pull: &crate::forge::PullInfo, allow_forks: bool) -> Option<&'static str> {
+    if !pull.open {
+        Some("this pull request is closed: nothing to plan.")
+    } else if pull.is_fork && !allow_forks {
+        Some("pull requests from forks are not planned here (FLUXPLAN_ALLOW_FORKS is off).")
+    } else {
+        None
+    }
+}
+
+/// The plan job for a pull request as the forge shows it now.
+pub fn plan_payload(repo: &RepoInfo, pull: &crate::forge::PullInfo, trigger: &str) -> JobPayload {
+    JobPayload::Plan {
+        repo: repo.clone(),
+        number: pull.number,
+        base_ref: pull.base_ref.clone(),
+        head_sha: pull.head_sha.clone(),
+        trigger: trigger.to_string(),
+    }
 }
 
 /// The jobs an event asks for (none for events fluxplan ignores).

@@ -2,7 +2,7 @@
 //! does one job, so tests can drive a worker by hand.
 
 use super::mirror::{GitAuth, Mirrors};
-use super::{help_text, CommandRequest, JobPayload};
+use super::{help_text, plan_payload, CommandRequest, JobPayload};
 use crate::cancel::{CancelReason, CancelToken};
 use crate::cli::plan::{plan as make_plan_from_args, LiveArgs, PlanArgs, PlanFormat};
 use crate::cli::{LimitArgs, RenderArgs};
@@ -29,7 +29,7 @@ pub struct Forges {
 }
 
 impl Forges {
-    fn get(&self, kind: ForgeKind) -> Option<&(ForgeClient, Option<String>)> {
+    pub fn get(&self, kind: ForgeKind) -> Option<&(ForgeClient, Option<String>)> {
         match kind {
             ForgeKind::GitHub => self.github.as_ref(),
             ForgeKind::GitLab => self.gitlab.as_ref(),
@@ -234,7 +234,7 @@ impl Worker {
             JobPayload::Command(request) => self.command(request).await,
             JobPayload::Replan { repo, branch } => {
                 let (forge, _) = self.forge(&repo)?;
-                let pulls = self.count_forge_error(&repo, forge.open_pulls(&repo, &branch).await)?;
+                let pulls = self.count_forge_error(&repo, forge.open_pulls(&repo, Some(&branch)).await)?;
                 let jobs: Vec<_> = pulls
                     .into_iter()
                     .filter(|p| self.unplannable(p).is_none())
@@ -324,7 +324,7 @@ impl Worker {
             ForgeKind::GitLab => "+refs/merge-requests/*/head:refs/merge-requests/*/head",
         };
         let token = self.count_forge_error(repo, forge.git_token(repo, token.as_deref()).await)?;
-        let auth = token.map(|token| GitAuth { user: git_user(repo.forge), token });
+        let auth = token.map(|token| GitAuth::for_forge(repo.forge, token));
         let (clone_url, head) = (repo.clone_url.clone(), target.head_sha.clone());
         let mirror = tokio::task::spawn_blocking(move || {
             mirrors.fetch(&clone_url, &[refspec], &[head.as_str()], auth.as_ref())
@@ -467,15 +467,8 @@ impl Worker {
         Ok(())
     }
 
-    /// Why a pull request is not planned, if it is not.
     fn unplannable(&self, pull: &PullInfo) -> Option<&'static str> {
-        if !pull.open {
-            Some("this pull request is closed: nothing to plan.")
-        } else if pull.is_fork && !self.config.allow_forks {
-            Some("pull requests from forks are not planned here (FLUXPLAN_ALLOW_FORKS is off).")
-        } else {
-            None
-        }
+        super::unplannable(pull, self.config.allow_forks)
     }
 
     /// Answers a command that is not carried out: a 👎, and why (at most one reply per user and
@@ -598,24 +591,6 @@ struct PlanTarget {
     base_ref: String,
     head_sha: String,
     trigger: String,
-}
-
-fn plan_payload(repo: &RepoInfo, pull: &PullInfo, trigger: &str) -> JobPayload {
-    JobPayload::Plan {
-        repo: repo.clone(),
-        number: pull.number,
-        base_ref: pull.base_ref.clone(),
-        head_sha: pull.head_sha.clone(),
-        trigger: trigger.to_string(),
-    }
-}
-
-/// The user name git authenticates with next to the token.
-fn git_user(forge: ForgeKind) -> &'static str {
-    match forge {
-        ForgeKind::GitHub => "x-access-token",
-        ForgeKind::GitLab => "oauth2",
-    }
 }
 
 fn short(sha: &str) -> &str {

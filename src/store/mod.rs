@@ -397,6 +397,17 @@ impl Store {
         .rows_affected())
     }
 
+    /// The job payloads that last named each repository the bot has heard of (the repository is
+    /// read from them: its clone URL, installation, project id).
+    pub async fn seen_repositories(&self) -> Result<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT payload FROM jobs WHERE id IN (SELECT MAX(id) FROM jobs GROUP BY forge, repo) ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|r| r.try_get("payload")).collect::<Result<_, _>>()?)
+    }
+
     /// The jobs of one pull request, oldest first: (kind, head sha, status, attempts).
     pub async fn jobs_of(
         &self,

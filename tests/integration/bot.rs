@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const SECRET: &str = "webhook-secret";
@@ -1188,4 +1189,90 @@ fn slow_clients_are_cut_off() {
     assert!(read_until_closed(&mut stalled).starts_with("HTTP/1.1 408"));
     assert_eq!(bot.get("/healthz"), (200, "ok".to_string()));
     assert!(refused(&bot, "timeout").is_some_and(|n| n >= 1.0));
+}
+
+/// A TCP proxy to the local PostgreSQL that a test can cut, as a database outage would.
+struct CuttableProxy {
+    port: u16,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    open: Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl CuttableProxy {
+    fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+        let (cut_flag, streams) = (cut.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if cut_flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue; // dropped: the database is unreachable
+                }
+                let Ok(server) = std::net::TcpStream::connect("127.0.0.1:5432") else { continue };
+                let mut kept = streams.lock().unwrap();
+                kept.push(client.try_clone().unwrap());
+                kept.push(server.try_clone().unwrap());
+                for (mut from, mut to) in
+                    [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        CuttableProxy { port, cut, open }
+    }
+
+    fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
+        if cut {
+            for stream in self.open.lock().unwrap().drain(..) {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+#[test]
+fn webhooks_lost_to_a_database_outage_are_recovered_by_the_resync() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 61, &head, "change", "main", &base, &file_url(&repo));
+    github.add_pull(REPO, 62, &head, "change", "main", &base, &file_url(&repo));
+    let database = postgres_database();
+    let proxy = CuttableProxy::start();
+    let proxied = database.url.replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port));
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("DATABASE_URL", proxied));
+    env.push(("FLUXPLAN_RESYNC_SECS", "1".into()));
+    let bot = Bot::start(data.path(), &env);
+    assert_eq!(bot.github("pull_request", "d1", &pull_request("opened", &repo, 61, &head, &base)), 202);
+    wait_for("the first plan", WAIT, || !sticky(&github, 61).is_empty());
+
+    // The database goes away: the webhook is refused (the forge would not redeliver it).
+    proxy.set_cut(true);
+    assert_eq!(bot.github("pull_request", "d2", &pull_request("opened", &repo, 62, &head, &base)), 503);
+    proxy.set_cut(false);
+    // The resync finds the pull request without a plan and plans it.
+    wait_for("the resync to plan the missed pull request", WAIT, || !sticky(&github, 62).is_empty());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let store = runtime.block_on(Store::connect(&database.url)).unwrap();
+    let runs = runtime.block_on(store.runs_of("github", REPO, 62)).unwrap();
+    assert_eq!(runs[0].trigger, "resync");
+
+    // A base branch that moves without a delivery: the resync re-plans against it.
+    repo.git(&["checkout", "-q", "main"]);
+    repo.config_map("apps/extra.yaml", "extra", "default");
+    let moved = repo.commit("base moves quietly");
+    repo.git(&["checkout", "-q", "change"]);
+    wait_for("a plan against the moved base", WAIT, || {
+        let runs = runtime.block_on(store.runs_of("github", REPO, 61)).unwrap();
+        runs.iter().any(|r| r.status == "done" && r.base_sha.as_deref() == Some(moved.as_str()))
+    });
 }

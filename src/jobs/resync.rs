@@ -1,0 +1,99 @@
+//! The periodic resync (the informer pattern): webhooks get lost, the forge's list of open pull
+//! requests does not. Each pass lists the open pull requests of every repository the bot has
+//! heard of and queues a plan for each one whose current head has no plan, or whose plan was
+//! made against a base that has moved since. Queued plans dedupe with those already waiting.
+
+use super::mirror::{self, GitAuth};
+use super::{plan_payload, unplannable, Forges};
+use crate::forge::RepoInfo;
+use crate::store::Store;
+use anyhow::Result;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A pause between repositories, to spread the forge calls of a pass.
+const BETWEEN_REPOSITORIES: Duration = Duration::from_millis(200);
+
+pub struct Resync {
+    store: Store,
+    forges: Arc<Forges>,
+    allow_forks: bool,
+}
+
+impl Resync {
+    pub fn new(store: Store, forges: Arc<Forges>, allow_forks: bool) -> Self {
+        Resync { store, forges, allow_forks }
+    }
+
+    /// Every `every` (±10%, so replicas spread out) until `stop` is set.
+    pub async fn run(self, every: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(jittered(every)) => {}
+                _ = stop.changed() => return,
+            }
+            match self.pass().await {
+                Ok(queued) => tracing::info!(queued, "resync pass done"),
+                Err(e) => tracing::warn!(error = %format!("{e:#}"), "resync pass failed"),
+            }
+        }
+    }
+
+    /// One pass over every repository; returns how many plans it queued. A repository the forge
+    /// cannot list is logged and skipped: the next pass tries again.
+    pub async fn pass(&self) -> Result<usize> {
+        let mut queued = 0;
+        for payload in self.store.seen_repositories().await? {
+            let Some(repo) = serde_json::from_str::<serde_json::Value>(&payload)
+                .ok()
+                .and_then(|p| serde_json::from_value::<RepoInfo>(p["repo"].clone()).ok())
+            else {
+                continue;
+            };
+            match self.repository(&repo).await {
+                Ok(n) => queued += n,
+                Err(e) => tracing::warn!(repo = %repo.full_name, error = %format!("{e:#}"), "cannot resync"),
+            }
+            tokio::time::sleep(BETWEEN_REPOSITORIES).await;
+        }
+        Ok(queued)
+    }
+
+    async fn repository(&self, repo: &RepoInfo) -> Result<usize> {
+        let Some((forge, configured)) = self.forges.get(repo.forge) else { return Ok(0) };
+        let pulls = forge.open_pulls(repo, None).await?;
+        let token = forge.git_token(repo, configured.as_deref()).await?;
+        let auth = token.map(|token| GitAuth::for_forge(repo.forge, token));
+        let mut jobs = Vec::new();
+        for pull in pulls.iter().filter(|p| unplannable(p, self.allow_forks).is_none()) {
+            let key = (repo.forge.as_str(), repo.full_name.as_str(), pull.number as i64);
+            let stale = match self.store.latest_run(key.0, key.1, key.2, &pull.head_sha).await? {
+                None => true,
+                Some(run) => {
+                    let (url, base, auth) = (repo.clone_url.clone(), pull.base_ref.clone(), auth.clone());
+                    let tip =
+                        tokio::task::spawn_blocking(move || mirror::branch_tip(&url, &base, auth.as_ref()))
+                            .await??;
+                    tip.is_some() && tip != run.base_sha
+                }
+            };
+            if stale {
+                tracing::info!(repo = %repo.full_name, pr = pull.number, sha = %pull.head_sha, "resync: plan missing or stale");
+                jobs.push(plan_payload(repo, pull, "resync").to_job());
+            }
+        }
+        let queued = jobs.len();
+        if !jobs.is_empty() {
+            self.store.enqueue(&jobs).await?;
+        }
+        Ok(queued)
+    }
+}
+
+/// `every` ±10%.
+fn jittered(every: Duration) -> Duration {
+    let mut byte = [0u8; 1];
+    let _ = getrandom::fill(&mut byte);
+    let spread = every.as_millis() as f64 * 0.2 * (f64::from(byte[0]) / 255.0 - 0.5);
+    Duration::from_millis((every.as_millis() as f64 + spread).max(1000.0) as u64)
+}
