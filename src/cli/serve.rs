@@ -161,7 +161,7 @@ async fn forges(args: &ServeArgs) -> Result<Forges> {
         forges.github = Some((ForgeClient::GitHub(client), None));
     }
     if let Some(token) = &args.gitlab_token {
-        let client = GitLab::new(&args.gitlab_url, token).await?;
+        let client = GitLab::new(&args.gitlab_url, token)?;
         forges.gitlab = Some((ForgeClient::GitLab(client), Some(token.clone())));
     }
     Ok(forges)

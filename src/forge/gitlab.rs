@@ -17,7 +17,12 @@ use std::time::Duration;
 /// The commit status name branch protection (external status checks) can require.
 pub const STATUS_NAME: &str = "fluxplan";
 pub struct GitLab {
-    client: AsyncGitlab,
+    /// Connected on first use: `serve` starts (and reports unready) while GitLab is down.
+    client: tokio::sync::OnceCell<AsyncGitlab>,
+    /// `host[:port][/sub/path]`: a GitLab under a sub-path keeps it.
+    host: String,
+    token: String,
+    insecure: bool,
     /// The user id fluxplan writes notes as, learned once.
     user_id: tokio::sync::OnceCell<u64>,
 }
@@ -69,6 +74,17 @@ fn status_retry_after(status: u16) -> Option<Duration> {
     (status == 429).then_some(Duration::from_secs(1))
 }
 
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_gitlab_under_a_sub_path_keeps_it() {
+        let gitlab = super::GitLab::new("https://example.com/gitlab/", "t").unwrap();
+        assert_eq!(gitlab.host, "example.com/gitlab");
+        let gitlab = super::GitLab::new("http://127.0.0.1:8080", "t").unwrap();
+        assert_eq!((gitlab.host.as_str(), gitlab.insecure), ("127.0.0.1:8080", true));
+    }
+}
+
 fn project(repo: &RepoInfo) -> String {
     match repo.project_id {
         Some(id) => id.to_string(),
@@ -77,21 +93,39 @@ fn project(repo: &RepoInfo) -> String {
 }
 
 impl GitLab {
-    /// `url` is the GitLab base URL (`https://gitlab.example.com`); plain http is allowed for
-    /// tests and air-gapped mirrors.
-    pub async fn new(url: &str, token: &str) -> anyhow::Result<Self> {
+    /// `url` is the GitLab base URL (`https://gitlab.example.com`, or one under a sub-path,
+    /// `https://example.com/gitlab`); plain http is allowed for tests and air-gapped mirrors.
+    /// Nothing is sent until the first call.
+    pub fn new(url: &str, token: &str) -> anyhow::Result<Self> {
         let parsed = url::Url::parse(url).map_err(|e| anyhow::anyhow!("FLUXPLAN_GITLAB_URL {url}: {e}"))?;
-        let host = match parsed.port() {
+        let mut host = match parsed.port() {
             Some(port) => format!("{}:{port}", parsed.host_str().unwrap_or_default()),
             None => parsed.host_str().unwrap_or_default().to_string(),
         };
-        let mut builder = gitlab::GitlabBuilder::new(host, token);
-        if parsed.scheme() == "http" {
-            builder.insecure();
-        }
-        let client =
-            builder.build_async().await.map_err(|e| anyhow::anyhow!("cannot reach GitLab at {url}: {e}"))?;
-        Ok(GitLab { client, user_id: tokio::sync::OnceCell::new() })
+        host.push_str(parsed.path().trim_end_matches('/'));
+        Ok(GitLab {
+            client: tokio::sync::OnceCell::new(),
+            host,
+            token: token.to_string(),
+            insecure: parsed.scheme() == "http",
+            user_id: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// The connected client; a GitLab that cannot be reached is a transient error.
+    async fn client(&self) -> Result<&AsyncGitlab, ForgeError> {
+        self.client
+            .get_or_try_init(|| async {
+                let mut builder = gitlab::GitlabBuilder::new(self.host.as_str(), self.token.as_str());
+                if self.insecure {
+                    builder.insecure();
+                }
+                builder
+                    .build_async()
+                    .await
+                    .map_err(|e| ForgeError::Transient(format!("cannot reach GitLab: {e}")))
+            })
+            .await
     }
 
     async fn raw(
@@ -103,9 +137,9 @@ impl GitLab {
         let endpoint = Raw { method, path, params };
         match endpoint.method {
             http::Method::DELETE => {
-                api::ignore(endpoint).query_async(&self.client).await.map(|_| Value::Null)
+                api::ignore(endpoint).query_async(self.client().await?).await.map(|_| Value::Null)
             }
-            _ => endpoint.query_async(&self.client).await,
+            _ => endpoint.query_async(self.client().await?).await,
         }
         .map_err(map_error)
     }
@@ -116,7 +150,10 @@ impl GitLab {
         params: Vec<(&'static str, String)>,
     ) -> Result<Vec<Value>, ForgeError> {
         let endpoint = Raw { method: http::Method::GET, path, params };
-        api::paged(endpoint, Pagination::Limit(2000)).query_async(&self.client).await.map_err(map_error)
+        api::paged(endpoint, Pagination::Limit(2000))
+            .query_async(self.client().await?)
+            .await
+            .map_err(map_error)
     }
 
     pub async fn pull(&self, repo: &RepoInfo, iid: u64) -> Result<PullInfo, ForgeError> {
@@ -142,6 +179,7 @@ impl GitLab {
         description: &str,
         target_url: Option<&str>,
     ) -> Result<(), ForgeError> {
+        let state_is_running = state == StatusState::Pending;
         let state = match state {
             StatusState::Pending => CommitStatusState::Running,
             StatusState::Success => CommitStatusState::Success,
@@ -153,7 +191,11 @@ impl GitLab {
             builder.target_url(url);
         }
         let endpoint = builder.build().map_err(|e| ForgeError::Permanent(e.to_string()))?;
-        api::ignore(endpoint).query_async(&self.client).await.map_err(map_error)
+        match api::ignore(endpoint).query_async(self.client().await?).await.map_err(map_error) {
+            // GitLab's state machine refuses `running` twice (a retried plan): it is running.
+            Err(e) if state_is_running && e.to_string().contains("Cannot transition status") => Ok(()),
+            result => result,
+        }
     }
 
     /// The id of the user fluxplan writes as.
@@ -194,7 +236,7 @@ impl GitLab {
             .body(body)
             .build()
             .map_err(|e| ForgeError::Permanent(e.to_string()))?;
-        let note: Value = endpoint.query_async(&self.client).await.map_err(map_error)?;
+        let note: Value = endpoint.query_async(self.client().await?).await.map_err(map_error)?;
         note["id"].as_u64().ok_or_else(|| ForgeError::Permanent("created note has no id".into()))
     }
 
@@ -212,7 +254,7 @@ impl GitLab {
             .body(body)
             .build()
             .map_err(|e| ForgeError::Permanent(e.to_string()))?;
-        api::ignore(endpoint).query_async(&self.client).await.map_err(map_error)
+        api::ignore(endpoint).query_async(self.client().await?).await.map_err(map_error)
     }
 
     pub async fn delete_comment(&self, repo: &RepoInfo, iid: u64, id: u64) -> Result<(), ForgeError> {
@@ -230,7 +272,7 @@ impl GitLab {
             .user(user_id)
             .build()
             .map_err(|e| ForgeError::Permanent(e.to_string()))?;
-        match endpoint.query_async(&self.client).await.map_err(map_error) {
+        match endpoint.query_async(self.client().await?).await.map_err(map_error) {
             Ok(member) => {
                 let member: Value = member;
                 Ok(Role::from_gitlab(member["access_level"].as_u64().unwrap_or(0)))
@@ -258,7 +300,7 @@ impl GitLab {
             .name(name)
             .build()
             .map_err(|e| ForgeError::Permanent(e.to_string()))?;
-        api::ignore(endpoint).query_async(&self.client).await.map_err(map_error)
+        api::ignore(endpoint).query_async(self.client().await?).await.map_err(map_error)
     }
 }
 

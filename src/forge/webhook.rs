@@ -151,7 +151,10 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
         "pull_request" => {
             let action = f.text("/action")?;
             let closed = action == "closed";
+            // A pull request edited to merge into another base is planned again.
+            let retargeted = action == "edited" && value.pointer("/changes/base").is_some();
             if !closed
+                && !retargeted
                 && !matches!(action.as_str(), "opened" | "synchronize" | "reopened" | "ready_for_review")
             {
                 return Ok(Event::Ignored(format!("pull_request action {action}")));
@@ -225,8 +228,10 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
             if !closed && !matches!(action.as_str(), "open" | "reopen" | "update" | "") {
                 return Ok(Event::Ignored(format!("merge request action {action}")));
             }
-            // An update without new commits (title, labels) does not change the plan.
-            if action == "update" && value.pointer("/object_attributes/oldrev").is_none() {
+            // An update without new commits (title, labels) does not change the plan; a new
+            // target branch does.
+            let retargeted = value.pointer("/changes/target_branch").is_some();
+            if action == "update" && value.pointer("/object_attributes/oldrev").is_none() && !retargeted {
                 return Ok(Event::Ignored("merge request update without new commits".into()));
             }
             let repo = repo(&f)?;

@@ -17,6 +17,8 @@ pub struct Metrics {
     pub sandbox_landlock_abi: prometheus::IntGauge,
     /// Connections closed at once because the service holds as many as it may.
     pub connections_refused: prometheus::IntCounter,
+    /// Bytes of webhook bodies being read before their signature is checked.
+    pub unverified_bytes: prometheus::IntGauge,
 }
 
 impl Metrics {
@@ -59,8 +61,15 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(connections_refused.clone())).expect("unique metric");
+        let unverified_bytes = prometheus::IntGauge::new(
+            "fluxplan_webhook_unverified_bytes",
+            "Bytes of webhook bodies being read before their signature is checked",
+        )
+        .expect("valid metric");
+        registry.register(Box::new(unverified_bytes.clone())).expect("unique metric");
         Metrics {
             sandbox_landlock_abi,
+            unverified_bytes,
             connections_refused,
             registry,
             webhooks_received,

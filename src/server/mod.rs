@@ -130,6 +130,26 @@ async fn gitlab_webhook(State(state): State<AppState>, request: Request) -> Resp
     accept(&state, "gitlab", &event, delivery, &body, webhook::parse_gitlab(&event, &body)).await
 }
 
+/// A share of the unverified-bytes budget, shown in `fluxplan_webhook_unverified_bytes` while held.
+struct InFlight {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    gauge: prometheus::IntGauge,
+    bytes: i64,
+}
+
+impl InFlight {
+    fn new(permit: tokio::sync::OwnedSemaphorePermit, gauge: prometheus::IntGauge, bytes: usize) -> Self {
+        gauge.add(bytes as i64);
+        InFlight { _permit: permit, gauge, bytes: bytes as i64 }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.gauge.sub(self.bytes);
+    }
+}
+
 /// Reads a webhook body within the size and time limits. A body not yet verified must say its
 /// length and fit in what is left of the unverified budget, so unsigned requests cannot hold
 /// more than `MAX_UNVERIFIED_BYTES` of memory between them.
@@ -163,7 +183,7 @@ async fn read_body(
             ));
         };
         match state.unverified_bytes.clone().try_acquire_many_owned(length as u32) {
-            Ok(permit) => Some(permit),
+            Ok(permit) => Some(InFlight::new(permit, state.metrics.unverified_bytes.clone(), length)),
             Err(_) => {
                 let mut busy = refuse(
                     state,

@@ -179,12 +179,20 @@ impl FakeGitLab {
     /// The next `count` requests (any method and path, `GET /user` included) answer `status`
     /// with a JSON error body `{"message": "500 Internal Server Error"}`.
     pub fn fail_next(&self, status: u16, count: usize) {
-        self.lock().injected.extend(std::iter::repeat_n(Injected::Fail(status), count));
+        self.lock().injected.extend(std::iter::repeat_n((None, Injected::Fail(status)), count));
+    }
+
+    /// Like `fail_next`, for requests whose path contains `path` only.
+    pub fn fail_next_on(&self, path: &str, status: u16, count: usize) {
+        let injected = (Some(path.to_string()), Injected::Fail(status));
+        self.lock().injected.extend(std::iter::repeat_n(injected, count));
     }
 
     /// The next `count` requests answer 429 "Retry later" with `Retry-After: retry_after_secs`.
     pub fn rate_limit_next(&self, count: usize, retry_after_secs: u64) {
-        self.lock().injected.extend(std::iter::repeat_n(Injected::RateLimit(retry_after_secs), count));
+        self.lock()
+            .injected
+            .extend(std::iter::repeat_n((None, Injected::RateLimit(retry_after_secs)), count));
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -209,7 +217,8 @@ struct Inner {
     awards: Vec<Award>,
     statuses: Vec<Status>,
     requests: Vec<Recorded>,
-    injected: VecDeque<Injected>,
+    /// Failures to inject, each for any request or for paths containing a text.
+    injected: VecDeque<(Option<String>, Injected)>,
 }
 
 struct Project {
@@ -755,7 +764,11 @@ async fn handle(
     let req = Req::new(&method, &uri, &headers, &body);
     let mut inner = lock(&state);
     inner.requests.push(req.recorded());
-    let reply = match inner.injected.pop_front() {
+    let due = inner
+        .injected
+        .iter()
+        .position(|(path, _)| path.as_ref().is_none_or(|p| req.path.contains(p.as_str())));
+    let reply = match due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected) {
         Some(Injected::Fail(code)) => {
             let reason =
                 StatusCode::from_u16(code).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
