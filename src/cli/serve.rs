@@ -252,6 +252,7 @@ async fn serve(args: ServeArgs) -> Result<u8> {
     println!("fluxplan listening on http://{address}");
     let _ = std::io::stdout().flush();
     tracing::info!(%address, backend = ?store.backend(), workers = args.workers, "serving");
+    learn_identities(forges.clone(), state.forges_unready.clone());
     let limits = ConnectionLimits {
         max_connections: args.max_connections.max(1),
         header_timeout: Duration::from_secs(args.header_timeout_secs.max(1)),
@@ -281,6 +282,34 @@ async fn serve(args: ServeArgs) -> Result<u8> {
         tracing::warn!(released, "running jobs released to the queue after {}s", grace.as_secs());
     }
     Ok(0)
+}
+
+/// Learns who the bot is on each forge (so it never obeys itself), retrying with backoff while
+/// a forge is down; until then `/readyz` says which forge does not answer.
+fn learn_identities(forges: Arc<Forges>, unready: Arc<std::sync::Mutex<Vec<String>>>) {
+    let kinds = [crate::forge::ForgeKind::GitHub, crate::forge::ForgeKind::GitLab];
+    for kind in kinds.into_iter().filter(|k| forges.get(*k).is_some()) {
+        unready.lock().unwrap_or_else(|e| e.into_inner()).push(kind.as_str().to_string());
+        let (forges, unready) = (forges.clone(), unready.clone());
+        tokio::spawn(async move {
+            let mut wait = Duration::from_secs(1);
+            loop {
+                let Some((forge, _)) = forges.get(kind) else { return };
+                match forge.identity().await {
+                    Ok(me) => {
+                        tracing::info!(forge = kind.as_str(), identity = %me, "the bot comments as this identity");
+                        unready.lock().unwrap_or_else(|e| e.into_inner()).retain(|k| k != kind.as_str());
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(forge = kind.as_str(), error = %e, retry_in = ?wait, "forge not answering")
+                    }
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(60));
+            }
+        });
+    }
 }
 
 async fn shutdown_signal() {

@@ -271,6 +271,7 @@ fn pull_info(repo: &RepoInfo, pull: &Value) -> Result<PullInfo, ForgeError> {
             .ok_or_else(|| ForgeError::Permanent("pull request without number".into()))?,
         head_sha: field("/head/sha")?,
         base_ref: field("/base/ref")?,
+        head_ref: field("/head/ref").ok(),
         open: pull["state"] == "open",
         is_fork: head_repo != Some(repo.full_name.as_str()),
     })

@@ -74,17 +74,6 @@ fn status_retry_after(status: u16) -> Option<Duration> {
     (status == 429).then_some(Duration::from_secs(1))
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_gitlab_under_a_sub_path_keeps_it() {
-        let gitlab = super::GitLab::new("https://example.com/gitlab/", "t").unwrap();
-        assert_eq!(gitlab.host, "example.com/gitlab");
-        let gitlab = super::GitLab::new("http://127.0.0.1:8080", "t").unwrap();
-        assert_eq!((gitlab.host.as_str(), gitlab.insecure), ("127.0.0.1:8080", true));
-    }
-}
-
 fn project(repo: &RepoInfo) -> String {
     match repo.project_id {
         Some(id) => id.to_string(),
@@ -175,6 +164,7 @@ impl GitLab {
         &self,
         repo: &RepoInfo,
         sha: &str,
+        git_ref: Option<&str>,
         state: StatusState,
         description: &str,
         target_url: Option<&str>,
@@ -189,6 +179,9 @@ impl GitLab {
         builder.project(project(repo)).commit(sha).state(state).name(STATUS_NAME).description(description);
         if let Some(url) = target_url {
             builder.target_url(url);
+        }
+        if let Some(git_ref) = git_ref {
+            builder.ref_(git_ref);
         }
         let endpoint = builder.build().map_err(|e| ForgeError::Permanent(e.to_string()))?;
         match api::ignore(endpoint).query_async(self.client().await?).await.map_err(map_error) {
@@ -319,7 +312,19 @@ fn pull_info(mr: &Value) -> Result<PullInfo, ForgeError> {
             .ok_or_else(|| ForgeError::Permanent("merge request without iid".into()))?,
         head_sha: field("sha")?,
         base_ref: field("target_branch")?,
+        head_ref: field("source_branch").ok(),
         open: mr["state"] == "opened",
         is_fork: fork,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_gitlab_under_a_sub_path_keeps_it() {
+        let gitlab = super::GitLab::new("https://example.com/gitlab/", "t").unwrap();
+        assert_eq!(gitlab.host, "example.com/gitlab");
+        let gitlab = super::GitLab::new("http://127.0.0.1:8080", "t").unwrap();
+        assert_eq!((gitlab.host.as_str(), gitlab.insecure), ("127.0.0.1:8080", true));
+    }
 }

@@ -62,6 +62,8 @@ pub struct PullInfo {
     pub open: bool,
     /// The head lives in another repository (a fork).
     pub is_fork: bool,
+    /// The branch the head is on (in the fork, for a fork).
+    pub head_ref: Option<String>,
 }
 
 /// Commit status states, mapped to each forge's words.
@@ -183,10 +185,13 @@ impl ForgeClient {
         }
     }
 
+    /// Sets the `fluxplan` status of `sha`; GitLab also takes the branch it is on (`git_ref`),
+    /// without which it picks one that may not hold the commit.
     pub async fn set_status(
         &self,
         repo: &RepoInfo,
         sha: &str,
+        git_ref: Option<&str>,
         state: StatusState,
         description: &str,
         target_url: Option<&str>,
@@ -198,7 +203,8 @@ impl ForgeClient {
                 with_retries("set status", || c.set_status(repo, sha, state, &description, target_url)).await
             }
             ForgeClient::GitLab(c) => {
-                with_retries("set status", || c.set_status(repo, sha, state, &description, target_url)).await
+                let set = || c.set_status(repo, sha, git_ref, state, &description, target_url);
+                with_retries("set status", set).await
             }
         }
     }
@@ -284,6 +290,24 @@ impl ForgeClient {
                 let me = with_retries("read own user", || c.user_id()).await?;
                 Ok(author_id == Some(me))
             }
+        }
+    }
+
+    /// Who the bot is on this forge (the login it comments as), asked of the forge.
+    pub async fn identity(&self) -> Result<String, ForgeError> {
+        match self {
+            // The token's user or the App's bot: no repository is needed to ask.
+            ForgeClient::GitHub(c) => {
+                let any = RepoInfo {
+                    forge: ForgeKind::GitHub,
+                    full_name: String::new(),
+                    project_id: None,
+                    clone_url: String::new(),
+                    installation_id: None,
+                };
+                c.login(&any).await
+            }
+            ForgeClient::GitLab(c) => c.user_id().await.map(|id| format!("user id {id}")),
         }
     }
 

@@ -202,7 +202,8 @@ impl Worker {
         };
         let Some((forge, _)) = self.forges.get(repo.forge) else { return };
         let description = format!("fluxplan failed: {error}");
-        if let Err(e) = forge.set_status(&repo, &head_sha, StatusState::Error, &description, None).await {
+        if let Err(e) = forge.set_status(&repo, &head_sha, None, StatusState::Error, &description, None).await
+        {
             tracing::warn!(error = %e, "cannot report the failure on the commit");
         }
     }
@@ -227,7 +228,8 @@ impl Worker {
     async fn perform(&self, job: &Job, payload: JobPayload, cancel: &CancelToken) -> Result<(), JobError> {
         match payload {
             JobPayload::Plan { repo, number, base_ref, head_sha, trigger } => {
-                self.plan(job, PlanTarget { repo, number, base_ref, head_sha, trigger }, cancel).await
+                let target = PlanTarget { repo, number, base_ref, head_sha, head_ref: None, trigger };
+                self.plan(job, target, cancel).await
             }
             // Enqueueing it superseded the pull request's plans: nothing left to do.
             JobPayload::Closed { .. } => Ok(()),
@@ -271,6 +273,7 @@ impl Worker {
             target.head_sha = pull.head_sha;
             target.base_ref = pull.base_ref;
         }
+        target.head_ref = pull.head_ref;
         let repo = &target.repo;
         let started = Instant::now();
         let (run_id, page_token) = self
@@ -312,9 +315,21 @@ impl Worker {
         let repo = &target.repo;
         let mut timings = BTreeMap::new();
         let status = forge
-            .set_status(repo, &target.head_sha, StatusState::Pending, "planning what Flux will do…", run_url)
+            .set_status(
+                repo,
+                &target.head_sha,
+                target.head_ref.as_deref(),
+                StatusState::Pending,
+                "planning what Flux will do…",
+                run_url,
+            )
             .await;
-        self.count_forge_error(repo, status)?;
+        // A forge that will not take a status on this head (GitLab, a fork's commit) still gets the
+        // plan, with a word on why no status blocks the merge.
+        let status_refused = matches!(status, Err(ForgeError::NotFound(_)));
+        if !status_refused {
+            self.count_forge_error(repo, status)?;
+        }
 
         // Fetch base and head into the mirror.
         let phase = Instant::now();
@@ -398,10 +413,22 @@ impl Worker {
                 short(&target.head_sha)
             ));
         }
+        if status_refused {
+            comment.push_str(&format!(
+                "\n⚠️ The {} refused a commit status on {} (its head lives in a fork): no `fluxplan` status \
+                 blocks this merge; read the plan above before merging.\n",
+                repo.forge.as_str(),
+                short(&target.head_sha)
+            ));
+        }
         self.post_comment(forge, repo, target.number, &comment).await?;
-        let (state, description) = status_of(&plan, approved_by.as_deref());
-        let status = forge.set_status(repo, &target.head_sha, state, &description, run_url).await;
-        self.count_forge_error(repo, status)?;
+        if !status_refused {
+            let (state, description) = status_of(&plan, approved_by.as_deref());
+            let git_ref = target.head_ref.as_deref();
+            let status =
+                forge.set_status(repo, &target.head_sha, git_ref, state, &description, run_url).await;
+            self.count_forge_error(repo, status)?;
+        }
         timings.insert("forge_ms", phase.elapsed().as_millis() as u64);
         timings.insert("total_ms", started.elapsed().as_millis() as u64);
 
@@ -572,8 +599,16 @@ impl Worker {
         let url = self.run_url(run.id, run.page_token.as_deref().unwrap_or(""));
         let description =
             format!("approved by {} ({})", c.author, run.verdict.as_deref().unwrap_or("planned"));
-        let status =
-            forge.set_status(repo, &run.head_sha, StatusState::Success, &description, url.as_deref()).await;
+        let status = forge
+            .set_status(
+                repo,
+                &run.head_sha,
+                pull.head_ref.as_deref(),
+                StatusState::Success,
+                &description,
+                url.as_deref(),
+            )
+            .await;
         self.count_forge_error(repo, status)?;
         let reply = format!(
             "Approved by @{} for {head}: the `fluxplan` status passes for this commit while its plan stays as \
@@ -590,6 +625,8 @@ struct PlanTarget {
     number: u64,
     base_ref: String,
     head_sha: String,
+    /// The branch of the head, as the forge says now.
+    head_ref: Option<String>,
     trigger: String,
 }
 

@@ -38,6 +38,8 @@ pub struct AppState {
     pub body_timeout: std::time::Duration,
     /// The credential that opens the run index (and every run page); without it the index is off.
     pub runs_token: Option<Arc<String>>,
+    /// Forges not answering yet (the bot has not learned who it is there): not ready.
+    pub forges_unready: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl AppState {
@@ -57,6 +59,7 @@ impl AppState {
             unverified_bytes: Arc::new(tokio::sync::Semaphore::new(MAX_UNVERIFIED_BYTES)),
             body_timeout: std::time::Duration::from_secs(10),
             runs_token: None,
+            forges_unready: Arc::default(),
         }
     }
 }
@@ -262,6 +265,12 @@ async fn accept(
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {
+    let unready = state.forges_unready.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if !unready.is_empty() {
+        let message =
+            format!("not answering yet (the bot does not know who it is there): {}", unready.join(", "));
+        return (StatusCode::SERVICE_UNAVAILABLE, message).into_response();
+    }
     match state.store.ping().await {
         Ok(()) => {
             (StatusCode::OK, format!("ready\nsandbox: {}\n", crate::sandbox::status().detail)).into_response()

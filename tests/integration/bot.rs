@@ -336,7 +336,9 @@ fn forged_or_unsigned_webhooks_are_refused_and_nothing_is_queued() {
         metrics.contains("fluxplan_webhooks_refused_total{forge=\"github\",reason=\"signature\"} 2"),
         "{metrics}"
     );
-    assert!(github.requests().is_empty(), "nothing reached GitHub");
+    // Only the bot's own question at start (who am I?) reached GitHub.
+    let requests: Vec<_> = github.requests().into_iter().filter(|(_, path)| path != "/user").collect();
+    assert!(requests.is_empty(), "a refused webhook reached GitHub: {requests:?}");
 }
 
 #[test]
@@ -657,6 +659,8 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
     };
     wait_for("the commit status", WAIT, || final_state().is_some());
     assert_eq!(final_state().as_deref(), Some("success"));
+    let refs: Vec<Value> = gitlab.statuses(project, &head).iter().map(|s| s["ref"].clone()).collect();
+    assert!(refs.iter().all(|r| r == "change"), "statuses name the merge request's branch: {refs:?}");
     // A retried plan posts `running` again, which GitLab's state machine refuses: it still ends
     // with a plan and a status.
     gitlab.fail_next_on("/notes", 500, 5);
@@ -1304,4 +1308,23 @@ fn webhooks_lost_to_a_database_outage_are_recovered_by_the_resync() {
         let runs = runtime.block_on(store.runs_of("github", REPO, 61)).unwrap();
         runs.iter().any(|r| r.status == "done" && r.base_sha.as_deref() == Some(moved.as_str()))
     });
+}
+
+#[test]
+fn serve_starts_while_gitlab_is_down_and_says_it_is_not_ready() {
+    // A port nothing listens on: the GitLab that is down.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(
+        data.path(),
+        &[
+            ("FLUXPLAN_GITLAB_URL", format!("http://127.0.0.1:{closed}/gitlab")),
+            ("FLUXPLAN_GITLAB_TOKEN", "glpat-test".into()),
+            ("FLUXPLAN_GITLAB_WEBHOOK_TOKEN", "gitlab-secret".into()),
+        ],
+    );
+    let (status, body) = bot.get("/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("gitlab"), "{body}");
+    assert_eq!(bot.get("/healthz").0, 200);
 }
