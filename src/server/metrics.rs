@@ -48,25 +48,26 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(plan_duration.clone())).expect("unique metric");
-        let sandbox_landlock_abi = prometheus::IntGauge::new(
+        let gauge = |name: &str, help: &str| {
+            let metric = prometheus::IntGauge::new(name, help).expect("valid metric");
+            registry.register(Box::new(metric.clone())).expect("unique metric");
+            metric
+        };
+        let sandbox_landlock_abi = gauge(
             "fluxplan_sandbox_landlock_abi",
             "Landlock ABI kustomize is confined with (0: no Landlock, reference checks only)",
-        )
-        .expect("valid metric");
+        );
         sandbox_landlock_abi.set(crate::sandbox::status().landlock_abi as i64);
-        registry.register(Box::new(sandbox_landlock_abi.clone())).expect("unique metric");
+        let unverified_bytes = gauge(
+            "fluxplan_webhook_unverified_bytes",
+            "Bytes of webhook bodies being read before their signature is checked",
+        );
         let connections_refused = prometheus::IntCounter::new(
             "fluxplan_connections_refused_total",
             "Connections closed at once: the service held --max-connections",
         )
         .expect("valid metric");
         registry.register(Box::new(connections_refused.clone())).expect("unique metric");
-        let unverified_bytes = prometheus::IntGauge::new(
-            "fluxplan_webhook_unverified_bytes",
-            "Bytes of webhook bodies being read before their signature is checked",
-        )
-        .expect("valid metric");
-        registry.register(Box::new(unverified_bytes.clone())).expect("unique metric");
         Metrics {
             sandbox_landlock_abi,
             unverified_bytes,

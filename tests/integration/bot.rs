@@ -4,7 +4,7 @@
 use crate::fake_github::FakeGitHub;
 use crate::fake_github::BOT_LOGIN;
 use crate::fake_gitlab::{FakeGitLab, BOT_USERNAME, BOT_USER_ID};
-use crate::fixture::{fluxplan_bin, wait_for, Repo, WAIT};
+use crate::fixture::{fluxplan_bin, process_running, stand_in_kustomize, wait_for, Repo, WAIT};
 use fluxplan::forge::webhook::github_signature;
 use fluxplan::store::Store;
 use serde_json::{json, Value};
@@ -947,25 +947,11 @@ fn a_plan_that_cannot_be_made_sets_an_error_status() {
 /// the real one (`kubectl kustomize`); `marker` names its sleep in the process table.
 fn hanging_kustomize(dir: &Path, marker: &str) -> String {
     let kubectl = fluxplan::sandbox::resolve_program("kubectl").expect("kubectl is needed for this test");
-    let script = dir.join("kustomize");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = version ]; then echo v5.5.0; exit 0; fi\nif [ -e \"$2/hang\" ]; then exec sleep {marker}; fi\nshift\nexec {} kustomize \"$@\"\n",
-            kubectl.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    script.to_str().unwrap().to_string()
-}
-
-/// True while a process whose command line contains `needle` runs.
-fn process_running(needle: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-        std::fs::read(entry.path().join("cmdline"))
-            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
-    })
+    let build = format!(
+        "if [ -e \"$2/hang\" ]; then exec sleep {marker}; fi\nshift\nexec {} kustomize \"$@\"",
+        kubectl.display()
+    );
+    stand_in_kustomize(dir, &build).to_str().unwrap().to_string()
 }
 
 #[test]

@@ -201,3 +201,24 @@ pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
 
 /// How long tests wait for a state before giving up (a bound, not an expectation).
 pub const WAIT: Duration = Duration::from_secs(90);
+
+/// A stand-in kustomize in `dir`: it answers `version`, then runs `build` (shell) for builds.
+/// The only way to hold a build deterministically.
+pub fn stand_in_kustomize(dir: &Path, build: &str) -> PathBuf {
+    let script = dir.join("kustomize");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nif [ \"$1\" = version ]; then echo v5.5.0; exit 0; fi\n{build}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    script
+}
+
+/// True while a process whose command line contains `needle` runs.
+pub fn process_running(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
+    })
+}

@@ -2,7 +2,7 @@
 //! files, reach its network, or exhaust it. Every one must be refused by name, and nothing of
 //! the planner's (its environment, /etc/passwd) may reach the plan, its errors or the cache.
 
-use crate::fixture::{fluxplan_bin, wait_for, Repo, WAIT};
+use crate::fixture::{fluxplan_bin, process_running, stand_in_kustomize, wait_for, Repo, WAIT};
 use serde_json::Value;
 use std::io::ErrorKind;
 use std::net::TcpListener;
@@ -285,13 +285,7 @@ fn a_plan_over_its_time_limit_is_stopped_and_its_kustomize_killed() {
     // A stand-in kustomize that never finishes: the one way to hold a build deterministically.
     let bin = tempfile::tempdir().unwrap();
     let marker = format!("3600.{}", std::process::id());
-    let script = bin.path().join("kustomize");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\nif [ \"$1\" = version ]; then echo v5.5.0; exit 0; fi\nexec sleep {marker}\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = stand_in_kustomize(bin.path(), &format!("exec sleep {marker}"));
     let h = hostile(&[(
         "apps/other.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n  namespace: default\n",
@@ -303,14 +297,6 @@ fn a_plan_over_its_time_limit_is_stopped_and_its_kustomize_killed() {
     assert_eq!(alerts.len(), 1, "{:?}", outcome.plan["alerts"]);
     assert!(alerts[0]["message"].as_str().unwrap().contains("--plan-timeout"), "{}", alerts[0]);
     wait_for("the stand-in kustomize to be gone", WAIT, || !process_running(&marker));
-}
-
-/// True while a process whose command line contains `needle` runs.
-fn process_running(needle: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-        std::fs::read(entry.path().join("cmdline"))
-            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
-    })
 }
 
 #[test]

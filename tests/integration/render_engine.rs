@@ -708,10 +708,7 @@ fn cache_reruns_kustomize_only_for_what_changed() {
 fn kustomize_timeout_is_an_error_on_the_kustomization() {
     // A stand-in kustomize that hangs: the only way to exercise the timeout deterministically.
     let bin = tempfile::tempdir().unwrap();
-    let script = bin.path().join("kustomize");
-    std::fs::write(&script, "#!/bin/sh\nif [ \"$1\" = version ]; then echo v5.5.0; exit 0; fi\nsleep 30\n")
-        .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = crate::fixture::stand_in_kustomize(bin.path(), "sleep 30");
     let repo = Repo::bootstrap("prod");
     repo.commit("init");
     let mut opts = repo.options(Some("HEAD"));

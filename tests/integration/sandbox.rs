@@ -133,13 +133,7 @@ fn without_landlock_kustomize_still_sees_none_of_the_planners_environment() {
 #[test]
 fn cancelling_kills_a_running_build_at_once() {
     let bin = tempfile::tempdir().unwrap();
-    let script = bin.path().join("kustomize");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\nif [ \"$1\" = version ]; then echo v5.5.0; exit 0; fi\nexec sleep 3600\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = crate::fixture::stand_in_kustomize(bin.path(), "exec sleep 3600");
     let kustomize = Kustomize::at(script.to_str().unwrap(), Duration::from_secs(3600)).unwrap();
     let root = source("");
     let cancel = CancelToken::new();
