@@ -170,6 +170,11 @@ impl GitLab {
         target_url: Option<&str>,
     ) -> Result<(), ForgeError> {
         let state_is_running = state == StatusState::Pending;
+        // GitLab's state machine has no `running` → `running` (a retried plan): a status that is
+        // already running is left as it is.
+        if state_is_running && self.latest_status(repo, sha, git_ref).await?.as_deref() == Some("running") {
+            return Ok(());
+        }
         let state = match state {
             StatusState::Pending => CommitStatusState::Running,
             StatusState::Success => CommitStatusState::Success,
@@ -185,10 +190,30 @@ impl GitLab {
         }
         let endpoint = builder.build().map_err(|e| ForgeError::Permanent(e.to_string()))?;
         match api::ignore(endpoint).query_async(self.client().await?).await.map_err(map_error) {
-            // GitLab's state machine refuses `running` twice (a retried plan): it is running.
+            // Between the look and the post another replica set it running: so it is.
             Err(e) if state_is_running && e.to_string().contains("Cannot transition status") => Ok(()),
             result => result,
         }
+    }
+
+    /// The state of the latest `fluxplan` status of `sha` (on `git_ref`, when given).
+    async fn latest_status(
+        &self,
+        repo: &RepoInfo,
+        sha: &str,
+        git_ref: Option<&str>,
+    ) -> Result<Option<String>, ForgeError> {
+        let path = format!("projects/{}/repository/commits/{sha}/statuses", project(repo));
+        let mut params = vec![("name", STATUS_NAME.to_string())];
+        if let Some(git_ref) = git_ref {
+            params.push(("ref", git_ref.to_string()));
+        }
+        let statuses = self.all_pages(path, params).await?;
+        // Newest first is not promised: take the highest id.
+        Ok(statuses
+            .iter()
+            .max_by_key(|s| s["id"].as_u64().unwrap_or(0))
+            .and_then(|s| s["status"].as_str().map(str::to_string)))
     }
 
     /// The id of the user fluxplan writes as.

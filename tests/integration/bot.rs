@@ -671,6 +671,8 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
     assert_eq!(post("gitlab-secret", "Merge Request Hook", &retarget), 202, "a new target branch re-plans");
     wait_for("the retried plan", WAIT, || jobs_done(data.path(), "gitlab", project, 1, "plan") == 2);
     assert_eq!(final_state().as_deref(), Some("success"));
+    let running = gitlab.statuses(project, &head).iter().filter(|s| s["status"] == "running").count();
+    assert_eq!(running, 2, "one `running` per plan: the retry did not post it again");
     let notes = gitlab.notes(project, 1);
     assert_eq!(notes.iter().filter(|(_, b)| b.starts_with("<!-- fluxplan -->")).count(), 1);
     // A note asking for help.
