@@ -272,6 +272,8 @@ fn pull_info(repo: &RepoInfo, pull: &Value) -> Result<PullInfo, ForgeError> {
         head_sha: field("/head/sha")?,
         base_ref: field("/base/ref")?,
         head_ref: field("/head/ref").ok(),
+        author: field("/user/login").ok(),
+        author_id: None,
         open: pull["state"] == "open",
         is_fork: head_repo != Some(repo.full_name.as_str()),
     })

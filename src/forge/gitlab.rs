@@ -338,6 +338,8 @@ fn pull_info(mr: &Value) -> Result<PullInfo, ForgeError> {
         head_sha: field("sha")?,
         base_ref: field("target_branch")?,
         head_ref: field("source_branch").ok(),
+        author: mr.pointer("/author/username").and_then(Value::as_str).map(str::to_string),
+        author_id: mr.pointer("/author/id").and_then(Value::as_u64),
         open: mr["state"] == "opened",
         is_fork: fork,
     })

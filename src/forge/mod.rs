@@ -64,6 +64,17 @@ pub struct PullInfo {
     pub is_fork: bool,
     /// The branch the head is on (in the fork, for a fork).
     pub head_ref: Option<String>,
+    /// Who opened it: login (GitHub) or username (GitLab), and GitLab's user id.
+    pub author: Option<String>,
+    pub author_id: Option<u64>,
+}
+
+impl PullInfo {
+    /// True when the comment author opened this pull request.
+    pub fn opened_by(&self, user: &str, user_id: Option<u64>) -> bool {
+        self.author.as_deref().is_some_and(|a| a.eq_ignore_ascii_case(user))
+            || (self.author_id.is_some() && self.author_id == user_id)
+    }
 }
 
 /// Commit status states, mapped to each forge's words.

@@ -251,9 +251,16 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
             if text(&value, "/object_attributes/noteable_type").as_deref() != Some("MergeRequest") {
                 return Ok(Event::Ignored("note on something other than a merge request".into()));
             }
-            // Only new notes are commands: an edited one would run again, for a later head.
+            // Only new notes are commands: an edited one would run again, for a later head. Some
+            // GitLab versions sent edits without an action; a note updated after it was created
+            // is an edit too.
             if let Some(action) = text(&value, "/object_attributes/action").filter(|a| a != "create") {
                 return Ok(Event::Ignored(format!("note action {action}")));
+            }
+            let created = text(&value, "/object_attributes/created_at");
+            let updated = text(&value, "/object_attributes/updated_at");
+            if created.is_some() && updated.is_some() && created != updated {
+                return Ok(Event::Ignored("an edited note".into()));
             }
             Ok(Event::Comment(CommentEvent {
                 repo: repo(&f)?,
@@ -301,45 +308,44 @@ pub enum Command {
     Unknown,
 }
 
-/// The first command of a comment: a line that starts with `/fluxplan` (after at most three
-/// spaces, as markdown allows), outside fenced code, indented code and quotes. A command shown
-/// as an example, quoted from someone else, or echoed inside a code block is never obeyed.
+/// The first command of a comment: a line of a top-level paragraph, as markdown renders it, that
+/// starts with `/fluxplan`. Code (fenced, indented, inline), quotes, lists, tables, HTML and HTML
+/// comments never hold a command, so an example, a quote or text the bot echoes from a pull
+/// request is never obeyed. Parsing is CommonMark's, so what counts is what readers see.
 pub fn parse_command(body: &str) -> Option<Command> {
-    let mut fence: Option<(char, usize)> = None;
-    for line in body.lines() {
-        let indent = line.len() - line.trim_start_matches(' ').len();
-        let text = line.trim_start_matches(' ');
-        if let Some(marker) = fence_marker(text).filter(|_| indent < 4) {
-            fence = match fence {
-                None => Some(marker),
-                // A fence closes with the same character, at least as long.
-                Some((c, n)) if marker.0 == c && marker.1 >= n => None,
-                open => open,
-            };
-            continue;
+    use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+    let mut depth = 0usize;
+    let mut in_top_paragraph = false;
+    let mut line = String::new();
+    let mut lines = Vec::new();
+    for event in Parser::new(body) {
+        match event {
+            Event::Start(Tag::Paragraph) if depth == 0 => in_top_paragraph = true,
+            Event::Start(_) => depth += 1,
+            Event::End(TagEnd::Paragraph) if in_top_paragraph && depth == 0 => {
+                in_top_paragraph = false;
+                lines.push(std::mem::take(&mut line));
+            }
+            Event::End(_) => depth = depth.saturating_sub(1),
+            Event::Text(text) if in_top_paragraph && depth == 0 => line.push_str(&text),
+            Event::SoftBreak | Event::HardBreak if in_top_paragraph => lines.push(std::mem::take(&mut line)),
+            // Inline code, HTML and the like break a line's claim to be a command.
+            _ if in_top_paragraph => line.push('\u{0}'),
+            _ => {}
         }
-        if fence.is_some() || indent >= 4 || line.starts_with('\t') {
-            continue;
-        }
-        let mut words = text.split_whitespace();
+    }
+    lines.iter().find_map(|line| {
+        let mut words = line.split([' ', '\t']);
         if words.next() != Some("/fluxplan") {
-            continue;
+            return None;
         }
-        return Some(match words.next() {
+        Some(match words.find(|w| !w.is_empty()) {
             Some("plan") => Command::Plan,
             Some("approve") => Command::Approve,
             Some("help") | None => Command::Help,
             Some(_) => Command::Unknown,
-        });
-    }
-    None
-}
-
-/// ("`" or "~", length) when the line opens or closes a fenced code block.
-fn fence_marker(line: &str) -> Option<(char, usize)> {
-    let c = line.chars().next().filter(|c| *c == '`' || *c == '~')?;
-    let n = line.chars().take_while(|x| *x == c).count();
-    (n >= 3).then_some((c, n))
+        })
+    })
 }
 
 #[cfg(test)]
@@ -469,6 +475,22 @@ mod tests {
         assert_eq!(parse_command("> /fluxplan approve"), None);
         assert_eq!(parse_command("see `/fluxplan approve`"), None);
         assert_eq!(parse_command("```\ncode\n```\n/fluxplan plan"), Some(Command::Plan));
+        // What a reader sees as code, quote, list, comment or HTML is never a command.
+        for hidden in [
+            "```\n```yaml\n/fluxplan approve\n```",
+            "x\r```\n/fluxplan approve\n```",
+            " \t/fluxplan approve",
+            "- item\n  ```\n  /fluxplan approve\n  ```",
+            "> quoted\n/fluxplan approve",
+            "<!--\n/fluxplan approve\n-->",
+            "<pre>\n/fluxplan approve\n</pre>",
+            "- /fluxplan approve",
+            "| a |\n|---|\n| /fluxplan approve |",
+            "`/fluxplan` approve",
+        ] {
+            assert_eq!(parse_command(hidden), None, "{hidden:?}");
+        }
+        assert_eq!(parse_command("LGTM.\n\n/fluxplan approve\n"), Some(Command::Approve));
     }
 
     #[test]
@@ -480,5 +502,9 @@ mod tests {
         assert!(matches!(parse_gitlab("Note Hook", body.to_string().as_bytes()), Ok(Event::Ignored(_))));
         body["object_attributes"]["action"] = "create".into();
         assert!(matches!(parse_gitlab("Note Hook", body.to_string().as_bytes()), Ok(Event::Comment(_))));
+        // Versions that sent edits without an action: updated after it was created.
+        body["object_attributes"].as_object_mut().unwrap().remove("action");
+        body["object_attributes"]["updated_at"] = "2015-05-18 09:00:00 UTC".into();
+        assert!(matches!(parse_gitlab("Note Hook", body.to_string().as_bytes()), Ok(Event::Ignored(_))));
     }
 }

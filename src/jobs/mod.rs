@@ -81,9 +81,9 @@ pub struct CommandRequest {
 /// Why a pull request is not planned, if it is not.
 pub fn unplannable(pull: &crate::forge::PullInfo, allow_forks: bool) -> Option<&'static str> {
     if !pull.open {
-        Some("this pull request is closed: nothing to plan.")
+        Some("it is closed: nothing to plan.")
     } else if pull.is_fork && !allow_forks {
-        Some("pull requests from forks are not planned here (FLUXPLAN_ALLOW_FORKS is off).")
+        Some("its head lives in a fork, and forks are not planned here (an administrator can allow them).")
     } else {
         None
     }

@@ -1,7 +1,7 @@
 //! A worker: claims jobs, keeps their lease alive, does them, and records the outcome. `step`
 //! does one job, so tests can drive a worker by hand.
 
-use super::mirror::{GitAuth, Mirrors};
+use super::mirror::{self, GitAuth, Mirrors};
 use super::{help_text, plan_payload, CommandRequest, JobPayload};
 use crate::cancel::{CancelReason, CancelToken};
 use crate::cli::plan::{plan as make_plan_from_args, LiveArgs, PlanArgs, PlanFormat};
@@ -340,9 +340,9 @@ impl Worker {
         };
         let token = self.count_forge_error(repo, forge.git_token(repo, token.as_deref()).await)?;
         let auth = token.map(|token| GitAuth::for_forge(repo.forge, token));
-        let (clone_url, head) = (repo.clone_url.clone(), target.head_sha.clone());
+        let (clone_url, head, fetch_auth) = (repo.clone_url.clone(), target.head_sha.clone(), auth.clone());
         let mirror = tokio::task::spawn_blocking(move || {
-            mirrors.fetch(&clone_url, &[refspec], &[head.as_str()], auth.as_ref())
+            mirrors.fetch(&clone_url, &[refspec], &[head.as_str()], fetch_auth.as_ref())
         })
         .await
         .map_err(|e| JobError::Fatal(e.to_string()))??;
@@ -374,11 +374,24 @@ impl Worker {
             self.store.finish_run(run_id, &outcome).await?;
             return Ok(());
         }
-        // Whatever the deliveries said, a plan of anything but the current head and base branch
-        // never posts; the current one is planned instead.
+        // Whatever the deliveries said, a plan of anything but the current head, base branch and
+        // base tip never posts; the current one is planned instead. Nor does one that a newer
+        // plan of the pull request has already overtaken.
         let now = self.count_forge_error(repo, forge.pull(repo, target.number).await)?;
-        if now.head_sha != target.head_sha || now.base_ref != target.base_ref {
-            tracing::info!(current = %now.head_sha, "the pull request moved while planning: not posting");
+        let (url, branch) = (repo.clone_url.clone(), target.base_ref.clone());
+        let tip = tokio::task::spawn_blocking(move || mirror::branch_tip(&url, &branch, auth.as_ref()))
+            .await
+            .map_err(|e| JobError::Fatal(e.to_string()))??;
+        let key = (repo.forge.as_str(), repo.full_name.as_str(), target.number as i64);
+        if self.store.newer_run_done(key.0, key.1, key.2, run_id).await? {
+            tracing::info!("a newer plan of this pull request is posted already: not posting");
+            let outcome = RunOutcome { status: "superseded".into(), ..outcome_of(&plan, &timings) };
+            self.store.finish_run(run_id, &outcome).await?;
+            return Ok(());
+        }
+        let base_moved = tip.is_some() && plan.base.commit.is_some() && tip != plan.base.commit;
+        if now.head_sha != target.head_sha || now.base_ref != target.base_ref || base_moved {
+            tracing::info!(current = %now.head_sha, base_moved, "the pull request moved while planning: not posting");
             let outcome = RunOutcome { status: "superseded".into(), ..outcome_of(&plan, &timings) };
             self.store.finish_run(run_id, &outcome).await?;
             if self.unplannable(&now).is_none() {
@@ -415,9 +428,12 @@ impl Worker {
         }
         if status_refused {
             comment.push_str(&format!(
-                "\n⚠️ The {} refused a commit status on {} (its head lives in a fork): no `fluxplan` status \
+                "\n⚠️ {} refused a commit status on {} (its head lives in a fork): no `fluxplan` status \
                  blocks this merge; read the plan above before merging.\n",
-                repo.forge.as_str(),
+                match repo.forge {
+                    ForgeKind::GitHub => "GitHub",
+                    ForgeKind::GitLab => "GitLab",
+                },
                 short(&target.head_sha)
             ));
         }
@@ -579,10 +595,30 @@ impl Worker {
         let pull = self.count_forge_error(repo, forge.pull(repo, c.number).await)?;
         let key = (repo.forge.as_str(), repo.full_name.as_str(), c.number as i64);
         let head = short(&pull.head_sha);
+        let noun = repo.forge.pull_noun();
+        if pull.opened_by(&c.author, c.author_id) {
+            let why =
+                format!("the author of a {noun} cannot approve its plan; someone else with the role must.");
+            return self.refuse(forge, c, &why).await;
+        }
+        if self.store.plan_pending(key.0, key.1, key.2).await? {
+            let why =
+                format!("a new plan of this {noun} is being made; read it and approve once it is posted.");
+            return self.refuse(forge, c, &why).await;
+        }
         let Some(run) = self.store.latest_run(key.0, key.1, key.2, &pull.head_sha).await? else {
             let why = format!("the plan of the current head {head} is not posted yet; approve once it is.");
             return self.refuse(forge, c, &why).await;
         };
+        if run.verdict.as_deref() != Some("blocked") {
+            let why = match run.verdict.as_deref() {
+                Some("failed") => {
+                    format!("the plan of {head} could not be made; a plan that failed cannot be approved.")
+                }
+                _ => format!("the plan of {head} is not blocked: there is nothing to approve."),
+            };
+            return self.refuse(forge, c, &why).await;
+        }
         let posted_at = run.finished_at.unwrap_or(i64::MAX);
         if c.created_at.is_none_or(|written| written < posted_at) {
             let why = format!(

@@ -253,11 +253,14 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Digest of what the plan says will happen (verdict, changes, alerts; not the revisions):
+    /// Digest of what the plan says will happen (verdict, changes, alerts, and the base branch it
+    /// merges into; not the commits):
     /// an approval holds only while a re-plan says the same.
     pub fn digest(&self) -> String {
         use sha2::{Digest, Sha256};
         let content = serde_json::json!({
+            // An approval for one base (one environment's branch) is not one for another.
+            "base": self.base.rev,
             "verdict": self.verdict,
             "kustomizations": self.kustomizations,
             "alerts": self.alerts,

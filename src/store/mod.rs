@@ -127,6 +127,9 @@ fn random_token() -> Result<String> {
     Ok(hex::encode(bytes))
 }
 
+/// Replies (refusals, help) one pull request gets at most per reply window, from all users.
+const MAX_REPLIES_PER_PULL: i64 = 5;
+
 /// Why a run is `abandoned`.
 const ABANDONED: &str = "the worker stopped before finishing; the job was taken over";
 
@@ -408,6 +411,35 @@ impl Store {
         Ok(rows.iter().map(|r| r.try_get("payload")).collect::<Result<_, _>>()?)
     }
 
+    /// True when a run of the pull request started after `run_id` has already posted.
+    pub async fn newer_run_done(&self, forge: &str, repo: &str, pr_number: i64, run_id: i64) -> Result<bool> {
+        let row = sqlx::query(
+            "SELECT 1 AS newer FROM runs WHERE forge = $1 AND repo = $2 AND pr_number = $3 AND id > $4 \
+             AND status = 'done' LIMIT 1",
+        )
+        .bind(forge)
+        .bind(repo)
+        .bind(pr_number)
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
+    }
+
+    /// True while a plan of the pull request is queued or being made.
+    pub async fn plan_pending(&self, forge: &str, repo: &str, pr_number: i64) -> Result<bool> {
+        let row = sqlx::query(
+            "SELECT 1 AS pending FROM jobs WHERE forge = $1 AND repo = $2 AND pr_number = $3 AND kind = 'plan' \
+             AND status IN ('queued', 'running') LIMIT 1",
+        )
+        .bind(forge)
+        .bind(repo)
+        .bind(pr_number)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
+    }
+
     /// The jobs of one pull request, oldest first: (kind, head sha, status, attempts).
     pub async fn jobs_of(
         &self,
@@ -636,7 +668,18 @@ impl Store {
         .bind(now - window_ms)
         .fetch_optional(&mut *tx)
         .await?;
-        if recent.is_some() {
+        // Nor more than a few replies on one pull request, whoever asks (sockpuppets).
+        let on_pull: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM replies WHERE forge = $1 AND repo = $2 AND pr_number = $3 AND replied_at > $4",
+        )
+        .bind(forge)
+        .bind(repo)
+        .bind(pr_number)
+        .bind(now - window_ms)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("n")?;
+        if recent.is_some() || on_pull >= MAX_REPLIES_PER_PULL {
             return Ok(false);
         }
         sqlx::query(

@@ -2,7 +2,7 @@
 //! and SQLite, and stateful fake GitHub and GitLab API servers.
 
 use crate::fake_github::FakeGitHub;
-use crate::fake_github::BOT_LOGIN;
+use crate::fake_github::{BOT_LOGIN, PR_AUTHOR};
 use crate::fake_gitlab::{FakeGitLab, BOT_USERNAME, BOT_USER_ID};
 use crate::fixture::{fluxplan_bin, process_running, stand_in_kustomize, wait_for, Repo, WAIT};
 use fluxplan::forge::webhook::github_signature;
@@ -1073,6 +1073,17 @@ fn an_approval_binds_to_the_plan_its_author_saw() {
     assert!(github.comments(REPO, 41).iter().any(|(_, b)| b.contains("written before the plan")));
     assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
 
+    // The author of the pull request cannot approve its plan, whatever their role.
+    github.set_permission(REPO, PR_AUTHOR, "admin");
+    let own_id = github.add_issue_comment(REPO, 41, PR_AUTHOR, "/fluxplan approve");
+    assert_eq!(
+        bot.github("issue_comment", "a2b", &comment(41, PR_AUTHOR, own_id, "/fluxplan approve", &repo)),
+        202
+    );
+    wait_for("the author's refusal", WAIT, || github.reactions(REPO, own_id).contains(&"-1".to_string()));
+    assert!(github.comments(REPO, 41).iter().any(|(_, b)| b.contains("cannot approve its plan")));
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
+
     // A fresh one approves this plan.
     let approve_id = github.add_issue_comment(REPO, 41, "maintainer", "/fluxplan approve");
     let approve = comment(41, "maintainer", approve_id, "/fluxplan approve", &repo);
@@ -1315,4 +1326,77 @@ fn serve_starts_while_gitlab_is_down_and_says_it_is_not_ready() {
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("gitlab"), "{body}");
     assert_eq!(bot.get("/healthz").0, 200);
+}
+
+#[test]
+fn only_a_blocked_plan_can_be_approved() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 71, &head, "change", "main", &base, &file_url(&repo));
+    github.set_permission(REPO, "maintainer", "maintain");
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_WORKERS", "1".into()));
+    let bot = Bot::start(data.path(), &env);
+    assert_eq!(bot.github("pull_request", "n1", &pull_request("opened", &repo, 71, &head, &base)), 202);
+    wait_for("the plan", WAIT, || final_status(&github, &head).is_some());
+    // A plan with changes but no danger: nothing to approve.
+    let id = github.add_issue_comment(REPO, 71, "maintainer", "/fluxplan approve");
+    assert_eq!(
+        bot.github("issue_comment", "n2", &comment(71, "maintainer", id, "/fluxplan approve", &repo)),
+        202
+    );
+    wait_for("the refusal", WAIT, || github.reactions(REPO, id).contains(&"-1".to_string()));
+    assert!(github.comments(REPO, 71).iter().any(|(_, b)| b.contains("nothing to approve")));
+    let (runtime, store) = store(data.path());
+    let approvals = runtime.block_on(store.approval("github", REPO, 71, &head)).unwrap();
+    assert_eq!(approvals, None);
+}
+
+#[test]
+fn no_approval_while_a_newer_plan_is_being_made() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "gone", Some("./empty"));
+    github.add_pull(REPO, 72, &head, "change", "main", &base, &file_url(&repo));
+    github.set_permission(REPO, "maintainer", "maintain");
+    let data = tempfile::tempdir().unwrap();
+    // Builds wait while the flag file exists (a stat outside the sandbox is allowed; reads are not).
+    let flag = data.path().join("hold-builds");
+    let kubectl = fluxplan::sandbox::resolve_program("kubectl").expect("kubectl is needed for this test");
+    let build = format!(
+        "while [ -e {} ]; do sleep 0.1; done\nshift\nexec {} kustomize \"$@\"",
+        flag.display(),
+        kubectl.display()
+    );
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_KUSTOMIZE", stand_in_kustomize(data.path(), &build).to_str().unwrap().to_string()));
+    let bot = Bot::start(data.path(), &env);
+    assert_eq!(bot.github("pull_request", "w1", &pull_request("opened", &repo, 72, &head, &base)), 202);
+    wait_for("the blocked plan", WAIT, || final_status(&github, &head).is_some());
+    // A re-plan is asked for and held; an approval meanwhile would approve the old plan.
+    std::fs::write(&flag, "").unwrap();
+    std::fs::remove_dir_all(data.path().join("cache")).unwrap(); // so the re-plan runs kustomize
+    let plan_id = github.add_issue_comment(REPO, 72, "maintainer", "/fluxplan plan");
+    assert_eq!(
+        bot.github("issue_comment", "w2", &comment(72, "maintainer", plan_id, "/fluxplan plan", &repo)),
+        202
+    );
+    wait_for("the re-plan to start", WAIT, || {
+        let (runtime, store) = store(data.path());
+        let runs = runtime.block_on(store.runs_of("github", REPO, 72)).unwrap();
+        runs.len() == 2 && runs[1].status == "running"
+    });
+    let approve_id = github.add_issue_comment(REPO, 72, "other-maintainer", "/fluxplan approve");
+    github.set_permission(REPO, "other-maintainer", "maintain");
+    let body = comment(72, "other-maintainer", approve_id, "/fluxplan approve", &repo);
+    assert_eq!(bot.github("issue_comment", "w3", &body), 202);
+    wait_for("the refusal", WAIT, || github.reactions(REPO, approve_id).contains(&"-1".to_string()));
+    let comments = github.comments(REPO, 72);
+    let said = |text: &str| comments.iter().any(|(_, b)| b.contains(text));
+    assert!(said("a new plan of this pull request is being made"), "{comments:?}");
+    std::fs::remove_file(&flag).unwrap();
+    wait_for("the re-plan", WAIT, || jobs_done(data.path(), "github", REPO, 72, "plan") == 2);
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
 }
