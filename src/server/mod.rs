@@ -20,6 +20,9 @@ use std::sync::{Arc, OnceLock};
 
 /// Largest webhook body accepted (GitHub caps payloads at 25 MB).
 pub const MAX_WEBHOOK_BYTES: usize = 25 * 1024 * 1024;
+/// How long a webhook may wait on the database before it is answered 503 (GitHub gives up
+/// after 10 s and never redelivers).
+const DATABASE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(4);
 /// Most bytes of webhook bodies held at once before their signature is checked: unsigned
 /// bodies cannot exhaust memory, whatever their number.
 pub const MAX_UNVERIFIED_BYTES: usize = 64 * 1024 * 1024;
@@ -249,7 +252,16 @@ async fn accept(
     // Without a delivery id, the body itself identifies the delivery.
     let delivery = delivery.unwrap_or_else(|| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(body)));
     let jobs: Vec<_> = payloads.iter().map(|p| p.to_job()).collect();
-    match state.store.record_delivery(forge, &delivery, event_name, &repo, &jobs).await {
+    // A database that hangs mid-query must not hold the answer past the forge's own timeout.
+    let recorded = tokio::time::timeout(
+        DATABASE_DEADLINE,
+        state.store.record_delivery(forge, &delivery, event_name, &repo, &jobs),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(anyhow::anyhow!("the database did not answer in {}s", DATABASE_DEADLINE.as_secs()))
+    });
+    match recorded {
         Ok(Enqueued::Duplicate) => (StatusCode::OK, Json(json!({"duplicate": delivery}))).into_response(),
         Ok(Enqueued::Jobs { queued, superseded }) => {
             tracing::info!(forge, repo, event = event_name, delivery, queued, superseded, "webhook queued");

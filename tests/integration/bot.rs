@@ -1400,3 +1400,42 @@ fn no_approval_while_a_newer_plan_is_being_made() {
     wait_for("the re-plan", WAIT, || jobs_done(data.path(), "github", REPO, 72, "plan") == 2);
     assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
 }
+
+#[test]
+fn a_merge_request_whose_head_takes_no_status_still_gets_its_plan() {
+    let gitlab = FakeGitLab::start();
+    let (repo, _base) = fleet();
+    let head = push(&repo, "renamed", None);
+    let project = "acme/fleet";
+    gitlab.add_merge_request(project, 42, 3, &head, "change", "main", &file_url(&repo));
+    gitlab.forget_commit(project, &head);
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(
+        data.path(),
+        &[
+            ("FLUXPLAN_GITLAB_URL", gitlab.url()),
+            ("FLUXPLAN_GITLAB_TOKEN", "glpat-test".into()),
+            ("FLUXPLAN_GITLAB_WEBHOOK_TOKEN", "gitlab-secret".into()),
+        ],
+    );
+    let mut body: Value =
+        serde_json::from_str(include_str!("../fixtures/gitlab-webhooks/merge_request.json")).unwrap();
+    body["project"]["id"] = json!(42);
+    body["project"]["path_with_namespace"] = json!(project);
+    body["project"]["git_http_url"] = json!(file_url(&repo));
+    body["object_attributes"]["iid"] = json!(3);
+    body["object_attributes"]["last_commit"]["id"] = json!(head);
+    body["object_attributes"]["target_branch"] = json!("main");
+    body["object_attributes"]["source_project_id"] = json!(42);
+    body["object_attributes"]["target_project_id"] = json!(42);
+    let headers =
+        [("x-gitlab-event", "Merge Request Hook".to_string()), ("x-gitlab-token", "gitlab-secret".into())];
+    assert_eq!(bot.post("/webhooks/gitlab", body.to_string(), &headers), 202);
+    wait_for("the note", WAIT, || {
+        gitlab.notes(project, 3).iter().any(|(_, b)| b.starts_with("<!-- fluxplan -->"))
+    });
+    let notes = gitlab.notes(project, 3);
+    let plan = notes.iter().find(|(_, b)| b.starts_with("<!-- fluxplan -->")).unwrap();
+    assert!(plan.1.contains("GitLab refused a commit status"), "{}", plan.1);
+    assert!(gitlab.statuses(project, &head).is_empty());
+}

@@ -104,6 +104,13 @@ impl FakeGitLab {
         inner.merge_requests.insert((project_id, iid), mr);
     }
 
+    /// Makes the project not know `sha` (as for a fork's commit): statuses on it are refused (404).
+    pub fn forget_commit(&self, project: &str, sha: &str) {
+        let mut inner = self.lock();
+        let project_id = inner.project_id(project).expect("forget_commit: no such project");
+        inner.commits.remove(&(project_id, sha.to_string()));
+    }
+
     /// A new push to the merge request's source branch: its head becomes `sha`.
     pub fn set_head(&self, project: &str, iid: u64, sha: &str) {
         let mut inner = self.lock();
