@@ -2,7 +2,8 @@
 //! octocrab's raw methods so that status codes and rate-limit headers stay visible.
 
 use super::roles::Role;
-use super::{ForgeError, PullInfo, Reaction, RepoInfo, StatusState};
+use super::webhook::timestamp_ms;
+use super::{Comment, ForgeError, PullInfo, Reaction, RepoInfo, StatusState};
 use octocrab::models::{AppId, InstallationId};
 use octocrab::Octocrab;
 use serde_json::{json, Value};
@@ -198,17 +199,17 @@ impl GitHub {
     }
 
     /// Comments of a pull request: (id, body, author login), oldest first.
-    pub async fn comments(
-        &self,
-        repo: &RepoInfo,
-        number: u64,
-    ) -> Result<Vec<(u64, String, String)>, ForgeError> {
+    pub async fn comments(&self, repo: &RepoInfo, number: u64) -> Result<Vec<Comment>, ForgeError> {
         let items = self.list(repo, &format!("/repos/{}/issues/{number}/comments", repo.full_name)).await?;
         Ok(items
             .iter()
             .filter_map(|c| {
-                let author = c["user"]["login"].as_str().unwrap_or_default().to_string();
-                Some((c["id"].as_u64()?, c["body"].as_str().unwrap_or("").to_string(), author))
+                Some(Comment {
+                    id: c["id"].as_u64()?,
+                    body: c["body"].as_str().unwrap_or("").to_string(),
+                    author: c["user"]["login"].as_str().unwrap_or_default().to_string(),
+                    updated_at: c["updated_at"].as_str().and_then(timestamp_ms),
+                })
             })
             .collect())
     }

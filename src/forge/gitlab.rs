@@ -3,7 +3,8 @@
 //! implementations of our own.
 
 use super::roles::Role;
-use super::{ForgeError, PullInfo, Reaction, RepoInfo, StatusState};
+use super::webhook::timestamp_ms;
+use super::{Comment, ForgeError, PullInfo, Reaction, RepoInfo, StatusState};
 use gitlab::api::projects::members::AllProjectMember;
 use gitlab::api::projects::merge_requests::notes::awards::CreateMergeRequestNoteAward;
 use gitlab::api::projects::merge_requests::notes::{CreateMergeRequestNote, EditMergeRequestNote};
@@ -229,11 +230,7 @@ impl GitLab {
     }
 
     /// Notes of a merge request: (id, body, author id), oldest first.
-    pub async fn comments(
-        &self,
-        repo: &RepoInfo,
-        iid: u64,
-    ) -> Result<Vec<(u64, String, String)>, ForgeError> {
+    pub async fn comments(&self, repo: &RepoInfo, iid: u64) -> Result<Vec<Comment>, ForgeError> {
         let path = format!("projects/{}/merge_requests/{iid}/notes", project(repo));
         let params = vec![("sort", "asc".to_string()), ("order_by", "created_at".to_string())];
         Ok(self
@@ -241,8 +238,12 @@ impl GitLab {
             .await?
             .iter()
             .filter_map(|n| {
-                let author = n["author"]["id"].as_u64().map(|id| id.to_string()).unwrap_or_default();
-                Some((n["id"].as_u64()?, n["body"].as_str().unwrap_or("").to_string(), author))
+                Some(Comment {
+                    id: n["id"].as_u64()?,
+                    body: n["body"].as_str().unwrap_or("").to_string(),
+                    author: n["author"]["id"].as_u64().map(|id| id.to_string()).unwrap_or_default(),
+                    updated_at: n["updated_at"].as_str().and_then(timestamp_ms),
+                })
             })
             .collect())
     }

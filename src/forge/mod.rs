@@ -53,6 +53,17 @@ pub struct RepoInfo {
     pub installation_id: Option<u64>,
 }
 
+/// A comment (GitLab: a note) as the forge lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comment {
+    pub id: u64,
+    pub body: String,
+    /// Login (GitHub) or user id (GitLab).
+    pub author: String,
+    /// When it was last written, by the forge's clock (ms since the epoch).
+    pub updated_at: Option<i64>,
+}
+
 /// A pull/merge request as the forge reports it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullInfo {
@@ -220,7 +231,6 @@ impl ForgeClient {
         }
     }
 
-    /// The bot's own comments on a pull request that carry `marker`, oldest first.
     /// fluxplan's own comments on a pull request that carry `marker`, oldest first (a comment of
     /// someone else that starts with the marker is never touched).
     pub async fn marked_comments(
@@ -228,7 +238,7 @@ impl ForgeClient {
         repo: &RepoInfo,
         number: u64,
         marker: &str,
-    ) -> Result<Vec<(u64, String)>, ForgeError> {
+    ) -> Result<Vec<Comment>, ForgeError> {
         let (all, me) = match self {
             ForgeClient::GitHub(c) => (
                 with_retries("list comments", || c.comments(repo, number)).await?,
@@ -239,11 +249,7 @@ impl ForgeClient {
                 with_retries("read own user", || c.user_id()).await?.to_string(),
             ),
         };
-        Ok(all
-            .into_iter()
-            .filter(|(_, body, author)| *author == me && body.starts_with(marker))
-            .map(|(id, body, _)| (id, body))
-            .collect())
+        Ok(all.into_iter().filter(|c| c.author == me && c.body.starts_with(marker)).collect())
     }
 
     pub async fn create_comment(&self, repo: &RepoInfo, number: u64, body: &str) -> Result<u64, ForgeError> {

@@ -290,7 +290,7 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
 
 /// A forge timestamp in ms since the epoch: RFC 3339 (GitHub, newer GitLab) or GitLab's
 /// `2015-05-17 18:21:36 UTC`.
-fn timestamp_ms(text: &str) -> Option<i64> {
+pub fn timestamp_ms(text: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis()).or_else(|| {
         chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S UTC")
             .ok()

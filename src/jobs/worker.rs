@@ -495,17 +495,17 @@ impl Worker {
             self.count_forge_error(repo, forge.marked_comments(repo, number, report::split::MARKER).await)?;
         for (index, part) in parts.iter().enumerate() {
             match existing.get(index) {
-                Some((_, body)) if body == part => {}
-                Some((id, _)) => {
-                    self.count_forge_error(repo, forge.update_comment(repo, number, *id, part).await)?
+                Some(comment) if comment.body == *part => {}
+                Some(comment) => {
+                    self.count_forge_error(repo, forge.update_comment(repo, number, comment.id, part).await)?
                 }
                 None => {
                     self.count_forge_error(repo, forge.create_comment(repo, number, part).await).map(drop)?
                 }
             }
         }
-        for (id, _) in existing.iter().skip(parts.len()) {
-            self.count_forge_error(repo, forge.delete_comment(repo, number, *id).await)?;
+        for comment in existing.iter().skip(parts.len()) {
+            self.count_forge_error(repo, forge.delete_comment(repo, number, comment.id).await)?;
         }
         Ok(())
     }
@@ -619,7 +619,16 @@ impl Worker {
             };
             return self.refuse(forge, c, &why).await;
         }
-        let posted_at = run.finished_at.unwrap_or(i64::MAX);
+        // When the plan now shown was posted, by the forge's clock (the same clock that dates the
+        // approval); the bot's own record only when the forge does not say.
+        let sticky =
+            self.count_forge_error(repo, forge.marked_comments(repo, c.number, report::split::MARKER).await)?;
+        let posted_at = sticky
+            .iter()
+            .filter_map(|comment| comment.updated_at)
+            .max()
+            .or(run.finished_at)
+            .unwrap_or(i64::MAX);
         if c.created_at.is_none_or(|written| written < posted_at) {
             let why = format!(
                 "this approval was written before the plan now shown for {head} was posted; read that plan \
