@@ -160,6 +160,29 @@ fn now_rfc3339() -> String {
     chrono::DateTime::from_timestamp(now.as_secs() as i64, now.subsec_nanos()).unwrap().to_rfc3339()
 }
 
+fn gitlab_env(url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("FLUXPLAN_GITLAB_URL", url.to_string()),
+        ("FLUXPLAN_GITLAB_TOKEN", "glpat-test".into()),
+        ("FLUXPLAN_GITLAB_WEBHOOK_TOKEN", "gitlab-secret".into()),
+    ]
+}
+
+/// A real Merge Request Hook body for merge request `iid` of project 42 at `head`.
+fn merge_request_hook(repo: &Repo, project: &str, iid: u64, head: &str) -> Value {
+    let mut body: Value =
+        serde_json::from_str(include_str!("../fixtures/gitlab-webhooks/merge_request.json")).unwrap();
+    body["project"]["id"] = json!(42);
+    body["project"]["path_with_namespace"] = json!(project);
+    body["project"]["git_http_url"] = json!(file_url(repo));
+    body["object_attributes"]["iid"] = json!(iid);
+    body["object_attributes"]["last_commit"]["id"] = json!(head);
+    body["object_attributes"]["target_branch"] = json!("main");
+    body["object_attributes"]["source_project_id"] = json!(42);
+    body["object_attributes"]["target_project_id"] = json!(42);
+    body
+}
+
 fn github_env(github: &FakeGitHub) -> Vec<(&'static str, String)> {
     vec![
         ("FLUXPLAN_GITHUB_API_URL", github.url()),
@@ -618,24 +641,8 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
     gitlab.add_merge_request(project, 42, 1, &head, "change", "main", &file_url(&repo));
     gitlab.set_access_level(project, 7, "dev", 30);
     let data = tempfile::tempdir().unwrap();
-    let bot = Bot::start(
-        data.path(),
-        &[
-            ("FLUXPLAN_GITLAB_URL", gitlab.url()),
-            ("FLUXPLAN_GITLAB_TOKEN", "glpat-test".into()),
-            ("FLUXPLAN_GITLAB_WEBHOOK_TOKEN", "gitlab-secret".into()),
-        ],
-    );
-    let mut body: Value =
-        serde_json::from_str(include_str!("../fixtures/gitlab-webhooks/merge_request.json")).unwrap();
-    body["project"]["id"] = json!(42);
-    body["project"]["path_with_namespace"] = json!(project);
-    body["project"]["git_http_url"] = json!(file_url(&repo));
-    body["object_attributes"]["iid"] = json!(1);
-    body["object_attributes"]["last_commit"]["id"] = json!(head);
-    body["object_attributes"]["target_branch"] = json!("main");
-    body["object_attributes"]["source_project_id"] = json!(42);
-    body["object_attributes"]["target_project_id"] = json!(42);
+    let bot = Bot::start(data.path(), &gitlab_env(&gitlab.url()));
+    let body = merge_request_hook(&repo, project, 1, &head);
     let post = |token: &str, event: &str, body: &Value| {
         bot.post(
             "/webhooks/gitlab",
@@ -1314,14 +1321,7 @@ fn serve_starts_while_gitlab_is_down_and_says_it_is_not_ready() {
     // A port nothing listens on: the GitLab that is down.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let data = tempfile::tempdir().unwrap();
-    let bot = Bot::start(
-        data.path(),
-        &[
-            ("FLUXPLAN_GITLAB_URL", format!("http://127.0.0.1:{closed}/gitlab")),
-            ("FLUXPLAN_GITLAB_TOKEN", "glpat-test".into()),
-            ("FLUXPLAN_GITLAB_WEBHOOK_TOKEN", "gitlab-secret".into()),
-        ],
-    );
+    let bot = Bot::start(data.path(), &gitlab_env(&format!("http://127.0.0.1:{closed}/gitlab")));
     let (status, body) = bot.get("/readyz");
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("gitlab"), "{body}");
@@ -1410,24 +1410,8 @@ fn a_merge_request_whose_head_takes_no_status_still_gets_its_plan() {
     gitlab.add_merge_request(project, 42, 3, &head, "change", "main", &file_url(&repo));
     gitlab.forget_commit(project, &head);
     let data = tempfile::tempdir().unwrap();
-    let bot = Bot::start(
-        data.path(),
-        &[
-            ("FLUXPLAN_GITLAB_URL", gitlab.url()),
-            ("FLUXPLAN_GITLAB_TOKEN", "glpat-test".into()),
-            ("FLUXPLAN_GITLAB_WEBHOOK_TOKEN", "gitlab-secret".into()),
-        ],
-    );
-    let mut body: Value =
-        serde_json::from_str(include_str!("../fixtures/gitlab-webhooks/merge_request.json")).unwrap();
-    body["project"]["id"] = json!(42);
-    body["project"]["path_with_namespace"] = json!(project);
-    body["project"]["git_http_url"] = json!(file_url(&repo));
-    body["object_attributes"]["iid"] = json!(3);
-    body["object_attributes"]["last_commit"]["id"] = json!(head);
-    body["object_attributes"]["target_branch"] = json!("main");
-    body["object_attributes"]["source_project_id"] = json!(42);
-    body["object_attributes"]["target_project_id"] = json!(42);
+    let bot = Bot::start(data.path(), &gitlab_env(&gitlab.url()));
+    let body = merge_request_hook(&repo, project, 3, &head);
     let headers =
         [("x-gitlab-event", "Merge Request Hook".to_string()), ("x-gitlab-token", "gitlab-secret".into())];
     assert_eq!(bot.post("/webhooks/gitlab", body.to_string(), &headers), 202);
