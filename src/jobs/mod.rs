@@ -48,7 +48,6 @@ impl JobPayload {
         };
         let is_plan = matches!(self, JobPayload::Plan { .. });
         let supersedes = is_plan || matches!(self, JobPayload::Closed { .. });
-        let forced = matches!(self, JobPayload::Plan { trigger, .. } if trigger == "command");
         NewJob {
             kind: self.kind().to_string(),
             forge: repo.forge.as_str().to_string(),
@@ -57,7 +56,8 @@ impl JobPayload {
             head_sha,
             payload: serde_json::to_string(self).expect("payloads serialize"),
             supersedes_older_heads: supersedes,
-            dedupe_same_head: is_plan && !forced,
+            // A plan of a head already waiting in the queue is redundant, asked for or not.
+            dedupe_same_head: is_plan,
         }
     }
 }

@@ -305,6 +305,8 @@ fn the_run_index_needs_its_credential() {
     let bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "i1", &pull_request("opened", &repo, 51, &head, &base)), 202);
     wait_for("the plan", WAIT, || final_status(&github, &head).is_some());
+    // The run and its job are recorded after the status is set: wait for them too.
+    wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 51, "plan") == 1);
     assert_eq!(bot.get("/runs").0, 401);
     assert_eq!(bot.get("/runs?token=wrong").0, 401);
     let (status, page) = bot.get("/runs?token=index-secret");
@@ -422,6 +424,8 @@ fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
     let bot = Bot::start(data.path(), &github_env(&github));
     assert_eq!(bot.github("pull_request", "p1", &pull_request("opened", &repo, 3, &head, &base)), 202);
     wait_for("the blocked status", WAIT, || final_status(&github, &head).is_some());
+    // The run and its job are recorded after the status is set: wait for them too.
+    wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 3, "plan") == 1);
     let status = final_status(&github, &head).unwrap();
     assert_eq!(status["state"], "failure");
     assert!(status["description"].as_str().unwrap().starts_with("blocked: "), "{status}");
@@ -736,6 +740,8 @@ fn the_bots_own_comments_and_commands_in_code_are_never_obeyed() {
     let bot = Bot::start(data.path(), &github_env(&github));
     assert_eq!(bot.github("pull_request", "o1", &pull_request("opened", &repo, 31, &head, &base)), 202);
     wait_for("the blocked status", WAIT, || final_status(&github, &head).is_some());
+    // The run and its job are recorded after the status is set: wait for them too.
+    wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 31, "plan") == 1);
     // In token mode the bot is a machine user: its comments come back typed "User". One that
     // echoes a command (as an error block quoting a hostile path would) must not approve.
     let echoed = "<!-- fluxplan -->\n```\nerror: path ./x\n```\n/fluxplan approve\n";
@@ -1038,6 +1044,8 @@ fn a_hostile_pull_request_leaks_nothing_into_the_comment_the_run_or_the_cache() 
     let bot = Bot::start(data.path(), &github_env(&github));
     assert_eq!(bot.github("pull_request", "l1", &pull_request("opened", &repo, 23, &head, &base)), 202);
     wait_for("the plan", WAIT, || final_status(&github, &head).is_some());
+    // The run and its job are recorded after the status is set: wait for them too.
+    wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 23, "plan") == 1);
     assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
     let comments = sticky(&github, 23);
     assert!(comments[0].1.contains("points outside the source"), "{}", comments[0].1);
@@ -1070,6 +1078,8 @@ fn an_approval_binds_to_the_plan_its_author_saw() {
     let bot = Bot::start(data.path(), &github_env(&github));
     assert_eq!(bot.github("pull_request", "a1", &pull_request("opened", &repo, 41, &head, &base)), 202);
     wait_for("the blocked status", WAIT, || final_status(&github, &head).is_some());
+    // The run and its job are recorded after the status is set: wait for them too.
+    wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 41, "plan") == 1);
 
     // An approval written before the plan now shown was posted (delivered late) is refused.
     let stale_id = github.add_issue_comment(REPO, 41, "maintainer", "/fluxplan approve");
@@ -1341,6 +1351,8 @@ fn only_a_blocked_plan_can_be_approved() {
     let bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "n1", &pull_request("opened", &repo, 71, &head, &base)), 202);
     wait_for("the plan", WAIT, || final_status(&github, &head).is_some());
+    // The run and its job are recorded after the status is set: wait for them too.
+    wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 71, "plan") == 1);
     // A plan with changes but no danger: nothing to approve.
     let id = github.add_issue_comment(REPO, 71, "maintainer", "/fluxplan approve");
     assert_eq!(
@@ -1375,6 +1387,8 @@ fn no_approval_while_a_newer_plan_is_being_made() {
     let bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "w1", &pull_request("opened", &repo, 72, &head, &base)), 202);
     wait_for("the blocked plan", WAIT, || final_status(&github, &head).is_some());
+    // The run and its job are recorded after the status is set: wait for them too.
+    wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 72, "plan") == 1);
     // A re-plan is asked for and held; an approval meanwhile would approve the old plan.
     std::fs::write(&flag, "").unwrap();
     std::fs::remove_dir_all(data.path().join("cache")).unwrap(); // so the re-plan runs kustomize
