@@ -191,13 +191,19 @@ pub fn of_plugin_config(document: &Value, file: &str) -> Result<Vec<Reference>, 
     let kind = get(&document, "kind").and_then(Value::as_str).unwrap_or("plugin").to_string();
     let field = |name: &str| format!("{kind}.{name}");
     let mut out = Vec::new();
-    if let Some(path) = get(&document, "path") {
-        push_string(&mut out, &field("path"), path, file)?;
-    }
-    for path in list(&document, "paths") {
-        match inline_documents(path) {
-            Some(_) => push_inline(&mut out, &field("paths"), path),
-            None => push_string(&mut out, &field("paths"), path, file)?,
+    // Every field named like a path or a file (`path`, `targetFilePath`, `valuesFile`, ...),
+    // known to today's builtins or not; generators' `files`/`envs`/`env` are read below.
+    for (name, value) in document.as_object().into_iter().flatten() {
+        let pathlike = ["path", "paths", "file", "files"].iter().any(|end| name.ends_with(end));
+        if !pathlike || matches!(name.as_str(), "files" | "envs" | "env") {
+            continue;
+        }
+        let values = value.as_array().map_or_else(|| vec![value], |items| items.iter().collect());
+        for value in values {
+            match inline_documents(value).filter(|_| name == "paths") {
+                Some(_) => push_inline(&mut out, &field(name), value),
+                None => push_string(&mut out, &field(name), value, file)?,
+            }
         }
     }
     for item in list(&document, "replacements") {
@@ -206,13 +212,10 @@ pub fn of_plugin_config(document: &Value, file: &str) -> Result<Vec<Reference>, 
         }
     }
     out.extend(generator_files(&document, &kind, file)?);
-    for name in ["valuesFile", "chartHome", "configHome", "repo"] {
+    for name in ["chartHome", "configHome", "repo"] {
         if let Some(value) = get(&document, name) {
             push_string(&mut out, &field(name), value, file)?;
         }
-    }
-    for path in list(&document, "additionalValuesFiles") {
-        push_string(&mut out, &field("additionalValuesFiles"), path, file)?;
     }
     Ok(out)
 }
@@ -225,7 +228,14 @@ pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Resu
     if *inline {
         return check_inline(root, dir, reference, here);
     }
-    if url_like(value) {
+    // kustomize loads an existing file before it considers a remote; a directory spelled like a
+    // repository it may fetch instead.
+    let local_file = !is_remote(value) && !looks_like_url(value) && {
+        let candidate = dir.join(value);
+        !Path::new(value).is_absolute()
+            && paths::normalize(&candidate).is_some_and(|p| p.starts_with(root) && p.is_file())
+    };
+    if url_like(value) && !local_file {
         return Err(RenderError::RemoteBase(format!(
             "{field} entry '{value}' in {here} is a URL: fluxplan never fetches from the network (Flux \
              builds only from the source artifact); vendor it into the repository"

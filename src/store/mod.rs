@@ -426,11 +426,13 @@ impl Store {
         Ok(row.is_some())
     }
 
-    /// True while a plan of the pull request is queued or being made.
+    /// True while a plan of the pull request is queued or being made (a running job whose plan
+    /// is already posted and recorded is only finishing).
     pub async fn plan_pending(&self, forge: &str, repo: &str, pr_number: i64) -> Result<bool> {
         let row = sqlx::query(
             "SELECT 1 AS pending FROM jobs WHERE forge = $1 AND repo = $2 AND pr_number = $3 AND kind = 'plan' \
-             AND status IN ('queued', 'running') LIMIT 1",
+             AND (status = 'queued' OR (status = 'running' AND NOT EXISTS \
+             (SELECT 1 FROM runs WHERE runs.job_id = jobs.id AND runs.status = 'done'))) LIMIT 1",
         )
         .bind(forge)
         .bind(repo)

@@ -432,6 +432,15 @@ fn references_hidden_from_a_naive_check_are_refused() {
             "inline objects but also names a path",
         ),
         (
+            "a builtin whose file field is named otherwise (ValueAddTransformer.targetFilePath)",
+            vec![
+                ("apps/kustomization.yaml".into(), kustomization("transformers:\n- va.yaml\n")),
+                ("apps/va.yaml".into(), "apiVersion: builtin\nkind: ValueAddTransformer\nmetadata:\n  name: va\nvalue: x\ntargetFilePath: http://127.0.0.1:9/targets.yaml\n".into()),
+            ],
+            "remote-base",
+            "ValueAddTransformer.targetfilepath",
+        ),
+        (
             "a remote base spelled so that no URL check sees it",
             vec![("apps/kustomization.yaml".into(), kustomization("- GitHub.com/acme/x\n- me@127.0.0.1:acme/x\n"))],
             "remote-base",
@@ -456,6 +465,15 @@ fn legitimate_kustomizations_still_render() {
         ("apps/kustomization.yaml", &kustomization("generators:\n- gen.yaml\npatchesStrategicMerge:\n- '{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"app\", \"namespace\": \"default\", \"annotations\": {\"docs\": \"https://example.com\"}}}'\n")),
         ("apps/gen.yaml", "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: nginx\n  namespace: default\nfiles:\n- nginx.conf\n"),
         ("apps/nginx.conf", "server { add_header X-Frame-Options: DENY; }\n"),
+    ]);
+    check_renders(h);
+    // A file whose name holds `@` is a file, not a remote repository.
+    let h = hostile(&[
+        ("apps/kustomization.yaml", &kustomization("- alertmanager@prod.yaml\n")),
+        (
+            "apps/alertmanager@prod.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: am\n  namespace: default\n",
+        ),
     ]);
     check_renders(h);
     // Label names that differ only in case are data, and a builtin patch given inline is content.
