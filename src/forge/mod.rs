@@ -30,6 +30,14 @@ impl ForgeKind {
         }
     }
 
+    /// The forge's name, for people.
+    pub fn name(self) -> &'static str {
+        match self {
+            ForgeKind::GitHub => "GitHub",
+            ForgeKind::GitLab => "GitLab",
+        }
+    }
+
     /// What the forge calls a pull request.
     pub fn pull_noun(self) -> &'static str {
         match self {

@@ -370,8 +370,7 @@ impl Worker {
 
         if !self.still_current(job).await? {
             tracing::info!("a newer push superseded this plan: not posting it");
-            let outcome = RunOutcome { status: "superseded".into(), ..outcome_of(&plan, &timings) };
-            self.store.finish_run(run_id, &outcome).await?;
+            self.finish_superseded(run_id, &plan, &timings).await?;
             return Ok(());
         }
         // Whatever the deliveries said, a plan of anything but the current head, base branch and
@@ -385,15 +384,13 @@ impl Worker {
         let key = (repo.forge.as_str(), repo.full_name.as_str(), target.number as i64);
         if self.store.newer_run_done(key.0, key.1, key.2, run_id).await? {
             tracing::info!("a newer plan of this pull request is posted already: not posting");
-            let outcome = RunOutcome { status: "superseded".into(), ..outcome_of(&plan, &timings) };
-            self.store.finish_run(run_id, &outcome).await?;
+            self.finish_superseded(run_id, &plan, &timings).await?;
             return Ok(());
         }
         let base_moved = tip.is_some() && plan.base.commit.is_some() && tip != plan.base.commit;
         if now.head_sha != target.head_sha || now.base_ref != target.base_ref || base_moved {
             tracing::info!(current = %now.head_sha, base_moved, "the pull request moved while planning: not posting");
-            let outcome = RunOutcome { status: "superseded".into(), ..outcome_of(&plan, &timings) };
-            self.store.finish_run(run_id, &outcome).await?;
+            self.finish_superseded(run_id, &plan, &timings).await?;
             if self.unplannable(&now).is_none() {
                 self.store.enqueue(&[plan_payload(repo, &now, "moved").to_job()]).await?;
             }
@@ -430,10 +427,7 @@ impl Worker {
             comment.push_str(&format!(
                 "\n⚠️ {} refused a commit status on {} (its head lives in a fork): no `fluxplan` status \
                  blocks this merge; read the plan above before merging.\n",
-                match repo.forge {
-                    ForgeKind::GitHub => "GitHub",
-                    ForgeKind::GitLab => "GitLab",
-                },
+                repo.forge.name(),
                 short(&target.head_sha)
             ));
         }
@@ -456,6 +450,17 @@ impl Worker {
         self.store.finish_run(run_id, &outcome).await?;
         tracing::info!(verdict = ?plan.verdict, ms = started.elapsed().as_millis() as u64, "planned");
         Ok(())
+    }
+
+    /// Records a plan that will not be posted: something newer took its place.
+    async fn finish_superseded(
+        &self,
+        run_id: i64,
+        plan: &Plan,
+        timings: &BTreeMap<&str, u64>,
+    ) -> Result<(), JobError> {
+        let outcome = RunOutcome { status: "superseded".into(), ..outcome_of(plan, timings) };
+        Ok(self.store.finish_run(run_id, &outcome).await?)
     }
 
     /// The link to a run's page: only those who can read the pull request see its token.

@@ -103,15 +103,24 @@ pub fn of_kustomization(
                 }
                 None => match item.as_str() {
                     // URLs fall through to `check`, which names them as such.
-                    Some(text) if inline_field && !plain_path(text) && !is_remote(text) && !looks_like_url(text) => {
+                    Some(text)
+                        if inline_field && !plain_path(text) && !is_remote(text) && !looks_like_url(text) =>
+                    {
                         return Err(RenderError::InvalidSource(format!(
-                            "{field} entry '{text}' in {file} is neither a plain path nor inline objects with a \
-                             kind: fluxplan cannot tell how kustomize would read it"
+                            "{field} entry '{}' in {file} is neither a plain path nor inline objects with a \
+                             kind: fluxplan cannot tell how kustomize would read it",
+                            excerpt(text)
                         )))
                     }
                     Some(text) => {
-                        let plugin = plugin_field || (plugin_context && matches!(*field, "resources" | "bases"));
-                        out.push(Reference { field: field.to_string(), value: text.to_string(), plugin, inline: false });
+                        let plugin =
+                            plugin_field || (plugin_context && matches!(*field, "resources" | "bases"));
+                        out.push(Reference {
+                            field: field.to_string(),
+                            value: text.to_string(),
+                            plugin,
+                            inline: false,
+                        });
                     }
                     None => return Err(unreadable(file, field, "an entry is not a string")),
                 },
@@ -228,13 +237,15 @@ pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Resu
     if *inline {
         return check_inline(root, dir, reference, here);
     }
+    // Where the reference lands, lexically; `None` when it leaves the source.
+    let lexical = (!value.is_empty() && !value.contains('\0') && !Path::new(value).is_absolute())
+        .then(|| paths::normalize(&dir.join(value)))
+        .flatten()
+        .filter(|p| p.starts_with(root));
     // kustomize loads an existing file before it considers a remote; a directory spelled like a
     // repository it may fetch instead.
-    let local_file = !is_remote(value) && !looks_like_url(value) && {
-        let candidate = dir.join(value);
-        !Path::new(value).is_absolute()
-            && paths::normalize(&candidate).is_some_and(|p| p.starts_with(root) && p.is_file())
-    };
+    let local_file =
+        !is_remote(value) && !looks_like_url(value) && lexical.as_ref().is_some_and(|p| p.is_file());
     if url_like(value) && !local_file {
         return Err(RenderError::RemoteBase(format!(
             "{field} entry '{value}' in {here} is a URL: fluxplan never fetches from the network (Flux \
@@ -247,10 +258,7 @@ pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Resu
              the source artifact"
         ))
     };
-    if value.is_empty() || value.contains('\0') || Path::new(value).is_absolute() {
-        return Err(outside());
-    }
-    let path = paths::normalize(&dir.join(value)).filter(|p| p.starts_with(root)).ok_or_else(outside)?;
+    let path = lexical.ok_or_else(outside)?;
     // Only what exists is read: anything else would be kustomize's to interpret (as a remote
     // repository, for one), and it would fail the build anyway.
     let Ok(real) = path.canonicalize() else {
@@ -283,7 +291,7 @@ fn check_inline(root: &Path, dir: &Path, reference: &Reference, here: &str) -> R
         return Err(RenderError::RemoteBase(format!(
             "{field} entry in {here} starts like a remote location ('{}'): fluxplan never fetches from \
              the network",
-            start.lines().next().unwrap_or("")
+            excerpt(&start)
         )));
     }
     let path = (!Path::new(value).is_absolute())
@@ -293,9 +301,24 @@ fn check_inline(root: &Path, dir: &Path, reference: &Reference, here: &str) -> R
     match path {
         Some(path) if !path.exists() => Ok(Local { field: field.clone(), path, plugin: false, inline: true }),
         _ => Err(RenderError::InvalidSource(format!(
-            "{field} entry '{value}' in {here} is inline objects but also names a path (outside the source, \
-             or existing): kustomize could read either, so fluxplan refuses it"
+            "{field} entry '{}' in {here} is inline objects but also names a path (outside the source, \
+             or existing): kustomize could read either, so fluxplan refuses it",
+            excerpt(value)
         ))),
+    }
+}
+
+/// Names an entry a pull request wrote without echoing it (it may be a Secret's patch): the kind
+/// and name of inline objects, else its length.
+fn excerpt(text: &str) -> String {
+    let docs = inline_documents(&Value::String(text.to_string())).unwrap_or_default();
+    match docs.first() {
+        Some(doc) => format!(
+            "<inline {}/{}>",
+            doc["kind"].as_str().unwrap_or("?"),
+            doc["metadata"]["name"].as_str().unwrap_or("?")
+        ),
+        None => format!("<{} characters>", text.chars().count()),
     }
 }
 
@@ -324,9 +347,13 @@ fn looks_remote(value: &str) -> bool {
         || (value.contains('/') && first.contains('.') && !first.starts_with('.'))
 }
 
-/// Writes `text` to `file` through a rename: trees share files by hard links, and a reader
-/// sees the old or the new content, never half of one.
+/// Writes `text` to `file` through a rename (trees share files by hard links, and a reader
+/// sees the old or the new content, never half of one); nothing when it already holds it, as
+/// after the first build that reaches it.
 pub fn rewrite(file: &Path, text: &str) -> Result<(), RenderError> {
+    if std::fs::read(file).is_ok_and(|held| held == text.as_bytes()) {
+        return Ok(());
+    }
     let io =
         |e: std::io::Error| RenderError::InvalidSource(format!("cannot prepare {}: {e}", file.display()));
     let dir = file.parent().unwrap_or(Path::new("."));
@@ -586,6 +613,23 @@ mod tests {
         canonical_kustomization(&mut doc);
         assert_eq!(doc["transformers"][0], "apiVersion: builtin\nkind: X\npath: p.yaml\n");
         assert_eq!(doc["transformers"][1], "file.yaml");
+    }
+
+    #[test]
+    fn refused_inline_text_is_named_never_echoed() {
+        let hostile = json!({"patchesStrategicMerge": ["stringData: {password: hunter2}\nmore"]});
+        let message = of_kustomization(&hostile, "k.yaml", false).unwrap_err().to_string();
+        assert!(!message.contains("hunter2") && message.contains("characters"), "{message}");
+        let root = tempfile::tempdir().unwrap();
+        let inline = "kind: Secret\nmetadata: {name: db}\nstringData: {password: hunter2}\nx: ../../../../../../../../../../../../y";
+        let reference = Reference {
+            field: "patchesStrategicMerge".into(),
+            value: inline.into(),
+            plugin: false,
+            inline: true,
+        };
+        let message = check(root.path(), root.path(), &reference, "apps").unwrap_err().to_string();
+        assert!(!message.contains("hunter2") && message.contains("<inline Secret/db>"), "{message}");
     }
 
     #[test]
