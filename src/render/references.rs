@@ -274,9 +274,12 @@ pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Resu
         });
     };
     // The export holds no symlinks; a tree that does (a working-tree render) must not lead out.
-    let real_root = root.canonicalize().map_err(|e| RenderError::InvalidSource(e.to_string()))?;
-    if !real.starts_with(real_root) {
-        return Err(outside());
+    // The root is resolved only when needed (it is itself reached through a symlink).
+    if !real.starts_with(root) {
+        let real_root = root.canonicalize().map_err(|e| RenderError::InvalidSource(e.to_string()))?;
+        if !real.starts_with(real_root) {
+            return Err(outside());
+        }
     }
     Ok(Local { field: field.clone(), path, plugin: *plugin, inline: false })
 }
