@@ -14,3 +14,4 @@ mod plan;
 mod render_cli;
 mod render_engine;
 mod sandbox;
+mod trust;
