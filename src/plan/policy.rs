@@ -136,6 +136,11 @@ impl Policy {
         })
     }
 
+    /// The severity this policy gives a code; `None` when it is off.
+    pub fn severity(&self, code: &str) -> Option<Severity> {
+        self.severities.get(code).copied().unwrap_or(Some(Severity::Warning))
+    }
+
     /// An alert not tied to a cluster (policy notes), with this policy's severity.
     pub fn general_alert(&self, code: &str, message: String) -> Option<Alert> {
         self.alert(code, "", None, message, Vec::new())
