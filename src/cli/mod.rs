@@ -55,7 +55,8 @@ pub struct RenderArgs {
     /// The Flux repository (a git checkout).
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
-    /// Map another source to a local directory: NAMESPACE/NAME=DIR (repeatable).
+    /// Map another source to a local directory: NAMESPACE/NAME=DIR (repeatable). DIR's working
+    /// tree is pinned: `plan` uses the same tree for base and head (the plan notes it).
     #[arg(long = "source", value_name = "NAMESPACE/NAME=DIR", value_parser = parse_source)]
     pub sources: Vec<(String, PathBuf)>,
     /// Cluster snapshot file: values for postBuild.substituteFrom (see README).
@@ -175,6 +176,17 @@ impl RenderArgs {
         opts.cancel = self.cancel.clone();
         opts.progress = true;
         opts
+    }
+
+    /// The roots `.fluxplan.yaml` declares at `rev` (the working tree without one). A policy that
+    /// does not parse declares none; the plan reports it as `policy-invalid`.
+    pub fn declared_roots(&self, rev: Option<&str>) -> Option<Vec<crate::render::DeclaredRoot>> {
+        let file = crate::plan::policy::POLICY_FILE;
+        let text = match rev {
+            Some(rev) => crate::git::show_file(&self.repo, rev, file).ok().flatten(),
+            None => std::fs::read_to_string(self.repo.join(file)).ok(),
+        };
+        crate::plan::Policy::parse(&text?).ok()?.roots
     }
 
     pub fn cache_dir(&self) -> Option<PathBuf> {

@@ -139,8 +139,16 @@ fn try_plan(args: &PlanArgs) -> Result<Plan> {
     }
     let knowledge = ClusterKnowledge::gather(sources)?;
     let renderer = Renderer::new(args.render.limits.kustomize_timeout(), args.render.cache_dir())?;
+    // Roots come from the policy that applies (the BASE revision's), so both sides share them.
+    let declared_roots = match &args.policy {
+        Some(path) => {
+            std::fs::read_to_string(path).ok().and_then(|t| Policy::parse(&t).ok()).and_then(|p| p.roots)
+        }
+        None => args.render.declared_roots(Some(&args.base)),
+    };
     let render = |rev: &str| -> Result<Render> {
         let mut opts = args.render.options(Some(rev.to_string()), None);
+        opts.declared_roots = declared_roots.clone();
         if let Some(values) = &knowledge.values {
             opts.values = values.clone();
         }
@@ -154,7 +162,16 @@ fn try_plan(args: &PlanArgs) -> Result<Plan> {
     };
     let base = render(&args.base)?;
     let head = render(&args.head)?;
-    let (policy, policy_source, extra_alerts) = load_policy(args, &base, &head)?;
+    let (policy, policy_source, mut extra_alerts) = load_policy(args, &base, &head)?;
+    for (key, dir) in &args.render.sources {
+        extra_alerts.extend(policy.general_alert(
+            "source-pinned",
+            format!(
+                "source {key} is read from {} as it is now, for base and head alike: changes to it are not planned",
+                dir.display()
+            ),
+        ));
+    }
     let ask = |root: &str, ids: &[crate::flux::ObjectId]| knowledge.blast_radius(root, ids);
     let plan = make_plan(PlanRequest {
         base: &base,

@@ -24,8 +24,13 @@ pub struct Inputs<'a> {
 pub fn compute(inputs: &Inputs) -> Vec<KustomizationPlan> {
     let names: BTreeSet<&str> =
         inputs.base.clusters.iter().chain(&inputs.head.clusters).map(|c| c.name.as_str()).collect();
+    let problems = super::roots::problems(inputs.base, inputs.head);
     let mut plans = Vec::new();
     for name in names {
+        if let Some(problem) = problems.get(name) {
+            plans.extend(super::roots::unplanned(name, problem));
+            continue;
+        }
         fn find<'r>(render: &'r Render, name: &str) -> Option<&'r Cluster> {
             render.clusters.iter().find(|c| c.name == name)
         }

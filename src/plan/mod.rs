@@ -8,6 +8,7 @@ mod dependants;
 pub mod diff;
 pub mod live_diff;
 pub mod policy;
+mod roots;
 
 pub use compute::compute;
 pub use policy::Policy;
@@ -370,7 +371,9 @@ pub struct PlanRequest<'a> {
 
 /// Compares base and head, applies the policy and gives the verdict.
 pub fn make_plan(request: PlanRequest) -> Plan {
-    let inputs = compute::Inputs { base: request.base, head: request.head, snapshots: request.snapshots };
+    let (base, head) = roots::without_phantom_roots(request.base, request.head);
+    let (base, head) = (base.as_ref(), head.as_ref());
+    let inputs = compute::Inputs { base, head, snapshots: request.snapshots };
     let mut kustomizations = compute(&inputs);
     let mut blast_radius = std::collections::BTreeMap::new();
     if let Some(ask) = request.blast_radius {
@@ -391,7 +394,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
             blast_radius.insert(cluster.to_string(), ask(cluster, &ids));
         }
     }
-    blast::annotate(&mut kustomizations, request.base, request.head, &blast_radius);
+    blast::annotate(&mut kustomizations, base, head, &blast_radius);
     let mut alerts = request.extra_alerts;
     if let Some(reason) = &request.degraded {
         alerts.extend(request.policy.general_alert(
@@ -404,13 +407,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
             alerts.extend(request.policy.general_alert("cluster-read-incomplete", warning.clone()));
         }
     }
-    alerts.extend(policy::evaluate(
-        request.policy,
-        &kustomizations,
-        request.base,
-        request.head,
-        &blast_radius,
-    ));
+    alerts.extend(policy::evaluate(request.policy, &kustomizations, base, head, &blast_radius));
     let mut summary = Counts::default();
     for plan in &kustomizations {
         summary.merge(&plan.counts);

@@ -5,7 +5,7 @@ use super::{
     causes, dependants, Alert, BlastRadius, KustomizationPlan, KustomizationStatus, Severity, Verdict,
 };
 use crate::flux::KustomizationRef;
-use crate::render::{Render, Status};
+use crate::render::{DeclaredRoot, Render, Status};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,6 +35,9 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("cluster-unreachable", Severity::Warning),
     ("cluster-read-incomplete", Severity::Warning),
     ("external-source", Severity::Info),
+    ("root-failed", Severity::Danger),
+    ("roots-changed", Severity::Danger),
+    ("source-pinned", Severity::Info),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =
@@ -51,6 +54,8 @@ pub struct Policy {
     pub protected_kinds: BTreeSet<String>,
     /// Severity per alert code; `None` turns the alert off.
     pub severities: BTreeMap<String, Option<Severity>>,
+    /// The repository's roots, when declared (`roots:`): the only roots then.
+    pub roots: Option<Vec<DeclaredRoot>>,
 }
 
 impl Default for Policy {
@@ -61,6 +66,7 @@ impl Default for Policy {
             min_deletions_for_percent: 3,
             protected_kinds: DEFAULT_PROTECTED_KINDS.iter().map(|k| k.to_string()).collect(),
             severities: DEFAULT_SEVERITIES.iter().map(|(c, s)| (c.to_string(), Some(*s))).collect(),
+            roots: None,
         }
     }
 }
@@ -71,6 +77,7 @@ struct PolicyFile {
     mass_deletion: Option<MassDeletionFile>,
     protected_kinds: Option<Vec<String>>,
     alerts: Option<BTreeMap<String, String>>,
+    roots: Option<Vec<DeclaredRoot>>,
 }
 
 #[derive(Deserialize)]
@@ -97,6 +104,10 @@ impl Policy {
         }
         if let Some(kinds) = file.protected_kinds {
             policy.protected_kinds = kinds.into_iter().collect();
+        }
+        if let Some(roots) = file.roots {
+            DeclaredRoot::validate(&roots)?;
+            policy.roots = Some(roots);
         }
         for (code, severity) in file.alerts.unwrap_or_default() {
             if !policy.severities.contains_key(&code) {
@@ -155,8 +166,10 @@ pub fn evaluate(
     head: &Render,
     blast_radius: &BTreeMap<String, BlastRadius>,
 ) -> Vec<Alert> {
-    let mut alerts = Vec::new();
-    for plan in plans {
+    // A cluster whose root fails or changes has one alert saying so, and no other.
+    let unplanned = super::roots::problems(base, head);
+    let mut alerts = super::roots::alerts(policy, &unplanned);
+    for plan in plans.iter().filter(|p| !unplanned.contains_key(&p.cluster)) {
         alerts.extend(plan_alerts(policy, plan, base, head));
     }
     alerts.extend(causes::deletion_alerts(policy, plans, base, head));
@@ -172,7 +185,11 @@ pub fn evaluate(
             ));
         }
     }
-    alerts.extend(spec_change_alerts(policy, base, head));
+    alerts.extend(
+        spec_change_alerts(policy, base, head)
+            .into_iter()
+            .filter(|a| a.cluster.as_ref().is_none_or(|c| !unplanned.contains_key(c))),
+    );
     // Files left out for their size: what Flux would read is not what was rendered.
     let mut breaches: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (revision, render) in [("head", head), ("base", base)] {
@@ -367,10 +384,24 @@ mod tests {
     }
 
     #[test]
+    fn parses_declared_roots() {
+        let policy =
+            Policy::parse("roots:\n- path: clusters/prod\n  name: production\n- path: clusters/staging\n")
+                .unwrap();
+        let roots = policy.roots.unwrap();
+        assert_eq!(roots[0], DeclaredRoot { path: "clusters/prod".into(), name: Some("production".into()) });
+        assert_eq!(roots[1].name, None);
+        assert_eq!(policy.severities["root-failed"], Some(Severity::Danger));
+        assert_eq!(policy.severities["roots-changed"], Some(Severity::Danger));
+    }
+
+    #[test]
     fn rejects_unknown_keys_and_codes() {
         assert!(Policy::parse("massDeletion:\n  maxObject: 5\n").is_err());
         assert!(Policy::parse("alerts:\n  no-such-code: danger\n").is_err());
         assert!(Policy::parse("alerts:\n  build-failed: fatal\n").is_err());
+        assert!(Policy::parse("roots:\n- path: ''\n").is_err());
+        assert!(Policy::parse("roots:\n- path: a\n  cluster: b\n").is_err());
         assert_eq!(Policy::parse("").unwrap(), Policy::default());
     }
 }

@@ -5,10 +5,13 @@ pub mod build;
 pub mod cache;
 pub mod kustomize;
 pub mod postbuild;
+mod reach;
 pub mod references;
+pub mod roots;
 pub mod source;
 mod walk;
 
+pub use roots::{DeclaredRoot, RootKind};
 pub use walk::{render, Renderer};
 
 use crate::cluster::SubstitutionSource;
@@ -141,10 +144,23 @@ impl RenderedKustomization {
 /// The Kustomizations reached from one root: one cluster.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cluster {
-    /// The root's path, e.g. `clusters/production`.
+    /// The root's path (`clusters/production`), its declared name, or for a fallback root the
+    /// directory of its file (see `roots::cluster_names`).
     pub name: String,
     pub root: KustomizationRef,
+    /// How the root was found.
+    pub found_by: RootKind,
+    /// The file that declares the root, when one does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root_file: Option<String>,
     pub kustomizations: Vec<RenderedKustomization>,
+}
+
+impl Cluster {
+    /// The root's own render.
+    pub fn root_kustomization(&self) -> Option<&RenderedKustomization> {
+        self.kustomizations.iter().find(|k| k.parent.is_none() && k.reference() == self.root)
+    }
 }
 
 /// A Kustomization file that no root reaches.
@@ -209,6 +225,8 @@ pub struct RenderOptions {
     /// Scopes of kinds the cluster serves (group, kind, scope), for custom resources whose CRD is
     /// not in the repository.
     pub known_scopes: Vec<(String, String, crate::flux::scope::Scope)>,
+    /// Roots declared in the base revision's `.fluxplan.yaml`: when given, the only roots.
+    pub declared_roots: Option<Vec<DeclaredRoot>>,
     /// Values of particular clusters (by root path), when each root has its own cluster.
     pub cluster_values: BTreeMap<String, Arc<dyn SubstitutionSource>>,
     /// Strict substitution (undefined variables fail), the controller's default since 1.9.
@@ -229,6 +247,7 @@ impl RenderOptions {
             sources: BTreeMap::new(),
             values: Arc::new(crate::cluster::Offline),
             cluster_values: BTreeMap::new(),
+            declared_roots: None,
             known_scopes: Vec::new(),
             strict_substitution: true,
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),

@@ -5,6 +5,8 @@ use super::build::Builder;
 use super::cache::RenderCache;
 use super::kustomize::Kustomize;
 use super::postbuild::{self, Variables};
+use super::reach;
+use super::roots::{self, Candidate, InstanceSync, Root, Sourced};
 use super::source::ExportedSource;
 use super::{
     Cluster, ErrorReport, Render, RenderError, RenderOptions, RenderStats, RenderedKustomization,
@@ -60,6 +62,20 @@ struct DiskKustomization {
     name: String,
     namespace: Option<String>,
     spec: Result<Kustomization, String>,
+    /// No `spec.sourceRef`: a patch or partial manifest, never applied on its own.
+    is_fragment: bool,
+}
+
+/// What the repository's files declare, read without rendering.
+struct Discovered {
+    kustomizations: Vec<DiskKustomization>,
+    git_repositories: Vec<DiskGitRepository>,
+    /// Flux Operator syncs in files (FluxInstances, flux-instance HelmReleases).
+    syncs: Vec<InstanceSync>,
+    /// OCIRepositories in files: a HelmRelease's `chartRef` may name one.
+    chart_sources: Vec<Value>,
+    /// Files kustomization files use as patches.
+    patch_files: BTreeSet<String>,
 }
 
 /// A GitRepository manifest found in the repository's files.
@@ -89,10 +105,42 @@ struct Node {
 struct Sources<'a> {
     this_repo: &'a ExportedSource,
     this_repo_keys: BTreeMap<String, Option<String>>,
-    mapped: BTreeMap<String, ExportedSource>,
+    mapped: &'a BTreeMap<String, ExportedSource>,
+}
+
+/// The sources that denote the repository being rendered, with their `spec.ignore`:
+/// `flux-system/flux-system`, and every GitRepository or operator sync whose URL is one of the
+/// repository's remotes.
+fn this_repo_keys(
+    repositories: &[DiskGitRepository],
+    syncs: &[InstanceSync],
+    remotes: &BTreeSet<String>,
+) -> BTreeMap<String, Option<String>> {
+    let bootstrap_key = format!("{}/{}", BOOTSTRAP_SOURCE.0, BOOTSTRAP_SOURCE.1);
+    let mut keys: BTreeMap<String, Option<String>> = BTreeMap::new();
+    keys.insert(bootstrap_key.clone(), None);
+    for sync in syncs.iter().filter(|s| s.source_kind == "GitRepository") {
+        if remotes.contains(&git::normalize_url(&sync.url)) {
+            keys.entry(sync.source_key()).or_insert(None);
+        }
+    }
+    for repo in repositories {
+        if repo.key == bootstrap_key || remotes.contains(&git::normalize_url(&repo.url)) {
+            keys.insert(repo.key.clone(), repo.ignore.clone());
+        }
+    }
+    keys
 }
 
 impl Sources<'_> {
+    /// True when `source` is the repository being rendered (not a mapped directory).
+    fn is_this_repo(&self, source: &flux::SourceRef) -> bool {
+        let key = format!("{}/{}", source.namespace, source.name);
+        source.kind == "GitRepository"
+            && !self.mapped.contains_key(&key)
+            && self.this_repo_keys.contains_key(&key)
+    }
+
     /// The local tree of a source, or `None` when it is external.
     fn tree(&self, source: &flux::SourceRef) -> Result<Option<PathBuf>, RenderError> {
         let key = format!("{}/{}", source.namespace, source.name);
@@ -128,38 +176,32 @@ impl Renderer {
         }
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "source exported");
         let discovery_tree = this_repo.tree(None)?;
-        let (disk_kustomizations, git_repositories, flux_instances) = discover(&discovery_tree);
+        let discovered = discover(&discovery_tree);
+        let disk_kustomizations = &discovered.kustomizations;
 
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "manifests discovered");
         let remotes: BTreeSet<String> =
             git::remote_urls(&opts.repo).iter().map(|u| git::normalize_url(u)).collect();
-        let bootstrap_key = format!("{}/{}", BOOTSTRAP_SOURCE.0, BOOTSTRAP_SOURCE.1);
-        let mut this_repo_keys: BTreeMap<String, Option<String>> = BTreeMap::new();
-        this_repo_keys.insert(bootstrap_key.clone(), None);
-        for repo in &git_repositories {
-            if repo.key == bootstrap_key || remotes.contains(&git::normalize_url(&repo.url)) {
-                this_repo_keys.insert(repo.key.clone(), repo.ignore.clone());
-            }
-        }
-        let sources = Sources { this_repo: &this_repo, this_repo_keys, mapped };
-
-        let progress = Progress::new(opts.progress);
-        let ctx = Context {
-            renderer: self,
-            opts,
-            sources: &sources,
-            progress: &progress,
-            memo: Default::default(),
+        let sources = Sources {
+            this_repo: &this_repo,
+            this_repo_keys: this_repo_keys(&discovered.git_repositories, &discovered.syncs, &remotes),
+            mapped: &mapped,
         };
 
-        // Render every local candidate once with its spec as written, to learn who produces whom.
+        let progress = Progress::new(opts.progress);
+        let memo = Default::default();
+        let ctx = Context { renderer: self, opts, sources: &sources, progress: &progress, memo: &memo };
+
+        // Render every local candidate once with its spec as written, to learn who produces whom
+        // and which Flux Operator syncs the renders hold.
         let candidates: Vec<(usize, &Kustomization)> = disk_kustomizations
             .iter()
             .enumerate()
             .filter_map(|(i, d)| Some((i, d.spec.as_ref().ok()?)))
             .filter(|(_, spec)| matches!(sources.tree(&spec.source_ref), Ok(Some(_))))
             .collect();
-        let produced: Vec<(usize, Vec<(String, String)>)> = pool.install(|| {
+        let chart_sources: Vec<&Value> = discovered.chart_sources.iter().collect();
+        let learned: Vec<Learned> = pool.install(|| {
             candidates
                 .par_iter()
                 .map(|(i, spec)| {
@@ -174,7 +216,11 @@ impl Renderer {
                             Some((o.origin.clone()?, o.object["metadata"]["name"].as_str()?.to_string()))
                         })
                         .collect();
-                    (*i, children)
+                    let sourced: Vec<Sourced> = made
+                        .iter()
+                        .map(|o| (o.real.as_ref().unwrap_or(&o.object), o.origin.as_deref()))
+                        .collect();
+                    (*i, children, roots::instance_syncs(&sourced, &chart_sources))
                 })
                 .collect()
         });
@@ -187,58 +233,73 @@ impl Renderer {
             exact.or_else(|| (same_file.len() == 1).then(|| same_file[0]))
         };
         let mut producers: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
-        for (producer, children) in &produced {
-            for (file, name) in children {
+        let mut rendered_syncs = Vec::new();
+        for (producer, children, syncs) in learned {
+            for (file, name) in &children {
                 if let Some(child) = matches(file, name) {
-                    producers.entry(child).or_default().insert(*producer);
+                    producers.entry(child).or_default().insert(producer);
+                }
+            }
+            rendered_syncs.extend(syncs);
+        }
+        // What each candidate of this repository includes by its kustomization files: a parent
+        // whose build fails still claims its children, so they never pass for roots.
+        for (i, spec) in &candidates {
+            if sources.is_this_repo(&spec.source_ref) {
+                for file in reach::included_files(&discovery_tree, &spec.path) {
+                    for child in
+                        (0..disk_kustomizations.len()).filter(|&j| disk_kustomizations[j].file == file)
+                    {
+                        producers.entry(child).or_default().insert(*i);
+                    }
                 }
             }
         }
-        let self_producing: Vec<usize> = candidates
+        let syncs = roots::dedup_syncs(rendered_syncs, discovered.syncs.clone());
+        let root_candidates: Vec<Candidate> = candidates
             .iter()
-            .map(|(i, _)| *i)
-            .filter(|i| producers.get(i).is_some_and(|p| p.contains(i)))
-            .collect();
-        let mut root_specs: Vec<(Kustomization, Option<String>)> = self_producing
-            .iter()
-            .map(|&i| {
-                (
-                    disk_kustomizations[i].spec.clone().expect("candidate"),
-                    Some(disk_kustomizations[i].file.clone()),
-                )
+            .map(|(i, spec)| {
+                let by = producers.get(i);
+                Candidate {
+                    spec,
+                    file: &disk_kustomizations[*i].file,
+                    self_producing: by.is_some_and(|p| p.contains(i)),
+                    produced_by_other: by.is_some_and(|p| p.iter().any(|q| q != i)),
+                }
             })
             .collect();
-        root_specs.extend(flux_instances);
-        if root_specs.is_empty() {
-            // No bootstrap or operator root in the repository: every candidate nothing else
-            // produces is a root.
-            root_specs = candidates
-                .iter()
-                .filter(|(i, _)| producers.get(i).is_none_or(|p| p.iter().all(|q| q == i)))
-                .map(|(i, spec)| ((*spec).clone(), Some(disk_kustomizations[*i].file.clone())))
-                .collect();
-        }
+        let roots = roots::choose(opts.declared_roots.as_deref(), &root_candidates, &syncs);
+        // Syncs found only in renders may name sources of this repository discovery missed.
+        let sources = Sources {
+            this_repo: &this_repo,
+            this_repo_keys: this_repo_keys(&discovered.git_repositories, &syncs, &remotes),
+            mapped: sources.mapped,
+        };
+        let ctx = Context { renderer: self, opts, sources: &sources, progress: &progress, memo: &memo };
 
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "roots found");
         let mut clusters: Vec<Cluster> = Vec::new();
         let mut queue: Vec<Node> = Vec::new();
-        for (spec, file) in root_specs {
-            let mut name = paths::relative(Path::new("/"), &paths::secure_join(Path::new("/"), &spec.path));
-            if clusters.iter().any(|c| c.name == name) {
-                name = format!("{name} ({})", spec.reference());
-            }
+        let names = roots::cluster_names(&roots);
+        for (Root { spec, file, kind, .. }, name) in roots.into_iter().zip(names) {
             queue.push(Node {
                 cluster: clusters.len(),
                 cluster_name: name.clone(),
                 inherited_secrets: BTreeSet::new(),
                 shown_path: None,
                 parent: None,
-                file,
+                file: file.clone(),
                 ancestors: Vec::new(),
                 is_root: true,
                 spec: spec.clone(),
             });
-            clusters.push(Cluster { name, root: spec.reference(), kustomizations: Vec::new() });
+            clusters.push(Cluster {
+                name,
+                root: spec.reference(),
+                found_by: kind,
+                root_file: file,
+                kustomizations: Vec::new(),
+            });
         }
 
         let mut reached: BTreeSet<(String, String)> = BTreeSet::new();
@@ -293,6 +354,8 @@ impl Renderer {
                     .iter()
                     .any(|(file, name)| *file == d.file && (*name == d.name || name.contains(&d.name)))
             })
+            // Patches are fragments by nature, never applied on their own.
+            .filter(|d| !discovered.patch_files.contains(&d.file) && !d.is_fragment)
             .map(|d| Unreachable {
                 file: d.file.clone(),
                 namespace: d.namespace.clone(),
@@ -322,6 +385,10 @@ impl Renderer {
     }
 }
 
+/// What rendering a candidate teaches: its index, the Kustomizations it produces (origin file,
+/// name), and the operator syncs its objects declare.
+type Learned = (usize, Vec<(String, String)>, Vec<InstanceSync>);
+
 type Rendered = Result<(Vec<RenderedObject>, Vec<String>), RenderError>;
 
 struct Context<'a> {
@@ -331,7 +398,7 @@ struct Context<'a> {
     progress: &'a Progress,
     /// Results by identity and spec: a child whose rendered spec is the one written in its file
     /// reuses the render made while looking for roots.
-    memo: std::sync::Mutex<BTreeMap<String, Rendered>>,
+    memo: &'a std::sync::Mutex<BTreeMap<String, Rendered>>,
 }
 
 impl Context<'_> {
@@ -562,19 +629,16 @@ fn assign_ids(clusters: &mut [Cluster], known: &[(String, String, Scope)]) {
     }
 }
 
-/// Scans the repository's YAML files for Kustomization, GitRepository and FluxInstance manifests.
-#[allow(clippy::type_complexity)]
-fn discover(
-    root: &Path,
-) -> (Vec<DiskKustomization>, Vec<DiskGitRepository>, Vec<(Kustomization, Option<String>)>) {
+/// Scans the repository's YAML files for Kustomization, GitRepository and Flux Operator manifests.
+fn discover(root: &Path) -> Discovered {
     let mut files = Vec::new();
     collect_yaml_files(root, &mut files);
     files.sort();
     let mut kustomizations = Vec::new();
     let mut repositories = Vec::new();
-    let mut instances = Vec::new();
-    for file in files {
-        let Ok(text) = std::fs::read_to_string(&file) else {
+    let mut operator_objects: Vec<(Value, String)> = Vec::new();
+    for file in &files {
+        let Ok(text) = std::fs::read_to_string(file) else {
             continue;
         };
         if !text.contains("toolkit.fluxcd.io") && !text.contains("FluxInstance") {
@@ -584,7 +648,7 @@ fn discover(
         let Ok(docs) = yaml::parse_documents(&text) else {
             continue;
         };
-        let rel = paths::relative(root, &file);
+        let rel = paths::relative(root, file);
         for doc in docs {
             let api = doc["apiVersion"].as_str().unwrap_or("");
             let kind = doc["kind"].as_str().unwrap_or("");
@@ -593,7 +657,14 @@ fn discover(
                 let name = doc["metadata"]["name"].as_str().unwrap_or("").to_string();
                 let namespace = doc["metadata"]["namespace"].as_str().map(str::to_string);
                 let spec = Kustomization::from_value(&doc, BOOTSTRAP_SOURCE.0).map_err(|e| e.to_string());
-                kustomizations.push(DiskKustomization { file: rel.clone(), name, namespace, spec });
+                let is_fragment = doc["spec"].get("sourceRef").is_none();
+                kustomizations.push(DiskKustomization {
+                    file: rel.clone(),
+                    name,
+                    namespace,
+                    spec,
+                    is_fragment,
+                });
             } else if group == flux::SOURCE_GROUP && kind == "GitRepository" {
                 let meta = &doc["metadata"];
                 repositories.push(DiskGitRepository {
@@ -605,35 +676,22 @@ fn discover(
                     url: doc["spec"]["url"].as_str().unwrap_or("").to_string(),
                     ignore: doc["spec"]["ignore"].as_str().map(str::to_string),
                 });
-            } else if kind == "FluxInstance" {
-                if let Some(root_spec) = flux_instance_root(&doc) {
-                    instances.push((root_spec, Some(rel.clone())));
-                }
+            } else if matches!(kind, "FluxInstance" | "HelmRelease" | "OCIRepository") {
+                operator_objects.push((doc, rel.clone()));
             }
         }
     }
-    (kustomizations, repositories, instances)
-}
-
-/// The root Kustomization the Flux Operator creates for a FluxInstance that syncs from Git.
-fn flux_instance_root(doc: &Value) -> Option<Kustomization> {
-    let sync = doc["spec"].get("sync")?;
-    if sync["kind"].as_str().is_some_and(|k| k != "GitRepository") {
-        return None;
+    let sourced: Vec<Sourced> = operator_objects.iter().map(|(o, f)| (o, Some(f.as_str()))).collect();
+    let syncs = roots::instance_syncs(&sourced, &[]);
+    let chart_sources =
+        operator_objects.into_iter().map(|(o, _)| o).filter(|o| o["kind"] == "OCIRepository").collect();
+    Discovered {
+        kustomizations,
+        git_repositories: repositories,
+        syncs,
+        chart_sources,
+        patch_files: reach::patch_files(root, &files),
     }
-    let namespace = doc["metadata"]["namespace"].as_str().unwrap_or(BOOTSTRAP_SOURCE.0);
-    let name = sync["name"].as_str().unwrap_or(namespace);
-    let manifest = serde_json::json!({
-        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
-        "kind": "Kustomization",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "path": sync["path"].as_str().unwrap_or("."),
-            "prune": true,
-            "sourceRef": {"kind": "GitRepository", "name": name},
-        },
-    });
-    Kustomization::from_value(&manifest, namespace).ok()
 }
 
 fn collect_yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {

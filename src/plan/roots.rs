@@ -1,0 +1,278 @@
+//! The clusters' roots, compared between base and head. A root is where Flux starts; when it
+//! fails to build, or base and head disagree on it, what Flux runs in that cluster is unknown on
+//! one side: the plan says so (`root-failed`, `roots-changed`) instead of listing phantom
+//! creates and removals.
+
+use super::{Alert, KustomizationPlan, KustomizationStatus, Policy};
+use crate::render::{Cluster, ErrorReport, Render, RootKind, Status};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Why a cluster is not planned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RootProblem {
+    /// Its root fails to build at `sides` (base, head or both).
+    Failed { sides: &'static str, root: String, path: String, error: ErrorReport },
+    /// Base and head disagree on its root (`None`: the side has no such cluster).
+    Changed { base: Option<String>, head: Option<String> },
+}
+
+/// The renders without phantom roots: a fallback root ("nothing produces it") on one side that
+/// the other side renders as some Kustomization's child is that child, not a cluster.
+pub fn without_phantom_roots<'r>(base: &'r Render, head: &'r Render) -> (Cow<'r, Render>, Cow<'r, Render>) {
+    (drop_phantoms(base, head), drop_phantoms(head, base))
+}
+
+fn drop_phantoms<'r>(render: &'r Render, other: &Render) -> Cow<'r, Render> {
+    let is_phantom = |cluster: &Cluster| {
+        cluster.found_by == RootKind::Fallback
+            && other.kustomizations().any(|(_, k)| {
+                k.parent.is_some()
+                    && k.reference() == cluster.root
+                    && (k.file.is_none() || cluster.root_file.is_none() || k.file == cluster.root_file)
+            })
+    };
+    if !render.clusters.iter().any(is_phantom) {
+        return Cow::Borrowed(render);
+    }
+    let mut kept = render.clone();
+    kept.clusters.retain(|c| !is_phantom(c));
+    Cow::Owned(kept)
+}
+
+/// How a cluster's root reads: `flux-system/flux-system at kubernetes/flux/cluster (flux-instance
+/// HelmRelease in kubernetes/apps/flux-system/flux-instance/app/helmrelease.yaml)`.
+fn describe(cluster: &Cluster) -> String {
+    let path = cluster.root_kustomization().map(|k| k.path.as_str()).unwrap_or("?");
+    let file = cluster.root_file.as_deref().map(|f| format!(" in {f}")).unwrap_or_default();
+    format!("{} at {path} ({}{file})", cluster.root, cluster.found_by.describe())
+}
+
+/// The root's identity: what must stay the same for base and head to be comparable.
+fn identity(cluster: &Cluster) -> (String, RootKind, String) {
+    let path = cluster.root_kustomization().map(|k| k.path.clone()).unwrap_or_default();
+    (cluster.root.to_string(), cluster.found_by, crate::render::roots::normalized_path(&path))
+}
+
+/// The clusters that cannot be planned, by name.
+pub fn problems(base: &Render, head: &Render) -> BTreeMap<String, RootProblem> {
+    let find = |render: &'_ Render, name: &str| render.clusters.iter().find(|c| c.name == name).cloned();
+    let names: BTreeSet<&str> = base.clusters.iter().chain(&head.clusters).map(|c| c.name.as_str()).collect();
+    let mut problems = BTreeMap::new();
+    for name in names {
+        let (before, after) = (find(base, name), find(head, name));
+        let problem = match (&before, &after) {
+            (Some(b), Some(h)) if identity(b) == identity(h) => failure(b, h),
+            _ => Some(RootProblem::Changed {
+                base: before.as_ref().map(describe),
+                head: after.as_ref().map(describe),
+            }),
+        };
+        if let Some(problem) = problem {
+            problems.insert(name.to_string(), problem);
+        }
+    }
+    problems
+}
+
+fn failure(base: &Cluster, head: &Cluster) -> Option<RootProblem> {
+    let failed = |c: &Cluster| c.root_kustomization().filter(|k| k.status == Status::Failed).cloned();
+    let (b, h) = (failed(base), failed(head));
+    let sides = match (&b, &h) {
+        (Some(_), Some(_)) => "base and head",
+        (Some(_), None) => "base",
+        (None, Some(_)) => "head",
+        (None, None) => return None,
+    };
+    let root = h.or(b)?;
+    Some(RootProblem::Failed {
+        sides,
+        root: root.reference().to_string(),
+        path: root.path.clone(),
+        error: root.error.clone().unwrap_or(ErrorReport { code: "build-failed", message: "failed".into() }),
+    })
+}
+
+/// The plan of a cluster that cannot be planned: its failing root alone, with why nothing else
+/// is listed; nothing at all when the roots changed (the alert says it).
+pub fn unplanned(cluster: &str, problem: &RootProblem) -> Vec<KustomizationPlan> {
+    let RootProblem::Failed { sides, root, path, error } = problem else { return Vec::new() };
+    let (namespace, name) = root.split_once('/').unwrap_or(("", root));
+    vec![KustomizationPlan {
+        cluster: cluster.to_string(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        status: KustomizationStatus::Failed,
+        path: Some(path.clone()),
+        changes: Vec::new(),
+        counts: Default::default(),
+        inventory_size: 0,
+        inventory_source: super::InventorySource::None,
+        error: Some(error.clone()),
+        drift: Vec::new(),
+        notes: vec![consequence(sides).to_string()],
+    }]
+}
+
+fn consequence(sides: &str) -> &'static str {
+    if sides == "head" {
+        "the root fails to build at head: after the merge Flux applies and prunes nothing in this cluster \
+         until it is fixed; nothing of this cluster is planned"
+    } else {
+        "the root fails to build at base, so what this cluster runs is unknown: nothing of this cluster is \
+         planned (no creates or removals are guessed)"
+    }
+}
+
+/// One alert per cluster that cannot be planned.
+pub fn alerts(policy: &Policy, problems: &BTreeMap<String, RootProblem>) -> Vec<Alert> {
+    let mut alerts = Vec::new();
+    for (cluster, problem) in problems {
+        alerts.extend(match problem {
+            RootProblem::Failed { sides, root, error, .. } => policy.alert(
+                "root-failed",
+                cluster,
+                Some(root.clone()),
+                format!("root {root} fails to build at {sides} ({}: {}): {}", error.code, error.message, consequence(sides)),
+                Vec::new(),
+            ),
+            RootProblem::Changed { base, head } => policy.alert(
+                "roots-changed",
+                cluster,
+                None,
+                format!(
+                    "the root of this cluster differs between base ({}) and head ({}): what Flux keeps or prunes \
+                     cannot be told, so nothing of this cluster is planned (declare roots in .fluxplan.yaml if \
+                     fluxplan found the wrong ones)",
+                    base.as_deref().unwrap_or("no such cluster"),
+                    head.as_deref().unwrap_or("no such cluster")
+                ),
+                Vec::new(),
+            ),
+        });
+    }
+    alerts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flux::{KustomizationRef, SourceRef};
+    use crate::render::RenderedKustomization;
+
+    fn kustomization(name: &str, parent: Option<&str>, file: &str, status: Status) -> RenderedKustomization {
+        RenderedKustomization {
+            namespace: "flux-system".into(),
+            name: name.into(),
+            path: format!("./{name}"),
+            source: SourceRef {
+                kind: "GitRepository".into(),
+                namespace: "flux-system".into(),
+                name: "flux-system".into(),
+            },
+            parent: parent.map(|p| KustomizationRef { namespace: "flux-system".into(), name: p.into() }),
+            file: Some(file.into()),
+            status,
+            error: (status == Status::Failed).then(|| ErrorReport {
+                code: "invalid-source",
+                message: "broken.yaml: missing metadata.name".into(),
+            }),
+            warnings: Vec::new(),
+            unresolved_variables: Vec::new(),
+            objects: Vec::new(),
+            spec: None,
+        }
+    }
+
+    fn cluster(name: &str, found_by: RootKind, ks: Vec<RenderedKustomization>) -> Cluster {
+        let root = ks[0].reference();
+        Cluster { name: name.into(), root, found_by, root_file: ks[0].file.clone(), kustomizations: ks }
+    }
+
+    fn render(clusters: Vec<Cluster>) -> Render {
+        Render {
+            revision: None,
+            clusters,
+            unreachable: Vec::new(),
+            warnings: Vec::new(),
+            source_limits: Vec::new(),
+            stats: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_fallback_root_the_other_side_produces_is_a_phantom() {
+        let base = render(vec![cluster(
+            "clusters/dev",
+            RootKind::Fallback,
+            vec![
+                kustomization("apps", None, "clusters/dev/apps.yaml", Status::Rendered),
+                kustomization("a", Some("apps"), "apps/a/ks.yaml", Status::Rendered),
+            ],
+        )]);
+        let head = render(vec![
+            cluster(
+                "clusters/dev",
+                RootKind::Fallback,
+                vec![kustomization("apps", None, "clusters/dev/apps.yaml", Status::Rendered)],
+            ),
+            cluster(
+                "apps/a",
+                RootKind::Fallback,
+                vec![kustomization("a", None, "apps/a/ks.yaml", Status::Rendered)],
+            ),
+        ]);
+        let (b, h) = without_phantom_roots(&base, &head);
+        assert!(matches!(b, Cow::Borrowed(_)));
+        assert_eq!(h.clusters.len(), 1);
+        assert!(problems(&b, &h).is_empty());
+        // Without the filter the phantom is a changed root.
+        assert!(matches!(
+            problems(&base, &head).get("apps/a"),
+            Some(RootProblem::Changed { base: None, .. })
+        ));
+    }
+
+    #[test]
+    fn a_failing_root_at_either_side_is_a_problem() {
+        let ok = render(vec![cluster(
+            "c",
+            RootKind::Bootstrap,
+            vec![kustomization("flux-system", None, "c/f.yaml", Status::Rendered)],
+        )]);
+        let broken = render(vec![cluster(
+            "c",
+            RootKind::Bootstrap,
+            vec![kustomization("flux-system", None, "c/f.yaml", Status::Failed)],
+        )]);
+        assert!(problems(&ok, &ok).is_empty());
+        let Some(RootProblem::Failed { sides, .. }) = problems(&broken, &ok).remove("c") else { panic!() };
+        assert_eq!(sides, "base");
+        let Some(RootProblem::Failed { sides, .. }) = problems(&ok, &broken).remove("c") else { panic!() };
+        assert_eq!(sides, "head");
+        let plans = unplanned("c", &problems(&broken, &broken)["c"]);
+        assert_eq!(plans.len(), 1);
+        assert_eq!(plans[0].status, KustomizationStatus::Failed);
+        assert!(plans[0].changes.is_empty());
+        let alerts = alerts(&Policy::default(), &problems(&broken, &ok));
+        assert_eq!(alerts.len(), 1);
+        assert_eq!(alerts[0].code, "root-failed");
+        assert_eq!(alerts[0].severity, super::super::Severity::Danger);
+    }
+
+    #[test]
+    fn a_root_found_another_way_is_a_changed_root() {
+        let bootstrap = render(vec![cluster(
+            "c",
+            RootKind::Bootstrap,
+            vec![kustomization("flux-system", None, "c/f.yaml", Status::Rendered)],
+        )]);
+        let instance = render(vec![cluster(
+            "c",
+            RootKind::FluxInstance,
+            vec![kustomization("flux-system", None, "c/f.yaml", Status::Rendered)],
+        )]);
+        assert!(matches!(problems(&bootstrap, &instance).get("c"), Some(RootProblem::Changed { .. })));
+        assert_eq!(alerts(&Policy::default(), &problems(&bootstrap, &instance))[0].code, "roots-changed");
+    }
+}

@@ -1,0 +1,576 @@
+//! How a repository declares its clusters: the roots Flux starts reconciling from.
+//!
+//! In order: roots declared in `.fluxplan.yaml`; else every `flux bootstrap` Kustomization
+//! (one that renders its own definition) and every Flux Operator sync (a `FluxInstance`, or the
+//! one a HelmRelease of the `flux-instance` chart renders); only when none exists, the fallback:
+//! Kustomizations that no other one produces or includes.
+
+use crate::flux::{Kustomization, KustomizationRef};
+use crate::paths;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The namespace the Flux Operator and `flux bootstrap` install into by default.
+const FLUX_NAMESPACE: &str = "flux-system";
+/// The Helm chart that renders a `FluxInstance` from its `instance` values.
+const FLUX_INSTANCE_CHART: &str = "flux-instance";
+/// helm-controller's default key of a `valuesFrom` ConfigMap.
+const DEFAULT_VALUES_KEY: &str = "values.yaml";
+
+/// How a root was found (shown in `build --format json` and used by the plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RootKind {
+    /// Declared in `.fluxplan.yaml` (`roots:`).
+    Declared,
+    /// `flux bootstrap`: a Kustomization that renders its own definition.
+    Bootstrap,
+    /// The `spec.sync` of a `FluxInstance` object.
+    FluxInstance,
+    /// The `FluxInstance` a HelmRelease of the `flux-instance` chart renders from its values.
+    FluxInstanceHelmRelease,
+    /// Nothing declares the sync: a Kustomization no other one produces or includes.
+    Fallback,
+}
+
+impl RootKind {
+    pub fn describe(self) -> &'static str {
+        match self {
+            RootKind::Declared => "declared in .fluxplan.yaml",
+            RootKind::Bootstrap => "flux bootstrap",
+            RootKind::FluxInstance => "FluxInstance",
+            RootKind::FluxInstanceHelmRelease => "flux-instance HelmRelease",
+            RootKind::Fallback => "not produced by any other Kustomization",
+        }
+    }
+}
+
+/// A root declared in `.fluxplan.yaml`: `roots: [{path: clusters/prod, name: production}]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredRoot {
+    /// The directory the cluster syncs, relative to the repository root.
+    pub path: String,
+    /// The cluster's name (default: the path).
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+impl DeclaredRoot {
+    /// Refuses what cannot name a cluster: an empty path or name.
+    pub fn validate(roots: &[DeclaredRoot]) -> Result<(), String> {
+        let mut names = std::collections::BTreeSet::new();
+        for root in roots {
+            if root.path.trim().is_empty() {
+                return Err("roots: every root needs a non-empty path".into());
+            }
+            if root.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+                return Err(format!("roots: the root at {} has an empty name", root.path));
+            }
+            let name = root.name.clone().unwrap_or_else(|| normalized_path(&root.path));
+            if !names.insert(name.clone()) {
+                return Err(format!("roots: two roots are named {name}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The sync a Flux Operator instance declares: the operator creates a source and a
+/// Kustomization, both named `name` in `namespace`, reconciling `path` of that source.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct InstanceSync {
+    pub kind: RootKind,
+    pub namespace: String,
+    pub name: String,
+    pub source_kind: String,
+    pub url: String,
+    pub path: String,
+    /// The file it was found in, when known.
+    pub file: Option<String>,
+}
+
+impl InstanceSync {
+    /// `namespace/name` of the source the operator creates.
+    pub fn source_key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The root Kustomization the operator creates for this sync.
+    pub fn root_spec(&self) -> Option<Kustomization> {
+        let manifest = json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+            "kind": "Kustomization",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {
+                "path": self.path,
+                "prune": true,
+                "sourceRef": {"kind": self.source_kind, "name": self.name},
+            },
+        });
+        Kustomization::from_value(&manifest, &self.namespace).ok()
+    }
+}
+
+/// An object with the file it came from.
+pub type Sourced<'a> = (&'a Value, Option<&'a str>);
+
+/// The syncs declared among `objects` (one render, or the repository's files):
+/// `FluxInstance` objects, and HelmReleases of the `flux-instance` chart, whose values may come
+/// from ConfigMaps among the same objects. `chart_sources` are OCIRepositories known elsewhere.
+pub fn instance_syncs(objects: &[Sourced], chart_sources: &[&Value]) -> Vec<InstanceSync> {
+    let mut syncs = Vec::new();
+    for (object, file) in objects {
+        let kind = object["kind"].as_str().unwrap_or("");
+        let group = crate::flux::split_api_version(object["apiVersion"].as_str().unwrap_or("")).0;
+        if kind == "FluxInstance" {
+            let namespace = object["metadata"]["namespace"].as_str().unwrap_or(FLUX_NAMESPACE);
+            syncs.extend(sync_of(&object["spec"]["sync"], namespace, RootKind::FluxInstance, *file));
+        } else if kind == "HelmRelease" && group == "helm.toolkit.fluxcd.io" {
+            let others = objects.iter().map(|(o, _)| *o).chain(chart_sources.iter().copied());
+            if !renders_flux_instance(object, others) {
+                continue;
+            }
+            let namespace = release_namespace(object);
+            let values = helm_values(object, objects.iter().map(|(o, _)| *o), &namespace);
+            let sync = &values["instance"]["sync"];
+            // The chart writes `spec.sync` only when a URL is set.
+            if sync["url"].as_str().is_some_and(|u| !u.is_empty()) {
+                syncs.extend(sync_of(sync, &namespace, RootKind::FluxInstanceHelmRelease, *file));
+            }
+        }
+    }
+    syncs
+}
+
+/// The sync of a FluxInstance spec; the operator names its objects after the instance's
+/// namespace unless `sync.name` is set.
+fn sync_of(sync: &Value, namespace: &str, kind: RootKind, file: Option<&str>) -> Option<InstanceSync> {
+    let sync = sync.as_object()?;
+    let text = |key: &str| sync.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let namespace = if namespace.is_empty() { FLUX_NAMESPACE } else { namespace };
+    Some(InstanceSync {
+        kind,
+        namespace: namespace.to_string(),
+        name: text("name").unwrap_or(namespace).to_string(),
+        source_kind: text("kind").unwrap_or("GitRepository").to_string(),
+        url: text("url").unwrap_or("").to_string(),
+        path: text("path").unwrap_or(".").to_string(),
+        file: file.map(str::to_string),
+    })
+}
+
+/// Helm installs a release into `spec.targetNamespace`, else the HelmRelease's namespace.
+fn release_namespace(release: &Value) -> String {
+    let spec = &release["spec"];
+    spec["targetNamespace"]
+        .as_str()
+        .or_else(|| release["metadata"]["namespace"].as_str())
+        .filter(|n| !n.is_empty())
+        .unwrap_or(FLUX_NAMESPACE)
+        .to_string()
+}
+
+/// True when a HelmRelease installs the `flux-instance` chart: by name from a chart repository,
+/// or through `chartRef` to an OCIRepository whose URL ends in `/flux-instance`.
+fn renders_flux_instance<'a>(release: &Value, mut others: impl Iterator<Item = &'a Value>) -> bool {
+    let spec = &release["spec"];
+    if spec["chart"]["spec"]["chart"]
+        .as_str()
+        .is_some_and(|c| c.trim_end_matches('/').ends_with(FLUX_INSTANCE_CHART))
+    {
+        return true;
+    }
+    let chart_ref = &spec["chartRef"];
+    if chart_ref["kind"] != "OCIRepository" {
+        return false;
+    }
+    let Some(name) = chart_ref["name"].as_str() else { return false };
+    let namespace = chart_ref["namespace"].as_str().or_else(|| release["metadata"]["namespace"].as_str());
+    others.any(|o| {
+        o["kind"] == "OCIRepository"
+            && o["metadata"]["name"] == name
+            && match (namespace, o["metadata"]["namespace"].as_str()) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+            && o["spec"]["url"].as_str().is_some_and(|url| {
+                let url = url.trim_end_matches('/');
+                url == FLUX_INSTANCE_CHART || url.ends_with(&format!("/{FLUX_INSTANCE_CHART}"))
+            })
+    })
+}
+
+/// The values helm-controller gives the chart: `valuesFrom` ConfigMaps in order (later wins),
+/// then the inline `values` on top. Secrets are never read; a `targetPath` entry is skipped.
+fn helm_values<'a>(
+    release: &Value,
+    objects: impl Iterator<Item = &'a Value> + Clone,
+    namespace: &str,
+) -> Value {
+    let mut merged = json!({});
+    for from in release["spec"]["valuesFrom"].as_array().into_iter().flatten() {
+        if from["kind"] != "ConfigMap" || from.get("targetPath").is_some() {
+            continue;
+        }
+        let Some(name) = from["name"].as_str() else { continue };
+        let key = from["valuesKey"].as_str().unwrap_or(DEFAULT_VALUES_KEY);
+        let config_map = objects.clone().find(|o| {
+            o["kind"] == "ConfigMap"
+                && o["metadata"]["name"] == name
+                && o["metadata"]["namespace"].as_str().is_none_or(|n| n == namespace)
+        });
+        let text = config_map.and_then(|c| c["data"][key].as_str());
+        if let Some(values) =
+            text.and_then(|t| crate::yaml::parse_documents(t).ok()).and_then(|mut d| d.pop())
+        {
+            deep_merge(&mut merged, &values);
+        }
+    }
+    deep_merge(&mut merged, &release["spec"]["values"]);
+    merged
+}
+
+/// Merges `overlay` into `base` as Helm merges values: maps key by key, anything else replaced.
+fn deep_merge(base: &mut Value, overlay: &Value) {
+    match (base, overlay) {
+        (Value::Object(base), Value::Object(overlay)) => {
+            for (key, value) in overlay {
+                match base.get_mut(key) {
+                    Some(existing) if existing.is_object() && value.is_object() => {
+                        deep_merge(existing, value)
+                    }
+                    _ => {
+                        base.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        (base, overlay) if !overlay.is_null() => *base = overlay.clone(),
+        _ => {}
+    }
+}
+
+/// The same sync found twice (in a file and in a render, or by two renders) counts once; a sync
+/// found in a render wins over its file read raw (the render knows the namespace).
+pub fn dedup_syncs(rendered: Vec<InstanceSync>, on_disk: Vec<InstanceSync>) -> Vec<InstanceSync> {
+    let rendered_files: std::collections::BTreeSet<Option<String>> =
+        rendered.iter().map(|s| s.file.clone()).filter(Option::is_some).collect();
+    let mut all: Vec<InstanceSync> = rendered
+        .into_iter()
+        .chain(on_disk.into_iter().filter(|s| !rendered_files.contains(&s.file)))
+        .collect();
+    all.sort();
+    let mut seen = std::collections::BTreeSet::new();
+    all.retain(|s| seen.insert((s.namespace.clone(), s.name.clone(), normalized_path(&s.path))));
+    all
+}
+
+/// A root Kustomization with how it was found.
+#[derive(Debug, Clone)]
+pub struct Root {
+    pub spec: Kustomization,
+    pub file: Option<String>,
+    pub kind: RootKind,
+    /// The name declared for it in `.fluxplan.yaml`.
+    pub declared_name: Option<String>,
+}
+
+/// A Kustomization file of the repository that could be a root.
+pub struct Candidate<'a> {
+    pub spec: &'a Kustomization,
+    pub file: &'a str,
+    /// Its render contains its own definition (`flux bootstrap`).
+    pub self_producing: bool,
+    /// Another Kustomization renders it or includes its file: never a root.
+    pub produced_by_other: bool,
+}
+
+/// Picks the roots: declared ones alone when given; else bootstrap roots and operator syncs;
+/// else the fallback.
+pub fn choose(
+    declared: Option<&[DeclaredRoot]>,
+    candidates: &[Candidate],
+    syncs: &[InstanceSync],
+) -> Vec<Root> {
+    if let Some(declared) = declared.filter(|d| !d.is_empty()) {
+        return declared.iter().filter_map(|d| declared_root(d, candidates)).collect();
+    }
+    let mut roots: Vec<Root> = candidates
+        .iter()
+        .filter(|c| c.self_producing)
+        .map(|c| Root {
+            spec: c.spec.clone(),
+            file: Some(c.file.to_string()),
+            kind: RootKind::Bootstrap,
+            declared_name: None,
+        })
+        .collect();
+    for sync in syncs {
+        // A bootstrap root the instance took over is the same root.
+        let same = |r: &Root| {
+            r.spec.reference() == ref_of(sync) && normalized_path(&r.spec.path) == normalized_path(&sync.path)
+        };
+        if roots.iter().any(same) {
+            continue;
+        }
+        if let Some(spec) = sync.root_spec() {
+            roots.push(Root { spec, file: sync.file.clone(), kind: sync.kind, declared_name: None });
+        }
+    }
+    if roots.is_empty() {
+        roots = candidates
+            .iter()
+            .filter(|c| !c.produced_by_other)
+            .map(|c| Root {
+                spec: c.spec.clone(),
+                file: Some(c.file.to_string()),
+                kind: RootKind::Fallback,
+                declared_name: None,
+            })
+            .collect();
+    }
+    roots
+}
+
+fn ref_of(sync: &InstanceSync) -> KustomizationRef {
+    KustomizationRef { namespace: sync.namespace.clone(), name: sync.name.clone() }
+}
+
+/// A declared root: the bootstrap Kustomization syncing that path when there is one (its own
+/// patches apply to itself), else the one `flux bootstrap` or the operator would create.
+fn declared_root(declared: &DeclaredRoot, candidates: &[Candidate]) -> Option<Root> {
+    let path = normalized_path(&declared.path);
+    let existing = candidates.iter().find(|c| c.self_producing && normalized_path(&c.spec.path) == path);
+    let (spec, file) = match existing {
+        Some(c) => (c.spec.clone(), Some(c.file.to_string())),
+        None => {
+            let sync = InstanceSync {
+                kind: RootKind::Declared,
+                namespace: FLUX_NAMESPACE.into(),
+                name: FLUX_NAMESPACE.into(),
+                source_kind: "GitRepository".into(),
+                url: String::new(),
+                path: declared.path.clone(),
+                file: None,
+            };
+            (sync.root_spec()?, None)
+        }
+    };
+    Some(Root { spec, file, kind: RootKind::Declared, declared_name: declared.name.clone() })
+}
+
+/// `./clusters/prod/` → `clusters/prod`; `..` stops at the repository root.
+pub fn normalized_path(path: &str) -> String {
+    paths::relative(Path::new("/"), &paths::secure_join(Path::new("/"), path))
+}
+
+/// The cluster name of each root, in order. Declared roots take their declared name; bootstrap
+/// and operator roots their path (`clusters/production`), as cluster files and snapshots key
+/// them; fallback roots the directory their file sits in (`clusters/staging`). A name two roots
+/// share is told apart by the Kustomization in parentheses.
+pub fn cluster_names(roots: &[Root]) -> Vec<String> {
+    let base: Vec<String> = roots
+        .iter()
+        .map(|r| match (&r.declared_name, r.kind, &r.file) {
+            (Some(name), _, _) => name.clone(),
+            (None, RootKind::Fallback, Some(file)) => match Path::new(file).parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir.to_string_lossy().into_owned(),
+                _ => ".".to_string(),
+            },
+            _ => normalized_path(&r.spec.path),
+        })
+        .collect();
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for name in &base {
+        *count.entry(name.as_str()).or_default() += 1;
+    }
+    let mut names: Vec<String> = Vec::with_capacity(roots.len());
+    for (root, name) in roots.iter().zip(&base) {
+        let shared = count[name.as_str()] > 1;
+        let mut unique = if shared && (root.kind == RootKind::Fallback || names.contains(name)) {
+            format!("{name} ({})", root.spec.reference())
+        } else {
+            name.clone()
+        };
+        // The same Kustomization twice in one directory: its file tells them apart.
+        if names.contains(&unique) {
+            unique = format!("{unique} [{}]", root.file.as_deref().unwrap_or("?"));
+        }
+        let mut n = 2;
+        let stem = unique.clone();
+        while names.contains(&unique) {
+            unique = format!("{stem} #{n}");
+            n += 1;
+        }
+        names.push(unique);
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn docs(yaml: &str) -> Vec<Value> {
+        crate::yaml::parse_documents(yaml).unwrap()
+    }
+
+    fn syncs_of(yaml: &str) -> Vec<InstanceSync> {
+        let docs = docs(yaml);
+        let sourced: Vec<Sourced> = docs.iter().map(|d| (d, Some("f.yaml"))).collect();
+        instance_syncs(&sourced, &[])
+    }
+
+    const OCI: &str = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: flux-instance\nspec:\n  url: oci://ghcr.io/controlplaneio-fluxcd/charts/flux-instance\n---\n";
+
+    #[test]
+    fn helm_release_of_the_flux_instance_chart_declares_its_sync() {
+        let syncs = syncs_of(&format!(
+            "{OCI}apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: flux-instance\n  namespace: flux-system\nspec:\n  chartRef:\n    kind: OCIRepository\n    name: flux-instance\n  values:\n    instance:\n      sync:\n        kind: GitRepository\n        url: https://github.com/acme/home\n        ref: refs/heads/main\n        path: kubernetes/flux/cluster\n"
+        ));
+        assert_eq!(syncs.len(), 1);
+        let sync = &syncs[0];
+        assert_eq!(sync.kind, RootKind::FluxInstanceHelmRelease);
+        // The operator names the source and Kustomization after the namespace.
+        assert_eq!((sync.namespace.as_str(), sync.name.as_str()), ("flux-system", "flux-system"));
+        assert_eq!(sync.path, "kubernetes/flux/cluster");
+        let spec = sync.root_spec().unwrap();
+        assert_eq!(spec.source_ref.name, "flux-system");
+        assert_eq!(spec.path, "kubernetes/flux/cluster");
+    }
+
+    #[test]
+    fn values_from_a_config_map_are_merged_under_inline_values() {
+        let syncs = syncs_of(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flux-values-abc\n  namespace: flux\ndata:\n  values.yaml: |\n    instance:\n      sync:\n        url: https://git.example/fleet\n        path: clusters/old\n        name: fleet\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: flux\n  namespace: flux\nspec:\n  chart:\n    spec:\n      chart: flux-instance\n  valuesFrom:\n  - kind: ConfigMap\n    name: flux-values-abc\n  values:\n    instance:\n      sync:\n        path: clusters/new\n",
+        );
+        assert_eq!(syncs.len(), 1);
+        assert_eq!((syncs[0].namespace.as_str(), syncs[0].name.as_str()), ("flux", "fleet"));
+        assert_eq!(syncs[0].path, "clusters/new");
+        assert_eq!(syncs[0].url, "https://git.example/fleet");
+    }
+
+    #[test]
+    fn other_charts_and_syncless_instances_declare_nothing() {
+        // Another chart, a chartRef to an OCIRepository of another chart, and no sync URL.
+        assert!(syncs_of("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: x\nspec:\n  chart:\n    spec:\n      chart: podinfo\n  values:\n    instance:\n      sync:\n        url: u\n        path: p\n").is_empty());
+        assert!(syncs_of("apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: flux-instance\nspec:\n  url: oci://ghcr.io/acme/not-flux-instance-really\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: x\nspec:\n  chartRef:\n    kind: OCIRepository\n    name: flux-instance\n  values:\n    instance:\n      sync:\n        url: u\n        path: p\n").is_empty());
+        assert!(syncs_of(&format!("{OCI}apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: x\nspec:\n  chartRef:\n    kind: OCIRepository\n    name: flux-instance\n")).is_empty());
+        // Hostile shapes never panic.
+        assert!(syncs_of("kind: FluxInstance\nspec:\n  sync: [1, 2]\n").is_empty());
+        assert!(syncs_of("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nspec:\n  chart: 5\n  valuesFrom: {a: b}\n").is_empty());
+    }
+
+    #[test]
+    fn flux_instance_objects_declare_their_sync() {
+        let syncs = syncs_of("apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\nspec:\n  sync:\n    kind: GitRepository\n    url: https://github.com/acme/fleet\n    ref: refs/heads/main\n    path: clusters/edge\n    name: fleet\n");
+        assert_eq!(syncs[0].kind, RootKind::FluxInstance);
+        assert_eq!(syncs[0].source_key(), "flux-system/fleet");
+    }
+
+    fn root(kind: RootKind, file: &str, path: &str, name: &str) -> Root {
+        let spec = Kustomization::from_value(
+            &json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                    "metadata": {"name": name, "namespace": "flux-system"},
+                    "spec": {"path": path, "sourceRef": {"kind": "GitRepository", "name": "flux-system"}}}),
+            "flux-system",
+        )
+        .unwrap();
+        Root { spec, file: Some(file.into()), kind, declared_name: None }
+    }
+
+    #[test]
+    fn fallback_roots_are_named_by_their_directory_and_told_apart_only_when_shared() {
+        let names = cluster_names(&[
+            root(RootKind::Fallback, "clusters/staging/apps.yaml", "./apps/staging", "apps"),
+            root(RootKind::Fallback, "clusters/production/apps.yaml", "./apps/production", "apps"),
+            root(RootKind::Fallback, "clusters/dev/apps.yaml", "./apps/dev", "apps"),
+            root(RootKind::Fallback, "clusters/dev/infra.yaml", "./infra/dev", "infra"),
+            root(RootKind::Fallback, "top.yaml", "./top", "top"),
+        ]);
+        assert_eq!(
+            names,
+            vec![
+                "clusters/staging",
+                "clusters/production",
+                "clusters/dev (flux-system/apps)",
+                "clusters/dev (flux-system/infra)",
+                "."
+            ]
+        );
+    }
+
+    #[test]
+    fn bootstrap_roots_keep_their_path_as_name() {
+        let names = cluster_names(&[
+            root(
+                RootKind::Bootstrap,
+                "clusters/prod/flux-system/gotk-sync.yaml",
+                "./clusters/prod",
+                "flux-system",
+            ),
+            root(RootKind::FluxInstance, "x.yaml", "clusters/prod/", "other"),
+        ]);
+        assert_eq!(names, vec!["clusters/prod", "clusters/prod (flux-system/other)"]);
+    }
+
+    #[test]
+    fn declared_roots_replace_detection_and_reuse_a_bootstrap_root_of_the_same_path() {
+        let bootstrap = root(
+            RootKind::Bootstrap,
+            "clusters/prod/flux-system/gotk-sync.yaml",
+            "./clusters/prod",
+            "flux-system",
+        );
+        let candidates = [Candidate {
+            spec: &bootstrap.spec,
+            file: "clusters/prod/flux-system/gotk-sync.yaml",
+            self_producing: true,
+            produced_by_other: false,
+        }];
+        let declared = [
+            DeclaredRoot { path: "clusters/prod".into(), name: Some("production".into()) },
+            DeclaredRoot { path: "clusters/staging/".into(), name: None },
+        ];
+        let roots = choose(Some(&declared), &candidates, &[]);
+        assert_eq!(roots.len(), 2);
+        assert!(roots.iter().all(|r| r.kind == RootKind::Declared));
+        assert_eq!(roots[0].file.as_deref(), Some("clusters/prod/flux-system/gotk-sync.yaml"));
+        assert_eq!(roots[1].spec.path, "clusters/staging/");
+        assert_eq!(cluster_names(&roots), vec!["production", "clusters/staging"]);
+        assert!(DeclaredRoot::validate(&declared).is_ok());
+        assert!(DeclaredRoot::validate(&[DeclaredRoot { path: " ".into(), name: None }]).is_err());
+        let twice = DeclaredRoot { path: "a".into(), name: Some("x".into()) };
+        assert!(DeclaredRoot::validate(&[twice.clone(), twice]).is_err());
+    }
+
+    #[test]
+    fn fallback_only_when_nothing_declares_a_sync_and_never_for_produced_files() {
+        let a = root(RootKind::Fallback, "clusters/dev/apps.yaml", "./apps", "apps");
+        let b = root(RootKind::Fallback, "apps/b/ks.yaml", "./b", "b");
+        let candidates = [
+            Candidate {
+                spec: &a.spec,
+                file: "clusters/dev/apps.yaml",
+                self_producing: false,
+                produced_by_other: false,
+            },
+            Candidate {
+                spec: &b.spec,
+                file: "apps/b/ks.yaml",
+                self_producing: false,
+                produced_by_other: true,
+            },
+        ];
+        let fallback = choose(None, &candidates, &[]);
+        assert_eq!(fallback.len(), 1);
+        assert_eq!(fallback[0].kind, RootKind::Fallback);
+        let sync = syncs_of("kind: FluxInstance\nmetadata:\n  namespace: flux-system\nspec:\n  sync:\n    url: u\n    path: clusters/dev\n");
+        let with_sync = choose(None, &candidates, &sync);
+        assert_eq!(with_sync.len(), 1);
+        assert_eq!(with_sync[0].kind, RootKind::FluxInstance);
+    }
+}
