@@ -207,9 +207,17 @@ pub fn evaluate(
         causes::deleted_kustomizations(plans).into_iter().map(|(_, k)| k).collect();
     let known: BTreeSet<&str> = base.unreachable.iter().map(|u| u.file.as_str()).collect();
     for unreachable in head.unreachable.iter().filter(|u| !known.contains(u.file.as_str())) {
-        let reference = KustomizationRef {
-            namespace: unreachable.namespace.clone().unwrap_or_else(|| "flux-system".into()),
-            name: unreachable.name.clone(),
+        // A file without a namespace gets it from whatever rendered it at base.
+        let rendered_before = base
+            .kustomizations()
+            .map(|(_, k)| k)
+            .find(|k| k.file.as_deref() == Some(unreachable.file.as_str()) && k.name == unreachable.name);
+        let reference = match (rendered_before, &unreachable.namespace) {
+            (Some(k), None) => k.reference(),
+            _ => KustomizationRef {
+                namespace: unreachable.namespace.clone().unwrap_or_else(|| "flux-system".into()),
+                name: unreachable.name.clone(),
+            },
         };
         if deleted.contains(&reference) {
             continue;

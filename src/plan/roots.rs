@@ -110,17 +110,17 @@ pub fn unplanned(cluster: &str, problem: &RootProblem) -> Vec<KustomizationPlan>
         inventory_source: super::InventorySource::None,
         error: Some(error.clone()),
         drift: Vec::new(),
-        notes: vec![consequence(sides).to_string()],
+        notes: vec![format!("the root fails to build at {sides}: {}", consequence(sides))],
     }]
 }
 
+/// What a root failing at `sides` means for the cluster.
 fn consequence(sides: &str) -> &'static str {
     if sides == "head" {
-        "the root fails to build at head: after the merge Flux applies and prunes nothing in this cluster \
-         until it is fixed; nothing of this cluster is planned"
+        "after the merge Flux applies and prunes nothing in this cluster until it is fixed; nothing of this \
+         cluster is planned"
     } else {
-        "the root fails to build at base, so what this cluster runs is unknown: nothing of this cluster is \
-         planned (no creates or removals are guessed)"
+        "what this cluster runs is unknown, so nothing of it is planned (no creates or removals are guessed)"
     }
 }
 

@@ -13,5 +13,6 @@ mod kube_view;
 mod plan;
 mod render_cli;
 mod render_engine;
+mod roots;
 mod sandbox;
 mod trust;
