@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 
 /// The names kustomize (and the controller) look for, in its order.
 const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
-/// Directories visited per call at most: a bound for hostile trees, far above real fleets.
+/// Directories visited per call at most, and how deep references and directories nest: bounds
+/// for hostile trees, far above real fleets.
 const MAX_DIRECTORIES: usize = 20_000;
+const MAX_DEPTH: usize = 100;
 
 /// The kustomization file of `dir`, if it has one.
 fn kustomization_file(dir: &Path) -> Option<PathBuf> {
@@ -36,9 +38,9 @@ pub fn included_files(root: &Path, path: &str) -> BTreeSet<String> {
     let start = paths::secure_join(root, path);
     if start.is_dir() {
         if kustomization_file(&start).is_some() {
-            walk.kustomize(&start);
+            walk.kustomize(&start, 0);
         } else {
-            walk.generated(&start);
+            walk.generated(&start, 0);
         }
     }
     walk.files
@@ -52,8 +54,11 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     /// A directory with a kustomization file: its resources, bases and components.
-    fn kustomize(&mut self, dir: &Path) {
-        if self.visited.len() >= MAX_DIRECTORIES || !self.visited.insert(dir.to_path_buf()) {
+    fn kustomize(&mut self, dir: &Path, depth: usize) {
+        if depth > MAX_DEPTH
+            || self.visited.len() >= MAX_DIRECTORIES
+            || !self.visited.insert(dir.to_path_buf())
+        {
             return;
         }
         let Some(document) = kustomization_file(dir).and_then(|f| parse(&f)) else { return };
@@ -63,7 +68,7 @@ impl Walk<'_> {
                 if target.is_file() {
                     self.files.insert(paths::relative(self.root, &target));
                 } else if target.is_dir() {
-                    self.kustomize(&target);
+                    self.kustomize(&target, depth + 1);
                 }
             }
         }
@@ -71,8 +76,11 @@ impl Walk<'_> {
 
     /// A directory without one: YAML files recursively; a sub-directory holding a kustomization
     /// file is one resource.
-    fn generated(&mut self, dir: &Path) {
-        if self.visited.len() >= MAX_DIRECTORIES || !self.visited.insert(dir.to_path_buf()) {
+    fn generated(&mut self, dir: &Path, depth: usize) {
+        if depth > MAX_DEPTH
+            || self.visited.len() >= MAX_DIRECTORIES
+            || !self.visited.insert(dir.to_path_buf())
+        {
             return;
         }
         let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -83,9 +91,9 @@ impl Walk<'_> {
             match entry.file_type() {
                 Ok(t) if t.is_dir() => {
                     if kustomization_file(&path).is_some() {
-                        self.kustomize(&path);
+                        self.kustomize(&path, depth + 1);
                     } else {
-                        self.generated(&path);
+                        self.generated(&path, depth + 1);
                     }
                 }
                 Ok(t) if t.is_file() => {
@@ -173,6 +181,17 @@ mod tests {
         assert!(!files.contains("kubernetes/apps/default/sonarr/ks.yaml"));
         assert!(included_files(dir.path(), "does/not/exist").is_empty());
         assert_eq!(included_files(dir.path(), "../../kubernetes/flux/cluster").len(), 1);
+    }
+
+    #[test]
+    fn a_hostile_chain_of_references_ends() {
+        let files: Vec<(String, String)> = (0..300)
+            .map(|i| (format!("d{i}/kustomization.yaml"), format!("resources: [../d{}, x.yaml]\n", i + 1)))
+            .collect();
+        let mut files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        files.push(("d0/x.yaml", "kind: ConfigMap\n"));
+        let dir = tree(&files);
+        assert_eq!(included_files(dir.path(), "d0").len(), 1);
     }
 
     #[test]

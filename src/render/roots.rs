@@ -177,10 +177,7 @@ fn release_namespace(release: &Value) -> String {
 /// or through `chartRef` to an OCIRepository whose URL ends in `/flux-instance`.
 fn renders_flux_instance<'a>(release: &Value, mut others: impl Iterator<Item = &'a Value>) -> bool {
     let spec = &release["spec"];
-    if spec["chart"]["spec"]["chart"]
-        .as_str()
-        .is_some_and(|c| c.trim_end_matches('/').ends_with(FLUX_INSTANCE_CHART))
-    {
+    if spec["chart"]["spec"]["chart"].as_str().is_some_and(names_the_chart) {
         return true;
     }
     let chart_ref = &spec["chartRef"];
@@ -196,11 +193,14 @@ fn renders_flux_instance<'a>(release: &Value, mut others: impl Iterator<Item = &
                 (Some(a), Some(b)) => a == b,
                 _ => true,
             }
-            && o["spec"]["url"].as_str().is_some_and(|url| {
-                let url = url.trim_end_matches('/');
-                url == FLUX_INSTANCE_CHART || url.ends_with(&format!("/{FLUX_INSTANCE_CHART}"))
-            })
+            && o["spec"]["url"].as_str().is_some_and(names_the_chart)
     })
+}
+
+/// `flux-instance`, or a URL or path ending in `/flux-instance`.
+fn names_the_chart(reference: &str) -> bool {
+    let reference = reference.trim_end_matches('/');
+    reference == FLUX_INSTANCE_CHART || reference.ends_with(&format!("/{FLUX_INSTANCE_CHART}"))
 }
 
 /// The values helm-controller gives the chart: `valuesFrom` ConfigMaps in order (later wins),
@@ -456,6 +456,7 @@ mod tests {
     #[test]
     fn other_charts_and_syncless_instances_declare_nothing() {
         // Another chart, a chartRef to an OCIRepository of another chart, and no sync URL.
+        assert!(syncs_of("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: x\nspec:\n  chart:\n    spec:\n      chart: my-flux-instance\n  values:\n    instance:\n      sync:\n        url: u\n        path: p\n").is_empty());
         assert!(syncs_of("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: x\nspec:\n  chart:\n    spec:\n      chart: podinfo\n  values:\n    instance:\n      sync:\n        url: u\n        path: p\n").is_empty());
         assert!(syncs_of("apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: flux-instance\nspec:\n  url: oci://ghcr.io/acme/not-flux-instance-really\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: x\nspec:\n  chartRef:\n    kind: OCIRepository\n    name: flux-instance\n  values:\n    instance:\n      sync:\n        url: u\n        path: p\n").is_empty());
         assert!(syncs_of(&format!("{OCI}apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: x\nspec:\n  chartRef:\n    kind: OCIRepository\n    name: flux-instance\n")).is_empty());
