@@ -122,6 +122,20 @@ impl<'a> ClusterView<'a> {
         (Vec::new(), InventorySource::None)
     }
 
+    /// The nearest head ancestor of a Kustomization whose base render fails, if any.
+    fn ancestor_failed_at_base(&self, reference: &KustomizationRef) -> Option<&KustomizationRef> {
+        let mut current = self.head.get(reference)?.parent.as_ref();
+        // Bounded: a parent chain longer than the Kustomizations is a cycle.
+        for _ in 0..=self.head.len() {
+            let ancestor = current?;
+            if self.base.get(ancestor).is_some_and(|b| b.status == Status::Failed) {
+                return Some(ancestor);
+            }
+            current = self.head.get(ancestor)?.parent.as_ref();
+        }
+        None
+    }
+
     /// The spec the cluster runs now: the live one, else the base render's.
     fn current_spec(&self, reference: &KustomizationRef) -> Option<&Kustomization> {
         if let Some(live) = self.live.and_then(|s| s.kustomizations.get(reference)) {
@@ -221,7 +235,14 @@ impl<'a> ClusterView<'a> {
         }
         let spec = head.spec.as_ref().expect("rendered Kustomizations carry their spec");
         if !known_before {
-            plan.status = KustomizationStatus::Added;
+            match self.ancestor_failed_at_base(reference) {
+                // Its parent's base render failing says nothing of whether it runs now.
+                Some(ancestor) => plan.notes.push(format!(
+                    "{ancestor} fails to build at base, so whether this Kustomization runs in the cluster is unknown \
+                     offline: every object is listed as created (plan with a cluster snapshot or --kube to know)"
+                )),
+                None => plan.status = KustomizationStatus::Added,
+            }
         }
         if inventory_source == InventorySource::None
             && self.base.get(reference).is_some_and(|b| b.status == Status::Failed)

@@ -440,3 +440,25 @@ fn a_pinned_source_is_said_in_the_plan() {
     assert_eq!((alert["severity"].as_str(), alert["code"].as_str()), (Some("info"), Some("source-pinned")));
     assert!(alert["message"].as_str().unwrap().contains("for base and head alike"), "{alert}");
 }
+
+#[test]
+fn children_of_a_kustomization_failing_at_base_are_not_added() {
+    // The root renders; `cluster-apps` below it fails at base (a missing file in a namespace's
+    // kustomization file), so its children are unknown at base, not new.
+    let repo = operator_fleet();
+    let apps = std::fs::read_to_string(repo.path().join(APPS)).unwrap();
+    repo.write(APPS, &format!("{apps}- ./missing.yaml\n"));
+    repo.commit("broken namespace");
+    repo.write(APPS, &apps);
+    repo.commit("fixed namespace");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let listed = statuses(&plan);
+    assert!(listed.iter().all(|(_, _, s)| s != "added" && s != "removed"), "{listed:?}");
+    let codes = kinds_of_alerts(&plan);
+    assert!(!codes.iter().any(|(_, c)| c == "root-failed" || c == "roots-changed"), "{codes:?}");
+    let whoami = plan["kustomizations"].as_array().unwrap().iter().find(|k| k["name"] == "whoami").unwrap();
+    assert!(
+        whoami["notes"][0].as_str().unwrap().starts_with("flux-system/cluster-apps fails to build at base"),
+        "{whoami:#}"
+    );
+}
