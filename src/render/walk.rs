@@ -244,14 +244,14 @@ impl Renderer {
         }
         // What each candidate of this repository includes by its kustomization files: a parent
         // whose build fails still claims its children, so they never pass for roots.
-        for (i, spec) in &candidates {
-            if sources.is_this_repo(&spec.source_ref) {
-                for file in reach::included_files(&discovery_tree, &spec.path) {
-                    for child in
-                        (0..disk_kustomizations.len()).filter(|&j| disk_kustomizations[j].file == file)
-                    {
-                        producers.entry(child).or_default().insert(*i);
-                    }
+        let mut by_file: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (j, d) in disk_kustomizations.iter().enumerate() {
+            by_file.entry(d.file.as_str()).or_default().push(j);
+        }
+        for (i, spec) in candidates.iter().filter(|(_, spec)| sources.is_this_repo(&spec.source_ref)) {
+            for file in reach::included_files(&discovery_tree, &spec.path) {
+                for child in by_file.get(file.as_str()).into_iter().flatten() {
+                    producers.entry(*child).or_default().insert(*i);
                 }
             }
         }
