@@ -342,6 +342,26 @@ impl Renderer {
             return Err(RenderError::Cancelled(reason).into());
         }
 
+        // A Kustomization that fails to build still claims what its path includes, and those
+        // files what theirs include: reached, just not rendered.
+        let mut claimed: BTreeSet<String> = BTreeSet::new();
+        let mut claiming: Vec<&Kustomization> = clusters
+            .iter()
+            .flat_map(|c| &c.kustomizations)
+            .filter(|k| k.status == Status::Failed)
+            .filter_map(|k| k.spec.as_ref())
+            .collect();
+        while let Some(spec) = claiming.pop() {
+            if !sources.is_this_repo(&spec.source_ref) {
+                continue;
+            }
+            for file in reach::included_files(&discovery_tree, &spec.path) {
+                if let Some(inside) = by_file.get(file.as_str()).filter(|_| !claimed.contains(&file)) {
+                    claiming.extend(inside.iter().filter_map(|&j| disk_kustomizations[j].spec.as_ref().ok()));
+                }
+                claimed.insert(file);
+            }
+        }
         assign_ids(&mut clusters, &opts.known_scopes);
         for cluster in &mut clusters {
             cluster.kustomizations.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -356,6 +376,7 @@ impl Renderer {
             })
             // Patches are fragments by nature, never applied on their own.
             .filter(|d| !discovered.patch_files.contains(&d.file) && !d.is_fragment)
+            .filter(|d| !claimed.contains(&d.file))
             .map(|d| Unreachable {
                 file: d.file.clone(),
                 namespace: d.namespace.clone(),

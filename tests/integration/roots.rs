@@ -462,3 +462,39 @@ fn children_of_a_kustomization_failing_at_base_are_not_added() {
         "{whoami:#}"
     );
 }
+
+#[test]
+fn a_bootstrap_root_failing_at_head_stays_the_root() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/cm.yaml", "a", "default");
+    repo.commit("fleet");
+    repo.write("clusters/prod/broken.yaml", "apiVersion: v1\nkind: ConfigMap\ndata:\n  a: b\n");
+    repo.commit("break the root");
+    // Its build fails, yet its path still includes its own definition: still the bootstrap root,
+    // and apps is still its child (no fallback root appears).
+    let head = repo.render(Some("HEAD"));
+    assert_eq!(cluster_names(&head), vec!["clusters/prod"]);
+    assert_eq!(head.clusters[0].found_by, RootKind::Bootstrap);
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2);
+    assert_eq!(kinds_of_alerts(&plan), vec![("danger".to_string(), "root-failed".to_string())]);
+    assert!(plan["alerts"][0]["message"].as_str().unwrap().contains("fails to build at head"));
+    assert_eq!(
+        statuses(&plan),
+        vec![("clusters/prod".into(), "flux-system/flux-system".into(), "failed".into())]
+    );
+    assert_eq!(plan["summary"]["delete"], 0, "nothing is pruned when the root fails");
+}
+
+#[test]
+fn files_below_a_root_failing_at_head_are_not_unreachable() {
+    let repo = operator_fleet();
+    repo.commit("fleet");
+    repo.write("kubernetes/flux/cluster/broken.yaml", "apiVersion: v1\nkind: ConfigMap\ndata:\n  a: b\n");
+    repo.commit("break the root");
+    // Every ks.yaml below the failing root is still claimed by it, however deep.
+    assert!(repo.render(Some("HEAD")).unreachable.is_empty());
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(kinds_of_alerts(&plan), vec![("danger".to_string(), "root-failed".to_string())]);
+}
