@@ -165,6 +165,11 @@ impl RenderArgs {
         opts.sources = self.sources.iter().cloned().collect::<BTreeMap<_, _>>();
         if let Some(snapshot) = snapshot {
             opts.values = snapshot.clone();
+            opts.known_scopes = snapshot
+                .crds
+                .iter()
+                .map(|((group, kind), scope)| (group.clone(), kind.clone(), *scope))
+                .collect();
         }
         opts.strict_substitution = !self.no_strict_substitution;
         if let Some(jobs) = self.jobs {

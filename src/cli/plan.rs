@@ -139,8 +139,17 @@ fn try_plan(args: &PlanArgs) -> Result<Plan> {
     }
     let knowledge = ClusterKnowledge::gather(sources)?;
     let renderer = Renderer::new(args.render.limits.kustomize_timeout(), args.render.cache_dir())?;
+    // Scopes the repository declares: from the policy that applies (an invalid one is reported
+    // once the policy is loaded).
+    let declared_scopes = match &args.policy {
+        Some(path) => std::fs::read_to_string(path).ok().and_then(|t| Policy::parse(&t).ok()),
+        None => crate::plan::policy::read_policy_file(&args.render.repo, Some(&args.base)).ok(),
+    }
+    .map(|p| p.crd_scopes)
+    .unwrap_or_default();
     let render = |rev: &str| -> Result<Render> {
         let mut opts = args.render.options(Some(rev.to_string()), None);
+        opts.declared_scopes = declared_scopes.clone();
         if let Some(values) = &knowledge.values {
             opts.values = values.clone();
         }

@@ -14,4 +14,5 @@ mod plan;
 mod render_cli;
 mod render_engine;
 mod sandbox;
+mod scopes;
 mod trust;
