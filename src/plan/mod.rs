@@ -3,6 +3,10 @@
 
 mod compute;
 pub mod diff;
+mod distribution;
+mod fan_out;
+mod helm_release;
+mod label_selector;
 pub mod live_diff;
 pub mod policy;
 
