@@ -32,8 +32,26 @@ pub(super) struct Uninstall {
     pub changes: Vec<Change>,
 }
 
+/// How the HelmRelease asks for its uninstall (`spec.uninstall`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct UninstallSpec {
+    pub disable_hooks: bool,
+}
+
+impl UninstallSpec {
+    fn of(manifest: &serde_json::Value) -> Self {
+        UninstallSpec { disable_hooks: manifest["spec"]["uninstall"]["disableHooks"].as_bool() == Some(true) }
+    }
+}
+
 /// What deleting the HelmRelease `name` (in `namespace`) does, given `outcome` and its storage.
-pub(super) fn uninstall(namespace: &str, name: &str, outcome: &OnDeletion, storage: Storage) -> Uninstall {
+pub(super) fn uninstall(
+    namespace: &str,
+    name: &str,
+    outcome: &OnDeletion,
+    spec: UninstallSpec,
+    storage: Storage,
+) -> Uninstall {
     let cascade = format!("{HELM_RELEASE_KIND}/{namespace}/{name}");
     let mut changes = Vec::new();
     let summary = match outcome {
@@ -55,7 +73,7 @@ pub(super) fn uninstall(namespace: &str, name: &str, outcome: &OnDeletion, stora
                 "Helm has no record of release {release} in namespace {}: nothing left to uninstall",
                 release.storage_namespace
             ),
-            Storage::Read(Some(stored)) => read_release(release, stored, &cascade, &mut changes),
+            Storage::Read(Some(stored)) => read_release(release, stored, spec, &cascade, &mut changes),
         },
     };
     Uninstall { summary, changes }
@@ -64,6 +82,7 @@ pub(super) fn uninstall(namespace: &str, name: &str, outcome: &OnDeletion, stora
 fn read_release(
     release: &ReleaseRef,
     stored: &StoredReleaseSummary,
+    spec: UninstallSpec,
     cascade: &str,
     changes: &mut Vec<Change>,
 ) -> String {
@@ -100,11 +119,12 @@ fn read_release(
     if !kept.is_empty() {
         summary.push_str(&format!(", keeps {} (helm.sh/resource-policy)", kept.len()));
     }
-    if stored.delete_hooks > 0 {
-        summary.push_str(&format!(
-            ", runs {} delete hook(s) unless spec.uninstall.disableHooks",
-            stored.delete_hooks
-        ));
+    match (stored.delete_hooks, spec.disable_hooks) {
+        (0, _) => {}
+        (hooks, false) => summary.push_str(&format!(", runs {hooks} delete hook(s)")),
+        (hooks, true) => {
+            summary.push_str(&format!(", skips {hooks} delete hook(s) (spec.uninstall.disableHooks)"))
+        }
     }
     summary
 }
@@ -130,15 +150,21 @@ impl ClusterView<'_> {
                     },
                 };
                 let Some(outcome) = helm::on_deletion(&manifest, live) else { continue };
-                let uninstall = uninstall(&id.namespace, &id.name, &outcome, self.helm_storage(&outcome));
+                let storage = self.helm_storage(&outcome);
+                let uninstall =
+                    uninstall(&id.namespace, &id.name, &outcome, UninstallSpec::of(&manifest), storage);
                 change.reason = Some(match change.reason.take() {
                     Some(reason) => format!("{reason}; {}", uninstall.summary),
                     None => uninstall.summary.clone(),
                 });
-                plan.notes.push(format!(
-                    "{HELM_RELEASE_KIND} {}/{} is deleted: {}",
-                    id.namespace, id.name, uninstall.summary
-                ));
+                // A deletion that is itself a cascade is listed by where it comes from (the
+                // report shows no reason for it): say the uninstall in a note too.
+                if change.cascade_from.is_some() {
+                    plan.notes.push(format!(
+                        "{HELM_RELEASE_KIND} {}/{} is deleted: {}",
+                        id.namespace, id.name, uninstall.summary
+                    ));
+                }
                 added.extend(uninstall.changes);
             }
             plan.changes.extend(added);
@@ -194,6 +220,7 @@ mod tests {
             "flux-system",
             "web",
             &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
             Storage::Read(Some(&summary)),
         );
         let listed: Vec<_> = out.changes.iter().map(|c| (c.action, c.id.as_str())).collect();
@@ -211,33 +238,75 @@ mod tests {
             "{}",
             out.summary
         );
-        assert!(out.summary.contains("keeps 1") && out.summary.contains("1 delete hook"), "{}", out.summary);
+        assert!(
+            out.summary.contains("keeps 1") && out.summary.contains("runs 1 delete hook"),
+            "{}",
+            out.summary
+        );
+        let no_hooks = UninstallSpec { disable_hooks: true };
+        let uninstalls = OnDeletion::Uninstalls(release());
+        let out = uninstall("flux-system", "web", &uninstalls, no_hooks, Storage::Read(Some(&summary)));
+        assert!(out.summary.contains("skips 1 delete hook(s)"), "{}", out.summary);
     }
 
     #[test]
     fn unknown_contents_are_said_never_guessed() {
-        let offline = uninstall("flux-system", "web", &OnDeletion::Uninstalls(release()), Storage::Offline);
+        let offline = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
+            Storage::Offline,
+        );
         assert!(offline.changes.is_empty());
         assert_eq!(offline.summary, "uninstalls Helm release apps/web (contents unknown offline)");
-        let not_read = uninstall("flux-system", "web", &OnDeletion::Uninstalls(release()), Storage::NotRead);
+        let not_read = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
+            Storage::NotRead,
+        );
         assert!(not_read.summary.contains("--read-secrets"));
         let mut broken = stored(&[], &[]);
         broken.error = Some("the release data is not valid gzip".into());
-        let out =
-            uninstall("flux-system", "web", &OnDeletion::Uninstalls(release()), Storage::Read(Some(&broken)));
+        let out = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
+            Storage::Read(Some(&broken)),
+        );
         assert!(out.changes.is_empty() && out.summary.contains("not valid gzip"), "{}", out.summary);
-        let gone = uninstall("flux-system", "web", &OnDeletion::Uninstalls(release()), Storage::Read(None));
+        let gone = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
+            Storage::Read(None),
+        );
         assert!(gone.summary.contains("no record"), "{}", gone.summary);
     }
 
     #[test]
     fn suspended_and_uninstalled_releases_delete_nothing() {
-        let out = uninstall("flux-system", "web", &OnDeletion::Suspended(release()), Storage::Offline);
+        let out = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Suspended(release()),
+            UninstallSpec::default(),
+            Storage::Offline,
+        );
         assert!(out.changes.is_empty() && out.summary.contains("stays installed"));
         let mut done = stored(&["apps_web_apps_Deployment"], &[]);
         done.status = "uninstalled".into();
-        let out =
-            uninstall("flux-system", "web", &OnDeletion::Uninstalls(release()), Storage::Read(Some(&done)));
+        let out = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
+            Storage::Read(Some(&done)),
+        );
         assert!(out.changes.is_empty() && out.summary.contains("already uninstalled"));
     }
 }
