@@ -354,8 +354,8 @@ impl ClusterView<'_> {
             }
             if !complete {
                 plans[index].notes.push(format!(
-                    "{DISTRIBUTION_KIND} {}: offline, its target namespaces are those the renders define or use; \
-                     plan with --kube or a cluster snapshot to select among the cluster's own",
+                    "{DISTRIBUTION_KIND} {}: the cluster's namespaces are unknown (offline, or a snapshot without \
+                     them), so its targets are chosen among those the renders define or use",
                     id.name
                 ));
             }

@@ -102,7 +102,7 @@ fn a_selector_that_stops_matching_two_namespaces_deletes_two_copies() {
     assert!(copies.iter().all(|c| c["cascade_from"] == "ResourceDistribution/registry-credentials"));
     assert_eq!(copies[0]["hidden_changes"], json!(["Secret data..dockerconfigjson changed (value hidden)"]));
     assert!(copies[1]["reason"].as_str().unwrap().contains("team-b is no longer targeted"), "{}", copies[1]);
-    assert!(shared["notes"][0].as_str().unwrap().contains("offline"), "{}", shared["notes"]);
+    assert!(shared["notes"][0].as_str().unwrap().contains("namespaces are unknown"), "{}", shared["notes"]);
     assert_eq!(plan["summary"]["delete"], 2);
 
     let json_text = serde_json::to_string_pretty(&plan).unwrap();
@@ -168,6 +168,76 @@ fn live_namespace_labels_decide_the_targets() {
         ])
     );
     assert!(plan_of(&plan, "shared").get("notes").is_none(), "the namespaces are the cluster's");
+}
+
+/// The cluster as the base left it, with live namespace labels the repository does not set.
+fn distribution_cluster() -> Vec<Value> {
+    let namespace = |name: &str, labels: Value| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}});
+    let mut distribution: Value =
+        serde_norway::from_str(&distribution(OLD_PASSWORD, EVERY_SHARED_NAMESPACE)).unwrap();
+    distribution["metadata"]["labels"] = owned_by("shared");
+    let crd: Value = serde_norway::from_str(DISTRIBUTION_CRD).unwrap();
+    vec![
+        crd,
+        live_kustomization(
+            "infra",
+            "./infra",
+            &[
+                "_team-a__Namespace",
+                "_team-b__Namespace",
+                "_team-c__Namespace",
+                "_tools__Namespace",
+                "_resourcedistributions.apps.kruise.io_apiextensions.k8s.io_CustomResourceDefinition",
+            ],
+        ),
+        live_kustomization(
+            "shared",
+            "./shared",
+            &["_registry-credentials_apps.kruise.io_ResourceDistribution"],
+        ),
+        distribution,
+        namespace("team-a", json!({"tier": "shared", "team": "a"})),
+        namespace("team-b", json!({"tier": "shared", "team": "b"})),
+        // Someone relabelled team-c by hand: it is no longer shared, so it holds no copy now.
+        namespace("team-c", json!({"team": "c"})),
+        namespace("tools", json!({})),
+        namespace("team-e", json!({"tier": "shared", "team": "e"})),
+    ]
+}
+
+#[test]
+fn against_the_live_cluster_its_namespace_labels_decide() {
+    let repo = distribution_repo();
+    let fake = FakeKube::start(distribution_cluster());
+    let (json_text, _) = run_plan(&repo, &fake, "json", &[]);
+    let plan: Value = serde_json::from_str(&json_text).unwrap();
+    assert_eq!(
+        changes(&plan, "shared"),
+        pairs(&[
+            ("update", "team-a_regcred__Secret"),
+            ("update", "_registry-credentials_apps.kruise.io_ResourceDistribution"),
+            ("delete", "team-b_regcred__Secret"),
+            ("delete", "team-e_regcred__Secret"),
+        ])
+    );
+    assert_hidden(&json_text, &[OLD_PASSWORD, NEW_PASSWORD]);
+    assert_only_gets(&fake);
+
+    // The snapshot file keeps the labels, and not the distributed Secret's values.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("snapshot.yaml");
+    let out = Command::new(fluxplan_bin())
+        .args(["snapshot", "-o"])
+        .arg(&file)
+        .env("KUBECONFIG", fake.kubeconfig(dir.path()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_hidden(&text, &[OLD_PASSWORD]);
+    assert!(!text.contains("helmReleases"), "storage read without --read-secrets: {text}");
+    let (from_file, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", file.to_str().unwrap()]);
+    assert_eq!(changes(&from_file, "shared"), changes(&plan, "shared"));
 }
 
 #[test]
