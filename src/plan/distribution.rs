@@ -320,19 +320,20 @@ impl ClusterView<'_> {
         let namespaces = Namespaces { before: &before, after: &after, complete, deleted: &deleted };
         for id in ids {
             let id_text = id.to_string();
-            let planned = plans.iter().position(|p| p.changes.iter().any(|c| c.id == id_text));
-            let deleted_here = planned.is_some_and(|i| {
-                plans[i].changes.iter().any(|c| c.id == id_text && c.action == Action::Delete)
-            });
+            // The Kustomization whose plan deletes it, else the one applying it after the merge,
+            // else the one holding it now.
+            let deleter = plans
+                .iter()
+                .position(|p| p.changes.iter().any(|c| c.id == id_text && c.action == Action::Delete));
             let current = self.inventory_owner.get(id).map(|owner| self.distribution_now(owner, id));
-            let desired = match (deleted_here, self.head_owner.get(id)) {
-                (true, _) => None,
-                (false, Some(owner)) => Some(self.distribution_at_head(owner, id)),
-                (false, None) => current.clone(),
+            let desired = match (deleter, self.head_owner.get(id)) {
+                (Some(_), _) => None,
+                (None, Some(owner)) => Some(self.distribution_at_head(owner, id)),
+                (None, None) => current.clone(),
             };
             let owner = self.head_owner.get(id).or_else(|| self.inventory_owner.get(id));
             let Some(index) =
-                planned.or_else(|| owner.and_then(|o| plans.iter().position(|p| is_plan_of(p, o))))
+                deleter.or_else(|| owner.and_then(|o| plans.iter().position(|p| is_plan_of(p, o))))
             else {
                 continue;
             };

@@ -644,3 +644,52 @@ fn hostile_storage_gives_a_warning_never_a_crash_or_its_content() {
         assert_hidden(&json_text, &[SECRET_VALUE]);
     }
 }
+
+#[test]
+fn storage_the_reader_may_not_list_is_named_and_left_unknown() {
+    let repo = helm_repo();
+    let fake = FakeKube::start(helm_cluster(None));
+    fake.forbid("list", "", "secrets");
+    let (json_text, _) = run_plan(&repo, &fake, "json", &["--read-secrets"]);
+    let plan: Value = serde_json::from_str(&json_text).unwrap();
+    assert_eq!(
+        changes(&plan, "apps"),
+        pairs(&[("delete", "flux-system_podinfo_helm.toolkit.fluxcd.io_HelmRelease")])
+    );
+    let reason = plan_of(&plan, "apps")["changes"][0]["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("its storage Secrets could not be listed"), "{reason}");
+    let warned = plan["alerts"].as_array().unwrap().iter().any(|a| {
+        a["code"] == "cluster-read-incomplete"
+            && a["message"].as_str().unwrap().contains("cannot list secrets")
+    });
+    assert!(warned, "{}", plan["alerts"]);
+}
+
+#[test]
+fn a_copy_flux_applies_itself_is_a_conflict_kruise_leaves_alone() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/infra.yaml", "infra", "./infra", "");
+    repo.kustomization("clusters/prod/shared.yaml", "shared", "./shared", "");
+    repo.write("infra/namespaces.yaml", NAMESPACES);
+    repo.write("infra/crd.yaml", DISTRIBUTION_CRD);
+    repo.write(
+        "infra/team-b-regcred.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: regcred\n  namespace: team-b\nstringData:\n  x: y\n",
+    );
+    repo.config_map("shared/placeholder.yaml", "placeholder", "tools");
+    repo.commit("no distribution");
+    repo.write("shared/registry.yaml", &distribution(OLD_PASSWORD, EVERY_SHARED_NAMESPACE));
+    repo.commit("distribute");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(
+        changes(&plan, "shared"),
+        pairs(&[
+            ("create", "team-a_regcred__Secret"),
+            ("create", "team-c_regcred__Secret"),
+            ("create", "_registry-credentials_apps.kruise.io_ResourceDistribution"),
+            ("skip", "team-b_regcred__Secret"),
+        ])
+    );
+    let skip = plan_of(&plan, "shared")["changes"][3]["reason"].as_str().unwrap().to_string();
+    assert!(skip.contains("Kustomization flux-system/infra applies this object"), "{skip}");
+}
