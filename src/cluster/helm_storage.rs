@@ -194,14 +194,19 @@ pub fn manifest_objects(manifest: &str) -> Result<Vec<ManifestObject>, DecodeErr
     Ok(objects)
 }
 
+/// Splits where a line starts with `---` followed by nothing or whitespace (what follows on that
+/// line, such as a comment, belongs to the next document, as in Helm).
 fn split_documents(manifest: &str) -> Vec<&str> {
     let mut documents = Vec::new();
     let mut start = 0;
     let mut offset = 0;
     for line in manifest.split_inclusive('\n') {
-        if line.starts_with("---") && line[3..].trim().is_empty() {
+        if line
+            .strip_prefix("---")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace))
+        {
             documents.push(&manifest[start..offset]);
-            start = offset + line.len();
+            start = offset + 3;
         }
         offset += line.len();
     }
@@ -321,6 +326,15 @@ pub(crate) mod tests {
             assert_eq!(error, expected);
             assert!(!error.to_string().contains("hunter2"));
         }
+    }
+
+    #[test]
+    fn separators_may_carry_comments() {
+        let objects =
+            manifest_objects("kind: A\nmetadata: {name: a}\n--- # next\nkind: B\nmetadata: {name: b}\n---\n")
+                .unwrap();
+        let kinds: Vec<&str> = objects.iter().map(|o| o.kind.as_str()).collect();
+        assert_eq!(kinds, ["A", "B"]);
     }
 
     #[test]

@@ -102,11 +102,11 @@ pub fn release_of(helm_release: &Value) -> Option<ReleaseRef> {
 pub fn on_deletion(helm_release: &Value, live: bool) -> Option<OnDeletion> {
     let release = release_of(helm_release)?;
     let spec = &helm_release["spec"];
-    if spec["suspend"].as_bool() == Some(true) {
-        return Some(OnDeletion::Suspended(release));
-    }
     if live && text(helm_release, "/status/storageNamespace").is_none() {
         return Some(OnDeletion::NeverInstalled);
+    }
+    if spec["suspend"].as_bool() == Some(true) {
+        return Some(OnDeletion::Suspended(release));
     }
     if spec.get("kubeConfig").is_some_and(|k| !k.is_null()) {
         return Some(OnDeletion::RemoteCluster(release));
