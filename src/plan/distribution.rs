@@ -338,6 +338,10 @@ impl ClusterView<'_> {
                 continue;
             };
             if let Some(Err(why)) = &desired {
+                // Said where the merge touches it; an untouched broken one is not this plan's news.
+                if !plans[index].changes.iter().any(|c| c.id == id_text) {
+                    continue;
+                }
                 plans[index].notes.push(format!(
                     "{DISTRIBUTION_KIND} {}: {why}: Kruise distributes and cleans up nothing for it",
                     id.name

@@ -693,3 +693,18 @@ fn a_copy_flux_applies_itself_is_a_conflict_kruise_leaves_alone() {
     let skip = plan_of(&plan, "shared")["changes"][3]["reason"].as_str().unwrap().to_string();
     assert!(skip.contains("Kustomization flux-system/infra applies this object"), "{skip}");
 }
+
+#[test]
+fn an_invalid_distribution_changes_no_copy_and_says_why() {
+    let repo = distribution_repo();
+    let bad = "    namespaceLabelSelector:\n      matchExpressions:\n      - {key: team, operator: Equals, values: [a]}\n";
+    repo.write("shared/registry.yaml", &distribution(NEW_PASSWORD, bad));
+    repo.commit("a selector Kruise refuses");
+    let (plan, _) = plan_json(&repo, "HEAD~2", "HEAD", &[]);
+    assert_eq!(
+        changes(&plan, "shared"),
+        pairs(&[("update", "_registry-credentials_apps.kruise.io_ResourceDistribution")])
+    );
+    let note = plan_of(&plan, "shared")["notes"][0].as_str().unwrap().to_string();
+    assert!(note.contains("invalid namespace selector") && note.contains("unknown operator"), "{note}");
+}
