@@ -1,6 +1,7 @@
 //! Integration tests: real git repositories, real kustomize. One binary shares one build.
 
 mod bot;
+mod cascades;
 mod deploy;
 mod fake_forge_selftest;
 mod fake_github;
