@@ -9,6 +9,7 @@ pub mod git;
 pub mod jobs;
 pub mod paths;
 pub mod plan;
+pub mod planner;
 pub mod render;
 pub mod report;
 pub mod sandbox;

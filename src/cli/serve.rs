@@ -32,9 +32,15 @@ pub struct DatabaseArgs {
 }
 
 impl DatabaseArgs {
-    async fn open(&self) -> Result<Store> {
+    fn create_data_dir(&self) -> Result<()> {
         std::fs::create_dir_all(&self.data_dir)
-            .with_context(|| format!("cannot create the data directory {}", self.data_dir.display()))?;
+            .with_context(|| format!("cannot create the data directory {}", self.data_dir.display()))
+    }
+
+    async fn open(&self) -> Result<Store> {
+        if self.database_url.is_none() {
+            self.create_data_dir()?;
+        }
         let url = self.database_url.clone().unwrap_or_else(|| Store::default_url(&self.data_dir));
         let store = Store::connect(&url).await?;
         store.migrate().await?;
@@ -126,14 +132,36 @@ pub struct ServeArgs {
     #[arg(long, env = "FLUXPLAN_RESYNC_SECS", default_value_t = 600)]
     pub resync_secs: u64,
     /// Seconds one plan may take before it is stopped (a `source-limit` alert).
-    #[arg(long, env = "FLUXPLAN_PLAN_TIMEOUT", default_value_t = super::plan::DEFAULT_PLAN_TIMEOUT_SECS)]
+    #[arg(long, env = "FLUXPLAN_PLAN_TIMEOUT", default_value_t = crate::planner::DEFAULT_PLAN_TIMEOUT_SECS)]
     pub plan_timeout: u64,
 }
 
-pub fn migrate(args: DatabaseArgs) -> Result<u8> {
+/// `migrate` names its database: it never creates the embedded default where it happens to run.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// postgres://… (production) or sqlite://….
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Migrate the embedded SQLite file in this data directory (what `serve` uses without a
+    /// database URL; its default is ./fluxplan-data).
+    #[arg(long, env = "FLUXPLAN_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+pub fn migrate(args: MigrateArgs) -> Result<u8> {
+    let database = match (args.database_url, args.data_dir) {
+        (None, None) => anyhow::bail!(
+            "no database given: pass --database-url postgres://… (or set DATABASE_URL), or --data-dir DIR \
+             for the embedded SQLite file `serve` uses (its default is --data-dir fluxplan-data)"
+        ),
+        (database_url, data_dir) => DatabaseArgs {
+            database_url,
+            data_dir: data_dir.unwrap_or_else(|| PathBuf::from("fluxplan-data")),
+        },
+    };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
-        let store = args.open().await?;
+        let store = database.open().await?;
         eprintln!("database migrated ({:?})", store.backend());
         Ok(0)
     })
@@ -168,6 +196,8 @@ async fn forges(args: &ServeArgs) -> Result<Forges> {
 }
 
 async fn serve(args: ServeArgs) -> Result<u8> {
+    // Git mirrors and the render cache live there, whatever the database.
+    args.database.create_data_dir()?;
     let store = args.database.open().await?;
     let forges = Arc::new(forges(&args).await?);
     if forges.github.is_none() && forges.gitlab.is_none() {
@@ -188,11 +218,9 @@ async fn serve(args: ServeArgs) -> Result<u8> {
         allow_forks: args.allow_forks,
         lease,
         max_attempts: args.max_attempts.max(1),
-        cluster_snapshot: args.cluster_snapshot.clone(),
-        live: args.live.clone(),
+        clusters: args.live.clusters(args.cluster_snapshot.as_ref()),
         comment_limit: args.comment_limit,
-        limits: args.limits.clone(),
-        plan_timeout: Duration::from_secs(args.plan_timeout.max(1)),
+        limits: super::plan::limits(&args.limits, args.plan_timeout),
         roles: CommandRoles { approve: args.approve_role, plan: args.plan_role, help: args.help_role },
         reply_window: Duration::from_secs(args.reply_window_secs),
         shutdown: shutdown.clone(),

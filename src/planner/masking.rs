@@ -1,0 +1,155 @@
+//! Names substituted from Secrets: the plan matches objects on their real inventory ids (what the
+//! cluster holds), and everything it shows carries the masked names instead (`(masked:NAME)` in
+//! place of the value), ids included.
+
+use crate::plan::{Alert, KustomizationPlan, Plan};
+use crate::render::Render;
+use std::collections::BTreeMap;
+
+/// Real name or namespace → the shown (masked) one, for every object of `renders` whose identity
+/// holds a value substituted from a Secret.
+fn replacements(renders: &[&Render]) -> Vec<(String, String)> {
+    let mut pairs = BTreeMap::new();
+    let objects = renders.iter().flat_map(|r| r.kustomizations()).flat_map(|(_, k)| &k.objects);
+    for object in objects {
+        let (Some(real), Some(shown)) = (&object.id, &object.shown_id) else { continue };
+        for (real, shown) in [(&real.name, &shown.name), (&real.namespace, &shown.namespace)] {
+            if real != shown && !real.is_empty() {
+                pairs.insert(real.clone(), shown.clone());
+            }
+        }
+    }
+    // Longest first: a real name that contains another is replaced whole.
+    let mut pairs: Vec<(String, String)> = pairs.into_iter().collect();
+    pairs.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    pairs
+}
+
+/// Replaces, in every text of the plan, each real name that came from a Secret by its masked form.
+pub fn mask_plan(plan: &mut Plan, renders: &[&Render]) {
+    let pairs = replacements(renders);
+    if pairs.is_empty() {
+        return;
+    }
+    let mask = |text: &mut String| *text = mask_text(text, &pairs);
+    plan.kustomizations.iter_mut().for_each(|k| mask_kustomization(k, &mask));
+    plan.alerts.iter_mut().for_each(|a| mask_alert(a, &mask));
+    plan.degraded.iter_mut().for_each(mask);
+    plan.error.iter_mut().for_each(mask);
+    let radius = std::mem::take(&mut plan.blast_radius);
+    for (mut cluster, mut radius) in radius {
+        mask(&mut cluster);
+        radius.namespaces =
+            radius.namespaces.into_iter().map(|(mut ns, kinds)| (masked(&mut ns, &mask), kinds)).collect();
+        radius.custom_resources =
+            radius.custom_resources.into_iter().map(|(mut crd, n)| (masked(&mut crd, &mask), n)).collect();
+        radius.data_loss.iter_mut().for_each(mask);
+        radius.warnings.iter_mut().for_each(mask);
+        plan.blast_radius.insert(cluster, radius);
+    }
+}
+
+fn masked(text: &mut String, mask: &impl Fn(&mut String)) -> String {
+    mask(text);
+    std::mem::take(text)
+}
+
+fn mask_kustomization(k: &mut KustomizationPlan, mask: &impl Fn(&mut String)) {
+    mask(&mut k.namespace);
+    mask(&mut k.name);
+    k.path.iter_mut().for_each(mask);
+    k.notes.iter_mut().for_each(mask);
+    if let Some(error) = &mut k.error {
+        mask(&mut error.message);
+    }
+    for change in &mut k.changes {
+        for text in [&mut change.id, &mut change.namespace, &mut change.name] {
+            mask(text);
+        }
+        for text in [
+            &mut change.reason,
+            &mut change.cascade_from,
+            &mut change.moved_from,
+            &mut change.moved_to,
+            &mut change.diff,
+        ] {
+            text.iter_mut().for_each(mask);
+        }
+        change.hidden_changes.iter_mut().for_each(mask);
+    }
+    for drift in &mut k.drift {
+        for text in [&mut drift.id, &mut drift.display, &mut drift.diff] {
+            mask(text);
+        }
+    }
+}
+
+fn mask_alert(alert: &mut Alert, mask: &impl Fn(&mut String)) {
+    alert.cluster.iter_mut().for_each(mask);
+    alert.kustomization.iter_mut().for_each(mask);
+    mask(&mut alert.message);
+    alert.objects.iter_mut().for_each(mask);
+}
+
+/// A character that can continue a Kubernetes name: a match next to one is part of another word.
+fn continues_name(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '.'
+}
+
+/// `text` with each whole-word occurrence of a real name replaced by its masked form. Ids
+/// (`ns_name_group_kind`), displays (`Kind/ns/name`) and messages all delimit names this way.
+fn mask_text(text: &str, pairs: &[(String, String)]) -> String {
+    let mut text = text.to_string();
+    for (real, shown) in pairs {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        let mut before: Option<char> = None;
+        while let Some(at) = rest.find(real.as_str()) {
+            let prior = rest[..at].chars().next_back().or(before);
+            let after = rest[at + real.len()..].chars().next();
+            let whole = !prior.is_some_and(continues_name) && !after.is_some_and(continues_name);
+            let end = if whole {
+                at + real.len()
+            } else {
+                at + rest[at..].chars().next().map_or(1, char::len_utf8)
+            };
+            out.push_str(&rest[..at]);
+            out.push_str(if whole { shown } else { &rest[at..end] });
+            before = rest[..end].chars().next_back();
+            rest = &rest[end..];
+        }
+        out.push_str(rest);
+        text = out;
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs() -> Vec<(String, String)> {
+        vec![("app-s3cr3t".into(), "app-(masked:SUFFIX)".into())]
+    }
+
+    #[test]
+    fn masks_names_in_ids_displays_and_messages() {
+        let pairs = pairs();
+        assert_eq!(
+            mask_text("shop_app-s3cr3t_apps_Deployment", &pairs),
+            "shop_app-(masked:SUFFIX)_apps_Deployment"
+        );
+        assert_eq!(mask_text("Deployment/shop/app-s3cr3t", &pairs), "Deployment/shop/app-(masked:SUFFIX)");
+        assert_eq!(
+            mask_text("`app-s3cr3t` and app-s3cr3t.", &pairs),
+            "`app-(masked:SUFFIX)` and app-(masked:SUFFIX)."
+        );
+    }
+
+    #[test]
+    fn leaves_other_names_that_contain_the_real_one() {
+        let pairs = pairs();
+        assert_eq!(mask_text("my-app-s3cr3t-2", &pairs), "my-app-s3cr3t-2");
+        assert_eq!(mask_text("app-s3cr3tx app-s3cr3t", &pairs), "app-s3cr3tx app-(masked:SUFFIX)");
+    }
+}
