@@ -14,6 +14,7 @@ pub mod render;
 pub mod report;
 pub mod sandbox;
 pub mod server;
+pub mod service;
 pub mod store;
 pub mod tls;
 pub mod yaml;
