@@ -13,6 +13,12 @@ fn replacements(renders: &[&Render]) -> Vec<(String, String)> {
     let objects = renders.iter().flat_map(|r| r.kustomizations()).flat_map(|(_, k)| &k.objects);
     for object in objects {
         let (Some(real), Some(shown)) = (&object.id, &object.shown_id) else { continue };
+        if real == shown {
+            continue;
+        }
+        // Whole ids first (their encoding of `:` differs from the names'), then the names and
+        // namespaces that displays and messages carry.
+        pairs.insert(real.to_string(), shown.to_string());
         for (real, shown) in [(&real.name, &shown.name), (&real.namespace, &shown.namespace)] {
             if real != shown && !real.is_empty() {
                 pairs.insert(real.clone(), shown.clone());
@@ -91,9 +97,10 @@ fn mask_alert(alert: &mut Alert, mask: &impl Fn(&mut String)) {
     alert.objects.iter_mut().for_each(mask);
 }
 
-/// A character that can continue a Kubernetes name: a match next to one is part of another word.
+/// A character that continues a word: a match next to one is part of another name. (A `.` does
+/// not: masking `app-x` in `app-x.example` hides more than needed, never less.)
 fn continues_name(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '-' || c == '.'
+    c.is_ascii_alphanumeric() || c == '-'
 }
 
 /// `text` with each whole-word occurrence of a real name replaced by its masked form. Ids

@@ -1,6 +1,7 @@
 //! Integration tests: real git repositories, real kustomize. One binary shares one build.
 
 mod bot;
+mod boundaries;
 mod deploy;
 mod fake_forge_selftest;
 mod fake_github;
@@ -14,3 +15,4 @@ mod plan;
 mod render_cli;
 mod render_engine;
 mod sandbox;
+mod silent_pass;
