@@ -1,6 +1,7 @@
 //! `fluxplan build`: print what every reachable Kustomization renders to.
 
 use super::RenderArgs;
+use crate::render::masking::Masks;
 use crate::render::{repo_root, Render, Status};
 use crate::yaml;
 use clap::{Args, ValueEnum};
@@ -51,10 +52,12 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         BuildFormat::Yaml => format_yaml(&render),
         BuildFormat::Ids => format_ids(&render),
     };
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    // Names that hold a value substituted from a Secret are shown masked, wherever they appear.
+    let masks = Masks::of(&[&render]);
+    std::io::stdout().lock().write_all(masks.apply(&text).as_bytes())?;
     if !matches!(args.format, BuildFormat::Json) {
         for line in warning_lines(&render) {
-            eprintln!("warning: {line}");
+            eprintln!("warning: {}", masks.apply(&line));
         }
     }
     if repo_root::has_missing_paths(&render) {

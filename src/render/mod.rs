@@ -4,6 +4,7 @@
 pub mod build;
 pub mod cache;
 pub mod kustomize;
+pub mod masking;
 pub mod postbuild;
 pub mod references;
 pub mod repo_root;

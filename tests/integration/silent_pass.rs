@@ -275,6 +275,63 @@ fn names_substituted_from_a_secret_match_the_inventory_and_stay_masked() {
 }
 
 #[test]
+fn a_kustomization_named_from_a_secret_stays_masked() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization(
+        "clusters/prod/apps.yaml",
+        "apps",
+        "./apps",
+        "postBuild:\n  substituteFrom:\n  - kind: Secret\n    name: suffix",
+    );
+    repo.kustomization("apps/child.yaml", "child-${SUFFIX}", "./child", "");
+    repo.config_map("child/cm.yaml", "cm", "default");
+    repo.commit("base");
+    repo.config_map("child/cm2.yaml", "cm2", "default");
+    repo.commit("head");
+    let files = tempfile::tempdir().unwrap();
+    let snapshot = files.path().join("snapshot.yaml");
+    std::fs::write(
+        &snapshot,
+        "kind: ClusterSnapshot\nsecrets:\n- metadata: {name: suffix, namespace: flux-system}\n  data: {SUFFIX: enE3c2VjcmV0dmFsdWU=}\n",
+    )
+    .unwrap();
+    let dir = repo.path().to_str().unwrap();
+    let snapshot = snapshot.to_str().unwrap();
+    for format in ["ids", "json", "yaml"] {
+        let args = [
+            "build",
+            "--no-cache",
+            "--rev",
+            "HEAD",
+            "--format",
+            format,
+            "--cluster-snapshot",
+            snapshot,
+            "--repo",
+            dir,
+        ];
+        let (stdout, stderr, _) = run(&args, &[], None);
+        assert!(
+            stdout.contains("child-(masked:SUFFIX)"),
+            "build {format}: the child was not rendered:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            !stdout.contains(SECRET) && !stderr.contains(SECRET),
+            "build {format} shows the secret:\n{stdout}\n{stderr}"
+        );
+    }
+    for format in ["json", "markdown", "text"] {
+        let (stdout, stderr, _) =
+            run(&[plan_args(dir, format), vec!["--cluster-snapshot", snapshot]].concat(), &[], None);
+        assert!(stdout.contains("child-(masked:SUFFIX)"), "plan {format}:\n{stdout}\n{stderr}");
+        assert!(
+            !stdout.contains(SECRET) && !stderr.contains(SECRET),
+            "plan {format} shows the secret:\n{stdout}\n{stderr}"
+        );
+    }
+}
+
+#[test]
 fn demo_refuses_a_directory_that_is_not_empty() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "mine\n").unwrap();
