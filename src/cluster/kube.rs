@@ -4,7 +4,7 @@
 //! kind and namespace, never one GET per object, and answers blast-radius questions.
 
 use super::snapshot::{live_id, ClusterSnapshot};
-use super::{BlastRadius, Lookup, SubstitutionSource};
+use super::{BlastRadius, DataLoss, Lookup, SubstitutionSource};
 use crate::flux::control::OWNER_NAME_LABEL;
 use crate::flux::{self, ObjectId, KUSTOMIZE_GROUP};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
@@ -450,12 +450,11 @@ impl KubeCluster {
                 claim["name"].as_str().unwrap_or("").to_string(),
             );
             if claims.contains(&key) && volume["spec"]["persistentVolumeReclaimPolicy"] == "Delete" {
-                radius.data_loss.push(format!(
-                    "PersistentVolumeClaim/{}/{} (volume {} is reclaimed with Delete)",
-                    key.0,
-                    key.1,
-                    volume["metadata"]["name"].as_str().unwrap_or("?")
-                ));
+                radius.data_loss.push(DataLoss {
+                    namespace: key.0,
+                    claim: key.1,
+                    volume: volume["metadata"]["name"].as_str().unwrap_or("?").to_string(),
+                });
             }
         }
         radius

@@ -37,6 +37,24 @@ pub struct BlastRadius {
     /// CRD name → number of its custom resources.
     pub custom_resources: BTreeMap<String, usize>,
     /// Claims whose data is deleted with them.
-    pub data_loss: Vec<String>,
+    pub data_loss: Vec<DataLoss>,
     pub warnings: Vec<String>,
+}
+
+/// A claim whose volume Kubernetes deletes with it (reclaim policy `Delete`): its data is lost.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct DataLoss {
+    pub namespace: String,
+    pub claim: String,
+    pub volume: String,
+}
+
+impl std::fmt::Display for DataLoss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PersistentVolumeClaim {}/{} (volume {} is reclaimed with Delete)",
+            self.namespace, self.claim, self.volume
+        )
+    }
 }

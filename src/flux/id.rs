@@ -36,13 +36,18 @@ impl ObjectId {
         Some(ObjectId::new(namespace, &name.replace("__", ":"), group, kind))
     }
 
-    /// `Kind/namespace/name` (or `Kind/name` when cluster-scoped), as people read it.
+    /// `Kind namespace/name` (or `Kind name` when cluster-scoped), as people read it.
     pub fn display_name(&self) -> String {
-        if self.namespace.is_empty() {
-            format!("{}/{}", self.kind, self.name)
-        } else {
-            format!("{}/{}/{}", self.kind, self.namespace, self.name)
-        }
+        display_name(&self.kind, &self.namespace, &self.name)
+    }
+}
+
+/// `Kind namespace/name`, or `Kind name` for a cluster-scoped object.
+pub fn display_name(kind: &str, namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        format!("{kind} {name}")
+    } else {
+        format!("{kind} {namespace}/{name}")
     }
 }
 

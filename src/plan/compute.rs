@@ -3,7 +3,8 @@
 //! with the cascades of deleted Kustomizations.
 
 use super::{
-    diff, live_diff, Action, Change, Counts, Drift, InventorySource, KustomizationPlan, KustomizationStatus,
+    diff, live_diff, Action, Cause, Change, Counts, Drift, InventorySource, KustomizationPlan,
+    KustomizationStatus,
 };
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::flux::control::{self, OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL};
@@ -42,6 +43,8 @@ pub fn compute(inputs: &Inputs) -> Vec<KustomizationPlan> {
 fn by_reference(cluster: Option<&Cluster>) -> BTreeMap<KustomizationRef, &RenderedKustomization> {
     cluster.into_iter().flat_map(|c| &c.kustomizations).map(|k| (k.reference(), k)).collect()
 }
+
+const NOT_FOUND: &str = "not found in the cluster: already deleted";
 
 /// What is known of a live object.
 enum Live<'a> {
@@ -143,6 +146,7 @@ impl<'a> ClusterView<'a> {
         let mut plans: Vec<KustomizationPlan> =
             self.references().iter().map(|reference| self.plan_one(reference)).collect();
         self.cascade_removed(&mut plans);
+        sweep_deleted_namespaces(&mut plans);
         // A Kustomization only the cluster has, that this merge neither produces nor deletes, is
         // not this plan's business.
         plans.retain(|p| {
@@ -228,12 +232,8 @@ impl<'a> ClusterView<'a> {
         for object in &head.objects {
             let Some(id) = &object.id else { continue };
             desired.insert(id);
-            let hidden = id.kind == "Secret" || object.holds_secret_values;
-            if let (Live::Present(live), false) = (self.live_object(id), hidden) {
-                if let Some(text) = live_diff::drift(&object.object, live) {
-                    let display = new_change(Action::Update, id).display_name();
-                    plan.drift.push(Drift { id: id.to_string(), display, diff: text });
-                }
+            if let Some(drift) = self.drift(reference, id, object) {
+                plan.drift.push(drift);
             }
             if !inventory_set.contains(id) {
                 let moved_from = self.inventory_owner.get(id).filter(|o| *o != reference);
@@ -250,10 +250,55 @@ impl<'a> ClusterView<'a> {
                 None => plan.counts.unchanged += 1,
             }
         }
+        let base = self.base.get(reference).filter(|b| b.status == Status::Rendered);
+        let path_change = base
+            .and_then(|b| b.spec.as_ref())
+            .filter(|before| before.path != spec.path)
+            .map(|before| format!("path changed from {} to {}", before.path, spec.path));
         for id in inventory.iter().filter(|id| !desired.contains(id)) {
-            plan.changes.push(self.stale(id, reference, spec.prune, None));
+            let mut change = self.stale(id, reference, spec.prune, None);
+            if matches!(change.action, Action::Delete | Action::Orphan) {
+                let rendered_before = base.map(|b| b.objects.iter().any(|o| o.id.as_ref() == Some(id)));
+                if inventory_source == InventorySource::Cluster && rendered_before == Some(false) {
+                    change.cause = Some(Cause::Stale);
+                    change.reason = Some(
+                        "stale inventory entry: not in the base render either, so Flux prunes it on its next \
+                         reconcile whether or not this merges"
+                            .into(),
+                    );
+                } else {
+                    change.cause = Some(Cause::PullRequest);
+                    let origin = self.base_object(reference, id).and_then(|o| o.origin.as_deref());
+                    let why = match (&path_change, origin) {
+                        (Some(path), _) => path.clone(),
+                        (None, Some(file)) => format!("no longer rendered (it came from {file})"),
+                        (None, None) => "no longer rendered".to_string(),
+                    };
+                    change.reason = Some(match change.reason.take() {
+                        Some(prune_off) => format!("{why}; {prune_off}"),
+                        None => why,
+                    });
+                }
+            }
+            plan.changes.push(change);
         }
         plan
+    }
+
+    /// How the live object already differs from the base render (the drift this merge reverts),
+    /// with what the merge does to it when this pull request changes it too. Secrets and objects
+    /// holding values from Secrets are never compared: a diff would show their values.
+    fn drift(&self, reference: &KustomizationRef, id: &ObjectId, head: &RenderedObject) -> Option<Drift> {
+        let Live::Present(live) = self.live_object(id) else { return None };
+        let base = self.base_object(reference, id)?;
+        let hidden = |o: &RenderedObject| id.kind == "Secret" || o.holds_secret_values;
+        if hidden(head) || hidden(base) {
+            return None;
+        }
+        let diff = live_diff::drift(&base.object, live, "base")?;
+        let after_merge =
+            (base.digest != head.digest).then(|| live_diff::drift(&head.object, live, "head")).flatten();
+        Some(Drift { id: id.to_string(), display: id.display_name(), diff, after_merge })
     }
 
     /// What happens to an object in `owner`'s inventory that it no longer desires.
@@ -285,7 +330,7 @@ impl<'a> ClusterView<'a> {
             }
             Live::Missing => {
                 change.action = Action::Skip;
-                change.reason = Some("not found in the cluster: already deleted".into());
+                change.reason = Some(NOT_FOUND.into());
             }
             Live::Present(object) => {
                 let meta = &object["metadata"];
@@ -329,14 +374,16 @@ impl<'a> ClusterView<'a> {
                 }
                 progressed = true;
                 let spec = self.current_spec(&reference);
-                let cascade = format!("Kustomization/{reference}");
+                let cascade = format!("Kustomization {reference}");
                 let (inventory, _) = self.inventory(&reference);
                 if spec.is_some_and(Kustomization::deletes_inventory_on_removal) {
                     plan.notes.push(format!(
                         "its Kustomization object is deleted by {deleter}: the finalizer deletes its whole inventory"
                     ));
                     for id in &inventory {
-                        plan.changes.push(self.stale(id, &reference, true, Some(&cascade)));
+                        let mut change = self.stale(id, &reference, true, Some(&cascade));
+                        change.cause = Some(Cause::Cascade);
+                        plan.changes.push(change);
                     }
                 } else {
                     let why = match spec {
@@ -351,6 +398,7 @@ impl<'a> ClusterView<'a> {
                     ));
                     for id in &inventory {
                         let mut change = new_change(Action::Orphan, id);
+                        change.cause = Some(Cause::Cascade);
                         change.cascade_from = Some(cascade.clone());
                         change.reason = Some(format!("{why}: left in place, no longer managed"));
                         plan.changes.push(change);
@@ -373,6 +421,32 @@ impl<'a> ClusterView<'a> {
     }
 }
 
+/// Objects Flux keeps (prune disabled, no longer owned, prune off) still go when their Namespace
+/// is deleted: Kubernetes deletes everything in it.
+fn sweep_deleted_namespaces(plans: &mut [KustomizationPlan]) {
+    let deleted: BTreeSet<(String, String)> = plans
+        .iter()
+        .flat_map(|p| p.changes.iter().map(move |c| (p, c)))
+        .filter(|(_, c)| c.action == Action::Delete && c.id.ends_with("__Namespace"))
+        .map(|(p, c)| (p.cluster.clone(), c.name.clone()))
+        .collect();
+    for plan in plans.iter_mut() {
+        for change in plan.changes.iter_mut() {
+            let kept = matches!(change.action, Action::Skip | Action::Orphan) && change.moved_to.is_none();
+            let gone = change.reason.as_deref().is_some_and(|r| r.starts_with(NOT_FOUND));
+            if kept && !gone && deleted.contains(&(plan.cluster.clone(), change.namespace.clone())) {
+                let kept_because = change.reason.take().unwrap_or_default();
+                change.action = Action::Delete;
+                change.cause = Some(Cause::Cascade);
+                change.cascade_from = Some(format!("Namespace {}", change.namespace));
+                change.reason = Some(format!(
+                    "Flux would keep it ({kept_because}), but Kubernetes deletes it with its Namespace"
+                ));
+            }
+        }
+    }
+}
+
 /// Changes grouped by action; creates in apply order, deletions in the reverse order the
 /// controller prunes in (custom resources and workloads first, Namespaces and CRDs last).
 fn display_order(change: &Change) -> (Action, usize, String) {
@@ -384,7 +458,7 @@ fn display_order(change: &Change) -> (Action, usize, String) {
     (change.action, rank, change.id.clone())
 }
 
-fn new_change(action: Action, id: &ObjectId) -> Change {
+pub(super) fn new_change(action: Action, id: &ObjectId) -> Change {
     Change {
         action,
         id: id.to_string(),
@@ -392,11 +466,13 @@ fn new_change(action: Action, id: &ObjectId) -> Change {
         namespace: id.namespace.clone(),
         name: id.name.clone(),
         reason: None,
+        cause: None,
         cascade_from: None,
         moved_from: None,
         moved_to: None,
         diff: None,
         hidden_changes: Vec::new(),
+        takes_with_it: Vec::new(),
     }
 }
 
@@ -406,7 +482,12 @@ fn update(before: &RenderedObject, after: &RenderedObject, id: &ObjectId) -> Opt
         return None;
     }
     let mut change = new_change(Action::Update, id);
-    change.diff = diff::unified(&before.object, &after.object);
+    change.diff = if id.namespace.is_empty() {
+        // The API gives cluster-scoped objects no namespace, whatever a manifest says.
+        diff::unified(&without_namespace(&before.object), &without_namespace(&after.object))
+    } else {
+        diff::unified(&before.object, &after.object)
+    };
     let keys: BTreeSet<&String> = before.secret_digests.keys().chain(after.secret_digests.keys()).collect();
     for key in keys {
         if before.secret_digests.get(key) != after.secret_digests.get(key) {
@@ -414,7 +495,19 @@ fn update(before: &RenderedObject, after: &RenderedObject, id: &ObjectId) -> Opt
         }
     }
     if change.diff.is_none() && change.hidden_changes.is_empty() {
+        if !(before.holds_secret_values || after.holds_secret_values) {
+            return None;
+        }
         change.hidden_changes.push("values substituted from Secrets changed (values hidden)".into());
     }
     Some(change)
+}
+
+/// A manifest without `metadata.namespace`.
+pub(super) fn without_namespace(object: &serde_json::Value) -> serde_json::Value {
+    let mut object = object.clone();
+    if let Some(meta) = object.get_mut("metadata").and_then(serde_json::Value::as_object_mut) {
+        meta.remove("namespace");
+    }
+    object
 }

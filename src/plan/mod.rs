@@ -1,7 +1,10 @@
 //! The plan: what a merge will create, change and delete, with the alerts that can block it.
 //! Pure computation over two renders and, when given, a cluster snapshot.
 
+mod blast;
+mod causes;
 mod compute;
+mod dependants;
 pub mod diff;
 pub mod live_diff;
 pub mod policy;
@@ -38,6 +41,19 @@ impl Action {
     }
 }
 
+/// Why an object leaves the cluster (or Flux's hands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cause {
+    /// This pull request stops rendering it (a file removed, a path changed, ...).
+    PullRequest,
+    /// In the cluster's inventory but not in the base render either: Flux prunes it on its next
+    /// reconcile whether or not this merges.
+    Stale,
+    /// Deleted along with something else: a Kustomization's finalizer, a Namespace, a CRD.
+    Cascade,
+}
+
 /// One object's fate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Change {
@@ -49,6 +65,9 @@ pub struct Change {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Why it is deleted or orphaned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
     /// Deleted by Kubernetes or a finalizer because something else is deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cascade_from: Option<String>,
@@ -62,25 +81,31 @@ pub struct Change {
     /// Changes that cannot be shown, e.g. "Secret data key `password` changed (value hidden)".
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hidden_changes: Vec<String>,
+    /// What Kubernetes deletes along with this deletion (a Namespace's contents, a CRD's
+    /// instances, a claim's volume).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub takes_with_it: Vec<String>,
 }
 
 impl Change {
+    /// `Kind namespace/name`, as people read it.
     pub fn display_name(&self) -> String {
-        if self.namespace.is_empty() {
-            format!("{}/{}", self.kind, self.name)
-        } else {
-            format!("{}/{}/{}", self.kind, self.namespace, self.name)
-        }
+        crate::flux::id::display_name(&self.kind, &self.namespace, &self.name)
     }
 }
 
-/// Live state that differs from the desired state.
+/// Live state that already differs from the base render: the drift any reconcile reverts, this
+/// merge's included. Known only with a cluster snapshot holding live objects.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Drift {
     pub id: String,
     pub display: String,
-    /// Unified diff, live → head render.
+    /// Unified diff, live → base render: what differs before this pull request.
     pub diff: String,
+    /// Unified diff, live → head render, when this pull request changes the object too: what
+    /// the merge does to the live object, drift reverted and change applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_merge: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -163,8 +188,7 @@ pub struct KustomizationPlan {
     pub inventory_source: InventorySource,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorReport>,
-    /// Objects whose live state differs from what the head renders: this merge (any reconcile)
-    /// reverts that drift. Known only with a cluster snapshot holding live objects.
+    /// Objects whose live state differs from the base render: drift this merge reverts.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub drift: Vec<Drift>,
     /// Notes for readers (why nothing happens, where a cascade comes from).
@@ -200,6 +224,36 @@ pub struct Alert {
     /// Inventory ids of the objects concerned.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub objects: Vec<String>,
+    /// Other codes that apply to the same cause (one alert per cause carries the most severe).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub related_codes: Vec<String>,
+    /// The change in the pull request that triggered it, as a diff line reads
+    /// (`clusters/prod/apps.yaml: path ./apps → ./empty`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+}
+
+/// Deletions counted by cause.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct DeletionCauses {
+    pub pull_request: usize,
+    pub cascade: usize,
+    pub stale: usize,
+}
+
+impl DeletionCauses {
+    fn count(plans: &[KustomizationPlan]) -> Self {
+        let mut causes = DeletionCauses::default();
+        for change in plans.iter().flat_map(|p| &p.changes).filter(|c| c.action == Action::Delete) {
+            match change.cause.unwrap_or(Cause::PullRequest) {
+                Cause::PullRequest => causes.pull_request += 1,
+                Cause::Cascade => causes.cascade += 1,
+                Cause::Stale => causes.stale += 1,
+            }
+        }
+        causes
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -237,6 +291,12 @@ pub struct Plan {
     pub base: Revision,
     pub head: Revision,
     pub summary: Counts,
+    /// The deletions by cause: what this pull request deletes, what goes with it, and what Flux
+    /// prunes anyway.
+    pub deletions: DeletionCauses,
+    /// The change that triggered the most severe alert: the first thing a reviewer reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
     pub kustomizations: Vec<KustomizationPlan>,
     pub alerts: Vec<Alert>,
     /// Where the policy came from (`built-in defaults`, `.fluxplan.yaml at base`, a file).
@@ -275,6 +335,8 @@ impl Plan {
             base,
             head,
             summary: Counts::default(),
+            deletions: DeletionCauses::default(),
+            cause: None,
             kustomizations: Vec::new(),
             alerts: Vec::new(),
             policy_source: String::new(),
@@ -309,7 +371,7 @@ pub struct PlanRequest<'a> {
 /// Compares base and head, applies the policy and gives the verdict.
 pub fn make_plan(request: PlanRequest) -> Plan {
     let inputs = compute::Inputs { base: request.base, head: request.head, snapshots: request.snapshots };
-    let kustomizations = compute(&inputs);
+    let mut kustomizations = compute(&inputs);
     let mut blast_radius = std::collections::BTreeMap::new();
     if let Some(ask) = request.blast_radius {
         let mut deleted: std::collections::BTreeMap<&str, Vec<crate::flux::ObjectId>> = Default::default();
@@ -329,6 +391,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
             blast_radius.insert(cluster.to_string(), ask(cluster, &ids));
         }
     }
+    blast::annotate(&mut kustomizations, request.base, request.head, &blast_radius);
     let mut alerts = request.extra_alerts;
     if let Some(reason) = &request.degraded {
         alerts.extend(request.policy.general_alert(
@@ -357,6 +420,9 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         base: Revision { rev: request.base_rev, commit: request.base.revision.clone() },
         head: Revision { rev: request.head_rev, commit: request.head.revision.clone() },
         summary,
+        deletions: DeletionCauses::count(&kustomizations),
+        // Alerts are sorted most severe first.
+        cause: alerts.iter().find_map(|a| a.cause.clone()),
         kustomizations,
         alerts,
         policy_source: request.policy_source,

@@ -1,9 +1,11 @@
 //! The policy: which findings are alerts, how severe, and the thresholds. Read from the BASE
 //! revision's `.fluxplan.yaml` so that a pull request cannot loosen its own gate.
 
-use super::{Action, Alert, BlastRadius, KustomizationPlan, KustomizationStatus, Severity, Verdict};
-use crate::flux::{KustomizationRef, ObjectId};
-use crate::render::{Render, RenderedKustomization, Status};
+use super::{
+    causes, dependants, Alert, BlastRadius, KustomizationPlan, KustomizationStatus, Severity, Verdict,
+};
+use crate::flux::KustomizationRef;
+use crate::render::{Render, Status};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,6 +21,8 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("build-failed", Severity::Danger),
     ("kustomization-removed", Severity::Danger),
     ("data-loss", Severity::Danger),
+    ("stale-inventory", Severity::Warning),
+    ("dependency-deleted", Severity::Warning),
     ("source-limit", Severity::Danger),
     ("prune-changed", Severity::Warning),
     ("suspend-changed", Severity::Warning),
@@ -113,7 +117,7 @@ impl Policy {
     }
 
     /// An alert with this policy's severity for its code, or `None` when the code is off.
-    fn alert(
+    pub(super) fn alert(
         &self,
         code: &str,
         cluster: &str,
@@ -121,7 +125,7 @@ impl Policy {
         message: String,
         objects: Vec<String>,
     ) -> Option<Alert> {
-        let severity = self.severities.get(code).copied().unwrap_or(Some(Severity::Warning))?;
+        let severity = self.severity(code)?;
         Some(Alert {
             severity,
             code: code.to_string(),
@@ -129,6 +133,8 @@ impl Policy {
             kustomization,
             message,
             objects,
+            related_codes: Vec::new(),
+            cause: None,
         })
     }
 
@@ -148,21 +154,11 @@ pub fn evaluate(
 ) -> Vec<Alert> {
     let mut alerts = Vec::new();
     for plan in plans {
-        alerts.extend(plan_alerts(policy, plan, plans, base, head, blast_radius.get(&plan.cluster)));
+        alerts.extend(plan_alerts(policy, plan, base, head));
     }
+    alerts.extend(causes::deletion_alerts(policy, plans, base, head));
+    alerts.extend(dependants::alerts(policy, plans, base, head));
     for (cluster, radius) in blast_radius {
-        if !radius.data_loss.is_empty() {
-            alerts.extend(policy.alert(
-                "data-loss",
-                cluster,
-                None,
-                format!(
-                    "deleting these claims deletes their volumes and the data on them: {}",
-                    radius.data_loss.join(", ")
-                ),
-                Vec::new(),
-            ));
-        }
         for warning in &radius.warnings {
             alerts.extend(policy.alert(
                 "cluster-read-incomplete",
@@ -186,16 +182,22 @@ pub fn evaluate(
             policy.general_alert("source-limit", format!("at {}: {breach}", revisions.join(" and "))),
         );
     }
+    // A Kustomization this merge deletes is not also "no longer updated": the removal alert says it.
+    let deleted: BTreeSet<KustomizationRef> =
+        causes::deleted_kustomizations(plans).into_iter().map(|(_, k)| k).collect();
     let known: BTreeSet<&str> = base.unreachable.iter().map(|u| u.file.as_str()).collect();
     for unreachable in head.unreachable.iter().filter(|u| !known.contains(u.file.as_str())) {
+        let reference = KustomizationRef {
+            namespace: unreachable.namespace.clone().unwrap_or_else(|| "flux-system".into()),
+            name: unreachable.name.clone(),
+        };
+        if deleted.contains(&reference) {
+            continue;
+        }
         alerts.extend(policy.alert(
             "unreachable-kustomization",
             "",
-            Some(format!(
-                "{}/{}",
-                unreachable.namespace.as_deref().unwrap_or("flux-system"),
-                unreachable.name
-            )),
+            Some(reference.to_string()),
             format!(
                 "Kustomization {} in {} is not reached from any root: Flux will not apply it (if it runs in \
                  the cluster now, nothing updates it any more)",
@@ -228,18 +230,9 @@ pub fn verdict(plans: &[KustomizationPlan], alerts: &[Alert]) -> Verdict {
     }
 }
 
-fn ids(plan: &KustomizationPlan, action: Action) -> Vec<String> {
-    plan.changes.iter().filter(|c| c.action == action).map(|c| c.id.clone()).collect()
-}
-
-fn plan_alerts(
-    policy: &Policy,
-    plan: &KustomizationPlan,
-    plans: &[KustomizationPlan],
-    base: &Render,
-    head: &Render,
-    radius: Option<&BlastRadius>,
-) -> Vec<Alert> {
+/// A Kustomization's own alerts, deletions aside: a failing render, sources not planned,
+/// unresolved variables, ownership moves.
+fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &Render) -> Vec<Alert> {
     let reference = plan.reference();
     let alert = |code: &str, message: String, objects: Vec<String>| {
         policy.alert(code, &plan.cluster, Some(reference.clone()), message, objects)
@@ -250,17 +243,22 @@ fn plan_alerts(
             "path-not-found" | "source-limit" => error.code,
             _ => "build-failed",
         };
-        alerts.extend(alert(
-            code,
-            format!(
-                "{}. Flux fails to reconcile it and applies and prunes nothing until this is fixed.",
-                error.message
-            ),
-            Vec::new(),
-        ));
+        alerts.extend(
+            alert(
+                code,
+                format!(
+                    "{}. Flux fails to reconcile it and applies and prunes nothing until this is fixed.",
+                    error.message
+                ),
+                Vec::new(),
+            )
+            .map(|mut a| {
+                a.cause = causes::spec_change(plan, base, head);
+                a
+            }),
+        );
     }
-    let head_k = head_kustomization(head, plan);
-    if let Some(k) = head_k {
+    if let Some(k) = causes::rendered(head, &plan.cluster, &plan.namespace, &plan.name) {
         if k.status == Status::External {
             alerts.extend(alert(
                 "external-source",
@@ -280,165 +278,19 @@ fn plan_alerts(
             ));
         }
     }
-    let desired = plan.counts.create + plan.counts.update + plan.counts.unchanged;
-    let renders_nothing =
-        matches!(plan.status, KustomizationStatus::Changed | KustomizationStatus::Unchanged);
-    if renders_nothing && desired == 0 && plan.inventory_size > 0 {
-        let what = if plan.counts.delete > 0 { "Flux would prune" } else { "Flux would stop managing" };
-        alerts.extend(alert(
-            "empty-render",
-            format!(
-                "path {} renders zero objects while the inventory holds {}: {what} all of them",
-                plan.path.as_deref().unwrap_or("?"),
-                plan.inventory_size
-            ),
-            plan.changes.iter().map(|c| c.id.clone()).collect(),
-        ));
-    }
-    let deletes = ids(plan, Action::Delete);
-    let share_exceeded = plan.inventory_size > 0
-        && deletes.len() >= policy.min_deletions_for_percent
-        && (deletes.len() as f64) * 100.0 > policy.max_deletion_percent * plan.inventory_size as f64;
-    if deletes.len() > policy.max_deletions || share_exceeded {
-        alerts.extend(alert(
-            "mass-deletion",
-            format!(
-                "deletes {} of the {} objects in its inventory (policy: more than {} or more than {}% blocks)",
-                deletes.len(),
-                plan.inventory_size,
-                policy.max_deletions,
-                policy.max_deletion_percent
-            ),
-            deletes.clone(),
-        ));
-    }
-    let protected: Vec<&super::Change> = plan
-        .changes
-        .iter()
-        .filter(|c| c.action == Action::Delete && policy.protected_kinds.contains(&c.kind))
-        .collect();
-    if !protected.is_empty() {
-        let mut objects: Vec<String> = protected.iter().map(|c| c.id.clone()).collect();
-        let mut swept = BTreeSet::new();
-        for change in &protected {
-            swept.extend(swept_with(change, plan, plans, base, head));
-        }
-        let names: Vec<String> = protected.iter().map(|c| c.display_name()).collect();
-        let mut message = format!("deletes {}", names.join(", "));
-        if let Some(radius) = radius {
-            for change in &protected {
-                if let Some(counts) =
-                    radius.namespaces.get(&change.name).filter(|_| change.kind == "Namespace")
-                {
-                    let total: usize = counts.values().sum();
-                    let detail: Vec<String> = counts.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
-                    message.push_str(&format!(
-                        "; the cluster holds {total} object(s) in Namespace {}, all deleted with it ({})",
-                        change.name,
-                        detail.join(", ")
-                    ));
-                }
-                if let Some(n) = radius.custom_resources.get(&change.name) {
-                    message.push_str(&format!(
-                        "; {n} custom resource(s) of {} are deleted with it",
-                        change.name
-                    ));
-                }
-            }
-        }
-        if !swept.is_empty() {
-            message.push_str(&format!(
-                "; Kubernetes deletes with them {} more object(s) inside them, whatever Kustomization owns them",
-                swept.len()
-            ));
-        }
-        objects.extend(swept);
-        alerts.extend(alert("protected-kind-deletion", message, objects));
-    }
-    if plan.status == KustomizationStatus::Removed && !deletes.is_empty() {
-        alerts.extend(alert(
-            "kustomization-removed",
-            format!(
-                "is removed and its finalizer deletes its whole inventory: {} object(s){}",
-                deletes.len(),
-                if plan.changes.iter().any(|c| c.kind == "Kustomization" && c.action == Action::Delete) {
-                    ", including nested Kustomizations and what they applied"
-                } else {
-                    ""
-                }
-            ),
-            deletes,
-        ));
-    }
     for change in plan.changes.iter().filter(|c| c.moved_to.is_some()) {
+        let to = change.moved_to.as_deref().unwrap_or("?");
         alerts.extend(alert(
             "ownership-move",
             format!(
-                "{} moves from {} to {}: if {} prunes before {} applies, it is deleted and recreated",
+                "{} moves from {reference} to {to}: if {reference} prunes before {to} applies, it is deleted and \
+                 recreated",
                 change.display_name(),
-                reference,
-                change.moved_to.as_deref().unwrap_or("?"),
-                reference,
-                change.moved_to.as_deref().unwrap_or("?")
             ),
             vec![change.id.clone()],
         ));
     }
     alerts
-}
-
-fn head_kustomization<'a>(head: &'a Render, plan: &KustomizationPlan) -> Option<&'a RenderedKustomization> {
-    head.clusters
-        .iter()
-        .filter(|c| c.name == plan.cluster)
-        .flat_map(|c| &c.kustomizations)
-        .find(|k| k.namespace == plan.namespace && k.name == plan.name)
-}
-
-/// Objects Kubernetes deletes along with a deleted Namespace (everything in it) or CRD (its
-/// custom resources), known from either render, that the plan does not delete already.
-fn swept_with(
-    change: &super::Change,
-    plan: &KustomizationPlan,
-    plans: &[KustomizationPlan],
-    base: &Render,
-    head: &Render,
-) -> BTreeSet<String> {
-    let already: BTreeSet<&str> = plans
-        .iter()
-        .filter(|p| p.cluster == plan.cluster)
-        .flat_map(|p| &p.changes)
-        .filter(|c| c.action == Action::Delete)
-        .map(|c| c.id.as_str())
-        .collect();
-    let objects = || {
-        [base, head]
-            .into_iter()
-            .flat_map(|r| &r.clusters)
-            .filter(|c| c.name == plan.cluster)
-            .flat_map(|c| &c.kustomizations)
-            .flat_map(|k| &k.objects)
-    };
-    let crd_kind = (change.kind == "CustomResourceDefinition")
-        .then(|| {
-            objects().find(|o| o.id.as_ref().is_some_and(|i| i.to_string() == change.id)).and_then(|o| {
-                let spec = &o.object["spec"];
-                Some((spec["group"].as_str()?.to_string(), spec["names"]["kind"].as_str()?.to_string()))
-            })
-        })
-        .flatten();
-    objects()
-        .filter_map(|o| o.id.as_ref())
-        .filter(|id: &&ObjectId| match change.kind.as_str() {
-            "Namespace" => id.namespace == change.name,
-            "CustomResourceDefinition" => {
-                crd_kind.as_ref().is_some_and(|(group, kind)| id.group == *group && id.kind == *kind)
-            }
-            _ => false,
-        })
-        .map(ToString::to_string)
-        .filter(|id| !already.contains(id.as_str()))
-        .collect()
 }
 
 /// Warnings for behaviour switches a PR flips on a Kustomization that exists on both sides.

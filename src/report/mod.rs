@@ -3,7 +3,10 @@
 
 pub mod split;
 
-use crate::plan::{Action, Alert, KustomizationPlan, KustomizationStatus, Plan, Severity, Verdict};
+use crate::flux::ObjectId;
+use crate::plan::{
+    Action, Alert, Cause, Change, KustomizationPlan, KustomizationStatus, Plan, Severity, Verdict,
+};
 use minijinja::{Environment, State};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
@@ -116,14 +119,47 @@ fn severity_icon(severity: Severity) -> (&'static str, &'static str) {
 }
 
 fn count_phrase(counts: &crate::plan::Counts) -> String {
+    phrase(counts, format!("{} to delete", counts.delete))
+}
+
+/// The plan's headline: deletions split by cause when not all are this pull request's own.
+fn headline_counts(plan: &Plan) -> String {
+    let causes = &plan.deletions;
+    if causes.cascade + causes.stale == 0 {
+        return count_phrase(&plan.summary);
+    }
+    let mut deletes = Vec::new();
+    if causes.pull_request > 0 {
+        deletes.push(format!("{} caused by this PR", plural(causes.pull_request, "deletion", "deletions")));
+    }
+    if causes.cascade > 0 {
+        deletes.push(format!("{} by cascade", plural(causes.cascade, "deletion", "deletions")));
+    }
+    if causes.stale > 0 {
+        deletes.push(format!(
+            "{} Flux would prune anyway",
+            plural(causes.stale, "stale entry", "stale entries")
+        ));
+    }
+    phrase(&plan.summary, deletes.join(", "))
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// "1 to create, 2 to update, DELETES, ..." for the counts that are not zero.
+fn phrase(counts: &crate::plan::Counts, deletes: String) -> String {
     let mut parts = Vec::new();
-    for (n, what) in [
-        (counts.create, "to create"),
-        (counts.update, "to update"),
-        (counts.delete, "to delete"),
-        (counts.orphan, "to orphan"),
-        (counts.skip, "skipped"),
-    ] {
+    for (n, what) in [(counts.create, "to create"), (counts.update, "to update")] {
+        if n > 0 {
+            parts.push(format!("{n} {what}"));
+        }
+    }
+    if counts.delete > 0 {
+        parts.push(deletes);
+    }
+    for (n, what) in [(counts.orphan, "to orphan"), (counts.skip, "skipped")] {
         if n > 0 {
             parts.push(format!("{n} {what}"));
         }
@@ -161,6 +197,26 @@ fn noteworthy(plan: &Plan, k: &KustomizationPlan) -> bool {
     k.status != KustomizationStatus::Unchanged || !k.changes.is_empty() || !alerts_of(plan, k).is_empty()
 }
 
+/// Why a change happens, as its line in the plan reads.
+fn reason(change: &Change) -> Option<String> {
+    let why = change.reason.clone();
+    match (change.cause, &change.cascade_from) {
+        (Some(Cause::Cascade), Some(from)) => Some(
+            why.map(|w| format!("cascade from {from}: {w}"))
+                .unwrap_or_else(|| format!("cascade from {from}")),
+        ),
+        (Some(Cause::PullRequest), _) if change.action == Action::Delete => {
+            Some(why.map(|w| format!("caused by this PR: {w}")).unwrap_or_else(|| "caused by this PR".into()))
+        }
+        _ => why,
+    }
+}
+
+/// An inventory id as people read it: `Kind namespace/name`.
+fn readable(id: &str) -> String {
+    ObjectId::parse(id).map(|i| i.display_name()).unwrap_or_else(|| id.to_string())
+}
+
 /// " (abcdef12)": the first characters of a commit, for reading.
 fn short(commit: &Option<String>) -> String {
     commit.as_ref().map(|c| format!(" ({})", c.chars().take(8).collect::<String>())).unwrap_or_default()
@@ -175,7 +231,7 @@ fn view(plan: &Plan, color: bool) -> Value {
         Verdict::Failed => ("⚠️", "could not plan", "red"),
     };
     let dangers = plan.alerts.iter().filter(|a| a.severity == Severity::Danger).count();
-    let mut headline = count_phrase(&plan.summary);
+    let mut headline = headline_counts(plan);
     if dangers > 0 {
         headline.push_str(&format!("; {dangers} dangerous alert(s) block the merge"));
     }
@@ -202,13 +258,15 @@ fn view(plan: &Plan, color: bool) -> Value {
         .iter()
         .map(|a| {
             let (icon, style) = severity_icon(a.severity);
-            let mut objects: Vec<String> = a.objects.iter().take(MAX_LISTED_OBJECTS).cloned().collect();
+            let mut objects: Vec<String> = a.objects.iter().take(MAX_LISTED_OBJECTS).map(|id| readable(id)).collect();
             if a.objects.len() > MAX_LISTED_OBJECTS {
                 objects.push(format!("… and {} more (see the plan below)", a.objects.len() - MAX_LISTED_OBJECTS));
             }
             json!({
                 "icon": icon, "style": style, "severity": a.severity, "code": a.code,
                 "kustomization": a.kustomization, "cluster": a.cluster, "message": a.message, "objects": objects,
+                // The plan's cause is shown once, under the verdict.
+                "cause": a.cause.as_ref().filter(|c| Some(*c) != plan.cause.as_ref()),
             })
         })
         .collect();
@@ -230,16 +288,10 @@ fn view(plan: &Plan, color: bool) -> Value {
                         Action::Skip => ("=", "dim"),
                         Action::Orphan => ("?", "yellow"),
                     };
-                    let reason = match (&c.cascade_from, &c.reason) {
-                        (Some(from), Some(why)) if c.action != Action::Delete => {
-                            Some(format!("cascade from {from}: {why}"))
-                        }
-                        (Some(from), _) => Some(format!("cascade from {from}")),
-                        (None, why) => why.clone(),
-                    };
                     json!({
                         "action": c.action.as_str(), "display": c.display_name(),
-                        "reason_suffix": reason.map(|r| format!(" — {r}")).unwrap_or_default(),
+                        "reason_suffix": reason(c).map(|r| format!(" — {r}")).unwrap_or_default(),
+                        "takes_with_it": c.takes_with_it,
                         "symbol": symbol, "style": style, "diff": c.diff, "hidden_changes": c.hidden_changes,
                         "diff_lines": c.diff.as_deref().map(|d| d.lines().collect::<Vec<_>>()).unwrap_or_default(),
                     })
@@ -251,9 +303,24 @@ fn view(plan: &Plan, color: bool) -> Value {
             })
         })
         .collect();
+    let drift: Vec<Value> = plan
+        .kustomizations
+        .iter()
+        .flat_map(|k| k.drift.iter().map(move |d| (k, d)))
+        .map(|(k, d)| {
+            json!({
+                "display": d.display, "reference": k.reference(), "cluster": k.cluster,
+                "diff": d.diff, "diff_lines": d.diff.lines().collect::<Vec<_>>(),
+                "after_merge": d.after_merge,
+                "after_merge_lines": d.after_merge.as_deref().map(|t| t.lines().collect::<Vec<_>>()).unwrap_or_default(),
+            })
+        })
+        .collect();
     json!({
         "plan": plan,
         "color": color,
+        "cause": plan.cause,
+        "drift": drift,
         "verdict": {"icon": icon, "title": title, "style": style},
         "headline": headline,
         "base_short": short(&plan.base.commit),

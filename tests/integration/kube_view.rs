@@ -319,14 +319,26 @@ fn live_inventory_drives_the_prune_set_with_drift_and_skips() {
     );
     let apps = plan["kustomizations"].as_array().unwrap().iter().find(|k| k["name"] == OWNER).unwrap();
     assert_eq!(apps["inventory_source"], "cluster");
-    // What the PR changes (base → head) and the drift the merge also reverts (live → head).
+    // The stale entry is not this pull request's doing, and says so.
+    let stale = apps["changes"].as_array().unwrap().iter().find(|c| c["action"] == "delete").unwrap();
+    assert_eq!(stale["cause"], "stale");
+    assert_eq!(plan["deletions"], json!({"pull-request": 0, "cascade": 0, "stale": 1}));
+    // What the PR changes (base → head), apart from the drift that was there before it (live →
+    // base), and what the merge does to the live object (live → head).
     let change = apps["changes"].as_array().unwrap().iter().find(|c| c["action"] == "update").unwrap();
     let pr = change["diff"].as_str().unwrap();
     assert!(pr.contains("-      - image: nginx:1.26") && !pr.contains("replicas"), "{pr}");
     let drift = apps["drift"][0]["diff"].as_str().unwrap();
-    assert!(drift.starts_with("--- live\n+++ head\n"), "{drift}");
-    assert!(drift.contains("-  replicas: 5\n+  replicas: 2\n"), "{drift}");
+    assert!(drift.starts_with("--- live\n+++ base\n"), "{drift}");
+    assert!(drift.contains("-  replicas: 5\n+  replicas: 2\n") && !drift.contains("nginx:1.27"), "{drift}");
     assert!(!drift.contains("imagePullPolicy") && !drift.contains("progressDeadlineSeconds"), "{drift}");
+    let after = apps["drift"][0]["after_merge"].as_str().unwrap();
+    assert!(
+        after.starts_with("--- live\n+++ head\n")
+            && after.contains("replicas: 2")
+            && after.contains("nginx:1.27"),
+        "{after}"
+    );
     assert_only_gets(&fake);
 }
 
@@ -342,11 +354,24 @@ fn deleting_a_namespace_shows_its_blast_radius() {
     let radius = &plan["blast_radius"]["clusters/prod"];
     assert_eq!(radius["namespaces"]["shop"]["Pod"], 2);
     assert_eq!(radius["namespaces"]["shop"]["PersistentVolumeClaim"], 1);
-    let protected =
-        plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "protected-kind-deletion").unwrap();
-    assert!(protected["message"].as_str().unwrap().contains("2 Pod"), "{}", protected["message"]);
-    let data_loss = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "data-loss").unwrap();
-    assert!(data_loss["message"].as_str().unwrap().contains("PersistentVolumeClaim/shop/data"));
+    // One cause, one alert: the deletion of the shop, with what goes with it and the data lost.
+    let alerts = plan["alerts"].as_array().unwrap();
+    let danger: Vec<&Value> = alerts.iter().filter(|a| a["severity"] == "danger").collect();
+    assert_eq!(danger.len(), 1, "{alerts:?}");
+    assert_eq!(danger[0]["code"], "data-loss");
+    assert!(danger[0]["related_codes"].as_array().unwrap().contains(&json!("protected-kind-deletion")));
+    let message = danger[0]["message"].as_str().unwrap();
+    assert!(message.contains("2 Pod") && message.contains("claim shop/data"), "{message}");
+    let namespace = plan["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|k| k["changes"].as_array().unwrap())
+        .find(|c| c["kind"] == "Namespace" && c["action"] == "delete")
+        .unwrap_or_else(|| panic!("{:#}", plan["kustomizations"]));
+    let takes = namespace["takes_with_it"].as_array().unwrap();
+    assert!(takes[0].as_str().unwrap().contains("2 Pod"), "{takes:?}");
+    assert!(takes[1].as_str().unwrap().contains("claim shop/data"), "{takes:?}");
     assert_only_gets(&fake);
 }
 

@@ -1,0 +1,329 @@
+//! One alert per cause of deletions. A Kustomization whose path renders nothing, or one that is
+//! removed, is the cause of everything that goes with it: its own deletions and, through the
+//! finalizers, those of the Kustomizations it deletes. Those get one alert, on the Kustomization
+//! that causes them, naming every facet (mass deletion, protected kinds, lost data) once. Other
+//! deletions get one alert per Kustomization. Stale inventory entries are not this pull
+//! request's doing: they get their own warning.
+
+use super::{Action, Alert, Cause, Change, KustomizationPlan, KustomizationStatus, Policy, Severity};
+use crate::flux::{KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
+use crate::render::{Render, RenderedKustomization};
+
+/// The alerts about deletions, one per cause.
+pub fn deletion_alerts(
+    policy: &Policy,
+    plans: &[KustomizationPlan],
+    base: &Render,
+    head: &Render,
+) -> Vec<Alert> {
+    let owners: Vec<Option<usize>> = (0..plans.len()).map(|i| cause_owner(plans, i, 0)).collect();
+    let mut alerts = Vec::new();
+    for (i, plan) in plans.iter().enumerate() {
+        let group: Vec<&KustomizationPlan> = match owners[i] {
+            Some(owner) if owner != i => continue,
+            Some(_) => plans.iter().zip(&owners).filter(|(_, o)| **o == Some(i)).map(|(p, _)| p).collect(),
+            None => vec![plan],
+        };
+        alerts.extend(group_alert(policy, plan, &group, plans, base, head));
+        alerts.extend(stale_alert(policy, plan));
+    }
+    alerts
+}
+
+/// True when a Kustomization that still exists renders nothing while its inventory holds objects.
+pub fn renders_nothing(plan: &KustomizationPlan) -> bool {
+    matches!(plan.status, KustomizationStatus::Changed | KustomizationStatus::Unchanged)
+        && plan.counts.create + plan.counts.update + plan.counts.unchanged == 0
+        && plan.inventory_size > 0
+}
+
+/// The Kustomization whose cause a plan's deletions belong to: itself when it renders nothing;
+/// for a removed one, the cause of whoever deletes it, else itself.
+fn cause_owner(plans: &[KustomizationPlan], i: usize, depth: usize) -> Option<usize> {
+    let plan = &plans[i];
+    if renders_nothing(plan) {
+        return Some(i);
+    }
+    if plan.status != KustomizationStatus::Removed || depth > plans.len() {
+        return None;
+    }
+    let deleter = deleter_of(plans, plan)?;
+    cause_owner(plans, deleter, depth + 1).or(Some(i))
+}
+
+/// The plan that deletes this Kustomization's object.
+fn deleter_of(plans: &[KustomizationPlan], plan: &KustomizationPlan) -> Option<usize> {
+    plans.iter().position(|p| {
+        p.cluster == plan.cluster
+            && p.changes.iter().any(|c| {
+                c.action == Action::Delete
+                    && ObjectId::parse(&c.id).is_some_and(|id| {
+                        id.group == KUSTOMIZE_GROUP
+                            && id.kind == "Kustomization"
+                            && id.namespace == plan.namespace
+                            && id.name == plan.name
+                    })
+            })
+    })
+}
+
+/// Deletions this pull request brings about (its own and their cascades, not stale entries).
+fn caused(plan: &KustomizationPlan) -> impl Iterator<Item = &Change> {
+    plan.changes.iter().filter(|c| c.action == Action::Delete && c.cause != Some(Cause::Stale))
+}
+
+/// The one alert of a cause: `root` and the plans whose deletions it brings about.
+fn group_alert(
+    policy: &Policy,
+    root: &KustomizationPlan,
+    group: &[&KustomizationPlan],
+    plans: &[KustomizationPlan],
+    base: &Render,
+    head: &Render,
+) -> Option<Alert> {
+    let deletes: Vec<&Change> = group.iter().flat_map(|p| caused(p)).collect();
+    let inventory: usize = group.iter().map(|p| p.inventory_size).sum();
+    let primary = if renders_nothing(root) {
+        Some("empty-render")
+    } else if root.status == KustomizationStatus::Removed && !deletes.is_empty() {
+        Some("kustomization-removed")
+    } else {
+        None
+    };
+    let own_deletes = caused(root).count();
+    let share_exceeded = inventory > 0
+        && deletes.len() >= policy.min_deletions_for_percent
+        && (deletes.len() as f64) * 100.0 > policy.max_deletion_percent * inventory as f64;
+    let mass = deletes.len() > policy.max_deletions || share_exceeded;
+    let protected: Vec<&&Change> =
+        deletes.iter().filter(|c| policy.protected_kinds.contains(&c.kind)).collect();
+    let lost: Vec<&String> =
+        deletes.iter().flat_map(|c| &c.takes_with_it).filter(|l| l.starts_with(LOST_DATA)).collect();
+    let mut codes: Vec<&str> = primary.into_iter().collect();
+    codes.extend((!lost.is_empty()).then_some("data-loss"));
+    codes.extend((!protected.is_empty()).then_some("protected-kind-deletion"));
+    codes.extend(mass.then_some("mass-deletion"));
+    let code = most_severe(policy, &codes)?;
+
+    let mut message = match primary {
+        Some("empty-render") => format!(
+            "path {} renders zero objects while its inventory holds {}: {}",
+            root.path.as_deref().unwrap_or("?"),
+            root.inventory_size,
+            decisions(root)
+        ),
+        Some(_) => {
+            format!("is removed, and its finalizer deletes its whole inventory: {own_deletes} object(s)")
+        }
+        None => format!("deletes {own_deletes} of the {} object(s) in its inventory", root.inventory_size),
+    };
+    for plan in group.iter().filter(|p| p.reference() != root.reference()) {
+        let n = caused(plan).count();
+        if n > 0 {
+            message.push_str(&format!(
+                "; Kustomization {} goes with it and its finalizer deletes its {n} object(s)",
+                plan.reference()
+            ));
+        }
+    }
+    if !protected.is_empty() {
+        let names: Vec<String> = protected.iter().map(|c| c.display_name()).collect();
+        message.push_str(&format!("; protected kinds among them: {}", names.join(", ")));
+    }
+    for change in protected.iter().filter(|c| c.kind == "Namespace" || c.kind == "CustomResourceDefinition") {
+        if let Some(first) = change.takes_with_it.first() {
+            message.push_str(&format!("; {} takes with it {first}", change.display_name()));
+        }
+    }
+    if !lost.is_empty() {
+        let claims: Vec<&str> = lost.iter().map(|l| l.trim_start_matches(LOST_DATA_PREFIX)).collect();
+        message.push_str(&format!("; data is lost: {}", claims.join("; ")));
+    }
+    if mass {
+        message.push_str(&format!(
+            "; {} deletion(s) in all, over the policy's limit (more than {} objects or more than {}% of an \
+             inventory blocks)",
+            deletes.len(),
+            policy.max_deletions,
+            policy.max_deletion_percent
+        ));
+    }
+    let mut alert = policy.alert(
+        code,
+        &root.cluster,
+        Some(root.reference()),
+        message,
+        deletes.iter().map(|c| c.id.clone()).collect(),
+    )?;
+    alert.related_codes = codes.iter().filter(|c| **c != code).map(|c| c.to_string()).collect();
+    alert.cause = cause_line(root, plans, base, head, &deletes);
+    Some(alert)
+}
+
+/// The start of the line `blast::lost_data` writes for a claim whose data goes.
+const LOST_DATA: &str = "the data of claim ";
+const LOST_DATA_PREFIX: &str = "the data of ";
+
+/// The code among `codes` this policy rates most severe (the first of equals); `None` when the
+/// policy turns all of them off.
+fn most_severe<'c>(policy: &Policy, codes: &[&'c str]) -> Option<&'c str> {
+    let rated = codes.iter().filter_map(|c| Some((policy.severity(c)?, *c)));
+    rated.min_by_key(|(severity, _)| *severity).map(|(_, code)| code)
+}
+
+/// What the plan decided for an empty render's inventory, in its own words.
+fn decisions(plan: &KustomizationPlan) -> String {
+    let count = |action| {
+        plan.changes.iter().filter(|c| c.cause != Some(Cause::Cascade) && c.action == action).count()
+    };
+    let (deleted, skipped, orphaned) = (count(Action::Delete), count(Action::Skip), count(Action::Orphan));
+    let mut parts = Vec::new();
+    if deleted > 0 {
+        parts.push(format!("Flux prunes {deleted} of them"));
+    }
+    if orphaned > 0 {
+        parts.push(format!("stops managing {orphaned} (prune is off)"));
+    }
+    if skipped > 0 {
+        let kept: Vec<String> = plan
+            .changes
+            .iter()
+            .filter(|c| c.action == Action::Skip)
+            .map(|c| format!("{} ({})", c.display_name(), c.reason.as_deref().unwrap_or("kept")))
+            .collect();
+        parts.push(format!("keeps {skipped}: {}", kept.join(", ")));
+    }
+    let swept = plan
+        .changes
+        .iter()
+        .filter(|c| {
+            c.action == Action::Delete
+                && c.cascade_from.as_deref().is_some_and(|f| f.starts_with("Namespace "))
+        })
+        .count();
+    if swept > 0 {
+        parts.push(format!("{swept} more that Flux would keep go with their Namespace"));
+    }
+    if parts.is_empty() {
+        "nothing is deleted".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// The change in the pull request that triggered a cause, as a diff line reads.
+fn cause_line(
+    root: &KustomizationPlan,
+    plans: &[KustomizationPlan],
+    base: &Render,
+    head: &Render,
+    deletes: &[&Change],
+) -> Option<String> {
+    if let Some(line) = spec_change(root, base, head) {
+        return Some(line);
+    }
+    if root.status == KustomizationStatus::Removed {
+        let reference = root.reference();
+        let file = rendered(base, &root.cluster, &root.namespace, &root.name).and_then(|k| k.file.clone());
+        if let Some(line) = deleter_of(plans, root).and_then(|d| spec_change(&plans[d], base, head)) {
+            return Some(line);
+        }
+        return Some(match file {
+            Some(file) if head.unreachable.iter().any(|u| u.file == file) => {
+                format!("{file}: Kustomization {reference} is no longer reached from any root")
+            }
+            Some(file) => format!("{file}: Kustomization {reference} removed"),
+            None => format!("Kustomization {reference} removed"),
+        });
+    }
+    if renders_nothing(root) {
+        return Some(format!("{}: no manifest is left under it", root.path.as_deref().unwrap_or("?")));
+    }
+    let first = deletes.iter().find(|c| c.cause == Some(Cause::PullRequest))?;
+    let origin = origin_of(base, &root.cluster, &first.id);
+    let more = deletes.iter().filter(|c| c.cause == Some(Cause::PullRequest)).count() - 1;
+    let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
+    Some(match origin {
+        Some(file) => format!("{file}: {} removed{more}", first.display_name()),
+        None => format!("{} removed{more}", first.display_name()),
+    })
+}
+
+/// `FILE: path OLD → NEW` when the pull request changes a Kustomization's path.
+pub fn spec_change(plan: &KustomizationPlan, base: &Render, head: &Render) -> Option<String> {
+    let find = |render| rendered(render, &plan.cluster, &plan.namespace, &plan.name);
+    let (before, after) = (find(base)?, find(head)?);
+    (before.path != after.path).then(|| {
+        let file = after.file.as_deref().map(|f| format!("{f}: ")).unwrap_or_default();
+        format!("{file}Kustomization {} path {} → {}", plan.reference(), before.path, after.path)
+    })
+}
+
+/// A Kustomization as a render has it.
+pub fn rendered<'r>(
+    render: &'r Render,
+    cluster: &str,
+    namespace: &str,
+    name: &str,
+) -> Option<&'r RenderedKustomization> {
+    render
+        .clusters
+        .iter()
+        .filter(|c| c.name == cluster)
+        .flat_map(|c| &c.kustomizations)
+        .find(|k| k.namespace == namespace && k.name == name)
+}
+
+fn origin_of(render: &Render, cluster: &str, id: &str) -> Option<String> {
+    render
+        .clusters
+        .iter()
+        .filter(|c| c.name == cluster)
+        .flat_map(|c| &c.kustomizations)
+        .flat_map(|k| &k.objects)
+        .find(|o| o.id.as_ref().is_some_and(|i| i.to_string() == id))
+        .and_then(|o| o.origin.clone())
+}
+
+/// Stale inventory entries Flux prunes anyway: a warning, never the pull request's fault.
+fn stale_alert(policy: &Policy, plan: &KustomizationPlan) -> Option<Alert> {
+    let stale: Vec<&Change> =
+        plan.changes.iter().filter(|c| c.action == Action::Delete && c.cause == Some(Cause::Stale)).collect();
+    if stale.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = stale.iter().map(|c| c.display_name()).collect();
+    policy.alert(
+        "stale-inventory",
+        &plan.cluster,
+        Some(plan.reference()),
+        format!(
+            "{} object(s) in the cluster's inventory are not in the base render either: Flux prunes them on its \
+             next reconcile whether or not this merges (not caused by this pull request): {}",
+            stale.len(),
+            names.join(", ")
+        ),
+        stale.iter().map(|c| c.id.clone()).collect(),
+    )
+}
+
+/// Kustomizations this merge deletes (their objects, with their finalizers).
+pub fn deleted_kustomizations(plans: &[KustomizationPlan]) -> Vec<(String, KustomizationRef)> {
+    plans
+        .iter()
+        .flat_map(|p| p.changes.iter().map(move |c| (p, c)))
+        .filter(|(_, c)| c.action == Action::Delete)
+        .filter_map(|(p, c)| {
+            let id = ObjectId::parse(&c.id)?;
+            (id.group == KUSTOMIZE_GROUP && id.kind == "Kustomization")
+                .then(|| (p.cluster.clone(), KustomizationRef { namespace: id.namespace, name: id.name }))
+        })
+        .collect()
+}
+
+impl Policy {
+    /// The severity this policy gives a code; `None` when it is off.
+    pub fn severity(&self, code: &str) -> Option<Severity> {
+        self.severities.get(code).copied().unwrap_or(Some(Severity::Warning))
+    }
+}
