@@ -55,5 +55,7 @@ fn alert(policy: &Policy, code: &str, cluster: Option<&str>, message: String) ->
         kustomization: None,
         message,
         objects: Vec::new(),
+        related_codes: Vec::new(),
+        cause: None,
     })
 }

@@ -23,9 +23,25 @@ pub fn mask_plan(plan: &mut Plan, renders: &[&Render]) {
             radius.namespaces.into_iter().map(|(mut ns, kinds)| (masked(&mut ns, &mask), kinds)).collect();
         radius.custom_resources =
             radius.custom_resources.into_iter().map(|(mut crd, n)| (masked(&mut crd, &mask), n)).collect();
-        radius.data_loss.iter_mut().for_each(mask);
+        for loss in &mut radius.data_loss {
+            for text in [&mut loss.namespace, &mut loss.claim, &mut loss.volume] {
+                mask(text);
+            }
+        }
         radius.warnings.iter_mut().for_each(mask);
         plan.blast_radius.insert(cluster, radius);
+    }
+    plan.cause.iter_mut().for_each(mask);
+    // Fail closed: a field this pass does not know (one added later) must never show a real name.
+    let shown = serde_json::to_string(&plan).unwrap_or_default();
+    if masks.apply(&shown) != shown {
+        *plan = Plan::failed(
+            plan.base.clone(),
+            plan.head.clone(),
+            "a name substituted from a Secret could not be masked everywhere in this plan, so the plan is \
+             not shown (a fluxplan bug: please report it)"
+                .into(),
+        );
     }
 }
 
@@ -56,11 +72,13 @@ fn mask_kustomization(k: &mut KustomizationPlan, mask: &impl Fn(&mut String)) {
             text.iter_mut().for_each(mask);
         }
         change.hidden_changes.iter_mut().for_each(mask);
+        change.takes_with_it.iter_mut().for_each(mask);
     }
     for drift in &mut k.drift {
         for text in [&mut drift.id, &mut drift.display, &mut drift.diff] {
             mask(text);
         }
+        drift.after_merge.iter_mut().for_each(mask);
     }
 }
 
@@ -69,4 +87,5 @@ fn mask_alert(alert: &mut Alert, mask: &impl Fn(&mut String)) {
     alert.kustomization.iter_mut().for_each(mask);
     mask(&mut alert.message);
     alert.objects.iter_mut().for_each(mask);
+    alert.cause.iter_mut().for_each(mask);
 }
