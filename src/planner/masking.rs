@@ -8,9 +8,12 @@ use crate::render::Render;
 /// Replaces, in every text of the plan, each real name that came from a Secret by its masked form.
 pub fn mask_plan(plan: &mut Plan, renders: &[&Render]) {
     let masks = Masks::of(renders);
-    if masks.is_empty() {
-        return;
+    if !masks.is_empty() {
+        apply(plan, &masks);
     }
+}
+
+fn apply(plan: &mut Plan, masks: &Masks) {
     let mask = |text: &mut String| *text = masks.apply(text);
     plan.kustomizations.iter_mut().for_each(|k| mask_kustomization(k, &mask));
     plan.alerts.iter_mut().for_each(|a| mask_alert(a, &mask));
@@ -88,4 +91,39 @@ fn mask_alert(alert: &mut Alert, mask: &impl Fn(&mut String)) {
     mask(&mut alert.message);
     alert.objects.iter_mut().for_each(mask);
     alert.cause.iter_mut().for_each(mask);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Revision, Verdict};
+
+    fn plan_showing(text: &str) -> Plan {
+        let revision = |rev: &str| Revision { rev: rev.into(), commit: None };
+        let mut plan = Plan::failed(revision("base"), revision("head"), format!("cannot read {text}"));
+        plan.verdict = Verdict::Changes;
+        plan.policy_source = "built-in defaults".into();
+        plan
+    }
+
+    #[test]
+    fn known_fields_are_masked() {
+        let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
+        let mut plan = plan_showing("ConfigMap default/app-zq7secret");
+        apply(&mut plan, &masks);
+        assert_eq!(plan.verdict, Verdict::Changes);
+        assert_eq!(plan.error.as_deref(), Some("cannot read ConfigMap default/app-(masked:SUFFIX)"));
+    }
+
+    #[test]
+    fn a_field_the_pass_does_not_know_fails_the_plan_instead_of_showing_the_name() {
+        let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
+        let mut plan = plan_showing("nothing");
+        // `policy_source` stands for any field the explicit pass does not cover.
+        plan.policy_source = "policies/app-zq7secret.yaml".into();
+        apply(&mut plan, &masks);
+        assert_eq!(plan.verdict, Verdict::Failed);
+        let shown = serde_json::to_string(&plan).unwrap();
+        assert!(!shown.contains("zq7secret"), "{shown}");
+    }
 }

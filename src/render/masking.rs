@@ -19,6 +19,15 @@ impl Masks {
         Masks { pairs: replacements(renders) }
     }
 
+    /// Masks from (real, shown) pairs, for tests.
+    #[cfg(test)]
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Self {
+        let mut pairs: Vec<(String, String)> =
+            pairs.iter().map(|(r, s)| (r.to_string(), s.to_string())).collect();
+        pairs.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        Masks { pairs }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.pairs.is_empty()
     }
