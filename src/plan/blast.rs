@@ -55,11 +55,11 @@ fn namespace_contents(change: &Change, live: Option<&BlastRadius>, swept: Vec<Ob
         return vec![format!("everything in it: {total} object(s) in the cluster ({})", kinds.join(", "))];
     }
     vec![match swept.is_empty() {
-        true => "everything in it (what the cluster holds there is unknown offline: plan with a cluster to count it)"
+        true => "everything in it (not counted: plan against the live cluster with --kube to count it)"
             .to_string(),
         false => format!(
             "everything in it: {} more object(s) the repository puts there ({}), and whatever else the cluster \
-             holds there (plan with a cluster to count it)",
+             holds there (plan against the live cluster with --kube to count it)",
             swept.len(),
             named(&swept)
         ),
@@ -71,12 +71,12 @@ fn custom_resources(change: &Change, live: Option<&BlastRadius>, swept: Vec<Obje
         return vec![format!("all {n} of its custom resource(s) in the cluster")];
     }
     vec![match swept.is_empty() {
-        true => "every custom resource of it (how many the cluster holds is unknown offline: plan with a cluster \
-                 to count them)"
+        true => "every custom resource of it (not counted: plan against the live cluster with --kube to count \
+                 them)"
             .to_string(),
         false => format!(
             "every custom resource of it: {} the repository holds ({}), and whatever others the cluster holds \
-             (plan with a cluster to count them)",
+             (plan against the live cluster with --kube to count them)",
             swept.len(),
             named(&swept)
         ),

@@ -202,7 +202,9 @@ fn decisions(plan: &KustomizationPlan) -> String {
         })
         .count();
     if swept > 0 {
-        parts.push(format!("{swept} more that Flux would keep go with their Namespace"));
+        parts.push(format!(
+            "{swept} more that Flux would keep are deleted by Kubernetes with their Namespace"
+        ));
     }
     if parts.is_empty() {
         "nothing is deleted".into()

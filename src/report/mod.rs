@@ -292,6 +292,7 @@ fn view(plan: &Plan, color: bool) -> Value {
                         "action": c.action.as_str(), "display": c.display_name(),
                         "reason_suffix": reason(c).map(|r| format!(" — {r}")).unwrap_or_default(),
                         "takes_with_it": c.takes_with_it,
+                        "drifted": k.drift.iter().any(|d| d.id == c.id),
                         "symbol": symbol, "style": style, "diff": c.diff, "hidden_changes": c.hidden_changes,
                         "diff_lines": c.diff.as_deref().map(|d| d.lines().collect::<Vec<_>>()).unwrap_or_default(),
                     })

@@ -16,3 +16,4 @@ mod render_cli;
 mod render_engine;
 mod sandbox;
 mod silent_pass;
+mod trust;
