@@ -97,17 +97,6 @@ pub struct LimitArgs {
     pub max_source_files: u64,
 }
 
-impl Default for LimitArgs {
-    fn default() -> Self {
-        LimitArgs {
-            kustomize_timeout: DEFAULT_KUSTOMIZE_TIMEOUT_SECS,
-            max_file_size: source::DEFAULT_MAX_FILE_SIZE,
-            max_source_bytes: source::DEFAULT_MAX_TOTAL_BYTES,
-            max_source_files: source::DEFAULT_MAX_FILES,
-        }
-    }
-}
-
 impl LimitArgs {
     pub fn kustomize_timeout(&self) -> Duration {
         Duration::from_secs(self.kustomize_timeout.max(1))
