@@ -45,7 +45,13 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let render = renderer.render(&opts)?;
     // Nothing rendered is no success: a wrong --repo must not pass silently.
     if render.clusters.is_empty() {
-        anyhow::bail!(repo_root::nothing_found(&args.render.repo, args.rev.as_deref(), &render));
+        let repo = &args.render.repo;
+        anyhow::bail!(repo_root::nothing_found(
+            repo,
+            &repo.display().to_string(),
+            args.rev.as_deref(),
+            &render
+        ));
     }
     let text = match args.format {
         BuildFormat::Json => serde_json::to_string_pretty(&render)? + "\n",

@@ -99,6 +99,7 @@ impl PlanArgs {
     pub fn request(&self) -> planner::Request {
         planner::Request {
             repo: self.render.repo.clone(),
+            repo_name: None,
             base: self.base.clone(),
             head: self.head.clone(),
             clusters: self.cluster.clusters(self.render.cluster_snapshot.as_ref()),

@@ -348,6 +348,7 @@ impl Worker {
         let phase = Instant::now();
         let base_rev = format!("refs/heads/{}", target.base_ref);
         let mut request = self.plan_request(mirror, &base_rev, &target.head_sha);
+        request.repo_name = Some(repo.full_name.clone());
         request.cancel = cancel.clone();
         let plan = tokio::task::spawn_blocking(move || planner::plan(&request))
             .await

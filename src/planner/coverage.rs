@@ -5,11 +5,11 @@ use super::{Clusters, Request};
 use crate::plan::{Alert, Policy, Severity};
 use crate::render::{repo_root, Render};
 use std::collections::BTreeSet;
-use std::path::Path;
 
 /// The failure of a plan whose revisions both hold no cluster.
-pub fn nothing_to_plan(repo: &Path, rev: Option<&str>, head: &Render) -> String {
-    repo_root::nothing_found(repo, rev, head)
+pub fn nothing_to_plan(request: &Request, head: &Render) -> String {
+    let shown = request.repo_name.clone().unwrap_or_else(|| request.repo.display().to_string());
+    repo_root::nothing_found(&request.repo, &shown, Some(&request.head), head)
 }
 
 /// Warnings about what the request leaves uncovered.

@@ -92,6 +92,9 @@ impl Default for RenderSettings {
 pub struct Request {
     /// The Flux repository: a git checkout, or a bare mirror.
     pub repo: PathBuf,
+    /// How messages name the repository (the bot: `owner/name`, not its mirror's path);
+    /// `None`: its path.
+    pub repo_name: Option<String>,
     /// The revision merged into (its policy applies).
     pub base: String,
     /// The revision being merged.
@@ -109,6 +112,7 @@ impl Request {
     pub fn new(repo: impl Into<PathBuf>, base: impl Into<String>, head: impl Into<String>) -> Self {
         Request {
             repo: repo.into(),
+            repo_name: None,
             base: base.into(),
             head: head.into(),
             clusters: Clusters::Offline,
@@ -182,8 +186,7 @@ fn try_plan(request: &Request) -> Result<Plan> {
     let head = render(&request.head)?;
     // A plan of nothing is a gate that passes on nothing: a wrong --repo must fail, not pass.
     if base.clusters.is_empty() && head.clusters.is_empty() {
-        let rev = Some(request.head.as_str());
-        anyhow::bail!(coverage::nothing_to_plan(&request.repo, rev, &head));
+        anyhow::bail!(coverage::nothing_to_plan(request, &head));
     }
     let (policy, policy_source, mut extra_alerts) = request.policy.load(&request.repo, &base, &head)?;
     extra_alerts.extend(coverage::alerts(request, &listed_roots, &policy, &base, &head));

@@ -10,15 +10,14 @@ use std::path::{Path, PathBuf};
 const FLUX_KUSTOMIZE_GROUP: &str = "kustomize.toolkit.fluxcd.io";
 
 /// Why a render with no cluster has nothing to plan, and what to try instead. `rev` is the
-/// revision rendered (`None`: the working tree).
-pub fn nothing_found(dir: &Path, rev: Option<&str>, render: &Render) -> String {
+/// revision rendered (`None`: the working tree); `shown` names `dir` in the message.
+pub fn nothing_found(dir: &Path, shown: &str, rev: Option<&str>, render: &Render) -> String {
     let mut message = if render.unreachable.is_empty() {
-        format!("no Flux Kustomization under {}; is this the repository root?", dir.display())
+        format!("no Flux Kustomization under {shown}; is this the repository root?")
     } else {
         format!(
-            "no Flux Kustomization under {} renders from this repository: the {} found use sources that are \
-             not local (map them with --source NAMESPACE/NAME=DIR); is this the repository root?",
-            dir.display(),
+            "no Flux Kustomization under {shown} renders from this repository: the {} found use sources that \
+             are not local (map them with --source NAMESPACE/NAME=DIR); is this the repository root?",
             render.unreachable.len()
         )
     };
