@@ -35,6 +35,9 @@ fn apply(plan: &mut Plan, masks: &Masks) {
         plan.blast_radius.insert(cluster, radius);
     }
     plan.cause.iter_mut().for_each(mask);
+    for text in [&mut plan.base.rev, &mut plan.head.rev, &mut plan.policy_source] {
+        mask(text);
+    }
     // Fail closed: a field this pass does not know (one added later) must never show a real name.
     let shown = serde_json::to_string(&plan).unwrap_or_default();
     if masks.apply(&shown) != shown {
@@ -54,6 +57,7 @@ fn masked(text: &mut String, mask: &impl Fn(&mut String)) -> String {
 }
 
 fn mask_kustomization(k: &mut KustomizationPlan, mask: &impl Fn(&mut String)) {
+    mask(&mut k.cluster);
     mask(&mut k.namespace);
     mask(&mut k.name);
     k.path.iter_mut().for_each(mask);
@@ -119,11 +123,31 @@ mod tests {
     fn a_field_the_pass_does_not_know_fails_the_plan_instead_of_showing_the_name() {
         let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
         let mut plan = plan_showing("nothing");
-        // `policy_source` stands for any field the explicit pass does not cover.
-        plan.policy_source = "policies/app-zq7secret.yaml".into();
+        // An alert's `related_codes` stands for any field the explicit pass does not cover.
+        let mut alert = Alert {
+            severity: crate::plan::Severity::Warning,
+            code: "build-failed".into(),
+            cluster: None,
+            kustomization: None,
+            message: "fine".into(),
+            objects: Vec::new(),
+            related_codes: vec!["app-zq7secret".into()],
+            cause: None,
+        };
+        plan.alerts.push(alert.clone());
         apply(&mut plan, &masks);
         assert_eq!(plan.verdict, Verdict::Failed);
         let shown = serde_json::to_string(&plan).unwrap();
         assert!(!shown.contains("zq7secret"), "{shown}");
+        // The same plan without the unknown field is shown, masked.
+        let mut plan = plan_showing("nothing");
+        alert.related_codes.clear();
+        alert.message = "app-zq7secret".into();
+        plan.alerts.push(alert);
+        plan.base.rev = "refs/heads/app-zq7secret".into();
+        apply(&mut plan, &masks);
+        assert_eq!(plan.verdict, Verdict::Changes);
+        assert_eq!(plan.alerts[0].message, "app-(masked:SUFFIX)");
+        assert_eq!(plan.base.rev, "refs/heads/app-(masked:SUFFIX)");
     }
 }
