@@ -40,7 +40,9 @@ pub struct BuildArgs {
 /// Exit 0 when every Kustomization rendered, 1 when some failed or a file was left out.
 pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let snapshot = args.render.snapshot()?;
-    let opts = args.render.options(args.rev.clone(), snapshot.as_ref());
+    let mut opts = args.render.options(args.rev.clone(), snapshot.as_ref());
+    let policy = crate::plan::policy::read_policy_file(&args.render.repo, args.rev.as_deref())?;
+    opts.declared_scopes = policy.crd_scopes;
     let renderer = crate::render::Renderer::new(opts.kustomize_timeout, args.render.cache_dir())?;
     let render = renderer.render(&opts)?;
     // Nothing rendered is no success: a wrong --repo must not pass silently.

@@ -145,6 +145,11 @@ impl RenderArgs {
         opts.sources = settings.sources;
         if let Some(snapshot) = snapshot {
             opts.values = snapshot.clone();
+            opts.known_scopes = snapshot
+                .crds
+                .iter()
+                .map(|((group, kind), scope)| (group.clone(), kind.clone(), *scope))
+                .collect();
         }
         opts.strict_substitution = settings.strict_substitution;
         if let Some(jobs) = settings.jobs {

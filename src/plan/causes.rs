@@ -5,7 +5,7 @@
 //! deletions get one alert per Kustomization. Stale inventory entries are not this pull
 //! request's doing: they get their own warning.
 
-use super::{Action, Alert, Cause, Change, KustomizationPlan, KustomizationStatus, Policy, Severity};
+use super::{Action, Alert, Cause, Change, KustomizationPlan, KustomizationStatus, Policy};
 use crate::flux::{KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
 use crate::render::{Render, RenderedKustomization};
 
@@ -323,9 +323,22 @@ pub fn deleted_kustomizations(plans: &[KustomizationPlan]) -> Vec<(String, Kusto
         .collect()
 }
 
-impl Policy {
-    /// The severity this policy gives a code; `None` when it is off.
-    pub fn severity(&self, code: &str) -> Option<Severity> {
-        self.severities.get(code).copied().unwrap_or(Some(Severity::Warning))
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Severity;
+
+    #[test]
+    fn the_most_severe_code_wins_and_codes_turned_off_are_skipped() {
+        let mut policy = Policy::default();
+        let codes = ["empty-render", "data-loss", "protected-kind-deletion", "mass-deletion"];
+        assert_eq!(most_severe(&policy, &codes), Some("empty-render"), "equals: the first");
+        policy.severities.insert("empty-render".into(), Some(Severity::Warning));
+        policy.severities.insert("data-loss".into(), None);
+        assert_eq!(most_severe(&policy, &codes), Some("protected-kind-deletion"));
+        for code in codes {
+            policy.severities.insert(code.into(), None);
+        }
+        assert_eq!(most_severe(&policy, &codes), None);
     }
 }

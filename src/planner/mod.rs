@@ -177,9 +177,11 @@ fn try_plan(request: &Request) -> Result<Plan> {
     let listed_roots: BTreeSet<String> = sources.keys().filter(|root| !root.is_empty()).cloned().collect();
     let knowledge = ClusterKnowledge::gather(sources)?;
     let renderer = Renderer::new(request.limits.kustomize_timeout, request.render.cache_dir.clone())?;
+    let declared_scopes = request.policy.declared_scopes(&request.repo, &request.base);
     let render = |rev: &str| -> Result<Render> {
         let mut opts = request.render_options(Some(rev.to_string()));
         knowledge.apply_to(&mut opts);
+        opts.declared_scopes = declared_scopes.clone();
         renderer.render(&opts).with_context(|| format!("cannot render revision {rev}"))
     };
     let base = render(&request.base)?;

@@ -1,8 +1,9 @@
 //! Where a plan's policy comes from: a file the operator names, else the BASE revision's
 //! `.fluxplan.yaml` (a pull request must not loosen its own gate), else the built-in defaults.
 
+use crate::flux::scope::Scope;
 use crate::git;
-use crate::plan::policy::POLICY_FILE;
+use crate::plan::policy::{read_policy_file, POLICY_FILE};
 use crate::plan::{Alert, Policy};
 use crate::render::Render;
 use anyhow::{Context, Result};
@@ -26,6 +27,20 @@ impl PolicySource {
             .with_context(|| format!("cannot read policy {}", path.display()))?;
         let policy = Policy::parse(&text).map_err(|e| anyhow::anyhow!("policy {}: {e}", path.display()))?;
         Ok((policy, path.display().to_string(), Vec::new()))
+    }
+}
+
+impl PolicySource {
+    /// The CRD scopes the policy declares (`crdScopes`), needed before rendering; a policy that
+    /// cannot be read declares none (loading it afterwards reports why).
+    pub fn declared_scopes(&self, repo: &Path, base: &str) -> Vec<(String, String, Scope)> {
+        let policy = match self {
+            PolicySource::File(path) => {
+                std::fs::read_to_string(path).ok().and_then(|t| Policy::parse(&t).ok())
+            }
+            PolicySource::BaseRevision => read_policy_file(repo, Some(base)).ok(),
+        };
+        policy.map(|p| p.crd_scopes).unwrap_or_default()
     }
 }
 

@@ -237,6 +237,9 @@ pub struct RenderOptions {
     /// Scopes of kinds the cluster serves (group, kind, scope), for custom resources whose CRD is
     /// not in the repository.
     pub known_scopes: Vec<(String, String, crate::flux::scope::Scope)>,
+    /// Scopes the repository declares (`crdScopes` in the base revision's `.fluxplan.yaml`):
+    /// below the cluster's and the render's CRDs, above the built-in catalogue.
+    pub declared_scopes: Vec<(String, String, crate::flux::scope::Scope)>,
     /// Values of particular clusters (by root path), when each root has its own cluster.
     pub cluster_values: BTreeMap<String, Arc<dyn SubstitutionSource>>,
     /// Strict substitution (undefined variables fail), the controller's default since 1.9.
@@ -258,6 +261,7 @@ impl RenderOptions {
             values: Arc::new(crate::cluster::Offline),
             cluster_values: BTreeMap::new(),
             known_scopes: Vec::new(),
+            declared_scopes: Vec::new(),
             strict_substitution: true,
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             kustomize_timeout: Duration::from_secs(kustomize::DEFAULT_TIMEOUT_SECS),

@@ -15,5 +15,6 @@ mod plan;
 mod render_cli;
 mod render_engine;
 mod sandbox;
+mod scopes;
 mod silent_pass;
 mod trust;
