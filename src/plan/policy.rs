@@ -48,6 +48,8 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("policy-invalid", Severity::Warning),
     ("cluster-unreachable", Severity::Warning),
     ("cluster-read-incomplete", Severity::Warning),
+    ("cluster-not-covered", Severity::Warning),
+    ("repo-subdirectory", Severity::Warning),
     ("external-source", Severity::Info),
 ];
 

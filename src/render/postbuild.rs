@@ -2,7 +2,7 @@
 //! commonMetadata. Values that come from Secrets are masked in everything fluxplan shows.
 
 use super::build::BuiltObject;
-use super::{RenderError, RenderedObject};
+use super::{RealName, RenderError, RenderedObject};
 use crate::cluster::{Lookup, SubstitutionSource};
 use crate::flux::control::{OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL, SUBSTITUTE_KEY};
 use crate::flux::envsubst::{self, Undefined};
@@ -143,8 +143,13 @@ pub fn finish(
             shown.as_ref().is_some_and(|shown| *shown != real) || distributes_secret(&real);
         let (object, secret_digests) = mask_secret_data(shown.unwrap_or_else(|| real.clone()));
         let is_child = crate::flux::is_flux_kustomization(&real);
+        // The inventory holds the real name: keep it (never shown) for matching.
+        let real_name =
+            Some(RealName::of(&real)).filter(|name| holds_secret_values && *name != RealName::of(&object));
         objects.push(RenderedObject {
+            shown_id: None,
             id: None,
+            real_name,
             real: (is_child && real != object).then_some(real),
             object,
             origin,

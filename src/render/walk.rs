@@ -7,7 +7,7 @@ use super::kustomize::Kustomize;
 use super::postbuild::{self, Variables};
 use super::source::ExportedSource;
 use super::{
-    Cluster, ErrorReport, Render, RenderError, RenderOptions, RenderStats, RenderedKustomization,
+    Cluster, ErrorReport, RealName, Render, RenderError, RenderOptions, RenderStats, RenderedKustomization,
     RenderedObject, Status, Unreachable,
 };
 use crate::flux::scope::{Scope, ScopeMap};
@@ -535,24 +535,28 @@ fn assign_ids(
             let manifest = &object.object;
             let (group, _) = flux::split_api_version(manifest["apiVersion"].as_str().unwrap_or(""));
             let kind = manifest["kind"].as_str().unwrap_or("");
-            let name = manifest["metadata"]["name"].as_str().unwrap_or("");
-            let namespace = manifest["metadata"]["namespace"].as_str().unwrap_or("");
-            let namespace = match scopes.scope_of(group, kind) {
-                Scope::Cluster => "",
-                Scope::Namespaced => {
-                    if namespace.is_empty() {
-                        missing_namespace.push(format!("{kind}/{name}"));
-                    }
-                    namespace
+            let shown = RealName::of(manifest);
+            // A name substituted from a Secret: the inventory holds the real one, readers see the mask.
+            let real = object.real_name.clone().unwrap_or_else(|| shown.clone());
+            let scope = scopes.scope_of(group, kind);
+            match scope {
+                Scope::Namespaced if real.namespace.as_deref().unwrap_or("").is_empty() => {
+                    missing_namespace.push(format!("{kind}/{}", shown.name))
                 }
                 Scope::Unknown => {
                     unknown_scope.insert(format!("{kind}.{group}"));
-                    namespace
                 }
+                _ => {}
+            }
+            let id_of = |name: &RealName| {
+                let namespace =
+                    if scope == Scope::Cluster { "" } else { name.namespace.as_deref().unwrap_or("") };
+                ObjectId::new(namespace, &name.name, group, kind)
             };
-            object.id = Some(ObjectId::new(namespace, name, group, kind));
+            object.id = Some(id_of(&real));
+            object.shown_id = Some(id_of(&shown));
         }
-        k.objects.sort_by(|a, b| a.id.cmp(&b.id));
+        k.objects.sort_by(|a, b| (&a.shown_id, &a.id).cmp(&(&b.shown_id, &b.id)));
         if !missing_namespace.is_empty() && k.error.is_none() {
             k.status = Status::Failed;
             k.error = Some(ErrorReport::from(&RenderError::Apply(format!(

@@ -1,6 +1,7 @@
 //! Integration tests: real git repositories, real kustomize. One binary shares one build.
 
 mod bot;
+mod boundaries;
 mod cascades;
 mod deploy;
 mod fake_forge_selftest;
@@ -16,4 +17,5 @@ mod render_cli;
 mod render_engine;
 mod sandbox;
 mod scopes;
+mod silent_pass;
 mod trust;
