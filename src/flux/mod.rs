@@ -4,6 +4,7 @@
 pub mod control;
 pub mod envsubst;
 pub mod generator;
+pub mod helm;
 pub mod id;
 pub mod kustomization;
 pub mod order;

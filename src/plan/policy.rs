@@ -4,6 +4,7 @@
 use super::{
     causes, dependants, Alert, BlastRadius, KustomizationPlan, KustomizationStatus, Severity, Verdict,
 };
+use crate::flux::scope::Scope;
 use crate::flux::KustomizationRef;
 use crate::render::{DeclaredRoot, Render, Status};
 use serde::Deserialize;
@@ -11,6 +12,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The file a repository's policy lives in.
 pub const POLICY_FILE: &str = ".fluxplan.yaml";
+
+/// The policy a revision's `.fluxplan.yaml` sets (the working tree's when `rev` is `None`), the
+/// defaults when it has none.
+pub fn read_policy_file(repo: &std::path::Path, rev: Option<&str>) -> anyhow::Result<Policy> {
+    let text = match rev {
+        Some(rev) => crate::git::show_file(repo, rev, POLICY_FILE)?,
+        None => std::fs::read_to_string(repo.join(POLICY_FILE)).ok(),
+    };
+    match text {
+        Some(text) => Policy::parse(&text).map_err(|e| anyhow::anyhow!("{POLICY_FILE}: {e}")),
+        None => Ok(Policy::default()),
+    }
+}
 
 /// Every alert code with its default severity.
 pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
@@ -34,6 +48,8 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("policy-invalid", Severity::Warning),
     ("cluster-unreachable", Severity::Warning),
     ("cluster-read-incomplete", Severity::Warning),
+    ("cluster-not-covered", Severity::Warning),
+    ("repo-subdirectory", Severity::Warning),
     ("external-source", Severity::Info),
     ("root-failed", Severity::Danger),
     ("roots-changed", Severity::Danger),
@@ -56,6 +72,9 @@ pub struct Policy {
     pub severities: BTreeMap<String, Option<Severity>>,
     /// The repository's roots, when declared (`roots:`): the only roots then.
     pub roots: Option<Vec<DeclaredRoot>>,
+    /// Scopes of custom kinds whose CRD is neither in the repository nor in the catalogue:
+    /// (group, kind, scope).
+    pub crd_scopes: Vec<(String, String, Scope)>,
 }
 
 impl Default for Policy {
@@ -67,6 +86,7 @@ impl Default for Policy {
             protected_kinds: DEFAULT_PROTECTED_KINDS.iter().map(|k| k.to_string()).collect(),
             severities: DEFAULT_SEVERITIES.iter().map(|(c, s)| (c.to_string(), Some(*s))).collect(),
             roots: None,
+            crd_scopes: Vec::new(),
         }
     }
 }
@@ -78,6 +98,8 @@ struct PolicyFile {
     protected_kinds: Option<Vec<String>>,
     alerts: Option<BTreeMap<String, String>>,
     roots: Option<Vec<DeclaredRoot>>,
+    /// `Kind.group: Cluster | Namespaced`
+    crd_scopes: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize)]
@@ -108,6 +130,24 @@ impl Policy {
         if let Some(roots) = file.roots {
             DeclaredRoot::validate(&roots)?;
             policy.roots = Some(roots);
+        }
+        for (kind_group, scope) in file.crd_scopes.unwrap_or_default() {
+            let (kind, group) = kind_group
+                .split_once('.')
+                .filter(|(kind, group)| !kind.is_empty() && !group.is_empty())
+                .ok_or_else(|| {
+                    format!(
+                        "crdScopes: '{kind_group}' is not Kind.group (e.g. ClusterIssuer.cert-manager.io)"
+                    )
+                })?;
+            let scope = match scope.as_str() {
+                "Cluster" => Scope::Cluster,
+                "Namespaced" => Scope::Namespaced,
+                other => {
+                    return Err(format!("crdScopes.{kind_group}: '{other}' is not Cluster or Namespaced"))
+                }
+            };
+            policy.crd_scopes.push((group.to_string(), kind.to_string(), scope));
         }
         for (code, severity) in file.alerts.unwrap_or_default() {
             if !policy.severities.contains_key(&code) {
@@ -401,6 +441,22 @@ mod tests {
         assert_eq!(roots[1].name, None);
         assert_eq!(policy.severities["root-failed"], Some(Severity::Danger));
         assert_eq!(policy.severities["roots-changed"], Some(Severity::Danger));
+    }
+
+    #[test]
+    fn reads_declared_crd_scopes() {
+        let policy =
+            Policy::parse("crdScopes:\n  ClusterPool.example.io: Cluster\n  Widget.example.io: Namespaced\n")
+                .unwrap();
+        assert_eq!(
+            policy.crd_scopes,
+            vec![
+                ("example.io".to_string(), "ClusterPool".to_string(), Scope::Cluster),
+                ("example.io".to_string(), "Widget".to_string(), Scope::Namespaced)
+            ]
+        );
+        assert!(Policy::parse("crdScopes:\n  Widget: Cluster\n").is_err());
+        assert!(Policy::parse("crdScopes:\n  Widget.example.io: cluster\n").is_err());
     }
 
     #[test]

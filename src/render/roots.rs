@@ -268,6 +268,53 @@ pub fn dedup_syncs(rendered: Vec<InstanceSync>, on_disk: Vec<InstanceSync>) -> V
     all
 }
 
+/// A `flux bootstrap` root of the plan's base, carried into the head render when head no longer
+/// declares it: the root object stays in the cluster with its last applied spec and goes on
+/// reconciling the new revision (a removed or renamed cluster directory fails it; nothing is
+/// pruned).
+#[derive(Debug, Clone)]
+pub struct CarriedRoot {
+    /// The cluster's name at base.
+    pub name: String,
+    pub spec: Kustomization,
+    pub file: Option<String>,
+}
+
+impl CarriedRoot {
+    /// The bootstrap roots of a render, as the cluster holds them.
+    pub fn of(render: &super::Render) -> Vec<CarriedRoot> {
+        render
+            .clusters
+            .iter()
+            .filter(|c| c.found_by == RootKind::Bootstrap)
+            .filter_map(|c| {
+                let spec = c.root_kustomization()?.spec.clone()?;
+                Some(CarriedRoot { name: c.name.clone(), spec, file: c.root_file.clone() })
+            })
+            .collect()
+    }
+}
+
+/// Adds the carried roots whose cluster the render does not have, with their base names.
+pub fn carry(roots: &mut Vec<Root>, names: &mut Vec<String>, carried: &[CarriedRoot]) {
+    for root in carried {
+        let present = names.contains(&root.name)
+            || roots.iter().any(|r| {
+                r.spec.reference() == root.spec.reference()
+                    && normalized_path(&r.spec.path) == normalized_path(&root.spec.path)
+            });
+        if !present {
+            roots.push(Root {
+                spec: root.spec.clone(),
+                file: root.file.clone(),
+                kind: RootKind::Bootstrap,
+                declared_name: None,
+            });
+            names.push(root.name.clone());
+        }
+    }
+}
+
 /// A root Kustomization with how it was found.
 #[derive(Debug, Clone)]
 pub struct Root {
@@ -546,6 +593,35 @@ mod tests {
         assert!(DeclaredRoot::validate(&[DeclaredRoot { path: " ".into(), name: None }]).is_err());
         let twice = DeclaredRoot { path: "a".into(), name: Some("x".into()) };
         assert!(DeclaredRoot::validate(&[twice.clone(), twice]).is_err());
+    }
+
+    #[test]
+    fn carried_roots_fill_in_only_clusters_head_lacks() {
+        let prod = root(
+            RootKind::Bootstrap,
+            "clusters/prod/flux-system/gotk-sync.yaml",
+            "./clusters/prod",
+            "flux-system",
+        );
+        let gone = root(
+            RootKind::Bootstrap,
+            "clusters/old/flux-system/gotk-sync.yaml",
+            "./clusters/old",
+            "flux-system",
+        );
+        let carried: Vec<CarriedRoot> = [&prod, &gone]
+            .iter()
+            .map(|r| CarriedRoot {
+                name: normalized_path(&r.spec.path),
+                spec: r.spec.clone(),
+                file: r.file.clone(),
+            })
+            .collect();
+        let mut roots = vec![prod.clone()];
+        let mut names = cluster_names(&roots);
+        carry(&mut roots, &mut names, &carried);
+        assert_eq!(names, vec!["clusters/prod", "clusters/old"]);
+        assert_eq!(roots[1].spec.path, "./clusters/old");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Integration tests: real git repositories, real kustomize. One binary shares one build.
 
 mod bot;
+mod boundaries;
+mod cascades;
 mod deploy;
 mod fake_forge_selftest;
 mod fake_github;
@@ -15,4 +17,6 @@ mod render_cli;
 mod render_engine;
 mod roots;
 mod sandbox;
+mod scopes;
+mod silent_pass;
 mod trust;

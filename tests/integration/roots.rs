@@ -498,3 +498,36 @@ fn files_below_a_root_failing_at_head_are_not_unreachable() {
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(kinds_of_alerts(&plan), vec![("danger".to_string(), "root-failed".to_string())]);
 }
+
+#[test]
+fn a_renamed_bootstrap_directory_fails_the_root_the_cluster_still_runs() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/cm.yaml", "a", "default");
+    repo.commit("fleet");
+    repo.remove("clusters/prod");
+    repo.add_bootstrap("production");
+    repo.kustomization("clusters/production/apps.yaml", "apps", "./apps", "");
+    repo.commit("rename the cluster directory");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2);
+    // The cluster's root object keeps syncing ./clusters/prod, which is gone: it fails, and
+    // nothing is pruned. The new directory is a root no cluster runs yet.
+    let alerts: Vec<(String, String)> = plan["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["cluster"].as_str().unwrap().to_string(), a["code"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        alerts,
+        vec![
+            ("clusters/prod".to_string(), "root-failed".to_string()),
+            ("clusters/production".to_string(), "roots-changed".to_string())
+        ]
+    );
+    let failed = &plan["kustomizations"][0];
+    assert_eq!(failed["error"]["code"], "path-not-found", "{failed:#}");
+    assert_eq!(plan["summary"]["delete"], 0);
+    assert_eq!(creates(&plan), 0);
+}
