@@ -24,7 +24,8 @@ pub struct BuildArgs {
     pub format: BuildFormat,
 }
 
-/// Exit 0 when every Kustomization rendered, 1 when some failed or a file was left out.
+/// Exit 0 when every Kustomization rendered, 1 when some failed or a file was left out, 3 when
+/// Kustomizations exist and none rendered for want of local sources.
 pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let snapshot = args.render.snapshot()?;
     let opts = args.render.options(args.rev.clone(), snapshot.as_ref());
@@ -40,6 +41,11 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         for line in warning_lines(&render) {
             eprintln!("warning: {line}");
         }
+    }
+    // Kustomizations exist and none rendered: the empty output must not pass for a success.
+    if let Some(reason) = render.nothing_rendered() {
+        eprintln!("error: {reason}");
+        return Ok(3);
     }
     let failed = render.clusters.iter().flat_map(|c| &c.kustomizations).any(|k| k.status == Status::Failed);
     // A file left out for its size makes the render differ from what Flux reads: not a success.

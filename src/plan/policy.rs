@@ -35,6 +35,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("cluster-unreachable", Severity::Warning),
     ("cluster-read-incomplete", Severity::Warning),
     ("external-source", Severity::Info),
+    ("external-artifact", Severity::Warning),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =
@@ -262,7 +263,15 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
         );
     }
     if let Some(k) = causes::rendered(head, &plan.cluster, &plan.namespace, &plan.name) {
-        if k.status == Status::External {
+        if k.status == Status::External && k.source.kind == "ExternalArtifact" {
+            // An ExternalArtifact usually comes from this repository: not building it is a gap.
+            let why = k.warnings.iter().find(|w| w.starts_with(&format!("source {}", k.source)));
+            alerts.extend(alert(
+                "external-artifact",
+                format!("{}: not planned", why.cloned().unwrap_or_else(|| format!("source {}", k.source))),
+                Vec::new(),
+            ));
+        } else if k.status == Status::External {
             alerts.extend(alert(
                 "external-source",
                 format!("source {} is not in this repository: not planned", k.source),

@@ -1,6 +1,7 @@
 //! The walk: find the roots of a repository, render each, and follow the Kustomizations that
 //! renders produce (using their rendered spec) until every reachable one is rendered.
 
+use super::artifacts::{self, Generators, Resolved};
 use super::build::Builder;
 use super::cache::RenderCache;
 use super::kustomize::Kustomize;
@@ -90,11 +91,45 @@ struct Sources<'a> {
     this_repo: &'a ExportedSource,
     this_repo_keys: BTreeMap<String, Option<String>>,
     mapped: BTreeMap<String, ExportedSource>,
+    generators: Generators,
 }
 
 impl Sources<'_> {
-    /// The local tree of a source, or `None` when it is external.
-    fn tree(&self, source: &flux::SourceRef) -> Result<Option<PathBuf>, RenderError> {
+    /// The local tree of a source for a Kustomization defined in `near`, or `None` when it is
+    /// external. An ExternalArtifact is local when a generator here builds it from local sources.
+    fn tree(&self, source: &flux::SourceRef, near: Option<&str>) -> Result<Option<PathBuf>, RenderError> {
+        match self.artifact(source, near)? {
+            Some(Resolved::Tree(tree)) => Ok(Some(tree)),
+            Some(Resolved::Unavailable(_)) => Ok(None),
+            None => self.local_tree(source),
+        }
+    }
+
+    /// How an ExternalArtifact not mapped with `--source` resolves; `None` for other sources.
+    fn artifact(
+        &self,
+        source: &flux::SourceRef,
+        near: Option<&str>,
+    ) -> Result<Option<Resolved>, RenderError> {
+        let mapped = self.mapped.contains_key(&format!("{}/{}", source.namespace, source.name));
+        if source.kind != artifacts::KIND || mapped {
+            return Ok(None);
+        }
+        self.generators.resolve(source, near, &|s| self.local_tree(s)).map(Some)
+    }
+
+    /// Why a source is external, for the Kustomization's warning.
+    fn external_reason(&self, source: &flux::SourceRef, near: Option<&str>) -> String {
+        let map = format!("map it with --source {}/{}=DIR", source.namespace, source.name);
+        match self.artifact(source, near) {
+            Ok(Some(Resolved::Unavailable(why))) => {
+                format!("source {source} is not built locally: {why}; or {map}")
+            }
+            _ => format!("source {source} is not in this repository: not rendered ({map})"),
+        }
+    }
+
+    fn local_tree(&self, source: &flux::SourceRef) -> Result<Option<PathBuf>, RenderError> {
         let key = format!("{}/{}", source.namespace, source.name);
         let tree = if let Some(mapped) = self.mapped.get(&key) {
             mapped.tree(None)
@@ -129,6 +164,9 @@ impl Renderer {
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "source exported");
         let discovery_tree = this_repo.tree(None)?;
         let (disk_kustomizations, git_repositories, flux_instances) = discover(&discovery_tree);
+        let mut yaml_files = Vec::new();
+        collect_yaml_files(&discovery_tree, &mut yaml_files);
+        let generators = Generators::discover(&discovery_tree, &yaml_files, opts.limits);
 
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "manifests discovered");
         let remotes: BTreeSet<String> =
@@ -141,7 +179,7 @@ impl Renderer {
                 this_repo_keys.insert(repo.key.clone(), repo.ignore.clone());
             }
         }
-        let sources = Sources { this_repo: &this_repo, this_repo_keys, mapped };
+        let sources = Sources { this_repo: &this_repo, this_repo_keys, mapped, generators };
 
         let progress = Progress::new(opts.progress);
         let ctx = Context {
@@ -157,14 +195,22 @@ impl Renderer {
             .iter()
             .enumerate()
             .filter_map(|(i, d)| Some((i, d.spec.as_ref().ok()?)))
-            .filter(|(_, spec)| matches!(sources.tree(&spec.source_ref), Ok(Some(_))))
+            // An ExternalArtifact Kustomization is never left unreachable for want of its artifact:
+            // it renders, fails or is listed external with the reason.
+            .filter(|(i, spec)| {
+                spec.source_ref.kind == artifacts::KIND
+                    || matches!(
+                        sources.tree(&spec.source_ref, Some(&disk_kustomizations[*i].file)),
+                        Ok(Some(_))
+                    )
+            })
             .collect();
         let produced: Vec<(usize, Vec<(String, String)>)> = pool.install(|| {
             candidates
                 .par_iter()
                 .map(|(i, spec)| {
                     let made = ctx
-                        .render_objects(spec, "", &BTreeSet::new())
+                        .render_objects(spec, Some(&disk_kustomizations[*i].file), "", &BTreeSet::new())
                         .map(|(objects, _)| objects)
                         .unwrap_or_default();
                     let children = made
@@ -336,23 +382,29 @@ struct Context<'a> {
 
 impl Context<'_> {
     /// Renders `spec` as a Kustomization of `cluster` (whose substitution values apply).
+    /// `file` defines the Kustomization: it picks the nearest generator of an ExternalArtifact.
     fn render_objects(
         &self,
         spec: &Kustomization,
+        file: Option<&str>,
         cluster: &str,
         inherited_secrets: &BTreeSet<String>,
     ) -> Rendered {
         let values_of = if self.opts.cluster_values.contains_key(cluster) { cluster } else { "" };
+        let root = self.sources.tree(&spec.source_ref, file)?.ok_or_else(|| {
+            RenderError::InvalidSource(format!("source {} is not available locally", spec.source_ref))
+        })?;
         let key = yaml::canonical_json(&serde_json::json!([
             values_of,
             spec.namespace,
             spec.name,
-            spec.raw["spec"]
+            spec.raw["spec"],
+            root.to_string_lossy()
         ]));
         if let Some(hit) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return hit.clone();
         }
-        let result = self.render_uncached(spec, values_of, inherited_secrets);
+        let result = self.render_uncached(&root, spec, values_of, inherited_secrets);
         self.memo.lock().unwrap_or_else(|e| e.into_inner()).insert(key, result.clone());
         result
     }
@@ -360,14 +412,12 @@ impl Context<'_> {
     /// Builds and post-processes one spec: the objects and the variables left unresolved.
     fn render_uncached(
         &self,
+        root: &Path,
         spec: &Kustomization,
         values_of: &str,
         inherited_secrets: &BTreeSet<String>,
     ) -> Rendered {
-        let root = self.sources.tree(&spec.source_ref)?.ok_or_else(|| {
-            RenderError::InvalidSource(format!("source {} is not available locally", spec.source_ref))
-        })?;
-        let built = self.renderer.builder.build(&root, spec, &self.opts.cancel)?;
+        let built = self.renderer.builder.build(root, spec, &self.opts.cancel)?;
         self.progress.tick(built.cache_hit);
         let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
         let vars: Variables = postbuild::resolve_variables(spec, values.as_ref(), inherited_secrets)?;
@@ -391,16 +441,14 @@ impl Context<'_> {
             objects: Vec::new(),
             spec: None,
         };
-        if matches!(self.sources.tree(&spec.source_ref), Ok(None)) {
+        if matches!(self.sources.tree(&spec.source_ref, node.file.as_deref()), Ok(None)) {
             record.status = Status::External;
-            record.warnings.push(format!(
-                "source {} is not in this repository: not rendered (map it with --source {}/{}=DIR)",
-                spec.source_ref, spec.source_ref.namespace, spec.source_ref.name
-            ));
+            record.warnings.push(self.sources.external_reason(&spec.source_ref, node.file.as_deref()));
             record.spec = Some(spec);
             return (record, Vec::new());
         }
-        let mut result = self.render_objects(&spec, &node.cluster_name, &node.inherited_secrets);
+        let mut result =
+            self.render_objects(&spec, node.file.as_deref(), &node.cluster_name, &node.inherited_secrets);
         // A root that renders its own definition is reconciled with that rendered definition.
         for _ in 0..ROOT_FIXPOINT_ROUNDS {
             let Ok((objects, _)) = &result else { break };
@@ -414,7 +462,12 @@ impl Context<'_> {
                 Some(own) if own.raw["spec"] != spec.raw["spec"] => {
                     spec = own;
                     record.path = spec.path.clone();
-                    result = self.render_objects(&spec, &node.cluster_name, &node.inherited_secrets);
+                    result = self.render_objects(
+                        &spec,
+                        node.file.as_deref(),
+                        &node.cluster_name,
+                        &node.inherited_secrets,
+                    );
                 }
                 _ => break,
             }
