@@ -268,7 +268,8 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
             let why = k.warnings.iter().find(|w| w.starts_with(&format!("source {}", k.source)));
             alerts.extend(alert(
                 "external-artifact",
-                format!("{}: not planned", why.cloned().unwrap_or_else(|| format!("source {}", k.source))),
+                why.cloned()
+                    .unwrap_or_else(|| format!("source {} is not built locally: not planned", k.source)),
                 Vec::new(),
             ));
         } else if k.status == Status::External {

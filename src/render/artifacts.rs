@@ -40,6 +40,8 @@ struct Found {
     name: String,
     /// The names of the artifacts it declares, read even when the rest is invalid.
     artifact_names: Vec<String>,
+    /// It expands `spec.pathPattern` (read even when the rest is invalid).
+    path_pattern: bool,
     generator: Result<ArtifactGenerator, String>,
 }
 
@@ -54,6 +56,8 @@ pub struct Generators {
     limits: SourceLimits,
     workdir: OnceLock<Result<tempfile::TempDir, String>>,
     built: Mutex<BTreeMap<(String, String), Slot>>,
+    /// Every file of every artifact built → the source file it was copied from.
+    origins: Mutex<BTreeMap<PathBuf, PathBuf>>,
     counter: AtomicUsize,
 }
 
@@ -79,6 +83,7 @@ impl Generators {
                         .flatten()
                         .filter_map(|a| a["name"].as_str().map(str::to_string))
                         .collect(),
+                    path_pattern: doc["spec"]["pathPattern"].as_str().is_some_and(|p| !p.is_empty()),
                     generator: ArtifactGenerator::from_value(doc, "flux-system"),
                 });
             }
@@ -89,6 +94,7 @@ impl Generators {
             limits,
             workdir: OnceLock::new(),
             built: Mutex::default(),
+            origins: Mutex::default(),
             counter: AtomicUsize::new(0),
         }
     }
@@ -174,7 +180,7 @@ impl Generators {
         let best = candidates.iter().map(|f| closeness(f)).max();
         let nearest: Vec<&Found> = candidates.into_iter().filter(|f| Some(closeness(f)) == best).collect();
         match nearest.as_slice() {
-            [] if self.found.iter().any(|f| f.namespace == source.namespace && f.generator.as_ref().is_ok_and(|g| g.path_pattern.is_some())) => {
+            [] if self.found.iter().any(|f| f.namespace == source.namespace && f.path_pattern) => {
                 Err("no ArtifactGenerator in this repository names it (one uses spec.pathPattern, which fluxplan does not render)".into())
             }
             [] => Err("no ArtifactGenerator in this repository produces it".into()),
@@ -252,7 +258,20 @@ impl Generators {
                 })
             })?;
         }
+        let mut origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
+        origins.extend(budget.origins.into_iter().map(|(rel, source)| (dir.join(rel), source)));
         Ok(Resolved::Tree(dir))
+    }
+
+    /// The file a file of a built artifact was copied from, through artifacts built from
+    /// artifacts; `None` for files that are no artifact's.
+    pub fn source_of(&self, file: &Path) -> Option<PathBuf> {
+        let origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
+        let mut file = origins.get(file)?.clone();
+        while let Some(next) = origins.get(&file) {
+            file = next.clone();
+        }
+        Some(file)
     }
 
     /// A new empty directory for one artifact, alone in its parent (the sandbox may read the parent).
@@ -285,6 +304,102 @@ fn common_dirs(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Generators from `files` (path, YAML); the repository tree is `repo`.
+    fn generators(files: &[(&str, &str)]) -> (tempfile::TempDir, Generators) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut paths = Vec::new();
+        for (path, text) in files {
+            let full = dir.path().join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(&full, text).unwrap();
+            paths.push(full);
+        }
+        std::fs::write(dir.path().join("app.yaml"), "kind: ConfigMap\n").unwrap();
+        let found = Generators::discover(dir.path(), &paths, SourceLimits::default());
+        (dir, found)
+    }
+
+    fn generator(name: &str, source: (&str, &str), artifact: &str, extra: &str) -> String {
+        format!(
+            "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n{extra}  sources:\n  - alias: src\n    kind: {}\n    name: {}\n  artifacts:\n  - name: {artifact}\n    copy:\n    - from: \"@src/app.yaml\"\n      to: \"@artifact/\"\n",
+            source.0, source.1
+        )
+    }
+
+    fn artifact(name: &str) -> SourceRef {
+        SourceRef { kind: KIND.into(), namespace: "flux-system".into(), name: name.into() }
+    }
+
+    fn resolve(
+        found: &Generators,
+        repo: &Path,
+        name: &str,
+        near: Option<&str>,
+    ) -> Result<Resolved, RenderError> {
+        let repo = repo.to_path_buf();
+        found.resolve(&artifact(name), near, &|s: &SourceRef| {
+            Ok((s.kind == "GitRepository").then(|| repo.clone()))
+        })
+    }
+
+    #[test]
+    fn builds_from_local_sources_and_through_other_artifacts() {
+        let (dir, found) = generators(&[
+            ("a.yaml", &generator("a", ("GitRepository", "flux-system"), "first", "")),
+            ("b.yaml", &generator("b", ("ExternalArtifact", "first"), "second", "")),
+        ]);
+        let Ok(Resolved::Tree(tree)) = resolve(&found, dir.path(), "second", None) else { panic!() };
+        assert!(tree.join("app.yaml").is_file());
+        // The file is traced back to the repository through both artifacts.
+        assert_eq!(found.source_of(&tree.join("app.yaml")), Some(dir.path().join("app.yaml")));
+    }
+
+    #[test]
+    fn says_why_an_artifact_is_not_built() {
+        let extract = generator("x", ("GitRepository", "flux-system"), "extract", "")
+            .replace("to: \"@artifact/\"", "to: \"@artifact/\"\n      strategy: Extract");
+        let (dir, found) = generators(&[
+            ("remote.yaml", &generator("r", ("OCIRepository", "charts"), "remote", "")),
+            (
+                "pattern.yaml",
+                &generator(
+                    "p",
+                    ("GitRepository", "flux-system"),
+                    "{app}",
+                    "  pathPattern: \"@src/apps/{app}\"\n",
+                )
+                .replace("- name: {app}", "- name: \"{app}\""),
+            ),
+            ("extract.yaml", &extract),
+        ]);
+        let why = |name: &str| match resolve(&found, dir.path(), name, None) {
+            Ok(Resolved::Unavailable(why)) => why,
+            other => panic!("{name}: {other:?}"),
+        };
+        assert!(
+            why("remote").contains("reads OCIRepository/flux-system/charts, which is not in this repository")
+        );
+        assert!(why("extract").contains("strategy Extract"));
+        assert!(why("podinfo").contains("spec.pathPattern"), "{}", why("podinfo"));
+    }
+
+    #[test]
+    fn cycles_and_ambiguity_are_refused() {
+        let (dir, found) = generators(&[
+            ("a.yaml", &generator("a", ("ExternalArtifact", "second"), "first", "")),
+            ("b.yaml", &generator("b", ("ExternalArtifact", "first"), "second", "")),
+            ("x/one.yaml", &generator("one", ("GitRepository", "flux-system"), "twin", "")),
+            ("y/two.yaml", &generator("two", ("OCIRepository", "other"), "twin", "")),
+        ]);
+        let error = resolve(&found, dir.path(), "first", None).unwrap_err().to_string();
+        assert!(error.contains("ExternalArtifact flux-system/first → ExternalArtifact flux-system/second → ExternalArtifact flux-system/first"), "{error}");
+        let Ok(Resolved::Unavailable(why)) = resolve(&found, dir.path(), "twin", Some("z/k.yaml")) else {
+            panic!()
+        };
+        assert!(why.contains("x/one.yaml, y/two.yaml all produce it"), "{why}");
+        assert!(matches!(resolve(&found, dir.path(), "twin", Some("x/k.yaml")), Ok(Resolved::Tree(_))));
+    }
 
     #[test]
     fn the_nearest_generator_wins() {

@@ -123,10 +123,17 @@ impl Sources<'_> {
         let map = format!("map it with --source {}/{}=DIR", source.namespace, source.name);
         match self.artifact(source, near) {
             Ok(Some(Resolved::Unavailable(why))) => {
-                format!("source {source} is not built locally: {why}; or {map}")
+                format!("source {source} is not built locally, so it is not planned: {why}; or map the artifact itself with --source {}/{}=DIR", source.namespace, source.name)
             }
             _ => format!("source {source} is not in this repository: not rendered ({map})"),
         }
+    }
+
+    /// The repository file an object built from `root` came from, when `root` is an artifact
+    /// generated from this repository: nested Kustomizations are then matched to their files.
+    fn repo_origin(&self, root: &Path, origin: &str) -> Option<String> {
+        let source = self.generators.source_of(&root.join(origin))?;
+        self.this_repo.repo_path(&source)
     }
 
     fn local_tree(&self, source: &flux::SourceRef) -> Result<Option<PathBuf>, RenderError> {
@@ -417,7 +424,14 @@ impl Context<'_> {
         values_of: &str,
         inherited_secrets: &BTreeSet<String>,
     ) -> Rendered {
-        let built = self.renderer.builder.build(root, spec, &self.opts.cancel)?;
+        let mut built = self.renderer.builder.build(root, spec, &self.opts.cancel)?;
+        if spec.source_ref.kind == artifacts::KIND {
+            for object in &mut built.objects {
+                if let Some(file) = object.origin.as_deref().and_then(|o| self.sources.repo_origin(root, o)) {
+                    object.origin = Some(file);
+                }
+            }
+        }
         self.progress.tick(built.cache_hit);
         let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
         let vars: Variables = postbuild::resolve_variables(spec, values.as_ref(), inherited_secrets)?;

@@ -153,6 +153,28 @@ fn kustomizations_of_generated_artifacts_render_from_the_repository() {
 }
 
 #[test]
+fn kustomizations_inside_an_artifact_are_reached_from_their_repository_files() {
+    for bootstrapped in [true, false] {
+        let repo = if bootstrapped { fleet() } else { unbootstrapped(("GitRepository", "flux-system")) };
+        repo.kustomization("apps/prod/tenant.yaml", "tenant", "./tenants", "");
+        repo.write(
+            "apps/prod/kustomization.yaml",
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../base/podinfo\n  - tenant.yaml\npatches:\n  - path: replicas.yaml\n",
+        );
+        repo.config_map("tenants/team.yaml", "team", "default");
+        repo.commit("a tenant Kustomization inside the apps artifact");
+        let render = repo.render(Some("HEAD"));
+        assert!(render.unreachable.is_empty(), "{:?}", render.unreachable);
+        let tenants: Vec<_> =
+            render.kustomizations().filter(|(_, k)| k.name == "tenant").map(|(_, k)| k).collect();
+        assert_eq!(tenants.len(), 1, "reached once, from apps, never a root of its own");
+        assert_eq!(tenants[0].file.as_deref(), Some("apps/prod/tenant.yaml"));
+        assert_eq!(tenants[0].parent.as_ref().map(|p| p.to_string()).as_deref(), Some("flux-system/apps"));
+        assert_eq!(tenants[0].ids(), ["default_team__ConfigMap"]);
+    }
+}
+
+#[test]
 fn an_app_change_through_the_generator_is_planned_not_no_changes() {
     let repo = fleet();
     repo.write(
@@ -359,9 +381,10 @@ fn a_generator_reading_a_remote_source_is_external_with_a_warning() {
     assert_eq!(apps.status, Status::External);
     assert_eq!(
         apps.warnings,
-        ["source ExternalArtifact/flux-system/apps is not built locally: its ArtifactGenerator flux-system/flux-system \
+        ["source ExternalArtifact/flux-system/apps is not built locally, so it is not planned: its ArtifactGenerator flux-system/flux-system \
           (clusters/prod/artifacts.yaml), artifact apps reads GitRepository/flux-system/platform, which is not in this \
-          repository (map it with --source flux-system/platform=DIR); or map it with --source flux-system/apps=DIR"]
+          repository (map it with --source flux-system/platform=DIR); or map the artifact itself with --source \
+          flux-system/apps=DIR"]
     );
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(kustomization(&plan, "flux-system/apps")["status"], "external");
@@ -376,6 +399,7 @@ fn a_generator_reading_a_remote_source_is_external_with_a_warning() {
     assert_ne!(code, 0);
     let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
     assert!(markdown.contains("**external-artifact** `flux-system/apps`"), "{markdown}");
+    insta::assert_snapshot!("artifacts_remote_source_markdown", markdown);
 
     // Mapped to a local checkout, the generator's source is read from there.
     let platform = tempfile::tempdir().unwrap();

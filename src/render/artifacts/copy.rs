@@ -14,18 +14,22 @@ use crate::flux::artifact_generator::{self as ag, CopyOperation, Excludes, Strat
 use crate::render::source::SourceLimits;
 use crate::render::RenderError;
 use serde_json::Value;
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-/// Counts what one artifact takes against the source limits (copies can multiply a source).
+/// Counts what one artifact takes against the source limits (copies can multiply a source),
+/// and records where each of its files came from.
 pub struct Budget {
     limits: SourceLimits,
     files: u64,
     bytes: u64,
+    /// Artifact path → the source file it holds (the last one written there).
+    pub origins: BTreeMap<String, PathBuf>,
 }
 
 impl Budget {
     pub fn new(limits: SourceLimits) -> Self {
-        Budget { limits, files: 0, bytes: 0 }
+        Budget { limits, files: 0, bytes: 0, origins: BTreeMap::new() }
     }
 
     fn admit(&mut self, size: u64) -> Result<(), RenderError> {
@@ -227,7 +231,9 @@ impl Copier<'_> {
                 std::fs::hard_link(&source, &target).or_else(|_| std::fs::copy(&source, &target).map(drop))
             }
         };
-        written.map_err(|e| invalid(format!("cannot copy '{from}' to '{to}': {e}")))
+        written.map_err(|e| invalid(format!("cannot copy '{from}' to '{to}': {e}")))?;
+        budget.origins.insert(to.to_string(), source);
+        Ok(())
     }
 }
 
@@ -256,7 +262,6 @@ mod tests {
     use super::*;
     use crate::flux::artifact_generator::ArtifactGenerator;
     use serde_json::json;
-    use std::collections::BTreeMap;
 
     fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
