@@ -16,6 +16,7 @@ mod copy;
 use super::source::{scratch_dir, SourceLimits};
 use super::RenderError;
 use crate::flux::artifact_generator::{is_artifact_generator, ArtifactGenerator, Strategy};
+use crate::flux::sourceignore::SourceIgnore;
 use crate::flux::SourceRef;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -258,6 +259,9 @@ impl Generators {
                 })
             })?;
         }
+        // The controller archives the staged files through the default ignore rules.
+        drop_ignored(&dir, &SourceIgnore::defaults(&dir))
+            .map_err(|e| RenderError::InvalidSource(format!("{me}: cannot filter the artifact: {e}")))?;
         let mut origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
         origins.extend(budget.origins.into_iter().map(|(rel, source)| (dir.join(rel), source)));
         Ok(Resolved::Tree(dir))
@@ -289,6 +293,22 @@ impl Generators {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         Ok(dir)
     }
+}
+
+/// Removes what `rules` leave out of an archive.
+fn drop_ignored(dir: &Path, rules: &SourceIgnore) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let is_dir = entry.file_type()?.is_dir();
+        match (rules.is_ignored(&path, is_dir), is_dir) {
+            (true, true) => std::fs::remove_dir_all(&path)?,
+            (true, false) => std::fs::remove_file(&path)?,
+            (false, true) => drop_ignored(&path, rules)?,
+            (false, false) => {}
+        }
+    }
+    Ok(())
 }
 
 /// How many leading directories two repository paths share.

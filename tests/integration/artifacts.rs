@@ -268,6 +268,10 @@ fn excludes_leave_files_and_directories_out() {
     );
     // Not a Kubernetes object: it fails a generated kustomization unless excluded.
     repo.write("apps/raw/testdata/values.yaml", "replicaCount: 3\n");
+    // The example's .sourceignore keeps CI files in the GitRepository's artifact; the generated
+    // artifact is archived through the default rules, which leave them out.
+    repo.write(".sourceignore", "/*\n!/apps/\n!/clusters/\n!/infrastructure/\n");
+    repo.write("apps/raw/.gitlab-ci.yml", "stages: [test]\n");
     repo.write(
         "clusters/prod/artifacts.yaml",
         &generator(
