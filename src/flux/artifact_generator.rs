@@ -253,7 +253,8 @@ pub fn contained(path: &str) -> Result<String, String> {
 /// A glob as the controller's doublestar matches it: `*` stays within one path segment, `**`
 /// spans any number of them.
 pub fn glob_matcher(pattern: &str) -> Result<globset::GlobMatcher, String> {
-    globset::GlobBuilder::new(pattern)
+    // Go negates a class with `^` as well as `!`; globset knows only `!`.
+    globset::GlobBuilder::new(&pattern.replace("[^", "[!"))
         .literal_separator(true)
         .backslash_escape(true)
         .build()
@@ -324,7 +325,8 @@ impl Excludes {
 /// One segment of a `from` glob, matched as Go's `path.Match` does (the controller globs with
 /// `fs.Glob`, where `**` is no more than `*`).
 pub fn segment_matcher(segment: &str) -> Result<globset::GlobMatcher, String> {
-    glob_matcher(&segment.replace("**", "*"))
+    // `path.Match` has no `{a,b}` alternatives: braces are literal there.
+    glob_matcher(&segment.replace("**", "*").replace('{', "\\{").replace('}', "\\}"))
 }
 
 /// Deep merge of YAML mappings as the Merge strategy does it: maps merge key by key, anything
@@ -438,6 +440,12 @@ mod tests {
         assert!(m.is_match("apps") && m.is_match(".hidden"));
         assert!(segment_matcher("*.yaml").unwrap().is_match("a.yaml"));
         assert!(!segment_matcher("*.yaml").unwrap().is_match("a.yml"));
+        assert!(segment_matcher("{a,b}").unwrap().is_match("{a,b}"), "braces are literal in Go");
+        assert!(!segment_matcher("{a,b}").unwrap().is_match("a"));
+        assert!(
+            segment_matcher("[^a]x").unwrap().is_match("bx")
+                && !segment_matcher("[^a]x").unwrap().is_match("ax")
+        );
     }
 
     #[test]

@@ -43,6 +43,9 @@ struct Found {
     artifact_names: Vec<String>,
     /// It expands `spec.pathPattern` (read even when the rest is invalid).
     path_pattern: bool,
+    /// Annotated `source.extensions.fluxcd.io/reconcile: disabled`: its artifacts keep their
+    /// last content, whatever the repository says now.
+    disabled: bool,
     generator: Result<ArtifactGenerator, String>,
 }
 
@@ -85,6 +88,9 @@ impl Generators {
                         .filter_map(|a| a["name"].as_str().map(str::to_string))
                         .collect(),
                     path_pattern: doc["spec"]["pathPattern"].as_str().is_some_and(|p| !p.is_empty()),
+                    disabled: meta["annotations"]["source.extensions.fluxcd.io/reconcile"]
+                        .as_str()
+                        .is_some_and(|v| v.eq_ignore_ascii_case("disabled")),
                     generator: ArtifactGenerator::from_value(doc, "flux-system"),
                 });
             }
@@ -152,6 +158,13 @@ impl Generators {
             Ok(found) => found,
             Err(reason) => return Ok(Resolved::Unavailable(reason)),
         };
+        if found.disabled {
+            return Ok(Resolved::Unavailable(format!(
+                "its ArtifactGenerator {}/{} ({}) has reconciliation disabled, so the artifact keeps whatever it \
+                 held before",
+                found.namespace, found.name, found.file
+            )));
+        }
         let generator = found.generator.as_ref().map_err(|e| RenderError::InvalidSource(e.clone()))?;
         if generator.path_pattern.is_some() {
             return Ok(Resolved::Unavailable(format!(
@@ -392,6 +405,13 @@ mod tests {
                 .replace("- name: {app}", "- name: \"{app}\""),
             ),
             ("extract.yaml", &extract),
+            (
+                "disabled.yaml",
+                &generator("d", ("GitRepository", "flux-system"), "frozen", "").replace(
+                    "  namespace: flux-system\n",
+                    "  namespace: flux-system\n  annotations:\n    source.extensions.fluxcd.io/reconcile: Disabled\n",
+                ),
+            ),
         ]);
         let why = |name: &str| match resolve(&found, dir.path(), name, None) {
             Ok(Resolved::Unavailable(why)) => why,
@@ -401,6 +421,7 @@ mod tests {
             why("remote").contains("reads OCIRepository/flux-system/charts, which is not in this repository")
         );
         assert!(why("extract").contains("strategy Extract"));
+        assert!(why("frozen").contains("reconciliation disabled"), "{}", why("frozen"));
         assert!(why("podinfo").contains("spec.pathPattern"), "{}", why("podinfo"));
     }
 
