@@ -70,6 +70,36 @@ pub fn show_file(repo: &Path, commit: &str, path: &str) -> Result<Option<String>
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
+/// When `dir` lies inside a git work tree below its top: that top directory. `None` at the top,
+/// in a bare repository, outside git, or when git is missing.
+pub fn enclosing_work_tree(dir: &Path) -> Option<std::path::PathBuf> {
+    let mut cmd = git(dir);
+    cmd.args(["rev-parse", "--show-prefix", "--show-toplevel"]).stderr(Stdio::null());
+    let out = cmd.output().ok().filter(|out| out.status.success())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let prefix = lines.next()?.trim();
+    let top = lines.next()?.trim();
+    (!prefix.is_empty() && !top.is_empty()).then(|| std::path::PathBuf::from(top))
+}
+
+/// True when some YAML file of `repo` holds `needle`: at `rev` when given, else in the work tree
+/// (untracked files included). Any failure answers `false`.
+pub fn yaml_mentions(repo: &Path, rev: Option<&str>, needle: &str) -> bool {
+    let commit = match rev.map(|rev| resolve_commit(repo, rev)).transpose() {
+        Ok(commit) => commit,
+        Err(_) => return false,
+    };
+    let mut cmd = git(repo);
+    cmd.args(["grep", "-q", "-I", "-F", "-e", needle]);
+    match &commit {
+        Some(commit) => cmd.arg(commit),
+        None => cmd.arg("--untracked"),
+    };
+    cmd.args(["--", "*.yaml", "*.yml"]).stdout(Stdio::null()).stderr(Stdio::null());
+    cmd.status().is_ok_and(|status| status.success())
+}
+
 /// Fetch URLs of every remote of the repository (empty when it is not a git repository).
 pub fn remote_urls(repo: &Path) -> Vec<String> {
     let mut cmd = git(repo);

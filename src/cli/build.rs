@@ -1,15 +1,28 @@
 //! `fluxplan build`: print what every reachable Kustomization renders to.
 
 use super::RenderArgs;
-use crate::render::{Render, Status};
+use crate::render::masking::Masks;
+use crate::render::{repo_root, Render, Status};
 use crate::yaml;
 use clap::{Args, ValueEnum};
 use std::io::Write;
 
+/// `build --help`: what the exit code says.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  every Kustomization rendered
+  1  at least one failed (its error is in the output), or a file was left out for its size
+  3  the repository could not be rendered at all (no Flux Kustomization, unknown revision,
+     no kustomize, a source over its limits, ...), or Kustomizations exist and none rendered
+     for want of local sources (map them with --source)";
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum BuildFormat {
+    /// The manifests, each Kustomization introduced by comments.
     Yaml,
+    /// The whole render: clusters, Kustomizations with status, errors, warnings and objects.
     Json,
+    /// Per Kustomization a `# NAMESPACE/NAME` line, then its inventory ids, sorted.
     Ids,
 }
 
@@ -20,6 +33,7 @@ pub struct BuildArgs {
     /// A git revision to render (default: the working tree, uncommitted changes included).
     #[arg(long)]
     pub rev: Option<String>,
+    /// What to print.
     #[arg(long, value_enum, default_value = "yaml")]
     pub format: BuildFormat,
 }
@@ -28,18 +42,37 @@ pub struct BuildArgs {
 /// Kustomizations exist and none rendered for want of local sources.
 pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let snapshot = args.render.snapshot()?;
-    let opts = args.render.options(args.rev.clone(), snapshot.as_ref());
+    let mut opts = args.render.options(args.rev.clone(), snapshot.as_ref());
+    let policy = crate::plan::policy::read_policy_file(&args.render.repo, args.rev.as_deref())?;
+    opts.declared_scopes = policy.crd_scopes;
     let renderer = crate::render::Renderer::new(opts.kustomize_timeout, args.render.cache_dir())?;
     let render = renderer.render(&opts)?;
+    // Nothing rendered is no success: a wrong --repo must not pass silently.
+    if render.clusters.is_empty() {
+        let repo = &args.render.repo;
+        anyhow::bail!(repo_root::nothing_found(
+            repo,
+            &repo.display().to_string(),
+            args.rev.as_deref(),
+            &render
+        ));
+    }
     let text = match args.format {
         BuildFormat::Json => serde_json::to_string_pretty(&render)? + "\n",
         BuildFormat::Yaml => format_yaml(&render),
         BuildFormat::Ids => format_ids(&render),
     };
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    // Names that hold a value substituted from a Secret are shown masked, wherever they appear.
+    let masks = Masks::of(&[&render]);
+    std::io::stdout().lock().write_all(masks.apply(&text).as_bytes())?;
     if !matches!(args.format, BuildFormat::Json) {
         for line in warning_lines(&render) {
-            eprintln!("warning: {line}");
+            eprintln!("warning: {}", masks.apply(&line));
+        }
+    }
+    if repo_root::has_missing_paths(&render) {
+        if let Some(hint) = repo_root::subdirectory_hint(&args.render.repo, args.rev.as_deref()) {
+            eprintln!("hint: {hint}");
         }
     }
     // Kustomizations exist and none rendered: the empty output must not pass for a success.

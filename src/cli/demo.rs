@@ -1,8 +1,7 @@
 //! `fluxplan demo`: the plan of the outage fluxplan exists to prevent, on the example fleet built
 //! into the binary. Needs git and kustomize; no cluster, no forge, no database.
 
-use super::plan::{self, PlanArgs, PlanFormat};
-use super::RenderArgs;
+use crate::planner;
 use anyhow::{Context, Result};
 use clap::Args;
 use include_dir::{include_dir, Dir};
@@ -14,7 +13,7 @@ static FLEET: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/examples/fleet");
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Keep the demo repository in this directory instead of a temporary one.
+    /// Keep the demo repository in this directory (new or empty) instead of a temporary one.
     #[arg(long)]
     pub dir: Option<std::path::PathBuf>,
 }
@@ -23,7 +22,10 @@ pub struct DemoArgs {
 pub fn run(args: DemoArgs) -> Result<u8> {
     let temp = tempfile::tempdir()?;
     let repo = args.dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
-    std::fs::create_dir_all(&repo)?;
+    if let Some(dir) = &args.dir {
+        refuse_non_empty(dir)?;
+    }
+    std::fs::create_dir_all(&repo).with_context(|| format!("cannot create {}", repo.display()))?;
     FLEET.extract(&repo).context("cannot write the example fleet")?;
     git(&repo, &["init", "-q", "-b", "main"])?;
     commit(&repo, "example fleet")?;
@@ -39,19 +41,40 @@ pub fn run(args: DemoArgs) -> Result<u8> {
          (repository: {}).\n",
         repo.display()
     );
-    let plan = plan::plan(&PlanArgs {
-        render: RenderArgs::for_repo(&repo),
-        base: "HEAD~1".into(),
-        head: "HEAD".into(),
-        format: PlanFormat::Text,
-        policy: None,
-        plan_timeout: super::plan::DEFAULT_PLAN_TIMEOUT_SECS,
-        cluster: Default::default(),
-    });
+    let plan = planner::plan(&planner::Request::new(&repo, "HEAD~1", "HEAD"));
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     print!("{}", crate::report::text(&plan, color));
-    eprintln!("\nverdict: {:?} (`fluxplan plan` would exit {})", plan.verdict, plan.verdict.exit_code());
+    eprintln!(
+        "\nverdict: {} (`fluxplan plan` would exit {})",
+        verdict_name(plan.verdict),
+        plan.verdict.exit_code()
+    );
     Ok(if plan.error.is_some() { super::EXIT_FAILED } else { 0 })
+}
+
+/// The verdict as the JSON plan spells it (`no-changes`, `blocked`, ...).
+fn verdict_name(verdict: crate::plan::Verdict) -> String {
+    serde_json::to_value(verdict).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// The demo writes a repository and commits into it: never over someone's files.
+fn refuse_non_empty(dir: &Path) -> Result<()> {
+    anyhow::ensure!(
+        !dir.is_file(),
+        "{} is a file: pick a new or empty directory for the demo",
+        dir.display()
+    );
+    let occupied = match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_some(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
+    };
+    anyhow::ensure!(
+        !occupied,
+        "{} is not empty: the demo writes a git repository there; pick a new or empty directory",
+        dir.display()
+    );
+    Ok(())
 }
 
 fn git(repo: &Path, args: &[&str]) -> Result<()> {

@@ -1,7 +1,6 @@
 //! The command line: `build`, `plan`, `snapshot`, `serve`, `migrate`, and `demo`.
 
 mod build;
-mod cluster;
 mod demo;
 pub mod plan;
 mod serve;
@@ -14,8 +13,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cancel::CancelToken;
 use crate::cluster::snapshot::ClusterSnapshot;
+use crate::planner::{RenderSettings, DEFAULT_KUSTOMIZE_TIMEOUT_SECS};
 use crate::render::cache::RenderCache;
 use crate::render::{source, RenderOptions};
 
@@ -36,15 +35,17 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Render every Kustomization reachable from the repository's roots, as kustomize-controller would.
+    #[command(after_help = build::EXIT_CODES_HELP)]
     Build(build::BuildArgs),
     /// Plan a merge: what Flux will create, change and delete, with policy alerts and a verdict.
+    #[command(after_help = plan::EXIT_CODES_HELP)]
     Plan(plan::PlanArgs),
     /// Read a live cluster (get and list only) into a snapshot file for offline plans.
     Snapshot(snapshot::SnapshotArgs),
     /// Run the bot: webhooks, durable jobs, plan comments and merge-blocking statuses.
     Serve(Box<serve::ServeArgs>),
     /// Apply the database migrations (`serve` also does at start).
-    Migrate(serve::DatabaseArgs),
+    Migrate(serve::MigrateArgs),
     /// Plan the outage fluxplan exists to prevent, on the example fleet built into the binary.
     Demo(demo::DemoArgs),
 }
@@ -76,14 +77,7 @@ pub struct RenderArgs {
     pub no_cache: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
-    /// Stops the render from outside (the bot: superseded plans, shutdown).
-    #[arg(skip)]
-    pub cancel: CancelToken,
 }
-
-/// A real build takes milliseconds; kustomize needs over a minute only for a pathological input
-/// (100,000 keys in one ConfigMap take it 80 s).
-pub const DEFAULT_KUSTOMIZE_TIMEOUT_SECS: u64 = 60;
 
 /// How much work a repository may ask for: every breach is a `source-limit` alert.
 #[derive(Debug, Clone, Args)]
@@ -101,17 +95,6 @@ pub struct LimitArgs {
     /// A source with more files than this is not rendered.
     #[arg(long, env = "FLUXPLAN_MAX_SOURCE_FILES", default_value_t = source::DEFAULT_MAX_FILES)]
     pub max_source_files: u64,
-}
-
-impl Default for LimitArgs {
-    fn default() -> Self {
-        LimitArgs {
-            kustomize_timeout: DEFAULT_KUSTOMIZE_TIMEOUT_SECS,
-            max_file_size: source::DEFAULT_MAX_FILE_SIZE,
-            max_source_bytes: source::DEFAULT_MAX_TOTAL_BYTES,
-            max_source_files: source::DEFAULT_MAX_FILES,
-        }
-    }
 }
 
 impl LimitArgs {
@@ -138,42 +121,43 @@ fn parse_source(text: &str) -> Result<(String, PathBuf), String> {
 }
 
 impl RenderArgs {
-    /// Defaults for rendering `repo`, as the command line would give them.
-    pub fn for_repo(repo: &std::path::Path) -> Self {
-        RenderArgs {
-            repo: repo.to_path_buf(),
-            sources: Vec::new(),
-            cluster_snapshot: None,
-            no_strict_substitution: false,
-            jobs: None,
-            cache_dir: None,
-            no_cache: true,
-            limits: LimitArgs::default(),
-            cancel: CancelToken::new(),
-        }
-    }
-
     /// The cluster snapshot given with `--cluster-snapshot`, read once.
     pub fn snapshot(&self) -> anyhow::Result<Option<Arc<ClusterSnapshot>>> {
         self.cluster_snapshot.as_deref().map(|path| ClusterSnapshot::load(path).map(Arc::new)).transpose()
     }
 
+    /// How to render, for the planner.
+    pub fn settings(&self) -> RenderSettings {
+        RenderSettings {
+            sources: self.sources.iter().cloned().collect::<BTreeMap<_, _>>(),
+            strict_substitution: !self.no_strict_substitution,
+            jobs: self.jobs,
+            cache_dir: self.cache_dir(),
+            progress: true,
+        }
+    }
+
     /// Render options for `rev`; substitution values come from `snapshot` when there is one.
     pub fn options(&self, rev: Option<String>, snapshot: Option<&Arc<ClusterSnapshot>>) -> RenderOptions {
+        let settings = self.settings();
         let mut opts = RenderOptions::new(&self.repo);
         opts.rev = rev;
-        opts.sources = self.sources.iter().cloned().collect::<BTreeMap<_, _>>();
+        opts.sources = settings.sources;
         if let Some(snapshot) = snapshot {
             opts.values = snapshot.clone();
+            opts.known_scopes = snapshot
+                .crds
+                .iter()
+                .map(|((group, kind), scope)| (group.clone(), kind.clone(), *scope))
+                .collect();
         }
-        opts.strict_substitution = !self.no_strict_substitution;
-        if let Some(jobs) = self.jobs {
+        opts.strict_substitution = settings.strict_substitution;
+        if let Some(jobs) = settings.jobs {
             opts.jobs = jobs.max(1);
         }
         opts.kustomize_timeout = self.limits.kustomize_timeout();
         opts.limits = self.limits.source_limits();
-        opts.cancel = self.cancel.clone();
-        opts.progress = true;
+        opts.progress = settings.progress;
         opts
     }
 

@@ -1,26 +1,31 @@
-//! `fluxplan plan`: what merging head into base will create, change and delete.
+//! `fluxplan plan`: what merging head into base will create, change and delete. Turns the
+//! arguments into a planner request and prints the plan.
 
-use super::cluster::{read_clusters_file, ClusterKnowledge, ClusterSource};
-use super::RenderArgs;
-use crate::cancel::CancelReason;
+use super::{LimitArgs, RenderArgs};
 use crate::cluster::kube::KubeOptions;
-use crate::git;
-use crate::plan::policy::POLICY_FILE;
-use crate::plan::{make_plan, Alert, Plan, PlanRequest, Policy, Revision};
-use crate::render::source::SourceLimitExceeded;
-use crate::render::{Render, RenderError, Renderer};
+use crate::planner::{self, Clusters, PolicySource, DEFAULT_PLAN_TIMEOUT_SECS};
 use crate::report;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// `plan --help`: what the exit code says.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  no changes
+  1  changes
+  2  blocked by policy (a danger alert)
+  3  could not plan (the plan, with verdict `failed` and the reason, is still printed)";
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum PlanFormat {
+    /// A pull request comment (what the bot posts).
     Markdown,
+    /// The plan itself, for machines (keys in the README).
     Json,
+    /// Compact, coloured on a terminal (NO_COLOR turns colour off).
     Text,
 }
 
@@ -34,6 +39,7 @@ pub struct PlanArgs {
     /// The revision being merged.
     #[arg(long)]
     pub head: String,
+    /// How to print the plan.
     #[arg(long, value_enum, default_value = "text")]
     pub format: PlanFormat,
     /// A policy file to use instead of the base revision's .fluxplan.yaml.
@@ -46,9 +52,6 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = DEFAULT_PLAN_TIMEOUT_SECS)]
     pub plan_timeout: u64,
 }
-
-/// Ten minutes: a real fleet plans in seconds; a plan this slow is an attack or a bug.
-pub const DEFAULT_PLAN_TIMEOUT_SECS: u64 = 600;
 
 /// How to reach live clusters (read-only: get and list only).
 #[derive(Debug, Clone, Args, Default)]
@@ -75,11 +78,51 @@ impl LiveArgs {
             include_secret_values: false,
         }
     }
+
+    /// Where cluster knowledge comes from: the clusters file, else the live cluster, else the
+    /// snapshot file, else nowhere (offline).
+    pub fn clusters(&self, snapshot: Option<&PathBuf>) -> Clusters {
+        if let Some(file) = &self.clusters {
+            Clusters::PerRoot { file: file.clone(), kube: self.kube_options() }
+        } else if self.kube {
+            Clusters::Live(self.kube_options())
+        } else if let Some(path) = snapshot {
+            Clusters::Snapshot(path.clone())
+        } else {
+            Clusters::Offline
+        }
+    }
+}
+
+impl PlanArgs {
+    /// The planner request these arguments ask for.
+    pub fn request(&self) -> planner::Request {
+        planner::Request {
+            repo: self.render.repo.clone(),
+            repo_name: None,
+            base: self.base.clone(),
+            head: self.head.clone(),
+            clusters: self.cluster.clusters(self.render.cluster_snapshot.as_ref()),
+            policy: self.policy.clone().map_or(PolicySource::BaseRevision, PolicySource::File),
+            render: self.render.settings(),
+            limits: limits(&self.render.limits, self.plan_timeout),
+            cancel: Default::default(),
+        }
+    }
+}
+
+/// The planner's limits from the command line's.
+pub fn limits(args: &LimitArgs, plan_timeout_secs: u64) -> planner::Limits {
+    planner::Limits {
+        kustomize_timeout: args.kustomize_timeout(),
+        source: args.source_limits(),
+        plan_timeout: Duration::from_secs(plan_timeout_secs.max(1)),
+    }
 }
 
 /// Exit 0 no changes, 1 changes, 2 blocked by policy, 3 could not plan.
 pub fn run(args: PlanArgs) -> Result<u8> {
-    let plan = plan(&args);
+    let plan = planner::plan(&args.request());
     let text = match args.format {
         PlanFormat::Json => report::json(&plan),
         PlanFormat::Markdown => report::markdown(&plan),
@@ -93,125 +136,4 @@ pub fn run(args: PlanArgs) -> Result<u8> {
         eprintln!("error: {error}");
     }
     Ok(plan.verdict.exit_code())
-}
-
-/// The plan; a failure to make it is a plan with verdict `failed` (exit 3), never a crash. A
-/// failure over a limit also carries a `source-limit` alert, so it is never mistaken for an
-/// infrastructure hiccup.
-pub fn plan(args: &PlanArgs) -> Plan {
-    let revision = |rev: &str| Revision { rev: rev.to_string(), commit: None };
-    let _deadline = args.render.cancel.deadline(Duration::from_secs(args.plan_timeout.max(1)));
-    match try_plan(args) {
-        Ok(plan) => plan,
-        Err(error) => {
-            let mut plan = Plan::failed(revision(&args.base), revision(&args.head), format!("{error:#}"));
-            if let Some(limit) = limit_breach(&error) {
-                plan.alerts.extend(Policy::default().general_alert("source-limit", limit));
-            }
-            plan
-        }
-    }
-}
-
-/// The limit an error is about, if it is about one.
-fn limit_breach(error: &anyhow::Error) -> Option<String> {
-    error.chain().find_map(|cause| {
-        if let Some(exceeded) = cause.downcast_ref::<SourceLimitExceeded>() {
-            return Some(exceeded.to_string());
-        }
-        match cause.downcast_ref::<RenderError>() {
-            Some(RenderError::Cancelled(reason @ CancelReason::TimedOut(_))) => Some(reason.to_string()),
-            _ => None,
-        }
-    })
-}
-
-fn try_plan(args: &PlanArgs) -> Result<Plan> {
-    let mut sources = BTreeMap::new();
-    if let Some(path) = &args.render.cluster_snapshot {
-        sources.insert(String::new(), ClusterSource::Snapshot(path.clone()));
-    }
-    if args.cluster.kube {
-        sources.insert(String::new(), ClusterSource::Live(args.cluster.kube_options()));
-    }
-    if let Some(file) = &args.cluster.clusters {
-        sources.extend(read_clusters_file(file, &args.cluster.kube_options())?);
-    }
-    let knowledge = ClusterKnowledge::gather(sources)?;
-    let renderer = Renderer::new(args.render.limits.kustomize_timeout(), args.render.cache_dir())?;
-    let render = |rev: &str| -> Result<Render> {
-        let mut opts = args.render.options(Some(rev.to_string()), None);
-        if let Some(values) = &knowledge.values {
-            opts.values = values.clone();
-        }
-        opts.cluster_values = knowledge.cluster_values.clone();
-        opts.known_scopes = knowledge
-            .snapshots
-            .iter()
-            .flat_map(|s| s.crds.iter().map(|((group, kind), scope)| (group.clone(), kind.clone(), *scope)))
-            .collect();
-        renderer.render(&opts).with_context(|| format!("cannot render revision {rev}"))
-    };
-    let base = render(&args.base)?;
-    let head = render(&args.head)?;
-    let (policy, policy_source, extra_alerts) = load_policy(args, &base, &head)?;
-    let ask = |root: &str, ids: &[crate::flux::ObjectId]| knowledge.blast_radius(root, ids);
-    let plan = make_plan(PlanRequest {
-        base: &base,
-        head: &head,
-        base_rev: args.base.clone(),
-        head_rev: args.head.clone(),
-        snapshots: &knowledge.snapshots.iter().collect::<Vec<_>>(),
-        blast_radius: knowledge.has_live().then_some(&ask as &crate::plan::BlastRadiusQuery),
-        degraded: knowledge.degraded(),
-        policy: &policy,
-        policy_source,
-        extra_alerts,
-    });
-    tracing::info!(requests = knowledge.request_count(), "cluster reads");
-    Ok(plan)
-}
-
-/// The policy: `--policy FILE`, else the BASE revision's `.fluxplan.yaml` (a pull request must not
-/// loosen its own gate), else the built-in defaults.
-fn load_policy(args: &PlanArgs, base: &Render, head: &Render) -> Result<(Policy, String, Vec<Alert>)> {
-    if let Some(path) = &args.policy {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read policy {}", path.display()))?;
-        let policy = Policy::parse(&text).map_err(|e| anyhow::anyhow!("policy {}: {e}", path.display()))?;
-        return Ok((policy, path.display().to_string(), Vec::new()));
-    }
-    let repo = &args.render.repo;
-    let at = |render: &Render| -> Result<Option<String>> {
-        match &render.revision {
-            Some(commit) => git::show_file(repo, commit, POLICY_FILE),
-            None => Ok(None),
-        }
-    };
-    let base_text = at(base)?;
-    let head_text = at(head)?;
-    let mut alerts = Vec::new();
-    let (policy, source) = match &base_text {
-        None => (Policy::default(), "built-in defaults".to_string()),
-        Some(text) => match Policy::parse(text) {
-            Ok(policy) => (policy, format!("{POLICY_FILE} at base")),
-            Err(e) => {
-                alerts.extend(Policy::default().general_alert(
-                    "policy-invalid",
-                    format!("{POLICY_FILE} at base is invalid ({e}); the built-in defaults apply"),
-                ));
-                (Policy::default(), "built-in defaults (base policy invalid)".to_string())
-            }
-        },
-    };
-    if head_text != base_text {
-        alerts.extend(policy.general_alert(
-            "policy-changed",
-            format!(
-                "this pull request changes {POLICY_FILE}: the change takes effect after the merge; this plan \
-                 uses the base revision's policy"
-            ),
-        ));
-    }
-    Ok((policy, source, alerts))
 }

@@ -3,9 +3,12 @@
 //! those inventories, Namespaces, CRD scopes, substituteFrom sources) with one paginated list per
 //! kind and namespace, never one GET per object, and answers blast-radius questions.
 
+use super::helm_storage::{self, StoredReleaseSummary};
 use super::snapshot::{live_id, ClusterSnapshot};
 use super::{BlastRadius, DataLoss, Lookup, SubstitutionSource};
 use crate::flux::control::OWNER_NAME_LABEL;
+use crate::flux::helm::{self, ReleaseRef};
+use crate::flux::scope::Scope as FluxScope;
 use crate::flux::{self, ObjectId, KUSTOMIZE_GROUP};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::discovery::{verbs, ApiCapabilities, Discovery, Scope};
@@ -285,11 +288,22 @@ impl KubeCluster {
             }
         }
 
-        let namespaces = match self.resource("", "Namespace") {
+        let namespaces: Vec<Value> = match self.resource("", "Namespace") {
             Some((resource, _)) => match self.list_all(&resource, false, None, None).await {
-                Ok(items) => {
-                    items.iter().filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string)).collect()
-                }
+                // Names with labels: ResourceDistributions select namespaces by label.
+                Ok(items) => items
+                    .iter()
+                    .filter_map(|n| {
+                        let name = n["metadata"]["name"].as_str()?;
+                        let labels = n["metadata"]["labels"].clone();
+                        Some(match labels {
+                            Value::Object(map) if !map.is_empty() => {
+                                json!({"metadata": {"name": name, "labels": map}})
+                            }
+                            _ => json!(name),
+                        })
+                    })
+                    .collect(),
                 Err(e) => {
                     warnings.push(e.to_string());
                     Vec::new()
@@ -339,7 +353,13 @@ impl KubeCluster {
             }
         }
 
-        let document = json!({
+        let helm_releases = if self.options.read_secrets {
+            Some(self.read_helm_storage(&objects, &mut warnings).await)
+        } else {
+            None
+        };
+
+        let mut document = json!({
             "apiVersion": "fluxplan.dev/v1alpha1",
             "kind": "ClusterSnapshot",
             "kustomizations": kustomizations,
@@ -351,7 +371,126 @@ impl KubeCluster {
             "unreadable": unreadable,
             "warnings": warnings,
         });
+        if let Some(releases) = helm_releases {
+            document["helmReleases"] = json!(releases);
+        }
         ClusterSnapshot::from_document(document).map_err(|e| KubeError::Api(format!("{e:#}")))
+    }
+
+    /// What uninstalling the release of each live HelmRelease would delete, read from Helm's
+    /// storage Secrets: one labelled list per storage namespace (a few releases per request),
+    /// only the latest revision decoded, and only object ids kept, never the payload.
+    async fn read_helm_storage(
+        &self,
+        objects: &BTreeMap<ObjectId, Value>,
+        warnings: &mut Vec<String>,
+    ) -> Vec<StoredReleaseSummary> {
+        let mut wanted: BTreeMap<String, BTreeSet<ReleaseRef>> = BTreeMap::new();
+        for object in objects.values().filter(|o| helm::is_helm_release(o)) {
+            if let Some(helm::OnDeletion::Uninstalls(release)) = helm::on_deletion(object, true) {
+                if !valid_label_value(&release.name) {
+                    warnings.push(format!(
+                        "Helm release name {:?} is not a valid label value: its storage is not read",
+                        release.name.chars().take(80).collect::<String>()
+                    ));
+                    continue;
+                }
+                wanted.entry(release.storage_namespace.clone()).or_default().insert(release);
+            }
+        }
+        let Some((secrets, _)) = self.resource("", "Secret") else { return Vec::new() };
+        let mut summaries = Vec::new();
+        for (storage_namespace, releases) in &wanted {
+            let releases: Vec<&ReleaseRef> = releases.iter().collect();
+            for batch in releases.chunks(HELM_RELEASES_PER_LIST) {
+                let names: Vec<&str> = batch.iter().map(|r| r.name.as_str()).collect();
+                let selector = format!("owner=helm,name in ({})", names.join(","));
+                match self.list_all(&secrets, true, Some(storage_namespace), Some(&selector)).await {
+                    Ok(items) => {
+                        summaries
+                            .extend(batch.iter().filter_map(|r| self.summarize_release(r, &items, warnings)));
+                    }
+                    Err(e) => {
+                        warnings.push(e.to_string());
+                        for release in batch {
+                            summaries
+                                .push(unreadable_release(release, "its storage Secrets could not be listed"));
+                        }
+                    }
+                }
+            }
+        }
+        summaries
+    }
+
+    /// The latest revision's storage Secret of `release` among `items`, decoded to object ids.
+    /// `None` when Helm has no record of it (nothing left to uninstall).
+    fn summarize_release(
+        &self,
+        release: &ReleaseRef,
+        items: &[Value],
+        warnings: &mut Vec<String>,
+    ) -> Option<StoredReleaseSummary> {
+        let latest = items
+            .iter()
+            .filter(|s| s["type"] == helm_storage::STORAGE_SECRET_TYPE)
+            .filter(|s| s["metadata"]["labels"]["name"] == release.name.as_str())
+            .max_by_key(|s| {
+                s["metadata"]["labels"]["version"].as_str().and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
+            });
+        let secret = latest?;
+        let secret_name = secret["metadata"]["name"].as_str().unwrap_or("?");
+        let decoded = match secret["data"]["release"].as_str() {
+            Some(value) => helm_storage::decode_secret_value(value),
+            None => Err(helm_storage::DecodeError::Missing),
+        };
+        let decoded = match decoded {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                let why = format!(
+                    "storage Secret {storage}/{secret_name}: {e}",
+                    storage = release.storage_namespace
+                );
+                warnings.push(format!("Helm release {release}: {why}"));
+                return Some(unreadable_release(release, &why));
+            }
+        };
+        let mut summary = StoredReleaseSummary {
+            name: release.name.clone(),
+            namespace: release.namespace.clone(),
+            storage_namespace: release.storage_namespace.clone(),
+            version: decoded.version,
+            status: decoded.status.clone(),
+            objects: Vec::new(),
+            kept: Vec::new(),
+            delete_hooks: decoded.delete_hooks,
+            error: None,
+        };
+        let release_namespace =
+            if decoded.namespace.is_empty() { &release.namespace } else { &decoded.namespace };
+        for object in &decoded.objects {
+            let (group, _) = flux::split_api_version(&object.api_version);
+            let scope = match self.resource(group, &object.kind) {
+                Some((_, caps)) if caps.scope == Scope::Cluster => FluxScope::Cluster,
+                Some(_) => FluxScope::Namespaced,
+                None => crate::flux::scope::ScopeMap::default().scope_of(group, &object.kind),
+            };
+            let namespace = match scope {
+                FluxScope::Cluster => "",
+                _ => object.namespace.as_deref().unwrap_or(release_namespace),
+            };
+            let id = ObjectId::new(namespace, &object.name, group, &object.kind).to_string();
+            if helm_storage::kept_by_policy(object.resource_policy.as_deref()) {
+                summary.kept.push(id);
+            } else {
+                summary.objects.push(id);
+            }
+        }
+        summary.objects.sort();
+        summary.objects.dedup();
+        summary.kept.sort();
+        summary.kept.dedup();
+        Some(summary)
     }
 
     async fn fetch_values(
@@ -461,6 +600,33 @@ impl KubeCluster {
     }
 }
 
+/// Release names per labelled list of storage Secrets (keeps the URL short).
+const HELM_RELEASES_PER_LIST: usize = 20;
+
+fn unreadable_release(release: &ReleaseRef, why: &str) -> StoredReleaseSummary {
+    StoredReleaseSummary {
+        name: release.name.clone(),
+        namespace: release.namespace.clone(),
+        storage_namespace: release.storage_namespace.clone(),
+        version: 0,
+        status: String::new(),
+        objects: Vec::new(),
+        kept: Vec::new(),
+        delete_hooks: 0,
+        error: Some(why.to_string()),
+    }
+}
+
+/// A Kubernetes label value (what a label selector may name).
+fn valid_label_value(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    !value.is_empty()
+        && value.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
+}
+
 /// Lists of dynamic objects carry no type: put apiVersion and kind back.
 fn with_type(mut object: Value, resource: &ApiResource) -> Value {
     if let Some(map) = object.as_object_mut() {
@@ -479,6 +645,13 @@ fn strip_secret_values(mut object: Value) -> Value {
     }
     if object["kind"] == "Secret" {
         if let Some(map) = object.as_object_mut() {
+            map.remove("data");
+            map.remove("stringData");
+        }
+    }
+    // The Secret a ResourceDistribution copies into namespaces holds the same values.
+    if crate::render::postbuild::distributes_secret(&object) {
+        if let Some(map) = object.pointer_mut("/spec/resource").and_then(Value::as_object_mut) {
             map.remove("data");
             map.remove("stringData");
         }

@@ -1,6 +1,7 @@
 //! Read-only knowledge of a cluster. For now: the snapshot file, and the values that
 //! `postBuild.substituteFrom` reads.
 
+pub mod helm_storage;
 pub mod kube;
 pub mod snapshot;
 

@@ -7,12 +7,14 @@
 //! cluster: clusters/production      # optional: the repository root it describes
 //! kustomizations: []                # Flux Kustomizations with spec and status
 //! objects: []                       # live metadata of inventory objects
-//! namespaces: []                    # names
+//! namespaces: []                    # names, or {metadata: {name, labels}}
 //! customResourceDefinitions: []     # {group, kind, scope}
 //! configMaps: []                    # substituteFrom sources
 //! secrets: []                       # data absent when values were left out
+//! helmReleases: []                  # what uninstalling each live HelmRelease's release deletes
 //! ```
 
+use super::helm_storage::StoredReleaseSummary;
 use super::{Lookup, SubstitutionSource};
 use crate::flux::control::{OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL};
 use crate::flux::scope::Scope;
@@ -40,6 +42,11 @@ pub struct ClusterSnapshot {
     /// Live metadata (apiVersion, kind, metadata) by inventory id.
     pub objects: BTreeMap<ObjectId, Value>,
     pub namespaces: BTreeSet<String>,
+    /// Labels of each namespace (empty when the file lists names only).
+    pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// Helm releases read from their storage, by (storage namespace, release name); `None` when
+    /// the storage was not read (no `--read-secrets`, or a file without `helmReleases`).
+    pub helm_releases: Option<BTreeMap<Key, StoredReleaseSummary>>,
     /// (group, kind) → scope of the CRDs the cluster serves.
     pub crds: BTreeMap<(String, String), Scope>,
     /// (group, kind, namespace) the reader was not allowed to list: what lives there is unknown.
@@ -128,6 +135,32 @@ impl ClusterSnapshot {
             warnings: list(&doc, "warnings").filter_map(|w| w.as_str().map(str::to_string)).collect(),
             ..Default::default()
         };
+        for namespace in list(&doc, "namespaces") {
+            let Some(name) = namespace.as_str().or_else(|| namespace["metadata"]["name"].as_str()) else {
+                continue;
+            };
+            let labels = namespace["metadata"]["labels"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect();
+            snapshot.namespace_labels.insert(name.to_string(), labels);
+        }
+        if let Some(releases) = doc.get("helmReleases").and_then(Value::as_array) {
+            let mut read = BTreeMap::new();
+            for (index, entry) in releases.iter().enumerate() {
+                match serde_json::from_value::<StoredReleaseSummary>(entry.clone()) {
+                    Ok(release) => {
+                        read.insert((release.storage_namespace.clone(), release.name.clone()), release);
+                    }
+                    Err(_) => snapshot
+                        .warnings
+                        .push(format!("helmReleases[{index}] is not a release summary: ignored")),
+                }
+            }
+            snapshot.helm_releases = Some(read);
+        }
         for object in list(&doc, "objects") {
             if let Some(id) = live_id(object) {
                 snapshot.objects.insert(id, object.clone());
@@ -250,6 +283,31 @@ mod tests {
         );
         assert_eq!(snap.lookup("Secret", "flux-system", "hidden"), Lookup::Unknown);
         assert_eq!(snap.lookup("ConfigMap", "flux-system", "nope"), Lookup::NotFound);
+    }
+
+    #[test]
+    fn namespaces_are_names_or_objects_with_labels() {
+        let snap = ClusterSnapshot::parse(
+            "kind: ClusterSnapshot\nnamespaces:\n- plain\n- metadata: {name: team-a, labels: {team: a}}\n",
+        )
+        .unwrap();
+        assert_eq!(snap.namespaces, ["plain".to_string(), "team-a".to_string()].into());
+        assert!(snap.namespace_labels["plain"].is_empty());
+        assert_eq!(snap.namespace_labels["team-a"]["team"], "a");
+        assert!(snap.helm_releases.is_none(), "no helmReleases: the storage was not read");
+    }
+
+    #[test]
+    fn reads_helm_release_summaries() {
+        let snap = ClusterSnapshot::parse(
+            "kind: ClusterSnapshot\nhelmReleases:\n- {name: web, namespace: apps, storageNamespace: flux-system, \
+             version: 2, objects: [apps_web_apps_Deployment]}\n- nonsense\n",
+        )
+        .unwrap();
+        let releases = snap.helm_releases.as_ref().unwrap();
+        let web = &releases[&("flux-system".to_string(), "web".to_string())];
+        assert_eq!((web.version, web.objects.len()), (2, 1));
+        assert_eq!(snap.warnings.len(), 1, "{:?}", snap.warnings);
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod artifact_generator;
 pub mod control;
 pub mod envsubst;
 pub mod generator;
+pub mod helm;
 pub mod id;
 pub mod kustomization;
 pub mod order;

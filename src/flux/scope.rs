@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+mod catalogue;
+use catalogue::CATALOGUE;
+
 /// Built-in cluster-scoped kinds, as (group, kind).
 const BUILTIN_CLUSTER_SCOPED: &[(&str, &str)] = &[
     ("", "Namespace"),
@@ -75,14 +78,18 @@ pub enum Scope {
     Unknown,
 }
 
-/// Scope knowledge: the built-in kinds plus CRDs seen in renders or in the cluster.
+/// Scope knowledge, most trusted first: the built-in kinds, what the cluster serves (discovery or
+/// a snapshot), CRDs in the render, scopes the repository declares (`crdScopes` in
+/// `.fluxplan.yaml`), then the catalogue of widely used CRDs.
 #[derive(Debug, Clone, Default)]
 pub struct ScopeMap {
-    crds: BTreeMap<(String, String), Scope>,
+    served: BTreeMap<(String, String), Scope>,
+    rendered: BTreeMap<(String, String), Scope>,
+    declared: BTreeMap<(String, String), Scope>,
 }
 
 impl ScopeMap {
-    /// Records a CustomResourceDefinition manifest (ignored when it is not one).
+    /// Records a CustomResourceDefinition manifest of the render (ignored when it is not one).
     pub fn learn_crd(&mut self, crd: &serde_json::Value) {
         let spec = &crd["spec"];
         let (Some(group), Some(kind)) = (spec["group"].as_str(), spec["names"]["kind"].as_str()) else {
@@ -92,19 +99,30 @@ impl ScopeMap {
             Some("Cluster") => Scope::Cluster,
             _ => Scope::Namespaced,
         };
-        self.crds.insert((group.to_string(), kind.to_string()), scope);
+        self.rendered.insert((group.to_string(), kind.to_string()), scope);
     }
 
-    /// Records a kind whose scope is known from elsewhere (a cluster snapshot, discovery).
+    /// Records the scope the cluster serves a kind with (a cluster snapshot, discovery).
     pub fn learn(&mut self, group: &str, kind: &str, scope: Scope) {
-        self.crds.insert((group.to_string(), kind.to_string()), scope);
+        self.served.insert((group.to_string(), kind.to_string()), scope);
+    }
+
+    /// Records a scope the repository declares for a kind.
+    pub fn declare(&mut self, group: &str, kind: &str, scope: Scope) {
+        self.declared.insert((group.to_string(), kind.to_string()), scope);
     }
 
     pub fn scope_of(&self, group: &str, kind: &str) -> Scope {
         if BUILTIN_CLUSTER_SCOPED.contains(&(group, kind)) {
             return Scope::Cluster;
         }
-        if let Some(scope) = self.crds.get(&(group.to_string(), kind.to_string())) {
+        let key = (group.to_string(), kind.to_string());
+        for known in [&self.served, &self.rendered, &self.declared] {
+            if let Some(scope) = known.get(&key) {
+                return *scope;
+            }
+        }
+        if let Some((_, _, scope)) = CATALOGUE.iter().find(|(g, k, _)| *g == group && *k == kind) {
             return *scope;
         }
         // Every Flux kind (Kustomization, GitRepository, HelmRelease, ...) is namespaced.
@@ -129,6 +147,21 @@ mod tests {
         assert_eq!(map.scope_of("", "Namespace"), Scope::Cluster);
         assert_eq!(map.scope_of("apps", "Deployment"), Scope::Namespaced);
         assert_eq!(map.scope_of("example.com", "Widget"), Scope::Unknown);
+    }
+
+    #[test]
+    fn the_cluster_beats_the_render_which_beats_declarations_which_beat_the_catalogue() {
+        let mut map = ScopeMap::default();
+        assert_eq!(map.scope_of("cert-manager.io", "ClusterIssuer"), Scope::Cluster, "catalogue");
+        map.declare("cert-manager.io", "ClusterIssuer", Scope::Namespaced);
+        assert_eq!(map.scope_of("cert-manager.io", "ClusterIssuer"), Scope::Namespaced, "declared");
+        map.learn_crd(&json!({"spec": {"group": "cert-manager.io", "scope": "Cluster", "names": {"kind": "ClusterIssuer"}}}));
+        assert_eq!(map.scope_of("cert-manager.io", "ClusterIssuer"), Scope::Cluster, "rendered CRD");
+        map.learn("cert-manager.io", "ClusterIssuer", Scope::Namespaced);
+        assert_eq!(map.scope_of("cert-manager.io", "ClusterIssuer"), Scope::Namespaced, "served");
+        // The catalogue never overrides a built-in kind.
+        map.learn("", "Namespace", Scope::Namespaced);
+        assert_eq!(map.scope_of("", "Namespace"), Scope::Cluster);
     }
 
     #[test]

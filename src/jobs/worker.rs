@@ -4,12 +4,11 @@
 use super::mirror::{self, GitAuth, Mirrors};
 use super::{help_text, plan_payload, CommandRequest, JobPayload};
 use crate::cancel::{CancelReason, CancelToken};
-use crate::cli::plan::{plan as make_plan_from_args, LiveArgs, PlanArgs, PlanFormat};
-use crate::cli::{LimitArgs, RenderArgs};
 use crate::forge::roles::{CommandRoles, Role};
 use crate::forge::webhook::Command;
 use crate::forge::{ForgeClient, ForgeError, ForgeKind, PullInfo, Reaction, RepoInfo, StatusState};
 use crate::plan::{Plan, Severity, Verdict};
+use crate::planner;
 use crate::report;
 use crate::server::metrics::Metrics;
 use crate::store::{now_ms, Job, RunOutcome, Store};
@@ -47,15 +46,12 @@ pub struct WorkerConfig {
     /// A running job whose worker has not renewed its lease this long is taken over.
     pub lease: Duration,
     pub max_attempts: i64,
-    /// How plans read the cluster (snapshot file, live, several clusters), as on the command line.
-    pub cluster_snapshot: Option<PathBuf>,
-    pub live: LiveArgs,
+    /// How plans read the cluster (offline, snapshot file, live, several clusters).
+    pub clusters: planner::Clusters,
     /// Maximum characters of one comment.
     pub comment_limit: usize,
     /// What one plan may ask for (sizes, times).
-    pub limits: LimitArgs,
-    /// Seconds one plan may take.
-    pub plan_timeout: Duration,
+    pub limits: planner::Limits,
     /// The role each command needs.
     pub roles: CommandRoles,
     /// At most one reply (refusal or help) per user and pull request in this window.
@@ -351,9 +347,10 @@ impl Worker {
         // Plan the merge: the head against the current tip of the base branch.
         let phase = Instant::now();
         let base_rev = format!("refs/heads/{}", target.base_ref);
-        let mut args = self.plan_args(mirror, &base_rev, &target.head_sha);
-        args.render.cancel = cancel.clone();
-        let plan = tokio::task::spawn_blocking(move || make_plan_from_args(&args))
+        let mut request = self.plan_request(mirror, &base_rev, &target.head_sha);
+        request.repo_name = Some(repo.full_name.clone());
+        request.cancel = cancel.clone();
+        let plan = tokio::task::spawn_blocking(move || planner::plan(&request))
             .await
             .map_err(|e| JobError::Fatal(e.to_string()))?;
         if cancel.reason() == Some(CancelReason::ShuttingDown) {
@@ -469,21 +466,13 @@ impl Worker {
         Some(format!("{}/runs/{id}?token={page_token}", base.trim_end_matches('/')))
     }
 
-    fn plan_args(&self, mirror: PathBuf, base: &str, head: &str) -> PlanArgs {
-        let mut render = RenderArgs::for_repo(&mirror);
-        render.limits = self.config.limits.clone();
-        render.no_cache = false;
-        render.cache_dir = Some(self.config.data_dir.join("cache"));
-        render.cluster_snapshot = self.config.cluster_snapshot.clone();
-        PlanArgs {
-            render,
-            base: base.to_string(),
-            head: head.to_string(),
-            format: PlanFormat::Markdown,
-            policy: None,
-            plan_timeout: self.config.plan_timeout.as_secs(),
-            cluster: self.config.live.clone(),
-        }
+    /// The planner request for a merge of `head` into `base` in `mirror`.
+    fn plan_request(&self, mirror: PathBuf, base: &str, head: &str) -> planner::Request {
+        let mut request = planner::Request::new(mirror, base, head);
+        request.clusters = self.config.clusters.clone();
+        request.limits = self.config.limits;
+        request.render.cache_dir = Some(self.config.data_dir.join("cache"));
+        request
     }
 
     /// One sticky comment (several when the plan is over the size limit): existing parts are

@@ -115,8 +115,27 @@ fn group_alert(
         Some(_) => {
             format!("is removed, and its finalizer deletes its whole inventory: {own_deletes} object(s)")
         }
-        None => format!("deletes {own_deletes} of the {} object(s) in its inventory", root.inventory_size),
+        None => format!(
+            "deletes {} of the {} object(s) in its inventory",
+            root.changes
+                .iter()
+                .filter(|c| c.action == Action::Delete && c.cause == Some(Cause::PullRequest))
+                .count(),
+            root.inventory_size
+        ),
     };
+    // An empty render's decisions already count what goes with a Namespace.
+    let cascaded_here = root
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::Delete && c.cause == Some(Cause::Cascade))
+        .filter(|c| primary != Some("empty-render") || !swept_with_namespace(c))
+        .count();
+    if primary != Some("kustomization-removed") && cascaded_here > 0 {
+        message.push_str(&format!(
+            "; {cascaded_here} more go with them by cascade (Helm uninstalls, distributed copies, Namespace contents)"
+        ));
+    }
     for plan in group.iter().filter(|p| p.reference() != root.reference()) {
         let n = caused(plan).count();
         if n > 0 {
@@ -193,14 +212,7 @@ fn decisions(plan: &KustomizationPlan) -> String {
             .collect();
         parts.push(format!("keeps {skipped}: {}", kept.join(", ")));
     }
-    let swept = plan
-        .changes
-        .iter()
-        .filter(|c| {
-            c.action == Action::Delete
-                && c.cascade_from.as_deref().is_some_and(|f| f.starts_with("Namespace "))
-        })
-        .count();
+    let swept = plan.changes.iter().filter(|c| c.action == Action::Delete && swept_with_namespace(c)).count();
     if swept > 0 {
         parts.push(format!(
             "{swept} more that Flux would keep are deleted by Kubernetes with their Namespace"
@@ -211,6 +223,11 @@ fn decisions(plan: &KustomizationPlan) -> String {
     } else {
         parts.join("; ")
     }
+}
+
+/// Kept by Flux, deleted by Kubernetes with its Namespace.
+fn swept_with_namespace(change: &Change) -> bool {
+    change.cascade_from.as_deref().is_some_and(|from| from.starts_with("Namespace "))
 }
 
 /// The change in the pull request that triggered a cause, as a diff line reads.

@@ -47,22 +47,22 @@ fn by_reference(cluster: Option<&Cluster>) -> BTreeMap<KustomizationRef, &Render
 const NOT_FOUND: &str = "not found in the cluster: already deleted";
 
 /// What is known of a live object.
-enum Live<'a> {
+pub(super) enum Live<'a> {
     /// No cluster snapshot (or one without objects): assume it exists as the inventory says.
     Unknown,
     Missing,
     Present(&'a serde_json::Value),
 }
 
-struct ClusterView<'a> {
+pub(super) struct ClusterView<'a> {
     name: &'a str,
-    base: BTreeMap<KustomizationRef, &'a RenderedKustomization>,
-    head: BTreeMap<KustomizationRef, &'a RenderedKustomization>,
-    live: Option<&'a ClusterSnapshot>,
+    pub(super) base: BTreeMap<KustomizationRef, &'a RenderedKustomization>,
+    pub(super) head: BTreeMap<KustomizationRef, &'a RenderedKustomization>,
+    pub(super) live: Option<&'a ClusterSnapshot>,
     /// Who desires each object after the merge (rendered, not suspended Kustomizations).
-    head_owner: BTreeMap<ObjectId, KustomizationRef>,
+    pub(super) head_owner: BTreeMap<ObjectId, KustomizationRef>,
     /// Who holds each object in its inventory now.
-    inventory_owner: BTreeMap<ObjectId, KustomizationRef>,
+    pub(super) inventory_owner: BTreeMap<ObjectId, KustomizationRef>,
 }
 
 impl<'a> ClusterView<'a> {
@@ -125,7 +125,7 @@ impl<'a> ClusterView<'a> {
         self.base.get(reference).and_then(|k| k.spec.as_ref())
     }
 
-    fn live_object(&self, id: &ObjectId) -> Live<'a> {
+    pub(super) fn live_object(&self, id: &ObjectId) -> Live<'a> {
         match self.live {
             Some(snapshot) if snapshot.is_unreadable(id) => Live::Unknown,
             Some(snapshot) if !snapshot.objects.is_empty() => match snapshot.objects.get(id) {
@@ -137,7 +137,7 @@ impl<'a> ClusterView<'a> {
     }
 
     /// The base render's manifest of an object, preferring the same Kustomization's.
-    fn base_object(&self, owner: &KustomizationRef, id: &ObjectId) -> Option<&'a RenderedObject> {
+    pub(super) fn base_object(&self, owner: &KustomizationRef, id: &ObjectId) -> Option<&'a RenderedObject> {
         let find = |k: &&'a RenderedKustomization| k.objects.iter().find(|o| o.id.as_ref() == Some(id));
         self.base.get(owner).and_then(find).or_else(|| self.base.values().find_map(find))
     }
@@ -146,6 +146,7 @@ impl<'a> ClusterView<'a> {
         let mut plans: Vec<KustomizationPlan> =
             self.references().iter().map(|reference| self.plan_one(reference)).collect();
         self.cascade_removed(&mut plans);
+        self.cascade_fan_out(&mut plans);
         sweep_deleted_namespaces(&mut plans);
         // A Kustomization only the cluster has, that this merge neither produces nor deletes, is
         // not this plan's business.

@@ -6,6 +6,10 @@ mod causes;
 mod compute;
 mod dependants;
 pub mod diff;
+mod distribution;
+mod fan_out;
+mod helm_release;
+mod label_selector;
 pub mod live_diff;
 pub mod policy;
 

@@ -4,6 +4,7 @@
 use super::{
     causes, dependants, Alert, BlastRadius, KustomizationPlan, KustomizationStatus, Severity, Verdict,
 };
+use crate::flux::scope::Scope;
 use crate::flux::KustomizationRef;
 use crate::render::{Render, Status};
 use serde::Deserialize;
@@ -11,6 +12,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The file a repository's policy lives in.
 pub const POLICY_FILE: &str = ".fluxplan.yaml";
+
+/// The policy a revision's `.fluxplan.yaml` sets (the working tree's when `rev` is `None`), the
+/// defaults when it has none.
+pub fn read_policy_file(repo: &std::path::Path, rev: Option<&str>) -> anyhow::Result<Policy> {
+    let text = match rev {
+        Some(rev) => crate::git::show_file(repo, rev, POLICY_FILE)?,
+        None => std::fs::read_to_string(repo.join(POLICY_FILE)).ok(),
+    };
+    match text {
+        Some(text) => Policy::parse(&text).map_err(|e| anyhow::anyhow!("{POLICY_FILE}: {e}")),
+        None => Ok(Policy::default()),
+    }
+}
 
 /// Every alert code with its default severity.
 pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
@@ -34,6 +48,8 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("policy-invalid", Severity::Warning),
     ("cluster-unreachable", Severity::Warning),
     ("cluster-read-incomplete", Severity::Warning),
+    ("cluster-not-covered", Severity::Warning),
+    ("repo-subdirectory", Severity::Warning),
     ("external-source", Severity::Info),
     ("external-artifact", Severity::Warning),
 ];
@@ -52,6 +68,9 @@ pub struct Policy {
     pub protected_kinds: BTreeSet<String>,
     /// Severity per alert code; `None` turns the alert off.
     pub severities: BTreeMap<String, Option<Severity>>,
+    /// Scopes of custom kinds whose CRD is neither in the repository nor in the catalogue:
+    /// (group, kind, scope).
+    pub crd_scopes: Vec<(String, String, Scope)>,
 }
 
 impl Default for Policy {
@@ -62,6 +81,7 @@ impl Default for Policy {
             min_deletions_for_percent: 3,
             protected_kinds: DEFAULT_PROTECTED_KINDS.iter().map(|k| k.to_string()).collect(),
             severities: DEFAULT_SEVERITIES.iter().map(|(c, s)| (c.to_string(), Some(*s))).collect(),
+            crd_scopes: Vec::new(),
         }
     }
 }
@@ -72,6 +92,8 @@ struct PolicyFile {
     mass_deletion: Option<MassDeletionFile>,
     protected_kinds: Option<Vec<String>>,
     alerts: Option<BTreeMap<String, String>>,
+    /// `Kind.group: Cluster | Namespaced`
+    crd_scopes: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize)]
@@ -98,6 +120,24 @@ impl Policy {
         }
         if let Some(kinds) = file.protected_kinds {
             policy.protected_kinds = kinds.into_iter().collect();
+        }
+        for (kind_group, scope) in file.crd_scopes.unwrap_or_default() {
+            let (kind, group) = kind_group
+                .split_once('.')
+                .filter(|(kind, group)| !kind.is_empty() && !group.is_empty())
+                .ok_or_else(|| {
+                    format!(
+                        "crdScopes: '{kind_group}' is not Kind.group (e.g. ClusterIssuer.cert-manager.io)"
+                    )
+                })?;
+            let scope = match scope.as_str() {
+                "Cluster" => Scope::Cluster,
+                "Namespaced" => Scope::Namespaced,
+                other => {
+                    return Err(format!("crdScopes.{kind_group}: '{other}' is not Cluster or Namespaced"))
+                }
+            };
+            policy.crd_scopes.push((group.to_string(), kind.to_string(), scope));
         }
         for (code, severity) in file.alerts.unwrap_or_default() {
             if !policy.severities.contains_key(&code) {
@@ -374,6 +414,22 @@ mod tests {
         assert_eq!(policy.severities["build-failed"], Some(Severity::Warning));
         assert_eq!(policy.severities["ownership-move"], None);
         assert_eq!(policy.severities["empty-render"], Some(Severity::Danger));
+    }
+
+    #[test]
+    fn reads_declared_crd_scopes() {
+        let policy =
+            Policy::parse("crdScopes:\n  ClusterPool.example.io: Cluster\n  Widget.example.io: Namespaced\n")
+                .unwrap();
+        assert_eq!(
+            policy.crd_scopes,
+            vec![
+                ("example.io".to_string(), "ClusterPool".to_string(), Scope::Cluster),
+                ("example.io".to_string(), "Widget".to_string(), Scope::Namespaced)
+            ]
+        );
+        assert!(Policy::parse("crdScopes:\n  Widget: Cluster\n").is_err());
+        assert!(Policy::parse("crdScopes:\n  Widget.example.io: cluster\n").is_err());
     }
 
     #[test]

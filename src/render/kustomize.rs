@@ -11,6 +11,13 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use wait_timeout::ChildExt;
 
+/// The environment variable that chooses the kustomize binary.
+pub const KUSTOMIZE_ENV: &str = "FLUXPLAN_KUSTOMIZE";
+
+/// A real build takes milliseconds; kustomize needs over a minute only for a pathological input
+/// (100,000 keys in one ConfigMap take it 80 s).
+pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
+
 #[derive(Debug, Clone)]
 pub struct Kustomize {
     /// The program, resolved to an absolute path (the sandbox must allow exactly it).
@@ -39,16 +46,18 @@ pub enum BuildError {
 }
 
 impl Kustomize {
-    /// Finds kustomize: `$FLUXPLAN_KUSTOMIZE`, then `kustomize`, then `kubectl kustomize`.
+    /// Finds kustomize: `$FLUXPLAN_KUSTOMIZE` when set (and then only it: an explicit choice
+    /// that does not work is an error, never a silent fallback), else `kustomize`, else
+    /// `kubectl kustomize`.
     pub fn detect(timeout: Duration) -> Result<Self> {
-        let mut candidates: Vec<String> = Vec::new();
-        if let Ok(path) = std::env::var("FLUXPLAN_KUSTOMIZE") {
-            candidates.push(path);
+        if let Some(chosen) = std::env::var_os(KUSTOMIZE_ENV).filter(|v| !v.is_empty()) {
+            let chosen = chosen.to_string_lossy().into_owned();
+            return Self::at(&chosen, timeout).map_err(|e| {
+                anyhow::anyhow!("{KUSTOMIZE_ENV}={chosen} does not work ({e:#}): point it at a kustomize or kubectl binary, or unset it")
+            });
         }
-        candidates.push("kustomize".into());
-        candidates.push("kubectl".into());
-        for program in candidates {
-            if let Ok(found) = Self::at(&program, timeout) {
+        for program in ["kustomize", "kubectl"] {
+            if let Ok(found) = Self::at(program, timeout) {
                 return Ok(found);
             }
         }

@@ -5,8 +5,10 @@ mod artifacts;
 pub mod build;
 pub mod cache;
 pub mod kustomize;
+pub mod masking;
 pub mod postbuild;
 pub mod references;
+pub mod repo_root;
 pub mod source;
 mod walk;
 
@@ -81,8 +83,18 @@ impl From<&RenderError> for ErrorReport {
 /// One object a Kustomization would apply.
 #[derive(Debug, Clone, Serialize)]
 pub struct RenderedObject {
-    /// The inventory id (known once the scope of every kind is known).
+    /// The inventory id as shown (known once the scope of every kind is known): a name or
+    /// namespace substituted from a Secret stays masked in it.
+    #[serde(rename = "id")]
+    pub shown_id: Option<ObjectId>,
+    /// The inventory id of the real manifest: what the cluster's inventory holds, so plans match
+    /// on it. Never shown: it may hold a Secret's value.
+    #[serde(skip)]
     pub id: Option<ObjectId>,
+    /// The real namespace and name, when values substituted from Secrets make them differ from
+    /// the shown ones.
+    #[serde(skip)]
+    pub real_name: Option<RealName>,
     /// The repository file the object came from, when kustomize says.
     pub origin: Option<String>,
     /// The manifest as shown: Secret data and values substituted from Secrets masked.
@@ -100,6 +112,22 @@ pub struct RenderedObject {
     /// True when values substituted from Secrets were masked in the shown manifest.
     #[serde(skip)]
     pub holds_secret_values: bool,
+}
+
+/// The namespace and name of a real manifest (never shown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RealName {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl RealName {
+    pub fn of(manifest: &Value) -> Self {
+        RealName {
+            namespace: manifest["metadata"]["namespace"].as_str().map(str::to_string),
+            name: manifest["metadata"]["name"].as_str().unwrap_or("").to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -225,10 +253,10 @@ impl Render {
 }
 
 impl RenderedKustomization {
-    /// Inventory ids of the objects, sorted.
+    /// Inventory ids of the objects as shown (Secret-substituted values masked), sorted.
     pub fn ids(&self) -> Vec<String> {
         let mut ids: Vec<String> =
-            self.objects.iter().filter_map(|o| o.id.as_ref()).map(|i| i.to_string()).collect();
+            self.objects.iter().filter_map(|o| o.shown_id.as_ref()).map(|i| i.to_string()).collect();
         ids.sort();
         ids
     }
@@ -246,6 +274,9 @@ pub struct RenderOptions {
     /// Scopes of kinds the cluster serves (group, kind, scope), for custom resources whose CRD is
     /// not in the repository.
     pub known_scopes: Vec<(String, String, crate::flux::scope::Scope)>,
+    /// Scopes the repository declares (`crdScopes` in the base revision's `.fluxplan.yaml`):
+    /// below the cluster's and the render's CRDs, above the built-in catalogue.
+    pub declared_scopes: Vec<(String, String, crate::flux::scope::Scope)>,
     /// Values of particular clusters (by root path), when each root has its own cluster.
     pub cluster_values: BTreeMap<String, Arc<dyn SubstitutionSource>>,
     /// Strict substitution (undefined variables fail), the controller's default since 1.9.
@@ -267,9 +298,10 @@ impl RenderOptions {
             values: Arc::new(crate::cluster::Offline),
             cluster_values: BTreeMap::new(),
             known_scopes: Vec::new(),
+            declared_scopes: Vec::new(),
             strict_substitution: true,
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
-            kustomize_timeout: Duration::from_secs(crate::cli::DEFAULT_KUSTOMIZE_TIMEOUT_SECS),
+            kustomize_timeout: Duration::from_secs(kustomize::DEFAULT_TIMEOUT_SECS),
             limits: source::SourceLimits::default(),
             progress: false,
             cancel: crate::cancel::CancelToken::new(),

@@ -2,7 +2,7 @@
 //! commonMetadata. Values that come from Secrets are masked in everything fluxplan shows.
 
 use super::build::BuiltObject;
-use super::{RenderError, RenderedObject};
+use super::{RealName, RenderError, RenderedObject};
 use crate::cluster::{Lookup, SubstitutionSource};
 use crate::flux::control::{OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL, SUBSTITUTE_KEY};
 use crate::flux::envsubst::{self, Undefined};
@@ -138,11 +138,18 @@ pub fn finish(
         let real = label(real, &owner, spec);
         let digest = digest(&real);
         let shown = shown.map(|shown| label(shown, &owner, spec));
-        let holds_secret_values = shown.as_ref().is_some_and(|shown| *shown != real);
+        // A distributed Secret's values are secrets too: its drift must not be shown either.
+        let holds_secret_values =
+            shown.as_ref().is_some_and(|shown| *shown != real) || distributes_secret(&real);
         let (object, secret_digests) = mask_secret_data(shown.unwrap_or_else(|| real.clone()));
         let is_child = crate::flux::is_flux_kustomization(&real);
+        // The inventory holds the real name: keep it (never shown) for matching.
+        let real_name =
+            Some(RealName::of(&real)).filter(|name| holds_secret_values && *name != RealName::of(&object));
         objects.push(RenderedObject {
+            shown_id: None,
             id: None,
+            real_name,
             real: (is_child && real != object).then_some(real),
             object,
             origin,
@@ -238,22 +245,38 @@ fn digest(value: &Value) -> String {
 }
 
 /// Replaces the values of a Secret's `data` and `stringData` with a mask; returns a digest per
-/// key so changes can be detected without showing values.
+/// key so changes can be detected without showing values. The Secret an OpenKruise
+/// ResourceDistribution embeds (`spec.resource`) is masked the same way, its keys prefixed
+/// `spec.resource.`.
 fn mask_secret_data(mut object: Value) -> (Value, BTreeMap<String, String>) {
     let mut digests = BTreeMap::new();
-    if object["kind"] != "Secret" || object["apiVersion"] != "v1" {
-        return (object, digests);
+    if object["kind"] == "Secret" && object["apiVersion"] == "v1" {
+        mask_values(&mut object, "", &mut digests);
+    } else if distributes_secret(&object) {
+        mask_values(&mut object["spec"]["resource"], "spec.resource.", &mut digests);
     }
+    (object, digests)
+}
+
+fn mask_values(secret: &mut Value, prefix: &str, digests: &mut BTreeMap<String, String>) {
     for field in ["data", "stringData"] {
-        if let Some(map) = object.get_mut(field).and_then(Value::as_object_mut) {
+        if let Some(map) = secret.get_mut(field).and_then(Value::as_object_mut) {
             for (key, value) in map.iter_mut() {
                 let text = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
-                digests.insert(format!("{field}.{key}"), hex::encode(Sha256::digest(text.as_bytes())));
+                digests
+                    .insert(format!("{prefix}{field}.{key}"), hex::encode(Sha256::digest(text.as_bytes())));
                 *value = json!(MASK);
             }
         }
     }
-    (object, digests)
+}
+
+/// True for an OpenKruise ResourceDistribution whose resource is a Secret.
+pub fn distributes_secret(object: &Value) -> bool {
+    let (group, _) = crate::flux::split_api_version(object["apiVersion"].as_str().unwrap_or(""));
+    group == "apps.kruise.io"
+        && object["kind"] == "ResourceDistribution"
+        && object["spec"]["resource"]["kind"] == "Secret"
 }
 
 #[cfg(test)]
@@ -350,6 +373,21 @@ mod tests {
         let out2 = finish(built(object), &spec, &vars2, true).unwrap();
         assert_ne!(out.objects[0].digest, out2.objects[0].digest);
         assert_eq!(out.objects[0].object, out2.objects[0].object);
+    }
+
+    #[test]
+    fn a_distributed_secret_is_masked() {
+        let rd = json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "ResourceDistribution",
+            "metadata": {"name": "creds"},
+            "spec": {"resource": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
+                "data": {"token": "c2VjcmV0"}, "stringData": {"pw": "hunter2"}}, "targets": {"allNamespaces": true}}});
+        let obj =
+            finish(built(rd), &spec(json!(null)), &Variables::default(), true).unwrap().objects.remove(0);
+        let shown = obj.object.to_string();
+        assert!(!shown.contains("c2VjcmV0") && !shown.contains("hunter2"), "{shown}");
+        assert_eq!(obj.secret_digests.len(), 2);
+        assert!(obj.secret_digests.contains_key("spec.resource.data.token"));
+        assert!(obj.holds_secret_values, "its drift must stay hidden");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use super::kustomize::Kustomize;
 use super::postbuild::{self, Variables};
 use super::source::ExportedSource;
 use super::{
-    Cluster, ErrorReport, Render, RenderError, RenderOptions, RenderStats, RenderedKustomization,
+    Cluster, ErrorReport, RealName, Render, RenderError, RenderOptions, RenderStats, RenderedKustomization,
     RenderedObject, Status, Unreachable,
 };
 use crate::flux::scope::{Scope, ScopeMap};
@@ -334,7 +334,7 @@ impl Renderer {
             return Err(RenderError::Cancelled(reason).into());
         }
 
-        assign_ids(&mut clusters, &opts.known_scopes);
+        warnings.extend(assign_ids(&mut clusters, &opts.known_scopes, &opts.declared_scopes));
         for cluster in &mut clusters {
             cluster.kustomizations.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         }
@@ -577,11 +577,20 @@ fn is_self(object: &RenderedObject, spec: &Kustomization, file: Option<&str>) ->
 
 /// Gives every object its inventory id. Scope comes from the built-in kinds, the cluster's CRDs
 /// when known, and every CRD of the whole render (which wins: it is what will be applied); a namespaced object without a namespace fails its Kustomization as the apply would.
-fn assign_ids(clusters: &mut [Cluster], known: &[(String, String, Scope)]) {
+/// Gives every object its inventory id; returns the kinds whose scope nothing told, once per run.
+fn assign_ids(
+    clusters: &mut [Cluster],
+    known: &[(String, String, Scope)],
+    declared: &[(String, String, Scope)],
+) -> Option<String> {
     let mut scopes = ScopeMap::default();
     for (group, kind, scope) in known {
         scopes.learn(group, kind, *scope);
     }
+    for (group, kind, scope) in declared {
+        scopes.declare(group, kind, *scope);
+    }
+    let mut unknown_scope = BTreeSet::new();
     for object in clusters.iter().flat_map(|c| &c.kustomizations).flat_map(|k| &k.objects) {
         if object.object["kind"] == "CustomResourceDefinition" {
             scopes.learn_crd(&object.object);
@@ -589,35 +598,32 @@ fn assign_ids(clusters: &mut [Cluster], known: &[(String, String, Scope)]) {
     }
     for k in clusters.iter_mut().flat_map(|c| &mut c.kustomizations) {
         let mut missing_namespace = Vec::new();
-        let mut unknown_scope = BTreeSet::new();
         for object in &mut k.objects {
             let manifest = &object.object;
             let (group, _) = flux::split_api_version(manifest["apiVersion"].as_str().unwrap_or(""));
             let kind = manifest["kind"].as_str().unwrap_or("");
-            let name = manifest["metadata"]["name"].as_str().unwrap_or("");
-            let namespace = manifest["metadata"]["namespace"].as_str().unwrap_or("");
-            let namespace = match scopes.scope_of(group, kind) {
-                Scope::Cluster => "",
-                Scope::Namespaced => {
-                    if namespace.is_empty() {
-                        missing_namespace.push(format!("{kind}/{name}"));
-                    }
-                    namespace
+            let shown = RealName::of(manifest);
+            // A name substituted from a Secret: the inventory holds the real one, readers see the mask.
+            let real = object.real_name.clone().unwrap_or_else(|| shown.clone());
+            let scope = scopes.scope_of(group, kind);
+            match scope {
+                Scope::Namespaced if real.namespace.as_deref().unwrap_or("").is_empty() => {
+                    missing_namespace.push(format!("{kind}/{}", shown.name))
                 }
                 Scope::Unknown => {
                     unknown_scope.insert(format!("{kind}.{group}"));
-                    namespace
                 }
+                _ => {}
+            }
+            let id_of = |name: &RealName| {
+                let namespace =
+                    if scope == Scope::Cluster { "" } else { name.namespace.as_deref().unwrap_or("") };
+                ObjectId::new(namespace, &name.name, group, kind)
             };
-            object.id = Some(ObjectId::new(namespace, name, group, kind));
+            object.id = Some(id_of(&real));
+            object.shown_id = Some(id_of(&shown));
         }
-        k.objects.sort_by(|a, b| a.id.cmp(&b.id));
-        if !unknown_scope.is_empty() {
-            k.warnings.push(format!(
-                "no CustomResourceDefinition found for {}: scope taken from the manifest",
-                unknown_scope.into_iter().collect::<Vec<_>>().join(", ")
-            ));
-        }
+        k.objects.sort_by(|a, b| (&a.shown_id, &a.id).cmp(&(&b.shown_id, &b.id)));
         if !missing_namespace.is_empty() && k.error.is_none() {
             k.status = Status::Failed;
             k.error = Some(ErrorReport::from(&RenderError::Apply(format!(
@@ -627,6 +633,13 @@ fn assign_ids(clusters: &mut [Cluster], known: &[(String, String, Scope)]) {
             ))));
         }
     }
+    (!unknown_scope.is_empty()).then(|| {
+        format!(
+            "no CustomResourceDefinition found for {}: scope taken from the manifests (declare them under \
+             crdScopes in .fluxplan.yaml, or plan with a cluster)",
+            unknown_scope.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    })
 }
 
 /// Scans the repository's YAML files for Kustomization, GitRepository and FluxInstance manifests.

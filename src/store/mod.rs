@@ -22,6 +22,21 @@ pub enum Backend {
     Sqlite,
 }
 
+/// Why a pool could not connect. The pool retries until its acquire timeout and then says only
+/// "pool timed out"; one direct attempt tells the real cause ("connection refused", a wrong
+/// password, an unknown host).
+async fn connect_failure_cause(url: &str, error: sqlx::Error) -> anyhow::Error {
+    use sqlx::Connection;
+    if !matches!(error, sqlx::Error::PoolTimedOut) {
+        return error.into();
+    }
+    match tokio::time::timeout(std::time::Duration::from_secs(3), sqlx::AnyConnection::connect(url)).await {
+        Ok(Err(cause)) => cause.into(),
+        Ok(Ok(_)) => error.into(),
+        Err(_) => anyhow::anyhow!("the database did not answer within 6 seconds"),
+    }
+}
+
 #[derive(Clone)]
 pub struct Store {
     pool: AnyPool,
@@ -203,10 +218,13 @@ impl Store {
                 })
             });
         }
-        let pool = options
-            .connect(url)
-            .await
-            .with_context(|| format!("cannot connect to the database {}", redact(url)))?;
+        let pool = match options.connect(url).await {
+            Ok(pool) => pool,
+            Err(error) => {
+                let cause = connect_failure_cause(url, error).await;
+                return Err(cause).with_context(|| format!("cannot connect to the database {}", redact(url)));
+            }
+        };
         Ok(Store { pool, backend })
     }
 

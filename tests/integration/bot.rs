@@ -436,8 +436,14 @@ fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
         bot.github("issue_comment", "c1", &comment(3, "reader", refused_id, "/fluxplan approve", &repo)),
         202
     );
-    wait_for("the refusal", WAIT, || github.reactions(REPO, refused_id).contains(&"-1".to_string()));
-    assert!(github.comments(REPO, 3).iter().any(|(_, b)| b.contains("@reader") && b.contains("needs write")));
+    // The reaction and the reply are two requests: wait for both.
+    wait_for("the refusal", WAIT, || {
+        github.reactions(REPO, refused_id).contains(&"-1".to_string())
+            && github
+                .comments(REPO, 3)
+                .iter()
+                .any(|(_, b)| b.contains("@reader") && b.contains("needs write"))
+    });
     assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
 
     // A maintainer can, for this head commit.
@@ -473,12 +479,17 @@ fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
     // Refused again within the reply window: a 👎, but no second reply to spam the pull request.
     let replies =
         |github: &FakeGitHub| github.comments(REPO, 3).iter().filter(|(_, b)| b.contains("@reader")).count();
+    let commands_before = jobs_done(data.path(), "github", REPO, 3, "command");
     let again_id = github.add_issue_comment(REPO, 3, "reader", "/fluxplan approve");
     assert_eq!(
         bot.github("issue_comment", "c4", &comment(3, "reader", again_id, "/fluxplan approve", &repo)),
         202
     );
-    wait_for("the second refusal", WAIT, || github.reactions(REPO, again_id).contains(&"-1".to_string()));
+    // Its command job done, the 👎 is there and no reply will follow.
+    wait_for("the second refusal", WAIT, || {
+        jobs_done(data.path(), "github", REPO, 3, "command") > commands_before
+            && github.reactions(REPO, again_id).contains(&"-1".to_string())
+    });
     assert_eq!(replies(&github), 1, "a second reply within the window");
     // Asking for a plan needs write access too.
     let plan_id = github.add_issue_comment(REPO, 3, "passerby", "/fluxplan plan");
@@ -1086,8 +1097,11 @@ fn an_approval_binds_to_the_plan_its_author_saw() {
     let mut stale = comment(41, "maintainer", stale_id, "/fluxplan approve", &repo);
     stale["comment"]["created_at"] = json!("2020-01-01T00:00:00Z");
     assert_eq!(bot.github("issue_comment", "a2", &stale), 202);
-    wait_for("the refusal", WAIT, || github.reactions(REPO, stale_id).contains(&"-1".to_string()));
-    assert!(github.comments(REPO, 41).iter().any(|(_, b)| b.contains("written before the plan")));
+    // The reaction and the reply are two requests: wait for both.
+    wait_for("the refusal", WAIT, || {
+        github.reactions(REPO, stale_id).contains(&"-1".to_string())
+            && github.comments(REPO, 41).iter().any(|(_, b)| b.contains("written before the plan"))
+    });
     assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
 
     // The author of the pull request cannot approve its plan, whatever their role.
@@ -1097,8 +1111,11 @@ fn an_approval_binds_to_the_plan_its_author_saw() {
         bot.github("issue_comment", "a2b", &comment(41, PR_AUTHOR, own_id, "/fluxplan approve", &repo)),
         202
     );
-    wait_for("the author's refusal", WAIT, || github.reactions(REPO, own_id).contains(&"-1".to_string()));
-    assert!(github.comments(REPO, 41).iter().any(|(_, b)| b.contains("cannot approve its plan")));
+    // The reaction and the reply are two requests: wait for both.
+    wait_for("the author's refusal", WAIT, || {
+        github.reactions(REPO, own_id).contains(&"-1".to_string())
+            && github.comments(REPO, 41).iter().any(|(_, b)| b.contains("cannot approve its plan"))
+    });
     assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
 
     // A fresh one approves this plan.
@@ -1359,8 +1376,11 @@ fn only_a_blocked_plan_can_be_approved() {
         bot.github("issue_comment", "n2", &comment(71, "maintainer", id, "/fluxplan approve", &repo)),
         202
     );
-    wait_for("the refusal", WAIT, || github.reactions(REPO, id).contains(&"-1".to_string()));
-    assert!(github.comments(REPO, 71).iter().any(|(_, b)| b.contains("nothing to approve")));
+    // The reaction and the reply are two requests: wait for both.
+    wait_for("the refusal", WAIT, || {
+        github.reactions(REPO, id).contains(&"-1".to_string())
+            && github.comments(REPO, 71).iter().any(|(_, b)| b.contains("nothing to approve"))
+    });
     let (runtime, store) = store(data.path());
     let approvals = runtime.block_on(store.approval("github", REPO, 71, &head)).unwrap();
     assert_eq!(approvals, None);

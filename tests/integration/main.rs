@@ -2,6 +2,8 @@
 
 mod artifacts;
 mod bot;
+mod boundaries;
+mod cascades;
 mod deploy;
 mod fake_forge_selftest;
 mod fake_github;
@@ -15,4 +17,6 @@ mod plan;
 mod render_cli;
 mod render_engine;
 mod sandbox;
+mod scopes;
+mod silent_pass;
 mod trust;

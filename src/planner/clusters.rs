@@ -5,6 +5,7 @@ use crate::cluster::kube::{KubeCluster, KubeOptions, LiveValues};
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::cluster::{BlastRadius, SubstitutionSource};
 use crate::flux::ObjectId;
+use crate::render::RenderOptions;
 use anyhow::{Context, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -30,6 +31,7 @@ struct ClusterEntry {
 }
 
 /// Where one root's cluster knowledge comes from.
+#[derive(Debug, Clone)]
 pub enum ClusterSource {
     Snapshot(PathBuf),
     Live(KubeOptions),
@@ -124,6 +126,20 @@ impl ClusterKnowledge {
             }
         }
         Ok(knowledge)
+    }
+
+    /// Gives a render what the clusters know: substitution values (default and per root) and
+    /// the scopes of the kinds they serve.
+    pub fn apply_to(&self, opts: &mut RenderOptions) {
+        if let Some(values) = &self.values {
+            opts.values = values.clone();
+        }
+        opts.cluster_values = self.cluster_values.clone();
+        opts.known_scopes = self
+            .snapshots
+            .iter()
+            .flat_map(|s| s.crds.iter().map(|((group, kind), scope)| (group.clone(), kind.clone(), *scope)))
+            .collect();
     }
 
     fn runtime(&mut self) -> Result<&tokio::runtime::Runtime> {

@@ -1,0 +1,314 @@
+//! The HelmRelease uninstall cascade: deleting a HelmRelease object runs helm-controller's
+//! finalizer, which (unless the HelmRelease is suspended) uninstalls its Helm release: every
+//! object of the latest revision's manifest is deleted, except those carrying the
+//! `helm.sh/resource-policy` annotation; delete hooks run; CRDs from the chart's `crds/` are not
+//! in the manifest and stay. What the manifest holds is known only from the release's storage
+//! Secret (a cluster read with `--read-secrets`), and only object ids ever reach the plan.
+
+use super::compute::{new_change, ClusterView, Live};
+use super::{Action, Cause, Change, KustomizationPlan};
+use crate::cluster::helm_storage::StoredReleaseSummary;
+use crate::flux::helm::{self, OnDeletion, ReleaseRef, HELM_GROUP, HELM_RELEASE_KIND};
+use crate::flux::{KustomizationRef, ObjectId};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// What is known of a release's storage.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Storage<'a> {
+    /// No cluster: nothing read.
+    Offline,
+    /// A cluster read without `--read-secrets`.
+    NotRead,
+    /// Read: the release's summary, `None` when Helm holds no record of it.
+    Read(Option<&'a StoredReleaseSummary>),
+}
+
+/// The consequence of deleting one HelmRelease: a sentence for the plan (and the HelmRelease's
+/// change), and the objects the uninstall deletes or keeps.
+#[derive(Debug)]
+pub(super) struct Uninstall {
+    pub summary: String,
+    pub changes: Vec<Change>,
+}
+
+/// How the HelmRelease asks for its uninstall (`spec.uninstall`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct UninstallSpec {
+    pub disable_hooks: bool,
+}
+
+impl UninstallSpec {
+    fn of(manifest: &serde_json::Value) -> Self {
+        UninstallSpec { disable_hooks: manifest["spec"]["uninstall"]["disableHooks"].as_bool() == Some(true) }
+    }
+}
+
+/// What deleting the HelmRelease `name` (in `namespace`) does, given `outcome` and its storage.
+pub(super) fn uninstall(
+    namespace: &str,
+    name: &str,
+    outcome: &OnDeletion,
+    spec: UninstallSpec,
+    storage: Storage,
+) -> Uninstall {
+    let cascade = format!("{HELM_RELEASE_KIND} {namespace}/{name}");
+    let mut changes = Vec::new();
+    let summary = match outcome {
+        OnDeletion::Suspended(release) => {
+            format!("suspended: the finalizer skips the uninstall, so Helm release {release} stays installed, unmanaged")
+        }
+        OnDeletion::NeverInstalled => {
+            "its status names no storage namespace: no release was installed, nothing to uninstall".into()
+        }
+        OnDeletion::RemoteCluster(release) => format!(
+            "uninstalls Helm release {release} in the cluster its spec.kubeConfig names (not read: contents unknown)"
+        ),
+        OnDeletion::Uninstalls(release) => match storage {
+            Storage::Offline => format!("uninstalls Helm release {release} (contents unknown offline)"),
+            Storage::NotRead => format!(
+                "uninstalls Helm release {release} (contents unknown: plan with --read-secrets to list what it deletes)"
+            ),
+            Storage::Read(None) => format!(
+                "Helm has no record of release {release} in namespace {}: nothing left to uninstall",
+                release.storage_namespace
+            ),
+            Storage::Read(Some(stored)) => read_release(release, stored, spec, &cascade, &mut changes),
+        },
+    };
+    Uninstall { summary, changes }
+}
+
+fn read_release(
+    release: &ReleaseRef,
+    stored: &StoredReleaseSummary,
+    spec: UninstallSpec,
+    cascade: &str,
+    changes: &mut Vec<Change>,
+) -> String {
+    if let Some(error) = &stored.error {
+        return format!("uninstalls Helm release {release}; what it deletes is unknown: {error}");
+    }
+    if stored.status == "uninstalled" {
+        return format!(
+            "Helm release {release} is already uninstalled (its history was kept): nothing left to delete"
+        );
+    }
+    let objects =
+        |ids: &[String]| -> Vec<ObjectId> { ids.iter().filter_map(|id| ObjectId::parse(id)).collect() };
+    let deleted = objects(&stored.objects);
+    let kept = objects(&stored.kept);
+    for id in &deleted {
+        let mut change = new_change(Action::Delete, id);
+        change.cause = Some(Cause::Cascade);
+        change.cascade_from = Some(cascade.to_string());
+        change.reason = Some(format!("uninstalled with Helm release {release}"));
+        changes.push(change);
+    }
+    for id in &kept {
+        let mut change = new_change(Action::Skip, id);
+        change.cause = Some(Cause::Cascade);
+        change.cascade_from = Some(cascade.to_string());
+        change.reason =
+            Some("its helm.sh/resource-policy annotation keeps it: the uninstall leaves it in place".into());
+        changes.push(change);
+    }
+    let mut summary = format!(
+        "uninstalls Helm release {release} (revision {}): deletes {} object(s)",
+        stored.version,
+        deleted.len()
+    );
+    if !kept.is_empty() {
+        summary.push_str(&format!(", keeps {} (helm.sh/resource-policy)", kept.len()));
+    }
+    match (stored.delete_hooks, spec.disable_hooks) {
+        (0, _) => {}
+        (hooks, false) => summary.push_str(&format!(", runs {hooks} delete hook(s)")),
+        (hooks, true) => {
+            summary.push_str(&format!(", skips {hooks} delete hook(s) (spec.uninstall.disableHooks)"))
+        }
+    }
+    summary
+}
+
+fn is_helm_release(id: &ObjectId) -> bool {
+    id.group == HELM_GROUP && id.kind == HELM_RELEASE_KIND
+}
+
+impl ClusterView<'_> {
+    /// Adds what uninstalling their releases deletes under each Kustomization that deletes a
+    /// HelmRelease (directly or through a removed Kustomization's cascade).
+    pub(super) fn cascade_helm_uninstalls(&self, plans: &mut [KustomizationPlan]) {
+        for plan in plans.iter_mut() {
+            let owner = KustomizationRef { namespace: plan.namespace.clone(), name: plan.name.clone() };
+            let mut added = Vec::new();
+            for change in plan.changes.iter_mut().filter(|c| c.action == Action::Delete) {
+                let Some(id) = ObjectId::parse(&change.id).filter(is_helm_release) else { continue };
+                let (manifest, live) = match self.live_object(&id) {
+                    Live::Present(object) => (object.clone(), true),
+                    _ => match self.base_object(&owner, &id) {
+                        Some(object) => (object.object.clone(), false),
+                        None => (json!({"metadata": {"name": id.name, "namespace": id.namespace}}), false),
+                    },
+                };
+                let Some(outcome) = helm::on_deletion(&manifest, live) else { continue };
+                let storage = self.helm_storage(&outcome);
+                let uninstall =
+                    uninstall(&id.namespace, &id.name, &outcome, UninstallSpec::of(&manifest), storage);
+                change.reason = Some(match change.reason.take() {
+                    Some(reason) => format!("{reason}; {}", uninstall.summary),
+                    None => uninstall.summary.clone(),
+                });
+                // A deletion that is itself a cascade is listed by where it comes from (the
+                // report shows no reason for it): say the uninstall in a note too.
+                if change.cascade_from.is_some() {
+                    plan.notes.push(format!(
+                        "{HELM_RELEASE_KIND} {}/{} is deleted: {}",
+                        id.namespace, id.name, uninstall.summary
+                    ));
+                }
+                added.extend(uninstall.changes);
+            }
+            plan.changes.extend(added);
+        }
+    }
+
+    fn helm_storage(&self, outcome: &OnDeletion) -> Storage<'_> {
+        let OnDeletion::Uninstalls(release) = outcome else { return Storage::NotRead };
+        match self.live {
+            None => Storage::Offline,
+            Some(snapshot) => match &snapshot.helm_releases {
+                None => Storage::NotRead,
+                Some(read) => Storage::Read(read_summary(read, release)),
+            },
+        }
+    }
+}
+
+fn read_summary<'a>(
+    read: &'a BTreeMap<(String, String), StoredReleaseSummary>,
+    release: &ReleaseRef,
+) -> Option<&'a StoredReleaseSummary> {
+    read.get(&(release.storage_namespace.clone(), release.name.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn release() -> ReleaseRef {
+        ReleaseRef { name: "web".into(), namespace: "apps".into(), storage_namespace: "flux-system".into() }
+    }
+
+    fn stored(objects: &[&str], kept: &[&str]) -> StoredReleaseSummary {
+        StoredReleaseSummary {
+            name: "web".into(),
+            namespace: "apps".into(),
+            storage_namespace: "flux-system".into(),
+            version: 4,
+            status: "deployed".into(),
+            objects: objects.iter().map(|s| s.to_string()).collect(),
+            kept: kept.iter().map(|s| s.to_string()).collect(),
+            delete_hooks: 1,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_read_release_lists_its_objects_under_the_cascade() {
+        let summary =
+            stored(&["apps_web_apps_Deployment", "apps_web__Service"], &["apps_data__PersistentVolumeClaim"]);
+        let out = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
+            Storage::Read(Some(&summary)),
+        );
+        let listed: Vec<_> = out.changes.iter().map(|c| (c.action, c.id.as_str())).collect();
+        assert_eq!(
+            listed,
+            [
+                (Action::Delete, "apps_web_apps_Deployment"),
+                (Action::Delete, "apps_web__Service"),
+                (Action::Skip, "apps_data__PersistentVolumeClaim")
+            ]
+        );
+        assert!(out.changes.iter().all(|c| c.cascade_from.as_deref() == Some("HelmRelease flux-system/web")));
+        assert!(
+            out.summary.contains("revision 4") && out.summary.contains("deletes 2 object(s)"),
+            "{}",
+            out.summary
+        );
+        assert!(
+            out.summary.contains("keeps 1") && out.summary.contains("runs 1 delete hook"),
+            "{}",
+            out.summary
+        );
+        let no_hooks = UninstallSpec { disable_hooks: true };
+        let uninstalls = OnDeletion::Uninstalls(release());
+        let out = uninstall("flux-system", "web", &uninstalls, no_hooks, Storage::Read(Some(&summary)));
+        assert!(out.summary.contains("skips 1 delete hook(s)"), "{}", out.summary);
+    }
+
+    #[test]
+    fn unknown_contents_are_said_never_guessed() {
+        let offline = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
+            Storage::Offline,
+        );
+        assert!(offline.changes.is_empty());
+        assert_eq!(offline.summary, "uninstalls Helm release apps/web (contents unknown offline)");
+        let not_read = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
+            Storage::NotRead,
+        );
+        assert!(not_read.summary.contains("--read-secrets"));
+        let mut broken = stored(&[], &[]);
+        broken.error = Some("the release data is not valid gzip".into());
+        let out = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
+            Storage::Read(Some(&broken)),
+        );
+        assert!(out.changes.is_empty() && out.summary.contains("not valid gzip"), "{}", out.summary);
+        let gone = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
+            Storage::Read(None),
+        );
+        assert!(gone.summary.contains("no record"), "{}", gone.summary);
+    }
+
+    #[test]
+    fn suspended_and_uninstalled_releases_delete_nothing() {
+        let out = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Suspended(release()),
+            UninstallSpec::default(),
+            Storage::Offline,
+        );
+        assert!(out.changes.is_empty() && out.summary.contains("stays installed"));
+        let mut done = stored(&["apps_web_apps_Deployment"], &[]);
+        done.status = "uninstalled".into();
+        let out = uninstall(
+            "flux-system",
+            "web",
+            &OnDeletion::Uninstalls(release()),
+            UninstallSpec::default(),
+            Storage::Read(Some(&done)),
+        );
+        assert!(out.changes.is_empty() && out.summary.contains("already uninstalled"));
+    }
+}

@@ -1,0 +1,61 @@
+//! What the request covers and what it does not: a repository with nothing to plan, roots no
+//! cluster in the clusters file stands for, a repository rendered from a subdirectory.
+
+use super::{Clusters, Request};
+use crate::plan::{Alert, Policy, Severity};
+use crate::render::{repo_root, Render};
+use std::collections::BTreeSet;
+
+/// The failure of a plan whose revisions both hold no cluster.
+pub fn nothing_to_plan(request: &Request, head: &Render) -> String {
+    let shown = request.repo_name.clone().unwrap_or_else(|| request.repo.display().to_string());
+    repo_root::nothing_found(&request.repo, &shown, Some(&request.head), head)
+}
+
+/// Warnings about what the request leaves uncovered.
+pub fn alerts(
+    request: &Request,
+    listed_roots: &BTreeSet<String>,
+    policy: &Policy,
+    base: &Render,
+    head: &Render,
+) -> Vec<Alert> {
+    let mut alerts = Vec::new();
+    if let Clusters::PerRoot { file, .. } = &request.clusters {
+        let roots: BTreeSet<&str> =
+            base.clusters.iter().chain(&head.clusters).map(|c| c.name.as_str()).collect();
+        for root in roots.into_iter().filter(|root| !listed_roots.contains(*root)) {
+            alerts.extend(alert(
+                policy,
+                "cluster-not-covered",
+                Some(root),
+                format!(
+                    "cluster {root} is not in the clusters file {}: it is planned offline, the base render \
+                     standing for its inventories; add `{root}:` with a `context` or a `snapshot` to the file",
+                    file.display()
+                ),
+            ));
+        }
+    }
+    if repo_root::has_missing_paths(head) {
+        if let Some(hint) = repo_root::subdirectory_hint(&request.repo, Some(&request.head)) {
+            alerts.extend(alert(policy, "repo-subdirectory", None, hint));
+        }
+    }
+    alerts
+}
+
+/// An alert with the policy's severity for `code` (none when the policy turns it off).
+fn alert(policy: &Policy, code: &str, cluster: Option<&str>, message: String) -> Option<Alert> {
+    let severity = policy.severities.get(code).copied().unwrap_or(Some(Severity::Warning))?;
+    Some(Alert {
+        severity,
+        code: code.to_string(),
+        cluster: cluster.map(str::to_string),
+        kustomization: None,
+        message,
+        objects: Vec::new(),
+        related_codes: Vec::new(),
+        cause: None,
+    })
+}

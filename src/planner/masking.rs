@@ -1,0 +1,153 @@
+//! Masks the plan: it matched objects on their real inventory ids, and everything it shows
+//! carries the masked names instead (see `render::masking`).
+
+use crate::plan::{Alert, KustomizationPlan, Plan};
+use crate::render::masking::Masks;
+use crate::render::Render;
+
+/// Replaces, in every text of the plan, each real name that came from a Secret by its masked form.
+pub fn mask_plan(plan: &mut Plan, renders: &[&Render]) {
+    let masks = Masks::of(renders);
+    if !masks.is_empty() {
+        apply(plan, &masks);
+    }
+}
+
+fn apply(plan: &mut Plan, masks: &Masks) {
+    let mask = |text: &mut String| *text = masks.apply(text);
+    plan.kustomizations.iter_mut().for_each(|k| mask_kustomization(k, &mask));
+    plan.alerts.iter_mut().for_each(|a| mask_alert(a, &mask));
+    plan.degraded.iter_mut().for_each(mask);
+    plan.error.iter_mut().for_each(mask);
+    let radius = std::mem::take(&mut plan.blast_radius);
+    for (mut cluster, mut radius) in radius {
+        mask(&mut cluster);
+        radius.namespaces =
+            radius.namespaces.into_iter().map(|(mut ns, kinds)| (masked(&mut ns, &mask), kinds)).collect();
+        radius.custom_resources =
+            radius.custom_resources.into_iter().map(|(mut crd, n)| (masked(&mut crd, &mask), n)).collect();
+        for loss in &mut radius.data_loss {
+            for text in [&mut loss.namespace, &mut loss.claim, &mut loss.volume] {
+                mask(text);
+            }
+        }
+        radius.warnings.iter_mut().for_each(mask);
+        plan.blast_radius.insert(cluster, radius);
+    }
+    plan.cause.iter_mut().for_each(mask);
+    for text in [&mut plan.base.rev, &mut plan.head.rev, &mut plan.policy_source] {
+        mask(text);
+    }
+    // Fail closed: a field this pass does not know (one added later) must never show a real name.
+    let shown = serde_json::to_string(&plan).unwrap_or_default();
+    if masks.apply(&shown) != shown {
+        *plan = Plan::failed(
+            plan.base.clone(),
+            plan.head.clone(),
+            "a name substituted from a Secret could not be masked everywhere in this plan, so the plan is \
+             not shown (a fluxplan bug: please report it)"
+                .into(),
+        );
+    }
+}
+
+fn masked(text: &mut String, mask: &impl Fn(&mut String)) -> String {
+    mask(text);
+    std::mem::take(text)
+}
+
+fn mask_kustomization(k: &mut KustomizationPlan, mask: &impl Fn(&mut String)) {
+    mask(&mut k.cluster);
+    mask(&mut k.namespace);
+    mask(&mut k.name);
+    k.path.iter_mut().for_each(mask);
+    k.notes.iter_mut().for_each(mask);
+    if let Some(error) = &mut k.error {
+        mask(&mut error.message);
+    }
+    for change in &mut k.changes {
+        for text in [&mut change.id, &mut change.namespace, &mut change.name] {
+            mask(text);
+        }
+        for text in [
+            &mut change.reason,
+            &mut change.cascade_from,
+            &mut change.moved_from,
+            &mut change.moved_to,
+            &mut change.diff,
+        ] {
+            text.iter_mut().for_each(mask);
+        }
+        change.hidden_changes.iter_mut().for_each(mask);
+        change.takes_with_it.iter_mut().for_each(mask);
+    }
+    for drift in &mut k.drift {
+        for text in [&mut drift.id, &mut drift.display, &mut drift.diff] {
+            mask(text);
+        }
+        drift.after_merge.iter_mut().for_each(mask);
+    }
+}
+
+fn mask_alert(alert: &mut Alert, mask: &impl Fn(&mut String)) {
+    alert.cluster.iter_mut().for_each(mask);
+    alert.kustomization.iter_mut().for_each(mask);
+    mask(&mut alert.message);
+    alert.objects.iter_mut().for_each(mask);
+    alert.cause.iter_mut().for_each(mask);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Revision, Verdict};
+
+    fn plan_showing(text: &str) -> Plan {
+        let revision = |rev: &str| Revision { rev: rev.into(), commit: None };
+        let mut plan = Plan::failed(revision("base"), revision("head"), format!("cannot read {text}"));
+        plan.verdict = Verdict::Changes;
+        plan.policy_source = "built-in defaults".into();
+        plan
+    }
+
+    #[test]
+    fn known_fields_are_masked() {
+        let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
+        let mut plan = plan_showing("ConfigMap default/app-zq7secret");
+        apply(&mut plan, &masks);
+        assert_eq!(plan.verdict, Verdict::Changes);
+        assert_eq!(plan.error.as_deref(), Some("cannot read ConfigMap default/app-(masked:SUFFIX)"));
+    }
+
+    #[test]
+    fn a_field_the_pass_does_not_know_fails_the_plan_instead_of_showing_the_name() {
+        let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
+        let mut plan = plan_showing("nothing");
+        // An alert's `related_codes` stands for any field the explicit pass does not cover.
+        let mut alert = Alert {
+            severity: crate::plan::Severity::Warning,
+            code: "build-failed".into(),
+            cluster: None,
+            kustomization: None,
+            message: "fine".into(),
+            objects: Vec::new(),
+            related_codes: vec!["app-zq7secret".into()],
+            cause: None,
+        };
+        plan.alerts.push(alert.clone());
+        apply(&mut plan, &masks);
+        assert_eq!(plan.verdict, Verdict::Failed);
+        let shown = serde_json::to_string(&plan).unwrap();
+        assert!(!shown.contains("zq7secret"), "{shown}");
+        // The same plan without the unknown field is shown, masked.
+        let mut plan = plan_showing("nothing");
+        alert.related_codes.clear();
+        alert.message = "app-zq7secret".into();
+        plan.alerts.push(alert);
+        plan.base.rev = "refs/heads/app-zq7secret".into();
+        apply(&mut plan, &masks);
+        assert_eq!(plan.verdict, Verdict::Changes);
+        assert_eq!(plan.alerts[0].message, "app-(masked:SUFFIX)");
+        assert_eq!(plan.base.rev, "refs/heads/app-(masked:SUFFIX)");
+    }
+}

@@ -1,0 +1,227 @@
+//! The one way to make a plan: a [`Request`] (repository, base, head, where cluster knowledge
+//! and the policy come from, limits, a cancel token) in, a [`Plan`] out. The CLI and the bot's
+//! workers both call [`plan`]; neither knows the other, and this module knows neither.
+
+pub mod clusters;
+mod coverage;
+mod masking;
+mod policy_source;
+
+pub use clusters::{read_clusters_file, ClusterKnowledge, ClusterSource};
+pub use policy_source::PolicySource;
+
+use crate::cancel::{CancelReason, CancelToken};
+use crate::cluster::kube::KubeOptions;
+use crate::plan::{make_plan, Plan, PlanRequest, Policy, Revision};
+use crate::render::source::{SourceLimitExceeded, SourceLimits};
+use crate::render::{Render, RenderError, RenderOptions, Renderer};
+use anyhow::{Context, Result};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const DEFAULT_KUSTOMIZE_TIMEOUT_SECS: u64 = crate::render::kustomize::DEFAULT_TIMEOUT_SECS;
+/// Ten minutes: a real fleet plans in seconds; a plan this slow is an attack or a bug.
+pub const DEFAULT_PLAN_TIMEOUT_SECS: u64 = 600;
+
+/// How much work a repository may ask for: every breach is a `source-limit` alert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// One kustomize build.
+    pub kustomize_timeout: Duration,
+    /// The exported source: one file's size, the total size and file count.
+    pub source: SourceLimits,
+    /// The whole plan; then its kustomize processes are killed.
+    pub plan_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            kustomize_timeout: Duration::from_secs(DEFAULT_KUSTOMIZE_TIMEOUT_SECS),
+            source: SourceLimits::default(),
+            plan_timeout: Duration::from_secs(DEFAULT_PLAN_TIMEOUT_SECS),
+        }
+    }
+}
+
+/// Where a plan's knowledge of its clusters comes from.
+#[derive(Debug, Clone, Default)]
+pub enum Clusters {
+    /// None: the base render stands for every inventory.
+    #[default]
+    Offline,
+    /// One snapshot file for every root (unless the file names its root).
+    Snapshot(PathBuf),
+    /// The live cluster (read-only) for every root.
+    Live(KubeOptions),
+    /// A clusters file mapping each root to a context or a snapshot; roots not listed are planned
+    /// offline (with a `cluster-not-covered` warning). Contexts are read with `kube`'s options.
+    PerRoot { file: PathBuf, kube: KubeOptions },
+}
+
+/// How to render, beyond the limits.
+#[derive(Debug, Clone)]
+pub struct RenderSettings {
+    /// Other sources mapped to local directories, keyed `namespace/name`.
+    pub sources: BTreeMap<String, PathBuf>,
+    /// Undefined variables fail the Kustomization (controller 1.9 on).
+    pub strict_substitution: bool,
+    /// Parallel kustomize builds; `None`: the number of cores.
+    pub jobs: Option<usize>,
+    /// The on-disk render cache; `None` (the default): memory only.
+    pub cache_dir: Option<PathBuf>,
+    /// A spinner on a terminal's stderr.
+    pub progress: bool,
+}
+
+impl Default for RenderSettings {
+    fn default() -> Self {
+        RenderSettings {
+            sources: BTreeMap::new(),
+            strict_substitution: true,
+            jobs: None,
+            cache_dir: None,
+            progress: false,
+        }
+    }
+}
+
+/// Everything a plan is made from.
+#[derive(Clone)]
+pub struct Request {
+    /// The Flux repository: a git checkout, or a bare mirror.
+    pub repo: PathBuf,
+    /// How messages name the repository (the bot: `owner/name`, not its mirror's path);
+    /// `None`: its path.
+    pub repo_name: Option<String>,
+    /// The revision merged into (its policy applies).
+    pub base: String,
+    /// The revision being merged.
+    pub head: String,
+    pub clusters: Clusters,
+    pub policy: PolicySource,
+    pub render: RenderSettings,
+    pub limits: Limits,
+    /// Stops the plan from outside (superseded, shutting down); the plan timeout is added to it.
+    pub cancel: CancelToken,
+}
+
+impl Request {
+    /// A request with the defaults: offline, the base revision's policy, default limits.
+    pub fn new(repo: impl Into<PathBuf>, base: impl Into<String>, head: impl Into<String>) -> Self {
+        Request {
+            repo: repo.into(),
+            repo_name: None,
+            base: base.into(),
+            head: head.into(),
+            clusters: Clusters::Offline,
+            policy: PolicySource::BaseRevision,
+            render: RenderSettings::default(),
+            limits: Limits::default(),
+            cancel: CancelToken::new(),
+        }
+    }
+
+    /// Render options for `rev` (no cluster values yet).
+    pub fn render_options(&self, rev: Option<String>) -> RenderOptions {
+        let mut opts = RenderOptions::new(&self.repo);
+        opts.rev = rev;
+        opts.sources = self.render.sources.clone();
+        opts.strict_substitution = self.render.strict_substitution;
+        if let Some(jobs) = self.render.jobs {
+            opts.jobs = jobs.max(1);
+        }
+        opts.kustomize_timeout = self.limits.kustomize_timeout;
+        opts.limits = self.limits.source;
+        opts.cancel = self.cancel.clone();
+        opts.progress = self.render.progress;
+        opts
+    }
+}
+
+/// The plan; a failure to make it is a plan with verdict `failed` (exit 3), never a crash. A
+/// failure over a limit also carries a `source-limit` alert, so it is never mistaken for an
+/// infrastructure hiccup.
+pub fn plan(request: &Request) -> Plan {
+    let revision = |rev: &str| Revision { rev: rev.to_string(), commit: None };
+    let _deadline = request.cancel.deadline(request.limits.plan_timeout.max(Duration::from_secs(1)));
+    match try_plan(request) {
+        Ok(plan) => plan,
+        Err(error) => {
+            let mut plan =
+                Plan::failed(revision(&request.base), revision(&request.head), format!("{error:#}"));
+            if let Some(limit) = limit_breach(&error) {
+                plan.alerts.extend(Policy::default().general_alert("source-limit", limit));
+            }
+            plan
+        }
+    }
+}
+
+/// The limit an error is about, if it is about one.
+fn limit_breach(error: &anyhow::Error) -> Option<String> {
+    error.chain().find_map(|cause| {
+        if let Some(exceeded) = cause.downcast_ref::<SourceLimitExceeded>() {
+            return Some(exceeded.to_string());
+        }
+        match cause.downcast_ref::<RenderError>() {
+            Some(RenderError::Cancelled(reason @ CancelReason::TimedOut(_))) => Some(reason.to_string()),
+            _ => None,
+        }
+    })
+}
+
+fn try_plan(request: &Request) -> Result<Plan> {
+    let sources = cluster_sources(&request.clusters)?;
+    let listed_roots: BTreeSet<String> = sources.keys().filter(|root| !root.is_empty()).cloned().collect();
+    let knowledge = ClusterKnowledge::gather(sources)?;
+    let renderer = Renderer::new(request.limits.kustomize_timeout, request.render.cache_dir.clone())?;
+    let declared_scopes = request.policy.declared_scopes(&request.repo, &request.base);
+    let render = |rev: &str| -> Result<Render> {
+        let mut opts = request.render_options(Some(rev.to_string()));
+        knowledge.apply_to(&mut opts);
+        opts.declared_scopes = declared_scopes.clone();
+        renderer.render(&opts).with_context(|| format!("cannot render revision {rev}"))
+    };
+    let base = render(&request.base)?;
+    let head = render(&request.head)?;
+    // A plan of nothing is a gate that passes on nothing: a wrong --repo must fail, not pass.
+    if base.clusters.is_empty() && head.clusters.is_empty() {
+        anyhow::bail!(coverage::nothing_to_plan(request, &head));
+    }
+    let (policy, policy_source, mut extra_alerts) = request.policy.load(&request.repo, &base, &head)?;
+    extra_alerts.extend(coverage::alerts(request, &listed_roots, &policy, &base, &head));
+    let ask = |root: &str, ids: &[crate::flux::ObjectId]| knowledge.blast_radius(root, ids);
+    let mut plan = make_plan(PlanRequest {
+        base: &base,
+        head: &head,
+        base_rev: request.base.clone(),
+        head_rev: request.head.clone(),
+        snapshots: &knowledge.snapshots.iter().collect::<Vec<_>>(),
+        blast_radius: knowledge.has_live().then_some(&ask as &crate::plan::BlastRadiusQuery),
+        degraded: knowledge.degraded(),
+        policy: &policy,
+        policy_source,
+        extra_alerts,
+    });
+    masking::mask_plan(&mut plan, &[&base, &head]);
+    tracing::info!(requests = knowledge.request_count(), "cluster reads");
+    Ok(plan)
+}
+
+/// The sources of cluster knowledge per root ("" applies to every root).
+fn cluster_sources(clusters: &Clusters) -> Result<BTreeMap<String, ClusterSource>> {
+    let mut sources = BTreeMap::new();
+    match clusters {
+        Clusters::Offline => {}
+        Clusters::Snapshot(path) => {
+            sources.insert(String::new(), ClusterSource::Snapshot(path.clone()));
+        }
+        Clusters::Live(options) => {
+            sources.insert(String::new(), ClusterSource::Live(options.clone()));
+        }
+        Clusters::PerRoot { file, kube } => sources.extend(read_clusters_file(file, kube)?),
+    }
+    Ok(sources)
+}

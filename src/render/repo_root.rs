@@ -1,0 +1,54 @@
+//! Is the directory rendered the repository root? A render that finds no Flux Kustomization, or
+//! one rooted in a subdirectory of a git repository (whose paths Flux resolves from the
+//! repository's root), must say so and how to fix it instead of passing on nothing.
+
+use super::Render;
+use crate::git;
+use std::path::{Path, PathBuf};
+
+/// What every Flux Kustomization manifest mentions.
+const FLUX_KUSTOMIZE_GROUP: &str = "kustomize.toolkit.fluxcd.io";
+
+/// Why a render with no cluster has nothing to plan, and what to try instead. `rev` is the
+/// revision rendered (`None`: the working tree); `shown` names `dir` in the message.
+pub fn nothing_found(dir: &Path, shown: &str, rev: Option<&str>, render: &Render) -> String {
+    let mut message = if render.unreachable.is_empty() {
+        format!("no Flux Kustomization under {shown}; is this the repository root?")
+    } else {
+        format!(
+            "no Flux Kustomization under {shown} renders from this repository: the {} found use sources that \
+             are not local (map them with --source NAMESPACE/NAME=DIR); is this the repository root?",
+            render.unreachable.len()
+        )
+    };
+    if let Some(hint) = subdirectory_hint(dir, rev) {
+        message.push('\n');
+        message.push_str(&hint);
+    }
+    message
+}
+
+/// When `dir` is a subdirectory of a git repository whose files hold Flux Kustomizations: a
+/// sentence naming the repository's root to use instead.
+pub fn subdirectory_hint(dir: &Path, rev: Option<&str>) -> Option<String> {
+    let top = flux_repository_above(dir, rev)?;
+    Some(format!(
+        "{} is a subdirectory of the git repository at {}, which has Flux Kustomizations (Flux reads paths \
+         from the repository's root): try --repo {}",
+        dir.display(),
+        top.display(),
+        top.display()
+    ))
+}
+
+/// The top of the git work tree `dir` lies below, when Flux Kustomizations are in it.
+fn flux_repository_above(dir: &Path, rev: Option<&str>) -> Option<PathBuf> {
+    let top = git::enclosing_work_tree(dir)?;
+    git::yaml_mentions(&top, rev, FLUX_KUSTOMIZE_GROUP).then_some(top)
+}
+
+/// True when some Kustomization of `render` failed because its path does not exist: the mark of
+/// a render rooted below the repository's root.
+pub fn has_missing_paths(render: &Render) -> bool {
+    render.kustomizations().any(|(_, k)| k.error.as_ref().is_some_and(|e| e.code == "path-not-found"))
+}

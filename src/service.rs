@@ -1,0 +1,277 @@
+//! The bot as one process: the store, the forges, the workers, the resync and the HTTP listener,
+//! started together and stopped together. `fluxplan serve` fills a [`ServiceConfig`] and runs it.
+
+use crate::cancel::{CancelReason, CancelToken};
+use crate::forge::github::{GitHub, GitHubAuth};
+use crate::forge::gitlab::GitLab;
+use crate::forge::roles::CommandRoles;
+use crate::forge::ForgeClient;
+use crate::jobs::mirror::Mirrors;
+use crate::jobs::resync::Resync;
+use crate::jobs::{Forges, Worker, WorkerConfig};
+use crate::planner;
+use crate::server::listen::{self, ConnectionLimits};
+use crate::server::metrics::Metrics;
+use crate::server::{router, AppState};
+use crate::store::Store;
+use anyhow::{Context, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything the bot is configured with.
+pub struct ServiceConfig {
+    /// Address to listen on, e.g. `0.0.0.0:8080`.
+    pub listen: String,
+    /// `postgres://…` or `sqlite://…`; `None`: the embedded SQLite file in `data_dir`.
+    pub database_url: Option<String>,
+    /// Git mirrors, the render cache and the embedded database.
+    pub data_dir: PathBuf,
+    /// This service's external URL, for links from comments and statuses to full plans.
+    pub public_url: Option<String>,
+    pub github_api_url: String,
+    pub github_token: Option<String>,
+    /// A GitHub App (id, private key PEM) instead of a token.
+    pub github_app: Option<(u64, String)>,
+    pub github_webhook_secrets: Vec<String>,
+    pub gitlab_url: String,
+    pub gitlab_token: Option<String>,
+    pub gitlab_webhook_tokens: Vec<String>,
+    /// Jobs planned at once by this replica (0: it only queues).
+    pub workers: usize,
+    pub allow_forks: bool,
+    pub job_lease: Duration,
+    pub max_attempts: i64,
+    pub shutdown_grace: Duration,
+    pub comment_limit: usize,
+    pub clusters: planner::Clusters,
+    pub limits: planner::Limits,
+    pub roles: CommandRoles,
+    pub reply_window: Duration,
+    pub runs_token: Option<String>,
+    pub max_connections: usize,
+    pub header_timeout: Duration,
+    /// Between resync passes; zero turns the resync off.
+    pub resync: Duration,
+}
+
+/// Runs the bot until SIGTERM or SIGINT.
+pub fn run(config: ServiceConfig) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let result = runtime.block_on(serve(config));
+    // Renders were stopped by now; a blocking task still winding down must not hold the exit.
+    runtime.shutdown_timeout(Duration::ZERO);
+    result
+}
+
+fn create_data_dir(data_dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))
+}
+
+/// Opens the store and applies its migrations: `database_url`, else the embedded SQLite file in
+/// `data_dir` (created when missing).
+pub async fn open_store(database_url: Option<&str>, data_dir: &Path) -> Result<Store> {
+    let url = match database_url {
+        Some(url) => url.to_string(),
+        None => {
+            create_data_dir(data_dir)?;
+            Store::default_url(data_dir)
+        }
+    };
+    let store = Store::connect(&url).await?;
+    store.migrate().await?;
+    Ok(store)
+}
+
+/// At most how much of the shutdown grace period is kept for stopping renders.
+const SHUTDOWN_LINGER: Duration = Duration::from_secs(2);
+
+async fn forges(config: &ServiceConfig) -> Result<Forges> {
+    let mut forges = Forges::default();
+    if let Some(token) = &config.github_token {
+        let client = GitHub::new(&config.github_api_url, GitHubAuth::Token(token.clone()))?;
+        forges.github = Some((ForgeClient::GitHub(client), Some(token.clone())));
+    } else if let Some((app_id, key)) = &config.github_app {
+        let auth = GitHubAuth::App { app_id: *app_id, private_key_pem: key.clone() };
+        let client = GitHub::new(&config.github_api_url, auth)?;
+        forges.github = Some((ForgeClient::GitHub(client), None));
+    }
+    if let Some(token) = &config.gitlab_token {
+        let client = GitLab::new(&config.gitlab_url, token)?;
+        forges.gitlab = Some((ForgeClient::GitLab(client), Some(token.clone())));
+    }
+    Ok(forges)
+}
+
+async fn serve(config: ServiceConfig) -> Result<()> {
+    // Git mirrors and the render cache live there, whatever the database.
+    create_data_dir(&config.data_dir)?;
+    let store = open_store(config.database_url.as_deref(), &config.data_dir).await?;
+    let forges = Arc::new(forges(&config).await?);
+    if forges.github.is_none() && forges.gitlab.is_none() {
+        tracing::warn!("neither FLUXPLAN_GITHUB_TOKEN (or a GitHub App) nor FLUXPLAN_GITLAB_TOKEN is set: plans cannot be posted");
+    }
+    if config.github_webhook_secrets.iter().all(String::is_empty)
+        && config.gitlab_webhook_tokens.iter().all(String::is_empty)
+    {
+        tracing::warn!("no webhook secret or token is set: every webhook will be refused");
+    }
+    let metrics = Arc::new(Metrics::new());
+    crate::sandbox::announce();
+    let shutdown = CancelToken::new();
+    let lease = config.job_lease.max(Duration::from_secs(1));
+    let max_attempts = config.max_attempts.max(1);
+    let worker_config = Arc::new(WorkerConfig {
+        data_dir: config.data_dir.clone(),
+        public_url: config.public_url.clone(),
+        allow_forks: config.allow_forks,
+        lease,
+        max_attempts,
+        clusters: config.clusters.clone(),
+        comment_limit: config.comment_limit,
+        limits: config.limits,
+        roles: config.roles,
+        reply_window: config.reply_window,
+        shutdown: shutdown.clone(),
+    });
+    let mirrors = Arc::new(Mirrors::new(config.data_dir.join("mirrors")));
+    let reclaimed = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await?;
+    if reclaimed > 0 {
+        tracing::info!(reclaimed, "jobs of stopped workers are back in the queue");
+    }
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let instance = format!("{}-{}", hostname(), std::process::id());
+    let mut workers = Vec::new();
+    // Zero workers makes a replica that only accepts webhooks.
+    for n in 0..config.workers {
+        let worker = Worker::new(
+            format!("{instance}-{n}"),
+            store.clone(),
+            forges.clone(),
+            mirrors.clone(),
+            worker_config.clone(),
+            metrics.clone(),
+        );
+        workers.push(tokio::spawn(worker.run(stopped.clone())));
+    }
+    let resync = (config.workers > 0 && !config.resync.is_zero()).then(|| {
+        let resync = Resync::new(store.clone(), forges.clone(), config.allow_forks);
+        tokio::spawn(resync.run(config.resync, stopped.clone()))
+    });
+    let reclaimer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(lease / 2).await;
+                if let Ok(n @ 1..) = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await {
+                    tracing::info!(reclaimed = n, "jobs of stopped workers are back in the queue");
+                }
+            }
+        })
+    };
+
+    let refused_connections = metrics.connections_refused.clone();
+    let mut state = AppState::new(
+        store.clone(),
+        metrics,
+        config.github_webhook_secrets.clone(),
+        config.gitlab_webhook_tokens.clone(),
+        config.allow_forks,
+    );
+    state.body_timeout = config.header_timeout.max(Duration::from_secs(1));
+    state.runs_token = config.runs_token.clone().filter(|t| !t.is_empty()).map(Arc::new);
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let address = listener.local_addr()?;
+    println!("fluxplan listening on http://{address}");
+    let _ = std::io::stdout().flush();
+    tracing::info!(%address, backend = ?store.backend(), workers = config.workers, "serving");
+    learn_identities(forges.clone(), state.forges_unready.clone());
+    let limits = ConnectionLimits {
+        max_connections: config.max_connections.max(1),
+        header_timeout: config.header_timeout.max(Duration::from_secs(1)),
+    };
+    listen::serve(listener, router(state), limits, refused_connections, shutdown_signal()).await;
+
+    // Finish running jobs, or release them to the queue when they take too long.
+    tracing::info!("shutting down: finishing running jobs");
+    let _ = stop.send(true);
+    reclaimer.abort();
+    if let Some(resync) = resync {
+        resync.abort();
+    }
+    // Running jobs get most of the grace period to finish; then every render is stopped (its
+    // kustomize processes killed) and the jobs release themselves, all within the period.
+    let grace = config.shutdown_grace;
+    let to_stop = SHUTDOWN_LINGER.min(grace / 2);
+    let finished = tokio::time::timeout(grace - to_stop, futures::future::join_all(workers.iter_mut())).await;
+    if finished.is_err() {
+        shutdown.cancel(CancelReason::ShuttingDown);
+        let running = workers.iter_mut().filter(|w| !w.is_finished());
+        let _ = tokio::time::timeout(to_stop, futures::future::join_all(running)).await;
+        for worker in &workers {
+            worker.abort();
+        }
+        let released = store.release_running(&instance).await?;
+        tracing::warn!(released, "running jobs released to the queue after {}s", grace.as_secs());
+    }
+    Ok(())
+}
+
+/// Learns who the bot is on each forge (so it never obeys itself), retrying with backoff while
+/// a forge is down; until then `/readyz` says which forge does not answer.
+fn learn_identities(forges: Arc<Forges>, unready: Arc<std::sync::Mutex<Vec<String>>>) {
+    let kinds = [crate::forge::ForgeKind::GitHub, crate::forge::ForgeKind::GitLab];
+    for kind in kinds.into_iter().filter(|k| forges.get(*k).is_some()) {
+        unready.lock().unwrap_or_else(|e| e.into_inner()).push(kind.as_str().to_string());
+        let (forges, unready) = (forges.clone(), unready.clone());
+        tokio::spawn(async move {
+            let mut wait = Duration::from_secs(1);
+            loop {
+                let Some((forge, _)) = forges.get(kind) else { return };
+                match forge.identity().await {
+                    Ok(me) => {
+                        tracing::info!(forge = kind.as_str(), identity = %me, "the bot comments as this identity");
+                        unready.lock().unwrap_or_else(|e| e.into_inner()).retain(|k| k != kind.as_str());
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(forge = kind.as_str(), error = %e, retry_in = ?wait, "forge not answering")
+                    }
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(60));
+            }
+        });
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "fluxplan".into())
+}

@@ -1,0 +1,413 @@
+//! No silent pass: a plan or build that finds nothing to plan fails (exit 3) and says what to fix;
+//! an explicit kustomize that does not work is an error; roots no cluster covers are flagged;
+//! names substituted from Secrets match the inventory and stay masked. Plus the CLI papercuts:
+//! `demo --dir`, `migrate`, `--help`.
+
+use crate::fixture::{fluxplan_bin, plan_json, Repo};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+/// Runs the binary; returns stdout, stderr and the exit code.
+fn run(args: &[&str], env: &[(&str, &str)], dir: Option<&Path>) -> (String, String, i32) {
+    let mut cmd = Command::new(fluxplan_bin());
+    cmd.args(args).envs(env.iter().copied());
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
+    let out = cmd.output().unwrap();
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    (text(out.stdout), text(out.stderr), out.status.code().unwrap())
+}
+
+fn plan_args<'a>(repo: &'a str, format: &'a str) -> Vec<&'a str> {
+    vec!["plan", "--no-cache", "--base", "HEAD~1", "--head", "HEAD", "--format", format, "--repo", repo]
+}
+
+/// A git repository with YAML but no Flux Kustomization.
+fn repo_without_kustomizations() -> Repo {
+    let repo = Repo::new("git@github.com:acme/not-flux.git");
+    repo.write("deploy/app.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n");
+    repo.commit("base");
+    repo.write("README.md", "not a Flux repository\n");
+    repo.commit("head");
+    repo
+}
+
+#[test]
+fn plan_without_any_kustomization_fails_with_exit_3_and_says_so() {
+    let repo = repo_without_kustomizations();
+    let dir = repo.path().to_str().unwrap();
+    let (stdout, stderr, code) = run(&plan_args(dir, "json"), &[], None);
+    assert_eq!(code, 3, "{stdout}\n{stderr}");
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(plan["verdict"], "failed");
+    let expected = format!("no Flux Kustomization under {dir}; is this the repository root?");
+    assert!(plan["error"].as_str().unwrap().contains(&expected), "{}", plan["error"]);
+    assert!(stderr.contains(&expected), "{stderr}");
+    // Not a subdirectory of anything: no hint to follow.
+    assert!(!stderr.contains("try --repo"), "{stderr}");
+    let (text, _, code) = run(&plan_args(dir, "text"), &[], None);
+    assert_eq!(code, 3, "{text}");
+}
+
+#[test]
+fn build_without_any_kustomization_fails_with_exit_3_and_says_so() {
+    let repo = repo_without_kustomizations();
+    let dir = repo.path().to_str().unwrap();
+    for rev in [None, Some("HEAD")] {
+        let mut args = vec!["build", "--no-cache", "--format", "ids", "--repo", dir];
+        args.extend(rev.iter().flat_map(|rev| ["--rev", *rev]));
+        let (stdout, stderr, code) = run(&args, &[], None);
+        assert_eq!(code, 3, "{rev:?}: {stdout}\n{stderr}");
+        assert_eq!(stdout, "", "nothing rendered, nothing printed");
+        assert!(
+            stderr.contains(&format!("no Flux Kustomization under {dir}; is this the repository root?")),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_subdirectory_without_kustomizations_names_the_repository_root_to_use() {
+    let repo = Repo::bootstrap("prod");
+    repo.write("docs/notes.yaml", "title: notes\n");
+    repo.commit("base");
+    repo.write("docs/more.yaml", "title: more\n");
+    repo.commit("head");
+    let subdir = repo.path().join("docs");
+    let top = std::fs::canonicalize(repo.path()).unwrap();
+    let (stdout, stderr, code) = run(&plan_args(subdir.to_str().unwrap(), "json"), &[], None);
+    assert_eq!(code, 3, "{stdout}\n{stderr}");
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    let error = plan["error"].as_str().unwrap();
+    assert!(error.contains(&format!("no Flux Kustomization under {}", subdir.display())), "{error}");
+    let hint = format!(
+        "is a subdirectory of the git repository at {}, which has Flux Kustomizations",
+        top.display()
+    );
+    assert!(error.contains(&hint), "{error}");
+    assert!(error.contains(&format!("try --repo {}", top.display())), "{error}");
+}
+
+#[test]
+fn a_subdirectory_with_kustomizations_gets_a_warning_naming_the_root() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/cm.yaml", "cm", "default");
+    repo.commit("base");
+    repo.commit("head");
+    let subdir = repo.path().join("clusters");
+    let top = std::fs::canonicalize(repo.path()).unwrap();
+    let (stdout, stderr, _) = run(&plan_args(subdir.to_str().unwrap(), "json"), &[], None);
+    let plan: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    let alert = plan["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["code"] == "repo-subdirectory")
+        .unwrap_or_else(|| panic!("no repo-subdirectory alert: {}", plan["alerts"]));
+    assert_eq!(alert["severity"], "warning");
+    assert!(alert["message"].as_str().unwrap().contains(&format!("try --repo {}", top.display())), "{alert}");
+    // At the root the same repository plans without it.
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 0, "{plan}");
+    assert!(plan["alerts"].as_array().unwrap().iter().all(|a| a["code"] != "repo-subdirectory"), "{plan}");
+}
+
+#[test]
+fn kustomizations_only_at_base_are_a_plan_that_removes_them_not_a_failure() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/cm.yaml", "cm", "default");
+    repo.commit("base");
+    repo.remove("clusters").remove("apps").write("README.md", "emptied\n");
+    repo.commit("head");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_ne!(plan["verdict"], "failed", "{plan}");
+    assert!(plan["error"].is_null(), "{plan}");
+    assert_ne!(code, 3);
+    assert!(!plan["kustomizations"].as_array().unwrap().is_empty(), "{plan}");
+}
+
+#[test]
+fn an_explicit_fluxplan_kustomize_that_does_not_work_fails_the_plan() {
+    let repo = Repo::bootstrap("prod");
+    repo.commit("base");
+    repo.commit("head");
+    let dir = repo.path().to_str().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let missing = scratch.path().join("no-such-kustomize");
+    let not_a_program = scratch.path().join("kustomize.txt");
+    std::fs::write(&not_a_program, "not a program").unwrap();
+    for chosen in [&missing, &not_a_program] {
+        let chosen = chosen.to_str().unwrap();
+        let (stdout, stderr, code) = run(&plan_args(dir, "json"), &[("FLUXPLAN_KUSTOMIZE", chosen)], None);
+        assert_eq!(code, 3, "{chosen}: {stdout}\n{stderr}");
+        let plan: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(plan["verdict"], "failed");
+        let error = plan["error"].as_str().unwrap();
+        assert!(error.contains(&format!("FLUXPLAN_KUSTOMIZE={chosen} does not work")), "{error}");
+        assert!(error.contains("unset it"), "{error}");
+    }
+}
+
+#[test]
+fn roots_missing_from_the_clusters_file_are_flagged_as_planned_offline() {
+    let repo = Repo::bootstrap("prod");
+    repo.add_bootstrap("staging");
+    repo.commit("base");
+    repo.commit("head");
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("prod.yaml"), "kind: ClusterSnapshot\n").unwrap();
+    let clusters = files.path().join("clusters.yaml");
+    std::fs::write(&clusters, "clusters:\n  clusters/prod:\n    snapshot: prod.yaml\n").unwrap();
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &["--clusters", clusters.to_str().unwrap()]);
+    assert_ne!(code, 3, "{plan}");
+    let uncovered: Vec<&Value> =
+        plan["alerts"].as_array().unwrap().iter().filter(|a| a["code"] == "cluster-not-covered").collect();
+    assert_eq!(uncovered.len(), 1, "only staging is missing: {}", plan["alerts"]);
+    let alert = uncovered[0];
+    assert_eq!(alert["severity"], "warning");
+    assert_eq!(alert["cluster"], "clusters/staging");
+    let message = alert["message"].as_str().unwrap();
+    assert!(message.contains("planned offline"), "{message}");
+    assert!(message.contains(&clusters.display().to_string()), "{message}");
+    assert!(message.contains("add `clusters/staging:`"), "{message}");
+}
+
+/// The value a Secret gives `SUFFIX`; it must never be printed.
+const SECRET: &str = "zq7secretvalue";
+
+/// A cluster whose Secret `suffix` holds SECRET and whose `apps` inventory holds the object named
+/// with it.
+const SECRET_SNAPSHOT: &str = "\
+kind: ClusterSnapshot
+kustomizations:
+- apiVersion: kustomize.toolkit.fluxcd.io/v1
+  kind: Kustomization
+  metadata: {name: apps, namespace: flux-system}
+  spec: {path: ./apps, prune: true, sourceRef: {kind: GitRepository, name: flux-system}}
+  status:
+    inventory:
+      entries:
+      - {id: default_app-zq7secretvalue__ConfigMap, v: v1}
+secrets:
+- metadata: {name: suffix, namespace: flux-system}
+  data: {SUFFIX: enE3c2VjcmV0dmFsdWU=}
+";
+
+fn secret_named_repo() -> Repo {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization(
+        "clusters/prod/apps.yaml",
+        "apps",
+        "./apps",
+        "postBuild:\n  substituteFrom:\n  - kind: Secret\n    name: suffix",
+    );
+    let config_map = |color: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-${{SUFFIX}}\n  namespace: default\ndata:\n  color: {color}\n")
+    };
+    repo.write("apps/app.yaml", &config_map("blue"));
+    repo.commit("base");
+    repo.write("apps/app.yaml", &config_map("green"));
+    repo.commit("head");
+    repo
+}
+
+#[test]
+fn names_substituted_from_a_secret_match_the_inventory_and_stay_masked() {
+    let repo = secret_named_repo();
+    let files = tempfile::tempdir().unwrap();
+    let snapshot = files.path().join("snapshot.yaml");
+    std::fs::write(&snapshot, SECRET_SNAPSHOT).unwrap();
+    let snapshot_arg = snapshot.to_str().unwrap();
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot_arg]);
+    let apps = plan["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "apps")
+        .unwrap_or_else(|| panic!("{plan}"));
+    let changes = apps["changes"].as_array().unwrap();
+    // Matched on the real id: the object is updated, not deleted and created again.
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0]["action"], "update", "{changes:?}");
+    // The id as the inventory encodes it (`:` as `__`), with the masked name.
+    assert_eq!(changes[0]["id"], "default_app-(masked__SUFFIX)__ConfigMap");
+    assert_eq!(changes[0]["name"], "app-(masked:SUFFIX)");
+    assert_eq!(code, 1, "{plan}");
+    for format in ["json", "markdown", "text"] {
+        let (stdout, stderr, _) = run(
+            &[plan_args(repo.path().to_str().unwrap(), format), vec!["--cluster-snapshot", snapshot_arg]]
+                .concat(),
+            &[],
+            None,
+        );
+        assert!(stdout.contains("app-(masked:SUFFIX)"), "{format}: {stdout}");
+        assert!(
+            !stdout.contains(SECRET) && !stderr.contains(SECRET),
+            "{format} shows the secret:\n{stdout}\n{stderr}"
+        );
+    }
+    for format in ["ids", "json", "yaml"] {
+        let args = [
+            "build",
+            "--no-cache",
+            "--rev",
+            "HEAD",
+            "--format",
+            format,
+            "--cluster-snapshot",
+            snapshot_arg,
+            "--repo",
+        ];
+        let (stdout, stderr, code) = run(&[&args[..], &[repo.path().to_str().unwrap()]].concat(), &[], None);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(
+            !stdout.contains(SECRET) && !stderr.contains(SECRET),
+            "build {format} shows the secret:\n{stdout}"
+        );
+        if format == "ids" {
+            assert!(stdout.contains("default_app-(masked__SUFFIX)__ConfigMap"), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn a_kustomization_named_from_a_secret_stays_masked() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization(
+        "clusters/prod/apps.yaml",
+        "apps",
+        "./apps",
+        "postBuild:\n  substituteFrom:\n  - kind: Secret\n    name: suffix",
+    );
+    repo.kustomization("apps/child.yaml", "child-${SUFFIX}", "./child", "");
+    repo.config_map("child/cm.yaml", "cm", "default");
+    repo.commit("base");
+    repo.config_map("child/cm2.yaml", "cm2", "default");
+    repo.commit("head");
+    let files = tempfile::tempdir().unwrap();
+    let snapshot = files.path().join("snapshot.yaml");
+    std::fs::write(
+        &snapshot,
+        "kind: ClusterSnapshot\nsecrets:\n- metadata: {name: suffix, namespace: flux-system}\n  data: {SUFFIX: enE3c2VjcmV0dmFsdWU=}\n",
+    )
+    .unwrap();
+    let dir = repo.path().to_str().unwrap();
+    let snapshot = snapshot.to_str().unwrap();
+    for format in ["ids", "json", "yaml"] {
+        let args = [
+            "build",
+            "--no-cache",
+            "--rev",
+            "HEAD",
+            "--format",
+            format,
+            "--cluster-snapshot",
+            snapshot,
+            "--repo",
+            dir,
+        ];
+        let (stdout, stderr, _) = run(&args, &[], None);
+        assert!(
+            stdout.contains("child-(masked:SUFFIX)"),
+            "build {format}: the child was not rendered:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            !stdout.contains(SECRET) && !stderr.contains(SECRET),
+            "build {format} shows the secret:\n{stdout}\n{stderr}"
+        );
+    }
+    for format in ["json", "markdown", "text"] {
+        let (stdout, stderr, _) =
+            run(&[plan_args(dir, format), vec!["--cluster-snapshot", snapshot]].concat(), &[], None);
+        assert!(stdout.contains("child-(masked:SUFFIX)"), "plan {format}:\n{stdout}\n{stderr}");
+        assert!(
+            !stdout.contains(SECRET) && !stderr.contains(SECRET),
+            "plan {format} shows the secret:\n{stdout}\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn demo_refuses_a_directory_that_is_not_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "mine\n").unwrap();
+    let (_, stderr, code) = run(&["demo", "--dir", dir.path().to_str().unwrap()], &[], None);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("is not empty") && stderr.contains("pick a new or empty directory"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("notes.txt")], "the demo wrote into it");
+    assert_eq!(std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(), "mine\n");
+}
+
+#[test]
+fn demo_prints_the_verdict_as_the_json_plan_spells_it() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("demo");
+    let (_, stderr, code) = run(&["demo", "--dir", dir.to_str().unwrap()], &[("NO_COLOR", "1")], None);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("verdict: blocked (`fluxplan plan` would exit 2)"), "{stderr}");
+    assert!(!stderr.contains("Blocked"), "{stderr}");
+}
+
+#[test]
+fn migrate_without_a_database_says_what_to_pass_and_creates_nothing() {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(fluxplan_bin());
+    cmd.arg("migrate").current_dir(cwd.path()).env_remove("DATABASE_URL").env_remove("FLUXPLAN_DATA_DIR");
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("--database-url") && stderr.contains("--data-dir"), "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(cwd.path()).unwrap().count(),
+        0,
+        "migrate created files in the working directory"
+    );
+}
+
+#[test]
+fn migrate_against_a_closed_port_names_the_cause() {
+    // A port nobody listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("postgres://fluxplan@127.0.0.1:{port}/fluxplan");
+    let cwd = tempfile::tempdir().unwrap();
+    let (_, stderr, code) = run(&["migrate", "--database-url", &url], &[], Some(cwd.path()));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.to_lowercase().contains("connection refused"), "the cause is hidden: {stderr}");
+    assert!(!stderr.contains("pool timed out"), "{stderr}");
+    assert_eq!(std::fs::read_dir(cwd.path()).unwrap().count(), 0, "migrate created a data directory");
+}
+
+#[test]
+fn help_lists_formats_and_exit_codes() {
+    let (plan, _, code) = run(&["plan", "--help"], &[], None);
+    assert_eq!(code, 0);
+    for needed in [
+        "markdown",
+        "json",
+        "text",
+        "Exit codes:",
+        "0  no changes",
+        "1  changes",
+        "2  blocked by policy",
+        "3  could not plan",
+    ] {
+        assert!(plan.contains(needed), "plan --help lacks {needed:?}:\n{plan}");
+    }
+    let (build, _, code) = run(&["build", "--help"], &[], None);
+    assert_eq!(code, 0);
+    for needed in [
+        "yaml",
+        "json",
+        "ids",
+        "Exit codes:",
+        "0  every Kustomization rendered",
+        "3  the repository could not be rendered",
+    ] {
+        assert!(build.contains(needed), "build --help lacks {needed:?}:\n{build}");
+    }
+}
