@@ -165,7 +165,10 @@ impl Generators {
                 found.namespace, found.name, found.file
             )));
         }
-        let generator = found.generator.as_ref().map_err(|e| RenderError::InvalidSource(e.clone()))?;
+        let generator = found
+            .generator
+            .as_ref()
+            .map_err(|e| RenderError::InvalidSource(format!("{e} (in {})", found.file)))?;
         if generator.path_pattern.is_some() {
             return Ok(Resolved::Unavailable(format!(
                 "its ArtifactGenerator {} uses spec.pathPattern, which fluxplan does not render",

@@ -361,7 +361,12 @@ fn hostile_generator_paths_fail_the_kustomization_with_a_clear_error() {
         let error = apps.error.as_ref().unwrap();
         assert_eq!(error.code, "invalid-source");
         assert!(error.message.contains(says), "{copy}: {}", error.message);
-        assert!(error.message.contains("ArtifactGenerator flux-system/flux-system"), "{}", error.message);
+        assert!(
+            error.message.starts_with("ArtifactGenerator flux-system/flux-system: artifact apps: copy from"),
+            "{}",
+            error.message
+        );
+        assert!(error.message.ends_with("(in clusters/prod/artifacts.yaml)"), "{}", error.message);
         // The rest of the cluster is still rendered.
         assert_eq!(render.find("flux-system/flux-system").unwrap().status, Status::Rendered);
     }
