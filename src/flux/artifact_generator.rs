@@ -11,9 +11,12 @@
 //!   applied in order, later files overwriting earlier ones.
 //! - `strategy`: Overwrite (default), Merge (YAML deep merge of maps, lists replaced, when the
 //!   destination exists), Extract (tarballs).
-//! - `spec.pathPattern` expands one generator into many artifacts: not rendered here.
+//! - `spec.pathPattern: "@alias/apps/{app}"` expands one generator per matching directory of the
+//!   source (`internal/controller/artifactgenerator_pathpattern.go`): `{name}` captures one path
+//!   segment; artifact names take the captures lower-cased, `from`/`to` take them as found.
 
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// API group of the source extensions (ArtifactGenerator).
 pub const EXTENSIONS_GROUP: &str = "source.extensions.fluxcd.io";
@@ -140,7 +143,7 @@ impl ArtifactGenerator {
             for op in ops {
                 let parsed = CopyOperation::from_value(op)
                     .map_err(|e| format!("{me}: artifact {artifact_name}: {e}"))?;
-                if path_pattern.is_none() && !sources.iter().any(|s| s.alias == parsed.alias) {
+                if !sources.iter().any(|s| s.alias == parsed.alias) {
                     return Err(format!(
                         "{me}: artifact {artifact_name}: copy from '{}': source alias '{}' is not in spec.sources",
                         parsed.from_raw, parsed.alias
@@ -150,12 +153,127 @@ impl ArtifactGenerator {
             }
             artifacts.push(OutputArtifact { name: artifact_name.to_string(), copy });
         }
+        if let Some(pattern) = &path_pattern {
+            let parsed = PathPattern::parse(pattern).map_err(|e| format!("{me}: {e}"))?;
+            if !sources.iter().any(|s| s.alias == parsed.alias) {
+                return Err(format!(
+                    "{me}: pathPattern '{pattern}': source alias '{}' is not in spec.sources",
+                    parsed.alias
+                ));
+            }
+        }
         Ok(ArtifactGenerator { namespace, name: name.to_string(), sources, artifacts, path_pattern })
     }
 
     pub fn reference(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+
+    /// The artifacts one directory matched by `spec.pathPattern` yields, with the captures put in.
+    pub fn expand(&self, captures: &BTreeMap<String, String>) -> Result<Vec<OutputArtifact>, String> {
+        let lower: BTreeMap<String, String> =
+            captures.iter().map(|(k, v)| (k.clone(), v.to_lowercase())).collect();
+        let mut out = Vec::new();
+        for artifact in &self.artifacts {
+            let name = render_template(&artifact.name, &lower)?;
+            let mut copy = Vec::new();
+            for op in &artifact.copy {
+                let rendered = serde_json::json!({
+                    "from": render_template(&op.from_raw, captures)?,
+                    "to": render_template(&op.to_raw, captures)?,
+                    "exclude": op.exclude,
+                    "strategy": match op.strategy {
+                        Strategy::Overwrite => "Overwrite",
+                        Strategy::Merge => "Merge",
+                        Strategy::Extract => "Extract",
+                    },
+                });
+                copy.push(CopyOperation::from_value(&rendered).map_err(|e| format!("artifact {name}: {e}"))?);
+            }
+            out.push(OutputArtifact { name, copy });
+        }
+        Ok(out)
+    }
+}
+
+/// `spec.pathPattern` compiled: the source alias and a matcher of directory paths.
+#[derive(Debug, Clone)]
+pub struct PathPattern {
+    pub alias: String,
+    matcher: regex::Regex,
+}
+
+impl PathPattern {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let (alias, pattern) = raw
+            .strip_prefix('@')
+            .and_then(|rest| rest.split_once('/'))
+            .filter(|(alias, _)| is_alias(alias))
+            .ok_or_else(|| format!("pathPattern '{raw}' must read '@<alias>/<pattern>'"))?;
+        let mut regex = String::from("^");
+        let mut seen: Vec<&str> = Vec::new();
+        let mut rest = pattern;
+        while let Some(open) = rest.find(['{', '}']) {
+            if rest.as_bytes()[open] == b'}' {
+                return Err(format!("pathPattern '{raw}': '}}' without '{{'"));
+            }
+            let close =
+                rest[open..].find('}').ok_or_else(|| format!("pathPattern '{raw}': '{{' without '}}'"))?;
+            let name = &rest[open + 1..open + close];
+            if !is_capture_name(name) || seen.contains(&name) {
+                return Err(format!(
+                    "pathPattern '{raw}': capture '{{{name}}}' must be a new name of letters, digits or '_'"
+                ));
+            }
+            seen.push(name);
+            regex.push_str(&regex::escape(&rest[..open]));
+            regex.push_str(&format!("(?P<{name}>[^/]+)"));
+            rest = &rest[open + close + 1..];
+        }
+        regex.push_str(&regex::escape(rest));
+        regex.push('$');
+        let matcher = regex::Regex::new(&regex).map_err(|e| format!("pathPattern '{raw}': {e}"))?;
+        Ok(PathPattern { alias: alias.to_string(), matcher })
+    }
+
+    /// The captures when the directory `path` (relative to the source root) matches.
+    pub fn captures(&self, path: &str) -> Option<BTreeMap<String, String>> {
+        let found = self.matcher.captures(path)?;
+        Some(
+            self.matcher
+                .capture_names()
+                .flatten()
+                .filter_map(|n| Some((n.to_string(), found.name(n)?.as_str().to_string())))
+                .collect(),
+        )
+    }
+}
+
+fn is_capture_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `{name}` placeholders replaced by their captures; an unknown or malformed one is an error.
+pub fn render_template(template: &str, captures: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find(['{', '}']) {
+        if rest.as_bytes()[open] == b'}' {
+            return Err(format!("'{template}': '}}' without '{{'"));
+        }
+        let close = rest[open..].find('}').ok_or_else(|| format!("'{template}': '{{' without '}}'"))?;
+        let name = &rest[open + 1..open + close];
+        let value = captures
+            .get(name)
+            .ok_or_else(|| format!("'{template}': '{{{name}}}' is not captured by spec.pathPattern"))?;
+        out.push_str(&rest[..open]);
+        out.push_str(value);
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 impl CopyOperation {
@@ -446,6 +564,39 @@ mod tests {
             segment_matcher("[^a]x").unwrap().is_match("bx")
                 && !segment_matcher("[^a]x").unwrap().is_match("ax")
         );
+    }
+
+    #[test]
+    fn path_patterns_capture_segments_and_fill_templates() {
+        let p = PathPattern::parse("@repo/apps/{app}/envs/{env}").unwrap();
+        assert_eq!(p.alias, "repo");
+        let c = p.captures("apps/Web/envs/prod").unwrap();
+        assert_eq!(c, BTreeMap::from([("app".into(), "Web".into()), ("env".into(), "prod".into())]));
+        assert!(p.captures("apps/web/envs").is_none() && p.captures("apps/a/b/envs/prod").is_none());
+        assert_eq!(render_template("{app}-{env}", &c).unwrap(), "Web-prod");
+        assert!(render_template("{other}", &c).unwrap_err().contains("not captured"));
+        for bad in ["@repo/{a}/{a}", "@repo/{a", "@repo/a}", "@repo/{1a}", "repo/{a}"] {
+            assert!(PathPattern::parse(bad).is_err(), "{bad}");
+        }
+        // Regex characters in the literal part are literal.
+        assert!(PathPattern::parse("@repo/a.b/{x}").unwrap().captures("aXb/y").is_none());
+    }
+
+    #[test]
+    fn expansion_lowercases_names_and_revalidates_paths() {
+        let g = ArtifactGenerator::from_value(
+            &json!({"metadata": {"name": "g"}, "spec": {
+                "pathPattern": "@repo/apps/{app}",
+                "sources": [{"alias": "repo", "kind": "GitRepository", "name": "r"}],
+                "artifacts": [{"name": "{app}-art", "copy": [{"from": "@repo/apps/{app}/**", "to": "@artifact/"}]}]}}),
+            "ns",
+        )
+        .unwrap();
+        let made = g.expand(&BTreeMap::from([("app".into(), "Web".into())])).unwrap();
+        assert_eq!(made[0].name, "web-art");
+        assert_eq!(made[0].copy[0].pattern, "apps/Web/**");
+        let error = g.expand(&BTreeMap::from([("app".into(), "..".into())])).unwrap_err();
+        assert!(error.contains("climbs out"), "{error}");
     }
 
     #[test]

@@ -15,7 +15,9 @@ mod copy;
 
 use super::source::{scratch_dir, SourceLimits};
 use super::RenderError;
-use crate::flux::artifact_generator::{is_artifact_generator, ArtifactGenerator, Strategy};
+use crate::flux::artifact_generator::{
+    is_artifact_generator, ArtifactGenerator, OutputArtifact, PathPattern, Strategy,
+};
 use crate::flux::sourceignore::SourceIgnore;
 use crate::flux::SourceRef;
 use std::collections::BTreeMap;
@@ -134,14 +136,14 @@ impl Generators {
                 stack.join(" → ")
             )));
         }
-        let Ok(Found { file, generator: Ok(generator), .. }) = self.producer(source, near) else {
-            return Ok(());
-        };
         stack.push(key);
-        for s in generator.sources.iter().filter(|s| s.kind == KIND) {
-            let next =
-                SourceRef { kind: s.kind.clone(), namespace: s.namespace.clone(), name: s.name.clone() };
-            self.check_acyclic(&next, Some(file), stack)?;
+        for found in self.producers(source, near).unwrap_or_default() {
+            let Found { file, generator: Ok(generator), .. } = found else { continue };
+            for s in generator.sources.iter().filter(|s| s.kind == KIND) {
+                let next =
+                    SourceRef { kind: s.kind.clone(), namespace: s.namespace.clone(), name: s.name.clone() };
+                self.check_acyclic(&next, Some(file), stack)?;
+            }
         }
         stack.pop();
         Ok(())
@@ -153,11 +155,28 @@ impl Generators {
         near: Option<&str>,
         local: &LocalTree,
     ) -> Result<Resolved, RenderError> {
-        let key = format!("{}/{}", source.namespace, source.name);
-        let found = match self.producer(source, near) {
-            Ok(found) => found,
+        let candidates = match self.producers(source, near) {
+            Ok(candidates) => candidates,
             Err(reason) => return Ok(Resolved::Unavailable(reason)),
         };
+        // pathPattern generators are tried in turn until one makes an artifact of that name.
+        let mut result = Ok(Resolved::Unavailable(String::new()));
+        for found in candidates {
+            result = self.resolve_from(found, source, local);
+            if !(found.path_pattern && matches!(result, Ok(Resolved::Unavailable(_)))) {
+                break;
+            }
+        }
+        result
+    }
+
+    fn resolve_from(
+        &self,
+        found: &Found,
+        source: &SourceRef,
+        local: &LocalTree,
+    ) -> Result<Resolved, RenderError> {
+        let key = format!("{}/{}", source.namespace, source.name);
         if found.disabled {
             return Ok(Resolved::Unavailable(format!(
                 "its ArtifactGenerator {}/{} ({}) has reconciliation disabled, so the artifact keeps whatever it \
@@ -169,12 +188,6 @@ impl Generators {
             .generator
             .as_ref()
             .map_err(|e| RenderError::InvalidSource(format!("{e} (in {})", found.file)))?;
-        if generator.path_pattern.is_some() {
-            return Ok(Resolved::Unavailable(format!(
-                "its ArtifactGenerator {} uses spec.pathPattern, which fluxplan does not render",
-                generator.reference()
-            )));
-        }
         let slot: Slot = self
             .built
             .lock()
@@ -185,9 +198,10 @@ impl Generators {
         slot.get_or_init(|| self.build(generator, &found.file, &source.name, local)).clone()
     }
 
-    /// The generator that makes `source`: the one whose file is nearest to the Kustomization's
-    /// (a fleet defines one generator per cluster directory, all with the same names).
-    fn producer(&self, source: &SourceRef, near: Option<&str>) -> Result<&Found, String> {
+    /// The generators that may make `source`: the one naming it whose file is nearest to the
+    /// Kustomization's (a fleet defines one generator per cluster directory, all with the same
+    /// names), else every pathPattern generator of its namespace, nearest first.
+    fn producers(&self, source: &SourceRef, near: Option<&str>) -> Result<Vec<&Found>, String> {
         let candidates: Vec<&Found> = self
             .found
             .iter()
@@ -197,12 +211,18 @@ impl Generators {
         let best = candidates.iter().map(|f| closeness(f)).max();
         let nearest: Vec<&Found> = candidates.into_iter().filter(|f| Some(closeness(f)) == best).collect();
         match nearest.as_slice() {
-            [] if self.found.iter().any(|f| f.namespace == source.namespace && f.path_pattern) => {
-                Err("no ArtifactGenerator in this repository names it (one uses spec.pathPattern, which fluxplan does not render)".into())
+            [] => {
+                let mut patterns: Vec<&Found> =
+                    self.found.iter().filter(|f| f.namespace == source.namespace && f.path_pattern).collect();
+                patterns.sort_by_key(|f| std::cmp::Reverse(closeness(f)));
+                if patterns.is_empty() {
+                    Err("no ArtifactGenerator in this repository produces it".into())
+                } else {
+                    Ok(patterns)
+                }
             }
-            [] => Err("no ArtifactGenerator in this repository produces it".into()),
-            [one] => Ok(one),
-            [first, rest @ ..] if rest.iter().all(|f| f.generator == first.generator) => Ok(first),
+            [one] => Ok(vec![*one]),
+            [first, rest @ ..] if rest.iter().all(|f| f.generator == first.generator) => Ok(vec![*first]),
             many => Err(format!(
                 "ArtifactGenerators in {} all produce it and none is nearer to the Kustomization",
                 many.iter().map(|f| f.file.as_str()).collect::<Vec<_>>().join(", ")
@@ -218,7 +238,17 @@ impl Generators {
         local: &LocalTree,
     ) -> Result<Resolved, RenderError> {
         let me = format!("ArtifactGenerator {} ({file}), artifact {name}", generator.reference());
-        let artifact = generator.artifacts.iter().find(|a| a.name == name).expect("the producer declares it");
+        let expanded;
+        let artifact = match &generator.path_pattern {
+            None => generator.artifacts.iter().find(|a| a.name == name).expect("the producer declares it"),
+            Some(pattern) => match self.expand(generator, file, pattern, name, local)? {
+                Ok(artifact) => {
+                    expanded = artifact;
+                    &expanded
+                }
+                Err(why) => return Ok(Resolved::Unavailable(why)),
+            },
+        };
         if let Some(op) = artifact.copy.iter().find(|op| op.strategy == Strategy::Extract) {
             return Ok(Resolved::Unavailable(format!(
                 "its {me} extracts tarballs (copy from '{}', strategy Extract), which fluxplan does not render",
@@ -231,31 +261,10 @@ impl Generators {
             if trees.contains_key(op.alias.as_str()) {
                 continue;
             }
-            let source = generator.sources.iter().find(|s| s.alias == op.alias).expect("aliases are checked");
-            let reference = SourceRef {
-                kind: source.kind.clone(),
-                namespace: source.namespace.clone(),
-                name: source.name.clone(),
+            match self.source_tree(generator, &op.alias, file, local, &me)? {
+                Ok(tree) => trees.insert(&op.alias, tree),
+                Err(why) => return Ok(Resolved::Unavailable(why)),
             };
-            let tree = if source.kind == KIND {
-                match self.resolve_in(&reference, Some(file), local)? {
-                    Resolved::Tree(tree) => Some(tree),
-                    Resolved::Unavailable(why) => {
-                        return Ok(Resolved::Unavailable(format!(
-                            "its {me} reads {reference}, which is not built: {why}"
-                        )))
-                    }
-                }
-            } else {
-                local(&reference)?
-            };
-            let Some(tree) = tree else {
-                return Ok(Resolved::Unavailable(format!(
-                    "its {me} reads {reference}, which is not in this repository (map it with --source {}/{}=DIR)",
-                    reference.namespace, reference.name
-                )));
-            };
-            trees.insert(&op.alias, tree);
         }
         let fail = |e: RenderError| match e {
             RenderError::InvalidSource(m) => RenderError::InvalidSource(format!("{me}: {m}")),
@@ -281,6 +290,84 @@ impl Generators {
         let mut origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
         origins.extend(budget.origins.into_iter().map(|(rel, source)| (dir.join(rel), source)));
         Ok(Resolved::Tree(dir))
+    }
+
+    /// The tree of the generator's source `alias`, or why it is not available.
+    fn source_tree(
+        &self,
+        generator: &ArtifactGenerator,
+        alias: &str,
+        file: &str,
+        local: &LocalTree,
+        me: &str,
+    ) -> Result<Result<PathBuf, String>, RenderError> {
+        let source = generator.sources.iter().find(|s| s.alias == alias).expect("aliases are checked");
+        let reference = SourceRef {
+            kind: source.kind.clone(),
+            namespace: source.namespace.clone(),
+            name: source.name.clone(),
+        };
+        if source.kind == KIND {
+            return Ok(match self.resolve_in(&reference, Some(file), local)? {
+                Resolved::Tree(tree) => Ok(tree),
+                Resolved::Unavailable(why) => {
+                    Err(format!("its {me} reads {reference}, which is not built: {why}"))
+                }
+            });
+        }
+        Ok(local(&reference)?.ok_or_else(|| {
+            format!(
+                "its {me} reads {reference}, which is not in this repository (map it with --source {}/{}=DIR)",
+                reference.namespace, reference.name
+            )
+        }))
+    }
+
+    /// The artifact named `name` that `spec.pathPattern` makes at this revision, or why none.
+    fn expand(
+        &self,
+        generator: &ArtifactGenerator,
+        file: &str,
+        pattern: &str,
+        name: &str,
+        local: &LocalTree,
+    ) -> Result<Result<OutputArtifact, String>, RenderError> {
+        let me = format!("ArtifactGenerator {} ({file})", generator.reference());
+        let invalid = |e: String| RenderError::InvalidSource(format!("{me}: pathPattern '{pattern}': {e}"));
+        let parsed = PathPattern::parse(pattern).map_err(invalid)?;
+        let tree = match self.source_tree(
+            generator,
+            &parsed.alias,
+            file,
+            local,
+            &format!("{me}, artifact {name}"),
+        )? {
+            Ok(tree) => tree,
+            Err(why) => return Ok(Err(why)),
+        };
+        let mut dirs = Vec::new();
+        directories(&tree, "", &mut dirs, self.limits.max_files).map_err(|e| match e {
+            Some(limit) => RenderError::Limit(format!("{me}: {limit}")),
+            None => invalid("cannot read the source".into()),
+        })?;
+        let mut made: BTreeMap<String, (String, OutputArtifact)> = BTreeMap::new();
+        for dir in dirs {
+            let Some(captures) = parsed.captures(&dir) else { continue };
+            for artifact in
+                generator.expand(&captures).map_err(|e| invalid(format!("directory {dir}: {e}")))?
+            {
+                if let Some((other, _)) = made.get(&artifact.name) {
+                    return Err(invalid(format!(
+                        "directories {other} and {dir} both make artifact {}",
+                        artifact.name
+                    )));
+                }
+                made.insert(artifact.name.clone(), (dir.clone(), artifact));
+            }
+        }
+        Ok(made.remove(name).map(|(_, artifact)| artifact).ok_or_else(|| {
+            format!("its {me} (pathPattern '{pattern}') makes no artifact named {name} at this revision")
+        }))
     }
 
     /// The file a file of a built artifact was copied from, through artifacts built from
@@ -309,6 +396,25 @@ impl Generators {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         Ok(dir)
     }
+}
+
+/// Every directory under `root` (relative, sorted, symlinks not followed); an error names the
+/// limit when there are more than `max`.
+fn directories(root: &Path, rel: &str, out: &mut Vec<String>, max: u64) -> Result<(), Option<String>> {
+    let mut entries: Vec<_> = std::fs::read_dir(root.join(rel)).map_err(|_| None)?.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = crate::flux::artifact_generator::join(rel, &entry.file_name().to_string_lossy());
+        out.push(path.clone());
+        if out.len() as u64 > max {
+            return Err(Some(format!("the source holds more than {max} directories (--max-source-files)")));
+        }
+        directories(root, &path, out, max)?;
+    }
+    Ok(())
 }
 
 /// Removes what `rules` leave out of an archive.
@@ -425,7 +531,37 @@ mod tests {
         );
         assert!(why("extract").contains("strategy Extract"));
         assert!(why("frozen").contains("reconciliation disabled"), "{}", why("frozen"));
-        assert!(why("podinfo").contains("spec.pathPattern"), "{}", why("podinfo"));
+        assert!(
+            why("podinfo").contains("(pathPattern '@src/apps/{app}') makes no artifact named podinfo"),
+            "{}",
+            why("podinfo")
+        );
+    }
+
+    #[test]
+    fn path_patterns_make_one_artifact_per_matching_directory() {
+        let pattern = |name: &str, file: &str| {
+            generator(
+                name,
+                ("GitRepository", "flux-system"),
+                "\"{app}-app\"",
+                "  pathPattern: \"@src/apps/{app}\"\n",
+            )
+            .replace("@src/app.yaml", &format!("@src/apps/{{app}}/{file}"))
+        };
+        let (dir, found) =
+            generators(&[("p.yaml", &pattern("p", "cm.yaml")), ("q.yaml", &pattern("q", "other.yaml"))]);
+        for (path, text) in
+            [("apps/Podinfo/cm.yaml", "kind: ConfigMap\n"), ("apps/web/cm.yaml", "kind: Secret\n")]
+        {
+            std::fs::create_dir_all(dir.path().join(path).parent().unwrap()).unwrap();
+            std::fs::write(dir.path().join(path), text).unwrap();
+        }
+        // Names take the capture lower-cased, paths as found; "q" (no other.yaml) is never needed.
+        let Ok(Resolved::Tree(tree)) = resolve(&found, dir.path(), "podinfo-app", None) else { panic!() };
+        assert_eq!(std::fs::read_to_string(tree.join("cm.yaml")).unwrap(), "kind: ConfigMap\n");
+        let Ok(Resolved::Tree(web)) = resolve(&found, dir.path(), "web-app", None) else { panic!() };
+        assert_eq!(std::fs::read_to_string(web.join("cm.yaml")).unwrap(), "kind: Secret\n");
     }
 
     #[test]

@@ -336,6 +336,28 @@ fn merge_deep_merges_yaml_and_overwrite_replaces() {
 }
 
 #[test]
+fn a_path_pattern_generator_makes_one_artifact_per_app() {
+    let repo = fleet();
+    repo.write(
+        "clusters/prod/per-app.yaml",
+        "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata:\n  name: per-app\n  namespace: flux-system\nspec:\n  pathPattern: \"@monorepo/apps/base/{app}\"\n  sources:\n    - alias: monorepo\n      kind: GitRepository\n      name: flux-system\n  artifacts:\n    - name: \"app-{app}\"\n      copy:\n        - from: \"@monorepo/apps/base/{app}/**\"\n          to: \"@artifact/\"\n",
+    );
+    repo.kustomization_of(
+        "clusters/prod/podinfo.yaml",
+        "podinfo",
+        "./",
+        ("ExternalArtifact", "app-podinfo"),
+        "",
+    );
+    repo.commit("one artifact per app");
+    let render = repo.render(Some("HEAD"));
+    let podinfo = render.find("flux-system/podinfo").unwrap();
+    assert_eq!(podinfo.status, Status::Rendered, "{:?} {:?}", podinfo.error, podinfo.warnings);
+    assert_eq!(podinfo.ids(), ["_podinfo__Namespace", "podinfo_podinfo_apps_Deployment"]);
+    assert_eq!(podinfo.objects[0].origin.as_deref(), Some("apps/base/podinfo/namespace.yaml"));
+}
+
+#[test]
 fn hostile_generator_paths_fail_the_kustomization_with_a_clear_error() {
     for (copy, says) in [
         (
