@@ -68,7 +68,7 @@ pub struct ArtifactGenerator {
     pub name: String,
     pub sources: Vec<GeneratorSource>,
     pub artifacts: Vec<OutputArtifact>,
-    /// Set when the generator expands `spec.pathPattern` (not rendered by fluxplan).
+    /// Set when the generator expands `spec.pathPattern` (its artifacts are name templates).
     pub path_pattern: Option<String>,
 }
 
