@@ -514,6 +514,12 @@ impl KubeCluster {
             .groups()
             .flat_map(|g| g.recommended_resources())
             .filter(|(_, caps)| caps.scope == Scope::Namespaced && caps.supports_operation(verbs::LIST))
+            // Events and metrics are records about objects, not objects a deletion loses (and
+            // they change by the minute).
+            .filter(|(resource, _)| {
+                resource.kind != "Event"
+                    && !matches!(resource.group.as_str(), "events.k8s.io" | "metrics.k8s.io")
+            })
             .collect();
         for id in deleted {
             match (id.group.as_str(), id.kind.as_str()) {

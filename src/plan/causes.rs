@@ -8,6 +8,7 @@
 use super::{Action, Alert, Cause, Change, KustomizationPlan, KustomizationStatus, Policy};
 use crate::flux::{KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
 use crate::render::{Render, RenderedKustomization};
+use std::collections::BTreeMap;
 
 /// The alerts about deletions, one per cause.
 pub fn deletion_alerts(
@@ -17,15 +18,39 @@ pub fn deletion_alerts(
     head: &Render,
 ) -> Vec<Alert> {
     let owners: Vec<Option<usize>> = (0..plans.len()).map(|i| cause_owner(plans, i, 0)).collect();
+    let root_of = |i: usize| owners[i].unwrap_or(i);
+    // Objects kept by Flux but deleted with their Namespace belong to the cause of whoever deletes
+    // that Namespace, whichever Kustomization holds them.
+    let namespace_deleters: BTreeMap<(&str, &str), usize> = plans
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| {
+            p.changes
+                .iter()
+                .filter(|c| c.action == Action::Delete && c.id.ends_with("__Namespace"))
+                .map(move |c| ((p.cluster.as_str(), c.name.as_str()), i))
+        })
+        .collect();
+    let mut deletions: BTreeMap<usize, Vec<&Change>> = BTreeMap::new();
+    for (i, plan) in plans.iter().enumerate() {
+        for change in caused(plan) {
+            let origin = match swept_with_namespace(change) {
+                true => namespace_deleters.get(&(plan.cluster.as_str(), change.namespace.as_str())).copied(),
+                false => None,
+            };
+            deletions.entry(root_of(origin.unwrap_or(i))).or_default().push(change);
+        }
+    }
     let mut alerts = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
-        let group: Vec<&KustomizationPlan> = match owners[i] {
-            Some(owner) if owner != i => continue,
-            Some(_) => plans.iter().zip(&owners).filter(|(_, o)| **o == Some(i)).map(|(p, _)| p).collect(),
-            None => vec![plan],
-        };
-        alerts.extend(group_alert(policy, plan, &group, plans, base, head));
         alerts.extend(stale_alert(policy, plan));
+        if root_of(i) != i {
+            continue;
+        }
+        let members: Vec<&KustomizationPlan> =
+            plans.iter().enumerate().filter(|(j, _)| root_of(*j) == i).map(|(_, p)| p).collect();
+        let deletes = deletions.remove(&i).unwrap_or_default();
+        alerts.extend(group_alert(policy, plan, &members, &deletes, plans, base, head));
     }
     alerts
 }
@@ -76,24 +101,35 @@ fn caused(plan: &KustomizationPlan) -> impl Iterator<Item = &Change> {
 fn group_alert(
     policy: &Policy,
     root: &KustomizationPlan,
-    group: &[&KustomizationPlan],
+    members: &[&KustomizationPlan],
+    deletes: &[&Change],
     plans: &[KustomizationPlan],
     base: &Render,
     head: &Render,
 ) -> Option<Alert> {
-    let deletes: Vec<&Change> = group.iter().flat_map(|p| caused(p)).collect();
-    let inventory: usize = group.iter().map(|p| p.inventory_size).sum();
+    let finalizer = format!("Kustomization {}", root.reference());
+    let finalized = root
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::Delete && c.cascade_from.as_deref() == Some(&finalizer))
+        .count();
     let primary = if renders_nothing(root) {
         Some("empty-render")
-    } else if root.status == KustomizationStatus::Removed && !deletes.is_empty() {
+    } else if root.status == KustomizationStatus::Removed && finalized > 0 {
         Some("kustomization-removed")
     } else {
         None
     };
-    let own_deletes = caused(root).count();
+    if primary.is_none() && deletes.is_empty() {
+        return None;
+    }
+    // The share counts what leaves inventories; Helm uninstalls and distributed copies count in
+    // the total only.
+    let from_inventories = deletes.iter().filter(|c| !beyond_flux(c)).count();
+    let inventory = members.iter().map(|p| p.inventory_size).sum::<usize>().max(from_inventories);
     let share_exceeded = inventory > 0
-        && deletes.len() >= policy.min_deletions_for_percent
-        && (deletes.len() as f64) * 100.0 > policy.max_deletion_percent * inventory as f64;
+        && from_inventories >= policy.min_deletions_for_percent
+        && (from_inventories as f64) * 100.0 > policy.max_deletion_percent * inventory as f64;
     let mass = deletes.len() > policy.max_deletions || share_exceeded;
     let protected: Vec<&&Change> =
         deletes.iter().filter(|c| policy.protected_kinds.contains(&c.kind)).collect();
@@ -113,7 +149,7 @@ fn group_alert(
             decisions(root)
         ),
         Some(_) => {
-            format!("is removed, and its finalizer deletes its whole inventory: {own_deletes} object(s)")
+            format!("is removed, and its finalizer deletes its whole inventory: {finalized} object(s)")
         }
         None => format!(
             "deletes {} of the {} object(s) in its inventory",
@@ -124,26 +160,23 @@ fn group_alert(
             root.inventory_size
         ),
     };
-    // An empty render's decisions already count what goes with a Namespace.
-    let cascaded_here = root
-        .changes
-        .iter()
-        .filter(|c| c.action == Action::Delete && c.cause == Some(Cause::Cascade))
-        .filter(|c| primary != Some("empty-render") || !swept_with_namespace(c))
-        .count();
-    if primary != Some("kustomization-removed") && cascaded_here > 0 {
-        message.push_str(&format!(
-            "; {cascaded_here} more go with them by cascade (Helm uninstalls, distributed copies, Namespace contents)"
-        ));
-    }
-    for plan in group.iter().filter(|p| p.reference() != root.reference()) {
-        let n = caused(plan).count();
+    for plan in members.iter().filter(|p| p.reference() != root.reference()) {
+        let finalizer = format!("Kustomization {}", plan.reference());
+        let n = plan
+            .changes
+            .iter()
+            .filter(|c| c.action == Action::Delete && c.cascade_from.as_deref() == Some(&finalizer))
+            .count();
         if n > 0 {
             message.push_str(&format!(
                 "; Kustomization {} goes with it and its finalizer deletes its {n} object(s)",
                 plan.reference()
             ));
         }
+    }
+    let cascades = cascade_phrases(deletes);
+    if !cascades.is_empty() {
+        message.push_str(&format!("; with them go {}", cascades.join(", ")));
     }
     if !protected.is_empty() {
         let names: Vec<String> = protected.iter().map(|c| c.display_name()).collect();
@@ -175,7 +208,7 @@ fn group_alert(
         deletes.iter().map(|c| c.id.clone()).collect(),
     )?;
     alert.related_codes = codes.iter().filter(|c| **c != code).map(|c| c.to_string()).collect();
-    alert.cause = cause_line(root, plans, base, head, &deletes);
+    alert.cause = cause_line(root, plans, base, head, deletes);
     Some(alert)
 }
 
@@ -207,22 +240,45 @@ fn decisions(plan: &KustomizationPlan) -> String {
         let kept: Vec<String> = plan
             .changes
             .iter()
-            .filter(|c| c.action == Action::Skip)
+            .filter(|c| c.cause != Some(Cause::Cascade) && c.action == Action::Skip)
             .map(|c| format!("{} ({})", c.display_name(), c.reason.as_deref().unwrap_or("kept")))
             .collect();
         parts.push(format!("keeps {skipped}: {}", kept.join(", ")));
-    }
-    let swept = plan.changes.iter().filter(|c| c.action == Action::Delete && swept_with_namespace(c)).count();
-    if swept > 0 {
-        parts.push(format!(
-            "{swept} more that Flux would keep are deleted by Kubernetes with their Namespace"
-        ));
     }
     if parts.is_empty() {
         "nothing is deleted".into()
     } else {
         parts.join("; ")
     }
+}
+
+/// "2 kept by Flux but deleted with their Namespace, 5 uninstalled by Helm": deletions that go
+/// with something other than a Kustomization's finalizer, by what they go with.
+fn cascade_phrases(deletes: &[&Change]) -> Vec<String> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for change in deletes.iter().filter(|c| c.cause == Some(Cause::Cascade)) {
+        let source = change.cascade_from.as_deref().and_then(|f| f.split(' ').next()).unwrap_or("");
+        *counts.entry(source).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .filter_map(|(source, n)| {
+            Some(match source {
+                "Namespace" => format!("{n} kept by Flux but deleted by Kubernetes with their Namespace"),
+                "HelmRelease" => format!("{n} uninstalled with their Helm release"),
+                "ResourceDistribution" => format!("{n} distributed copies"),
+                _ => return None,
+            })
+        })
+        .collect()
+}
+
+/// Deleted by something other than Flux's prune or a finalizer: not in any inventory.
+fn beyond_flux(change: &Change) -> bool {
+    change
+        .cascade_from
+        .as_deref()
+        .is_some_and(|from| from.starts_with("HelmRelease ") || from.starts_with("ResourceDistribution "))
 }
 
 /// Kept by Flux, deleted by Kubernetes with its Namespace.

@@ -146,6 +146,9 @@ impl<'a> ClusterView<'a> {
         let mut plans: Vec<KustomizationPlan> =
             self.references().iter().map(|reference| self.plan_one(reference)).collect();
         self.cascade_removed(&mut plans);
+        // A kept HelmRelease or ResourceDistribution in a deleted Namespace still goes, and what
+        // an uninstall keeps in a deleted Namespace goes too: sweep before and after.
+        sweep_deleted_namespaces(&mut plans);
         self.cascade_fan_out(&mut plans);
         sweep_deleted_namespaces(&mut plans);
         // A Kustomization only the cluster has, that this merge neither produces nor deletes, is
@@ -188,7 +191,11 @@ impl<'a> ClusterView<'a> {
         };
         let Some(head) = self.head.get(reference) else {
             plan.status = KustomizationStatus::Removed;
-            plan.path = self.current_spec(reference).map(|s| s.path.clone());
+            // The base render's path is the shown one (masked where it came from a Secret).
+            plan.path = match self.base.get(reference) {
+                Some(base) => Some(base.path.clone()),
+                None => self.current_spec(reference).map(|s| s.path.clone()),
+            };
             return plan;
         };
         plan.path = Some(head.path.clone());
@@ -257,21 +264,28 @@ impl<'a> ClusterView<'a> {
             }
         }
         let base = self.base.get(reference).filter(|b| b.status == Status::Rendered);
+        // Paths as shown: masked where they came from a Secret.
         let path_change = base
-            .and_then(|b| b.spec.as_ref())
-            .filter(|before| before.path != spec.path)
-            .map(|before| format!("path changed from {} to {}", before.path, spec.path));
+            .filter(|before| before.path != head.path)
+            .map(|before| format!("path changed from {} to {}", before.path, head.path));
         for id in inventory.iter().filter(|id| !desired.contains(id)) {
             let mut change = self.stale(id, reference, spec.prune, None);
             if matches!(change.action, Action::Delete | Action::Orphan) {
                 let rendered_before = base.map(|b| b.objects.iter().any(|o| o.id.as_ref() == Some(id)));
-                if inventory_source == InventorySource::Cluster && rendered_before == Some(false) {
+                let stale = inventory_source == InventorySource::Cluster && rendered_before == Some(false);
+                if stale {
                     change.cause = Some(Cause::Stale);
-                    change.reason = Some(
-                        "stale inventory entry: not in the base render either, so Flux prunes it on its next \
-                         reconcile whether or not this merges"
-                            .into(),
-                    );
+                    change.reason = Some(match change.reason.take() {
+                        // Prune is off: Flux stops managing it, merged or not.
+                        Some(prune_off) => {
+                            format!("stale inventory entry, not in the base render either; {prune_off}")
+                        }
+                        None => {
+                            "stale inventory entry: not in the base render either, so Flux prunes it on its \
+                                 next reconcile whether or not this merges"
+                                .into()
+                        }
+                    });
                 } else {
                     change.cause = Some(Cause::PullRequest);
                     let origin = self.base_object(reference, id).and_then(|o| o.origin.as_deref());
@@ -298,12 +312,18 @@ impl<'a> ClusterView<'a> {
         let Live::Present(live) = self.live_object(id) else { return None };
         let base = self.base_object(reference, id)?;
         let hidden = |o: &RenderedObject| id.kind == "Secret" || o.holds_secret_values;
-        if hidden(head) || hidden(base) {
+        if hidden(head)
+            || hidden(base)
+            || !reverted_by_flux(&live["metadata"])
+            || !reverted_by_flux(&head.object["metadata"])
+        {
             return None;
         }
-        let diff = live_diff::drift(&base.object, live, "base")?;
-        let after_merge =
-            (base.digest != head.digest).then(|| live_diff::drift(&head.object, live, "head")).flatten();
+        let cluster_scoped = id.namespace.is_empty();
+        let diff = live_diff::drift(&base.object, live, "base", cluster_scoped)?;
+        let after_merge = (base.digest != head.digest)
+            .then(|| live_diff::drift(&head.object, live, "head", cluster_scoped))
+            .flatten();
         Some(Drift { id: id.to_string(), display: id.display_name(), diff, after_merge })
     }
 
@@ -425,6 +445,14 @@ impl<'a> ClusterView<'a> {
             );
         }
     }
+}
+
+/// False for objects Flux applies but never puts back (`ssa: IfNotPresent` or `Ignore`,
+/// `reconcile: disabled`): their drift stays.
+fn reverted_by_flux(metadata: &serde_json::Value) -> bool {
+    !(control::control_is(metadata, control::SSA_KEY, "ifnotpresent")
+        || control::control_is(metadata, control::SSA_KEY, "ignore")
+        || control::control_is(metadata, control::RECONCILE_KEY, "disabled"))
 }
 
 /// Objects Flux keeps (prune disabled, no longer owned, prune off) still go when their Namespace

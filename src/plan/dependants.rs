@@ -18,7 +18,9 @@ pub fn alerts(policy: &Policy, plans: &[KustomizationPlan], base: &Render, head:
             if change.id.ends_with("__Namespace") {
                 namespaces.insert((plan.cluster.clone(), change.name.clone()));
             } else if change.kind == "CustomResourceDefinition" {
-                if let Some(kind) = crd_kind(base, &plan.cluster, &change.id) {
+                if let Some(kind) = crd_kind(base, &plan.cluster, &change.id)
+                    .or_else(|| crd_kind(head, &plan.cluster, &change.id))
+                {
                     crds.insert((plan.cluster.clone(), kind), change.name.clone());
                 }
             }
@@ -93,9 +95,9 @@ fn depends_on(raw: Option<&serde_json::Value>, namespace: &str) -> Vec<Kustomiza
         .collect()
 }
 
-/// The (group, kind) a CRD the base render holds defines.
-fn crd_kind(base: &Render, cluster: &str, id: &str) -> Option<(String, String)> {
-    let crd = base
+/// The (group, kind) a CRD a render holds defines.
+fn crd_kind(render: &Render, cluster: &str, id: &str) -> Option<(String, String)> {
+    let crd = render
         .clusters
         .iter()
         .filter(|c| c.name == cluster)

@@ -13,14 +13,14 @@ pub const FLUX_MANAGER: &str = "kustomize-controller";
 
 /// A unified diff live → desired (headed `+++ {label}`), `None` when applying `desired` would
 /// change nothing.
-pub fn drift(desired: &Value, live: &Value, label: &str) -> Option<String> {
+pub fn drift(desired: &Value, live: &Value, label: &str, cluster_scoped: bool) -> Option<String> {
     if !has_content(live) {
         return None;
     }
     // The API never gives a cluster-scoped object a namespace, whatever the manifest says.
-    let desired = match live["metadata"].get("namespace") {
-        None => &super::compute::without_namespace(desired),
-        Some(_) => desired,
+    let desired = match cluster_scoped {
+        true => &super::compute::without_namespace(desired),
+        false => desired,
     };
     let owned = owned_fields(live, FLUX_MANAGER);
     let mut projected = project(live, Some(desired), owned.as_ref(), "");
@@ -208,19 +208,19 @@ mod tests {
 
     #[test]
     fn no_drift_when_only_the_server_and_others_add_fields() {
-        assert_eq!(drift(&desired(), &live(2, "nginx:1.27", false), "head"), None);
+        assert_eq!(drift(&desired(), &live(2, "nginx:1.27", false), "head", false), None);
     }
 
     #[test]
     fn fields_the_manifest_sets_are_compared() {
-        let text = drift(&desired(), &live(5, "nginx:1.27", false), "head").unwrap();
+        let text = drift(&desired(), &live(5, "nginx:1.27", false), "head", false).unwrap();
         assert!(text.contains("-  replicas: 5\n+  replicas: 2\n"), "{text}");
         assert!(!text.contains("sidecar") && !text.contains("imagePullPolicy"), "{text}");
     }
 
     #[test]
     fn fields_flux_owned_but_no_longer_set_are_removals() {
-        let text = drift(&desired(), &live(2, "nginx:1.27", true), "head").unwrap();
+        let text = drift(&desired(), &live(2, "nginx:1.27", true), "head", false).unwrap();
         assert!(text.contains("-  paused: false\n"), "{text}");
     }
 
@@ -233,14 +233,14 @@ mod tests {
             "metadata": {"name": "reader", "uid": "u", "managedFields": [{"manager": "kustomize-controller",
                 "operation": "Apply", "fieldsV1": {"f:rules": {}}}]}, "rules": rules});
         // No `name` in the items, and no namespace on a cluster-scoped object: no drift.
-        assert_eq!(drift(&desired, &live, "head"), None);
+        assert_eq!(drift(&desired, &live, "head", true), None);
         let mut widened = live.clone();
         widened["rules"][0]["verbs"] = json!(["get", "list", "delete"]);
         widened["rules"]
             .as_array_mut()
             .unwrap()
             .push(json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}));
-        let text = drift(&desired, &widened, "head").unwrap();
+        let text = drift(&desired, &widened, "head", true).unwrap();
         assert!(text.contains("-  - delete\n") && text.contains("-- apiGroups:\n-  - '*'\n"), "{text}");
     }
 
@@ -252,16 +252,16 @@ mod tests {
             "spec": {"clusterIP": "10.0.0.1", "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"},
                 {"port": 9090, "protocol": "TCP", "name": "added-by-hand"}]}});
         // Another manager's port is not ours to compare; the server's default protocol is no drift.
-        assert_eq!(drift(&desired, &live, "head"), None);
+        assert_eq!(drift(&desired, &live, "head", false), None);
         let mut moved = live.clone();
         moved["spec"]["ports"][0]["targetPort"] = json!(9000);
-        let text = drift(&desired, &moved, "head").unwrap();
+        let text = drift(&desired, &moved, "head", false).unwrap();
         assert!(text.contains("-    targetPort: 9000\n+    targetPort: 8080\n"), "{text}");
     }
 
     #[test]
     fn metadata_only_objects_give_no_drift() {
         let meta = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
-        assert_eq!(drift(&json!({"kind": "ConfigMap", "data": {"a": "1"}}), &meta, "head"), None);
+        assert_eq!(drift(&json!({"kind": "ConfigMap", "data": {"a": "1"}}), &meta, "head", false), None);
     }
 }

@@ -322,12 +322,26 @@ impl Plan {
     /// an approval holds only while a re-plan says the same.
     pub fn digest(&self) -> String {
         use sha2::{Digest, Sha256};
+        // What the live cluster merely counts (Pods come and go, drift moves) is not what was
+        // approved: the changes and the alerts' codes and objects are.
+        let mut kustomizations = self.kustomizations.clone();
+        for k in &mut kustomizations {
+            k.drift.clear();
+            for change in &mut k.changes {
+                change.takes_with_it.clear();
+            }
+        }
+        let alerts: Vec<_> = self
+            .alerts
+            .iter()
+            .map(|a| serde_json::json!([a.severity, a.code, a.cluster, a.kustomization, a.objects]))
+            .collect();
         let content = serde_json::json!({
             // An approval for one base (one environment's branch) is not one for another.
             "base": self.base.rev,
             "verdict": self.verdict,
-            "kustomizations": self.kustomizations,
-            "alerts": self.alerts,
+            "kustomizations": kustomizations,
+            "alerts": alerts,
         });
         hex::encode(Sha256::digest(crate::yaml::canonical_json(&content).as_bytes()))
     }
@@ -415,6 +429,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         request.head,
         &blast_radius,
     ));
+    policy::sort(&mut alerts);
     let mut summary = Counts::default();
     for plan in &kustomizations {
         summary.merge(&plan.counts);
@@ -431,7 +446,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         head: Revision { rev: request.head_rev, commit: request.head.revision.clone() },
         summary,
         deletions: DeletionCauses::count(&kustomizations),
-        // Alerts are sorted most severe first.
+        // The cause of the most severe alert that has one.
         cause: alerts.iter().find_map(|a| a.cause.clone()),
         kustomizations,
         alerts,

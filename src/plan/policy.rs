@@ -250,6 +250,12 @@ pub fn evaluate(
             Vec::new(),
         ));
     }
+    sort(&mut alerts);
+    alerts
+}
+
+/// Most severe first, then by cluster, Kustomization and code.
+pub fn sort(alerts: &mut [Alert]) {
     alerts.sort_by(|a, b| {
         (a.severity, &a.cluster, &a.kustomization, &a.code).cmp(&(
             b.severity,
@@ -258,7 +264,6 @@ pub fn evaluate(
             &b.code,
         ))
     });
-    alerts
 }
 
 /// The verdict: blocked on any danger alert, else changes or no changes.

@@ -490,7 +490,12 @@ impl Context<'_> {
         match result {
             Err(error) => {
                 record.status = Status::Failed;
-                record.error = Some(ErrorReport::from(&error));
+                let mut report = ErrorReport::from(&error);
+                if let Some(shown) = &node.shown_path {
+                    // The real path holds values substituted from Secrets: never show it.
+                    report.message = report.message.replace(&spec.path, shown);
+                }
+                record.error = Some(report);
             }
             Ok((objects, unresolved)) => {
                 if !unresolved.is_empty() {

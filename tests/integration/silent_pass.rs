@@ -411,3 +411,55 @@ fn help_lists_formats_and_exit_codes() {
         assert!(build.contains(needed), "build --help lacks {needed:?}:\n{build}");
     }
 }
+
+#[test]
+fn a_path_substituted_from_a_secret_stays_masked_when_it_changes_or_is_missing() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization(
+        "clusters/prod/apps.yaml",
+        "apps",
+        "./apps",
+        "postBuild:\n  substituteFrom:\n  - kind: Secret\n    name: suffix",
+    );
+    // The child's path holds the Secret's value: ./tenants/zq7secretvalue.
+    repo.kustomization("apps/child.yaml", "child", "./tenants/${SUFFIX}", "");
+    repo.config_map(&format!("tenants/{SECRET}/cm.yaml"), "cm", "default");
+    repo.commit("base");
+    // The pull request moves the child elsewhere (its objects are deleted: the reason names the
+    // path change), then to a directory that does not exist (the error names the path).
+    repo.kustomization("apps/child.yaml", "child", "./tenants/${SUFFIX}-v2", "");
+    repo.config_map(&format!("tenants/{SECRET}-v2/other.yaml"), "other", "default");
+    repo.commit("moved");
+    repo.kustomization("apps/child.yaml", "child", "./tenants/${SUFFIX}-gone", "");
+    repo.commit("missing");
+    let files = tempfile::tempdir().unwrap();
+    let snapshot = files.path().join("snapshot.yaml");
+    std::fs::write(
+        &snapshot,
+        format!(
+            "kind: ClusterSnapshot\nkustomizations:\n- apiVersion: kustomize.toolkit.fluxcd.io/v1\n  kind: Kustomization\n  \
+             metadata: {{name: child, namespace: flux-system}}\n  spec: {{path: ./tenants/{SECRET}, prune: true, \
+             sourceRef: {{kind: GitRepository, name: flux-system}}}}\n  status:\n    inventory:\n      entries:\n      \
+             - {{id: default_cm__ConfigMap, v: v1}}\nsecrets:\n- metadata: {{name: suffix, namespace: flux-system}}\n  \
+             data: {{SUFFIX: enE3c2VjcmV0dmFsdWU=}}\n"
+        ),
+    )
+    .unwrap();
+    let dir = repo.path().to_str().unwrap();
+    let snapshot = snapshot.to_str().unwrap();
+    for (base, head, shows) in
+        [("HEAD~2", "HEAD~1", "path changed from"), ("HEAD~1", "HEAD", "path not found")]
+    {
+        for format in ["json", "markdown", "text"] {
+            let args = ["plan", "--no-cache", "--base", base, "--head", head, "--format", format];
+            let (stdout, stderr, _) =
+                run(&[&args[..], &["--repo", dir, "--cluster-snapshot", snapshot]].concat(), &[], None);
+            assert!(stdout.contains(shows), "plan {base}..{head} {format}: {stdout}\n{stderr}");
+            assert!(stdout.contains("(masked:SUFFIX)"), "plan {base}..{head} {format}: {stdout}");
+            assert!(
+                !stdout.contains(SECRET) && !stderr.contains(SECRET),
+                "plan {base}..{head} {format} shows the secret:\n{stdout}\n{stderr}"
+            );
+        }
+    }
+}

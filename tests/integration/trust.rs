@@ -227,7 +227,7 @@ fn empty_path_with_prune_disabled_objects_keeps_the_alert_consistent_with_the_pl
     // The alert says what the plan decided: the ConfigMap is kept, the Service goes with its Namespace.
     assert!(message.contains("keeps 1: ConfigMap default/settings"), "{message}");
     assert!(
-        message.contains("1 more that Flux would keep are deleted by Kubernetes with their Namespace"),
+        message.contains("with them go 1 kept by Flux but deleted by Kubernetes with their Namespace"),
         "{message}"
     );
     assert!(
