@@ -13,7 +13,8 @@ Exit codes:
   0  every Kustomization rendered
   1  at least one failed (its error is in the output), or a file was left out for its size
   3  the repository could not be rendered at all (no Flux Kustomization, unknown revision,
-     no kustomize, a source over its limits, ...)";
+     no kustomize, a source over its limits, ...), or Kustomizations exist and none rendered
+     for want of local sources (map them with --source)";
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum BuildFormat {
@@ -37,7 +38,8 @@ pub struct BuildArgs {
     pub format: BuildFormat,
 }
 
-/// Exit 0 when every Kustomization rendered, 1 when some failed or a file was left out.
+/// Exit 0 when every Kustomization rendered, 1 when some failed or a file was left out, 3 when
+/// Kustomizations exist and none rendered for want of local sources.
 pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let snapshot = args.render.snapshot()?;
     let mut opts = args.render.options(args.rev.clone(), snapshot.as_ref());
@@ -73,6 +75,11 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         if let Some(hint) = repo_root::subdirectory_hint(&args.render.repo, args.rev.as_deref()) {
             eprintln!("hint: {hint}");
         }
+    }
+    // Kustomizations exist and none rendered: the empty output must not pass for a success.
+    if let Some(reason) = render.nothing_rendered() {
+        eprintln!("error: {reason}");
+        return Ok(3);
     }
     let failed = render.clusters.iter().flat_map(|c| &c.kustomizations).any(|k| k.status == Status::Failed);
     // A file left out for its size makes the render differ from what Flux reads: not a success.

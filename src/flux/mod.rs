@@ -1,6 +1,7 @@
 //! Flux API knowledge: object shapes, inventory ids, control annotations, the envsubst dialect,
 //! the kustomization generator and source-ignore rules. No IO but the filesystem.
 
+pub mod artifact_generator;
 pub mod control;
 pub mod envsubst;
 pub mod generator;

@@ -126,7 +126,10 @@ impl ScopeMap {
             return *scope;
         }
         // Every Flux kind (Kustomization, GitRepository, HelmRelease, ...) is namespaced.
-        if BUILTIN_GROUPS.contains(&group) || group.ends_with(".toolkit.fluxcd.io") {
+        if BUILTIN_GROUPS.contains(&group)
+            || group.ends_with(".toolkit.fluxcd.io")
+            || group == super::artifact_generator::EXTENSIONS_GROUP
+        {
             return Scope::Namespaced;
         }
         Scope::Unknown

@@ -72,6 +72,13 @@ impl SourceIgnore {
         Ok(SourceIgnore { layers })
     }
 
+    /// source-controller's default rules alone (VCS files, images, archives, CI files), which
+    /// source-watcher applies when it archives a generated artifact (no `.sourceignore` read).
+    pub fn defaults(root: &Path) -> Self {
+        let defaults = VCS_DEFAULTS.iter().chain(OTHER_DEFAULTS).map(|s| s.to_string());
+        SourceIgnore { layers: vec![(root.to_path_buf(), build(root, defaults))] }
+    }
+
     /// True when `path` (absolute, under the root) is left out of the artifact.
     pub fn is_ignored(&self, path: &Path, is_dir: bool) -> bool {
         let mut ignored = false;

@@ -228,7 +228,12 @@ impl<'a> ClusterView<'a> {
         match head.status {
             Status::External => {
                 plan.status = KustomizationStatus::External;
-                plan.notes.push(format!("source {} is not in this repository: not planned", head.source));
+                let why = if head.source.kind == "ExternalArtifact" {
+                    "is not built locally"
+                } else {
+                    "is not in this repository"
+                };
+                plan.notes.push(format!("source {} {why}: not planned", head.source));
                 return plan;
             }
             Status::Failed => {

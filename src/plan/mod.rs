@@ -431,8 +431,14 @@ pub fn make_plan(request: PlanRequest) -> Plan {
     for plan in &kustomizations {
         summary.merge(&plan.counts);
     }
+    // A head where nothing rendered for want of sources would read "no changes": it is a failure.
+    let nothing_rendered = request.head.nothing_rendered();
     Plan {
-        verdict: policy::verdict(&kustomizations, &alerts),
+        verdict: if nothing_rendered.is_some() {
+            Verdict::Failed
+        } else {
+            policy::verdict(&kustomizations, &alerts)
+        },
         base: Revision { rev: request.base_rev, commit: request.base.revision.clone() },
         head: Revision { rev: request.head_rev, commit: request.head.revision.clone() },
         summary,
@@ -444,6 +450,6 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         policy_source: request.policy_source,
         degraded: request.degraded,
         blast_radius,
-        error: None,
+        error: nothing_rendered,
     }
 }

@@ -54,6 +54,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("root-failed", Severity::Danger),
     ("roots-changed", Severity::Danger),
     ("source-pinned", Severity::Info),
+    ("external-artifact", Severity::Warning),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =
@@ -332,7 +333,16 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
         );
     }
     if let Some(k) = causes::rendered(head, &plan.cluster, &plan.namespace, &plan.name) {
-        if k.status == Status::External {
+        if k.status == Status::External && k.source.kind == "ExternalArtifact" {
+            // An ExternalArtifact usually comes from this repository: not building it is a gap.
+            let why = k.warnings.iter().find(|w| w.starts_with(&format!("source {}", k.source)));
+            alerts.extend(alert(
+                "external-artifact",
+                why.cloned()
+                    .unwrap_or_else(|| format!("source {} is not built locally: not planned", k.source)),
+                Vec::new(),
+            ));
+        } else if k.status == Status::External {
             alerts.extend(alert(
                 "external-source",
                 format!("source {} is not in this repository: not planned", k.source),

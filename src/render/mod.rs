@@ -1,6 +1,7 @@
 //! Turning a source tree into objects per Kustomization, as kustomize-controller would: the
 //! kustomize runner, the cache, and the walk that follows nested Kustomizations.
 
+mod artifacts;
 pub mod build;
 pub mod cache;
 pub mod kustomize;
@@ -223,6 +224,42 @@ impl Render {
     /// Every Kustomization of every cluster.
     pub fn kustomizations(&self) -> impl Iterator<Item = (&Cluster, &RenderedKustomization)> {
         self.clusters.iter().flat_map(|c| c.kustomizations.iter().map(move |k| (c, k)))
+    }
+
+    /// Why this render cannot stand for the revision: Kustomizations exist, none rendered, and
+    /// some were not rendered for want of a local source (a render where all fail is judged by
+    /// its failures). A plan of it would otherwise read "no changes".
+    pub fn nothing_rendered(&self) -> Option<String> {
+        let listed: Vec<&RenderedKustomization> = self.kustomizations().map(|(_, k)| k).collect();
+        let unplanned = listed.iter().any(|k| k.status == Status::External) || !self.unreachable.is_empty();
+        if listed.iter().any(|k| k.status == Status::Rendered) || !unplanned {
+            return None;
+        }
+        let mut lines = vec![format!(
+            "nothing rendered: the repository defines {} Kustomization(s) and fluxplan rendered none of them, so \
+             it cannot tell what Flux would apply or prune:",
+            listed.len() + self.unreachable.len()
+        )];
+        for k in &listed {
+            let why = match (&k.error, k.warnings.first()) {
+                (Some(error), _) => error.message.lines().next().unwrap_or("").to_string(),
+                (None, Some(warning)) => warning.clone(),
+                (None, None) => "not rendered".into(),
+            };
+            lines.push(format!("- {}/{}: {why}", k.namespace, k.name));
+        }
+        for u in &self.unreachable {
+            lines.push(format!(
+                "- {} ({}): not reached from any root (no root renders it and its source is not local)",
+                u.name, u.file
+            ));
+        }
+        lines.push(
+            "Map the sources these Kustomizations read to local directories with --source NAMESPACE/NAME=DIR, or \
+             add the ArtifactGenerator or GitRepository that makes them to the repository."
+                .into(),
+        );
+        Some(lines.join("\n"))
     }
 
     /// The first Kustomization named `namespace/name`.

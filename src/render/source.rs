@@ -172,6 +172,13 @@ impl ExportedSource {
             .collect())
     }
 
+    /// The repository path of a file in one of this export's trees.
+    pub fn repo_path(&self, file: &Path) -> Option<String> {
+        let mut parts = file.strip_prefix(self.workdir.path()).ok()?.components();
+        parts.next()?; // the tree: raw or one filtered variant
+        Some(parts.as_path().to_string_lossy().replace('\\', "/")).filter(|p| !p.is_empty())
+    }
+
     /// The tree as the artifact of a source with `spec.ignore` would hold it.
     pub fn tree(&self, spec_ignore: Option<&str>) -> Result<PathBuf> {
         let key = spec_ignore.map(str::to_string);

@@ -1,6 +1,7 @@
 //! The walk: find the roots of a repository, render each, and follow the Kustomizations that
 //! renders produce (using their rendered spec) until every reachable one is rendered.
 
+use super::artifacts::{self, Generators, Resolved};
 use super::build::Builder;
 use super::cache::RenderCache;
 use super::kustomize::Kustomize;
@@ -106,6 +107,7 @@ struct Sources<'a> {
     this_repo: &'a ExportedSource,
     this_repo_keys: BTreeMap<String, Option<String>>,
     mapped: &'a BTreeMap<String, ExportedSource>,
+    generators: &'a Generators,
 }
 
 /// The sources that denote the repository being rendered, with their `spec.ignore`:
@@ -141,8 +143,48 @@ impl Sources<'_> {
             && self.this_repo_keys.contains_key(&key)
     }
 
-    /// The local tree of a source, or `None` when it is external.
-    fn tree(&self, source: &flux::SourceRef) -> Result<Option<PathBuf>, RenderError> {
+    /// The local tree of a source for a Kustomization defined in `near`, or `None` when it is
+    /// external. An ExternalArtifact is local when a generator here builds it from local sources.
+    fn tree(&self, source: &flux::SourceRef, near: Option<&str>) -> Result<Option<PathBuf>, RenderError> {
+        match self.artifact(source, near)? {
+            Some(Resolved::Tree(tree)) => Ok(Some(tree)),
+            Some(Resolved::Unavailable(_)) => Ok(None),
+            None => self.local_tree(source),
+        }
+    }
+
+    /// How an ExternalArtifact not mapped with `--source` resolves; `None` for other sources.
+    fn artifact(
+        &self,
+        source: &flux::SourceRef,
+        near: Option<&str>,
+    ) -> Result<Option<Resolved>, RenderError> {
+        let mapped = self.mapped.contains_key(&format!("{}/{}", source.namespace, source.name));
+        if source.kind != artifacts::KIND || mapped {
+            return Ok(None);
+        }
+        self.generators.resolve(source, near, &|s| self.local_tree(s)).map(Some)
+    }
+
+    /// Why a source is external, for the Kustomization's warning.
+    fn external_reason(&self, source: &flux::SourceRef, near: Option<&str>) -> String {
+        let map = format!("map it with --source {}/{}=DIR", source.namespace, source.name);
+        match self.artifact(source, near) {
+            Ok(Some(Resolved::Unavailable(why))) => {
+                format!("source {source} is not built locally, so it is not planned: {why}; or map the artifact itself with --source {}/{}=DIR", source.namespace, source.name)
+            }
+            _ => format!("source {source} is not in this repository: not rendered ({map})"),
+        }
+    }
+
+    /// The repository file an object built from `root` came from, when `root` is an artifact
+    /// generated from this repository: nested Kustomizations are then matched to their files.
+    fn repo_origin(&self, root: &Path, origin: &str) -> Option<String> {
+        let source = self.generators.source_of(&root.join(origin))?;
+        self.this_repo.repo_path(&source)
+    }
+
+    fn local_tree(&self, source: &flux::SourceRef) -> Result<Option<PathBuf>, RenderError> {
         let key = format!("{}/{}", source.namespace, source.name);
         let tree = if let Some(mapped) = self.mapped.get(&key) {
             mapped.tree(None)
@@ -178,6 +220,9 @@ impl Renderer {
         let discovery_tree = this_repo.tree(None)?;
         let discovered = discover(&discovery_tree);
         let disk_kustomizations = &discovered.kustomizations;
+        let mut yaml_files = Vec::new();
+        collect_yaml_files(&discovery_tree, &mut yaml_files);
+        let generators = Generators::discover(&discovery_tree, &yaml_files, opts.limits);
 
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "manifests discovered");
         let remotes: BTreeSet<String> =
@@ -186,6 +231,7 @@ impl Renderer {
             this_repo: &this_repo,
             this_repo_keys: this_repo_keys(&discovered.git_repositories, &discovered.syncs, &remotes),
             mapped: &mapped,
+            generators: &generators,
         };
 
         let progress = Progress::new(opts.progress);
@@ -198,7 +244,15 @@ impl Renderer {
             .iter()
             .enumerate()
             .filter_map(|(i, d)| Some((i, d.spec.as_ref().ok()?)))
-            .filter(|(_, spec)| matches!(sources.tree(&spec.source_ref), Ok(Some(_))))
+            // An ExternalArtifact Kustomization is never left unreachable for want of its artifact:
+            // it renders, fails or is listed external with the reason.
+            .filter(|(i, spec)| {
+                spec.source_ref.kind == artifacts::KIND
+                    || matches!(
+                        sources.tree(&spec.source_ref, Some(&disk_kustomizations[*i].file)),
+                        Ok(Some(_))
+                    )
+            })
             .collect();
         let chart_sources: Vec<&Value> = discovered.chart_sources.iter().collect();
         let learned: Vec<Learned> = pool.install(|| {
@@ -206,7 +260,7 @@ impl Renderer {
                 .par_iter()
                 .map(|(i, spec)| {
                     let made = ctx
-                        .render_objects(spec, "", &BTreeSet::new())
+                        .render_objects(spec, Some(&disk_kustomizations[*i].file), "", &BTreeSet::new())
                         .map(|(objects, _)| objects)
                         .unwrap_or_default();
                     let children = made
@@ -274,6 +328,7 @@ impl Renderer {
             this_repo: &this_repo,
             this_repo_keys: this_repo_keys(&discovered.git_repositories, &syncs, &remotes),
             mapped: sources.mapped,
+            generators: sources.generators,
         };
         let ctx = Context { renderer: self, opts, sources: &sources, progress: &progress, memo: &memo };
 
@@ -426,23 +481,29 @@ struct Context<'a> {
 
 impl Context<'_> {
     /// Renders `spec` as a Kustomization of `cluster` (whose substitution values apply).
+    /// `file` defines the Kustomization: it picks the nearest generator of an ExternalArtifact.
     fn render_objects(
         &self,
         spec: &Kustomization,
+        file: Option<&str>,
         cluster: &str,
         inherited_secrets: &BTreeSet<String>,
     ) -> Rendered {
         let values_of = if self.opts.cluster_values.contains_key(cluster) { cluster } else { "" };
+        let root = self.sources.tree(&spec.source_ref, file)?.ok_or_else(|| {
+            RenderError::InvalidSource(format!("source {} is not available locally", spec.source_ref))
+        })?;
         let key = yaml::canonical_json(&serde_json::json!([
             values_of,
             spec.namespace,
             spec.name,
-            spec.raw["spec"]
+            spec.raw["spec"],
+            root.to_string_lossy()
         ]));
         if let Some(hit) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return hit.clone();
         }
-        let result = self.render_uncached(spec, values_of, inherited_secrets);
+        let result = self.render_uncached(&root, spec, values_of, inherited_secrets);
         self.memo.lock().unwrap_or_else(|e| e.into_inner()).insert(key, result.clone());
         result
     }
@@ -450,14 +511,19 @@ impl Context<'_> {
     /// Builds and post-processes one spec: the objects and the variables left unresolved.
     fn render_uncached(
         &self,
+        root: &Path,
         spec: &Kustomization,
         values_of: &str,
         inherited_secrets: &BTreeSet<String>,
     ) -> Rendered {
-        let root = self.sources.tree(&spec.source_ref)?.ok_or_else(|| {
-            RenderError::InvalidSource(format!("source {} is not available locally", spec.source_ref))
-        })?;
-        let built = self.renderer.builder.build(&root, spec, &self.opts.cancel)?;
+        let mut built = self.renderer.builder.build(root, spec, &self.opts.cancel)?;
+        if spec.source_ref.kind == artifacts::KIND {
+            for object in &mut built.objects {
+                if let Some(file) = object.origin.as_deref().and_then(|o| self.sources.repo_origin(root, o)) {
+                    object.origin = Some(file);
+                }
+            }
+        }
         self.progress.tick(built.cache_hit);
         let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
         let vars: Variables = postbuild::resolve_variables(spec, values.as_ref(), inherited_secrets)?;
@@ -481,16 +547,14 @@ impl Context<'_> {
             objects: Vec::new(),
             spec: None,
         };
-        if matches!(self.sources.tree(&spec.source_ref), Ok(None)) {
+        if matches!(self.sources.tree(&spec.source_ref, node.file.as_deref()), Ok(None)) {
             record.status = Status::External;
-            record.warnings.push(format!(
-                "source {} is not in this repository: not rendered (map it with --source {}/{}=DIR)",
-                spec.source_ref, spec.source_ref.namespace, spec.source_ref.name
-            ));
+            record.warnings.push(self.sources.external_reason(&spec.source_ref, node.file.as_deref()));
             record.spec = Some(spec);
             return (record, Vec::new());
         }
-        let mut result = self.render_objects(&spec, &node.cluster_name, &node.inherited_secrets);
+        let mut result =
+            self.render_objects(&spec, node.file.as_deref(), &node.cluster_name, &node.inherited_secrets);
         // A root that renders its own definition is reconciled with that rendered definition.
         for _ in 0..ROOT_FIXPOINT_ROUNDS {
             let Ok((objects, _)) = &result else { break };
@@ -504,7 +568,12 @@ impl Context<'_> {
                 Some(own) if own.raw["spec"] != spec.raw["spec"] => {
                     spec = own;
                     record.path = spec.path.clone();
-                    result = self.render_objects(&spec, &node.cluster_name, &node.inherited_secrets);
+                    result = self.render_objects(
+                        &spec,
+                        node.file.as_deref(),
+                        &node.cluster_name,
+                        &node.inherited_secrets,
+                    );
                 }
                 _ => break,
             }
