@@ -4,9 +4,8 @@
 //! renders is a failed plan, never "no changes". Layout modelled on
 //! fluxcd/flux2-kustomize-helm-example (clusters/production/artifacts.yaml there).
 
-use crate::fixture::{fluxplan_bin, plan_cli, plan_json, Repo};
+use crate::fixture::{changes_of, fluxplan_bin, kustomization_in, plan_cli, plan_json, Repo};
 use fluxplan::render::Status;
-use serde_json::Value;
 use std::process::Command;
 
 /// One output artifact per line of `copies`: (artifact name, copy operations as YAML flow list).
@@ -97,26 +96,6 @@ fn fleet() -> Repo {
     repo
 }
 
-fn kustomization<'a>(plan: &'a Value, reference: &str) -> &'a Value {
-    plan["kustomizations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| {
-            format!("{}/{}", k["namespace"].as_str().unwrap(), k["name"].as_str().unwrap()) == reference
-        })
-        .unwrap_or_else(|| panic!("{reference} not in the plan: {plan:#}"))
-}
-
-fn changes(plan: &Value, reference: &str) -> Vec<(String, String)> {
-    kustomization(plan, reference)["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["action"].as_str().unwrap().to_string(), c["id"].as_str().unwrap().to_string()))
-        .collect()
-}
-
 fn build(repo: &Repo, extra: &[&str]) -> (String, String, i32) {
     let out = Command::new(fluxplan_bin())
         .args(["build", "--no-cache", "--rev", "HEAD", "--format", "ids", "--repo"])
@@ -192,11 +171,11 @@ fn an_app_change_through_the_generator_is_planned_not_no_changes() {
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!((plan["verdict"].as_str(), code), (Some("changes"), 1), "{plan:#}");
     assert_eq!(
-        changes(&plan, "flux-system/apps"),
+        changes_of(&plan, "flux-system/apps"),
         [("update".to_string(), "podinfo_podinfo_apps_Deployment".to_string())]
     );
     assert_eq!(
-        changes(&plan, "flux-system/infra-controllers"),
+        changes_of(&plan, "flux-system/infra-controllers"),
         [
             ("create".to_string(), "infra_envoy-gateway_apps_Deployment".to_string()),
             ("delete".to_string(), "infra_ingress-nginx_apps_Deployment".to_string()),
@@ -226,7 +205,7 @@ fn a_change_to_the_generator_itself_is_planned() {
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!((plan["verdict"].as_str(), code), (Some("changes"), 1), "{plan:#}");
     assert_eq!(
-        changes(&plan, "flux-system/apps"),
+        changes_of(&plan, "flux-system/apps"),
         [("update".to_string(), "podinfo_podinfo_apps_Deployment".to_string())]
     );
 }
@@ -418,7 +397,7 @@ fn a_generator_reading_a_remote_source_is_external_with_a_warning() {
           flux-system/apps=DIR"]
     );
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    assert_eq!(kustomization(&plan, "flux-system/apps")["status"], "external");
+    assert_eq!(kustomization_in(&plan, "flux-system/apps")["status"], "external");
     let warning = plan["alerts"]
         .as_array()
         .unwrap()
@@ -500,7 +479,7 @@ fn the_published_example_layout_renders_without_bootstrap_manifests() {
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!((plan["verdict"].as_str(), code), (Some("changes"), 1), "{plan:#}");
     assert_eq!(
-        changes(&plan, "flux-system/apps"),
+        changes_of(&plan, "flux-system/apps"),
         [("update".to_string(), "podinfo_podinfo_apps_Deployment".to_string())]
     );
 }

@@ -222,3 +222,25 @@ pub fn process_running(needle: &str) -> bool {
             .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
     })
 }
+
+/// The plan entry (JSON) of the Kustomization `namespace/name`.
+pub fn kustomization_in<'a>(plan: &'a serde_json::Value, reference: &str) -> &'a serde_json::Value {
+    plan["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| {
+            format!("{}/{}", k["namespace"].as_str().unwrap(), k["name"].as_str().unwrap()) == reference
+        })
+        .unwrap_or_else(|| panic!("{reference} not in the plan: {plan:#}"))
+}
+
+/// (action, id) of every change of the Kustomization `namespace/name`.
+pub fn changes_of(plan: &serde_json::Value, reference: &str) -> Vec<(String, String)> {
+    kustomization_in(plan, reference)["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["action"].as_str().unwrap().to_string(), c["id"].as_str().unwrap().to_string()))
+        .collect()
+}

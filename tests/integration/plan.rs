@@ -1,29 +1,7 @@
 //! `fluxplan plan` end to end: real git, real kustomize, golden reports, exit codes.
 
-use crate::fixture::{plan_cli, plan_json, Repo};
+use crate::fixture::{changes_of, kustomization_in, plan_cli, plan_json, Repo};
 use serde_json::Value;
-
-/// The plan entry of a Kustomization.
-fn kustomization<'a>(plan: &'a Value, reference: &str) -> &'a Value {
-    plan["kustomizations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| {
-            format!("{}/{}", k["namespace"].as_str().unwrap(), k["name"].as_str().unwrap()) == reference
-        })
-        .unwrap_or_else(|| panic!("{reference} not in plan"))
-}
-
-/// (action, id) of every change of a Kustomization.
-fn changes(plan: &Value, reference: &str) -> Vec<(String, String)> {
-    kustomization(plan, reference)["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["action"].as_str().unwrap().to_string(), c["id"].as_str().unwrap().to_string()))
-        .collect()
-}
 
 fn alert_codes(plan: &Value) -> Vec<(String, String)> {
     plan["alerts"]
@@ -64,7 +42,7 @@ fn outage_path_to_an_empty_directory_is_blocked_with_everything_pruned() {
     assert_eq!(code, 2);
     assert_eq!(plan["verdict"], "blocked");
     assert_eq!(
-        changes(&plan, "flux-system/apps"),
+        changes_of(&plan, "flux-system/apps"),
         // In the order the controller prunes: custom resources, workloads, ..., Namespaces last.
         vec![
             ("delete".into(), "flux-system_db_kustomize.toolkit.fluxcd.io_Kustomization".into()),
@@ -74,9 +52,9 @@ fn outage_path_to_an_empty_directory_is_blocked_with_everything_pruned() {
         ]
     );
     // The nested Kustomization goes with it, and its finalizer takes the database.
-    assert_eq!(kustomization(&plan, "flux-system/db")["status"], "removed");
+    assert_eq!(kustomization_in(&plan, "flux-system/db")["status"], "removed");
     assert_eq!(
-        changes(&plan, "flux-system/db"),
+        changes_of(&plan, "flux-system/db"),
         vec![
             ("delete".into(), "shop_db_apps_StatefulSet".into()),
             ("delete".into(), "shop_db-data__PersistentVolumeClaim".into()),
@@ -107,11 +85,11 @@ fn path_to_a_missing_directory_is_blocked_and_prunes_nothing() {
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2);
     assert!(has_alert(&plan, "danger", "path-not-found"));
-    let apps = kustomization(&plan, "flux-system/apps");
+    let apps = kustomization_in(&plan, "flux-system/apps");
     assert_eq!(apps["status"], "failed");
     assert!(apps["changes"].as_array().unwrap().is_empty(), "a failed render prunes nothing");
     // db is no longer produced, but its object is not deleted: apps fails, so nothing cascades.
-    assert!(changes(&plan, "flux-system/db").is_empty());
+    assert!(changes_of(&plan, "flux-system/db").is_empty());
     let total_deletes = plan["summary"]["delete"].as_u64().unwrap();
     assert_eq!(total_deletes, 0);
 }
@@ -133,31 +111,31 @@ fn removed_nested_kustomization_cascades_through_its_children() {
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2);
     assert_eq!(
-        changes(&plan, "flux-system/apps"),
+        changes_of(&plan, "flux-system/apps"),
         vec![
             ("delete".into(), "flux-system_keeper_kustomize.toolkit.fluxcd.io_Kustomization".into()),
             ("delete".into(), "flux-system_team_kustomize.toolkit.fluxcd.io_Kustomization".into()),
         ]
     );
     assert_eq!(
-        changes(&plan, "flux-system/team"),
+        changes_of(&plan, "flux-system/team"),
         vec![
             ("delete".into(), "flux-system_team-db_kustomize.toolkit.fluxcd.io_Kustomization".into()),
             ("delete".into(), "team_team-config__ConfigMap".into()),
         ]
     );
     assert_eq!(
-        changes(&plan, "flux-system/team-db"),
+        changes_of(&plan, "flux-system/team-db"),
         vec![
             ("delete".into(), "shop_db_apps_StatefulSet".into()),
             ("delete".into(), "shop_db-data__PersistentVolumeClaim".into()),
         ]
     );
-    let db_change = &kustomization(&plan, "flux-system/team-db")["changes"][0];
+    let db_change = &kustomization_in(&plan, "flux-system/team-db")["changes"][0];
     assert_eq!(db_change["cascade_from"], "Kustomization flux-system/team-db");
     // deletionPolicy Orphan keeps what it applied.
     assert_eq!(
-        changes(&plan, "flux-system/keeper"),
+        changes_of(&plan, "flux-system/keeper"),
         vec![("orphan".into(), "default_kept__ConfigMap".into())]
     );
     let removed: Vec<&str> = plan["alerts"]
@@ -210,7 +188,7 @@ fn snapshot_inventory_is_the_truth_and_protected_or_foreign_objects_are_skipped(
     std::fs::write(&snapshot, SNAPSHOT).unwrap();
     let (plan, code) =
         plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.to_str().unwrap()]);
-    let apps = kustomization(&plan, "flux-system/apps");
+    let apps = kustomization_in(&plan, "flux-system/apps");
     assert_eq!(apps["inventory_source"], "cluster");
     let by_id: std::collections::BTreeMap<String, (String, String)> = apps["changes"]
         .as_array()
@@ -256,10 +234,13 @@ fn object_moving_between_kustomizations_is_a_move_with_a_warning() {
     repo.commit("move");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 1);
-    assert_eq!(changes(&plan, "flux-system/a"), vec![("skip".into(), "default_shared__ConfigMap".into())]);
-    assert_eq!(changes(&plan, "flux-system/b"), vec![("create".into(), "default_shared__ConfigMap".into())]);
-    assert_eq!(kustomization(&plan, "flux-system/b")["changes"][0]["moved_from"], "flux-system/a");
-    assert_eq!(kustomization(&plan, "flux-system/a")["changes"][0]["moved_to"], "flux-system/b");
+    assert_eq!(changes_of(&plan, "flux-system/a"), vec![("skip".into(), "default_shared__ConfigMap".into())]);
+    assert_eq!(
+        changes_of(&plan, "flux-system/b"),
+        vec![("create".into(), "default_shared__ConfigMap".into())]
+    );
+    assert_eq!(kustomization_in(&plan, "flux-system/b")["changes"][0]["moved_from"], "flux-system/a");
+    assert_eq!(kustomization_in(&plan, "flux-system/a")["changes"][0]["moved_to"], "flux-system/b");
     assert!(has_alert(&plan, "warning", "ownership-move"));
 }
 
@@ -272,10 +253,10 @@ fn image_bump_is_a_change_not_blocked() {
     assert_eq!(code, 1);
     assert_eq!(plan["verdict"], "changes");
     assert_eq!(
-        changes(&plan, "flux-system/apps"),
+        changes_of(&plan, "flux-system/apps"),
         vec![("update".into(), "shop_web_apps_Deployment".into())]
     );
-    let diff = kustomization(&plan, "flux-system/apps")["changes"][0]["diff"].as_str().unwrap();
+    let diff = kustomization_in(&plan, "flux-system/apps")["changes"][0]["diff"].as_str().unwrap();
     assert!(diff.contains("-      - image: nginx:1.26\n+      - image: nginx:1.27\n"), "{diff}");
     assert!(alert_codes(&plan).is_empty(), "{:?}", alert_codes(&plan));
     let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
@@ -354,9 +335,12 @@ fn suspended_and_prune_off_kustomizations() {
     repo.remove("paused/a.yaml").remove("loose/b.yaml");
     repo.commit("suspend one, stop pruning the other, empty both");
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    assert_eq!(kustomization(&plan, "flux-system/paused")["status"], "suspended");
-    assert!(changes(&plan, "flux-system/paused").is_empty());
-    assert_eq!(changes(&plan, "flux-system/loose"), vec![("orphan".into(), "default_b__ConfigMap".into())]);
+    assert_eq!(kustomization_in(&plan, "flux-system/paused")["status"], "suspended");
+    assert!(changes_of(&plan, "flux-system/paused").is_empty());
+    assert_eq!(
+        changes_of(&plan, "flux-system/loose"),
+        vec![("orphan".into(), "default_b__ConfigMap".into())]
+    );
     assert!(has_alert(&plan, "warning", "suspend-changed"));
     assert!(has_alert(&plan, "warning", "prune-changed"));
 }
@@ -440,7 +424,7 @@ fn secret_changes_are_reported_without_their_values() {
         assert!(!output.contains("very-secret-value"), "a secret value leaked:\n{output}");
     }
     let plan: Value = serde_json::from_str(&json).unwrap();
-    let change = &kustomization(&plan, "flux-system/apps")["changes"][0];
+    let change = &kustomization_in(&plan, "flux-system/apps")["changes"][0];
     assert_eq!(change["action"], "update");
     assert_eq!(
         change["hidden_changes"],
@@ -462,7 +446,7 @@ fn offline_the_base_manifest_protects_objects_marked_prune_disabled() {
     repo.remove("apps/ns.yaml");
     repo.commit("stop managing the namespace");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    assert_eq!(changes(&plan, "flux-system/apps"), vec![("skip".into(), "_keep__Namespace".into())]);
+    assert_eq!(changes_of(&plan, "flux-system/apps"), vec![("skip".into(), "_keep__Namespace".into())]);
     assert!(!has_alert(&plan, "danger", "protected-kind-deletion"));
     assert_eq!(code, 0, "nothing changes in the cluster");
 }
