@@ -12,7 +12,7 @@ use crate::paths;
 use crate::yaml;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -41,11 +41,20 @@ pub struct Builder {
     pub cache: RenderCache,
     file_hashes: Mutex<BTreeMap<PathBuf, String>>,
     shadow_counter: AtomicU64,
+    /// One lock per cache key being built: a second build of the same inputs waits for the
+    /// first and reads its result from the cache, so kustomize runs once per key.
+    in_flight: Mutex<HashMap<String, Arc<Mutex<()>>>>,
 }
 
 impl Builder {
     pub fn new(kustomize: Kustomize, cache: RenderCache) -> Self {
-        Builder { kustomize, cache, file_hashes: Mutex::default(), shadow_counter: AtomicU64::new(0) }
+        Builder {
+            kustomize,
+            cache,
+            file_hashes: Mutex::default(),
+            shadow_counter: AtomicU64::new(0),
+            in_flight: Mutex::default(),
+        }
     }
 
     /// Builds `spec` from the source tree at `root`.
@@ -86,6 +95,9 @@ impl Builder {
         }
         let kustomization_text = yaml::to_yaml(&document);
         let key = self.cache_key(&display(&dir), &kustomization_text, &inputs);
+        let key_lock =
+            self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).entry(key.clone()).or_default().clone();
+        let _building = key_lock.lock().unwrap_or_else(|e| e.into_inner());
         // The cache holds kustomize's output as a JSON array: much faster to read back than YAML.
         let cached = self.cache.get(&key).and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok());
         let cache_hit = cached.is_some();
@@ -134,8 +146,10 @@ impl Builder {
         let bytes = std::fs::read(path)
             .map_err(|e| RenderError::InvalidSource(format!("cannot read {}: {e}", path.display())))?;
         let hash = hex::encode(Sha256::digest(&bytes));
-        self.file_hashes.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), hash.clone());
-        Ok(hash)
+        // The first hash of a file wins: builds rewrite nested kustomization files (canonical
+        // form), and a key must not change because another build read the file after that.
+        let mut hashes = self.file_hashes.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(hashes.entry(path.to_path_buf()).or_insert(hash).clone())
     }
 
     /// Collects the content hash of every file a kustomization reads, following the

@@ -4,12 +4,15 @@
 pub mod build;
 pub mod cache;
 pub mod kustomize;
+pub mod library;
 pub mod masking;
+mod pool;
 pub mod postbuild;
 pub mod references;
 pub mod repo_root;
 pub mod source;
 mod walk;
+pub mod worker;
 
 pub use walk::{render, Renderer};
 
@@ -199,6 +202,9 @@ pub struct Render {
     /// Source limits this revision breached (files left out for their size): each is a
     /// `source-limit` alert, since what Flux would read is not what was rendered.
     pub source_limits: Vec<String>,
+    /// The kustomize that built it: `kustomize library vX (pykustomize Y)` or the binary's name
+    /// and version.
+    pub kustomize: String,
     #[serde(skip)]
     pub stats: RenderStats,
 }

@@ -44,6 +44,11 @@ impl Renderer {
         Ok(Renderer { builder: Builder::new(kustomize, RenderCache::new(None)) })
     }
 
+    /// A renderer using `kustomize` (no on-disk cache).
+    pub fn from_kustomize(kustomize: Kustomize) -> Self {
+        Renderer { builder: Builder::new(kustomize, RenderCache::new(None)) }
+    }
+
     pub fn kustomize_version(&self) -> &str {
         &self.builder.kustomize.version
     }
@@ -317,6 +322,7 @@ impl Renderer {
             unreachable,
             warnings,
             source_limits,
+            kustomize: self.builder.kustomize.version.clone(),
             stats: RenderStats { builds, cache_hits },
         })
     }

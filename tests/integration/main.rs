@@ -18,4 +18,5 @@ mod render_engine;
 mod sandbox;
 mod scopes;
 mod silent_pass;
+mod speed;
 mod trust;
