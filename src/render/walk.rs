@@ -314,6 +314,7 @@ impl Renderer {
             kustomize_runs = builds - cache_hits,
             kustomizations = clusters.iter().map(|c| c.kustomizations.len()).sum::<usize>(),
             elapsed_ms = started.elapsed().as_millis() as u64,
+            kustomize = %self.builder.kustomize.version,
             "render finished"
         );
         Ok(Render {

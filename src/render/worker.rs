@@ -103,6 +103,8 @@ unsafe fn c_string(ptr: *const c_char) -> Option<String> {
 
 /// The worker's main loop; returns the process's exit code. Its stdout carries frames only.
 pub fn main(args: &[std::ffi::OsString]) -> i32 {
+    // Nothing else of this user (another worker included) may read this worker's memory.
+    crate::sandbox::harden_process();
     let Some(library) = args.first() else {
         eprintln!("usage: fluxplan {SUBCOMMAND} LIBRARY");
         return 2;
