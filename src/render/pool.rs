@@ -53,12 +53,13 @@ struct Worker {
     log: File,
     readable: PathBuf,
     landlock: bool,
+    /// Reaped: its pid (and group id) may belong to another process now, never signalled again.
+    reaped: bool,
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        kill_group(self.child.id() as i32);
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
@@ -130,7 +131,7 @@ impl WorkerPool {
     fn take_idle(&self, readable: &Path, landlock: bool) -> Option<Worker> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         // Workers of deleted exports, or that died while idle, are of no more use.
-        idle.retain_mut(|w| w.readable.exists() && matches!(w.child.try_wait(), Ok(None)));
+        idle.retain_mut(|w| w.readable.exists() && w.alive());
         let at = idle.iter().position(|w| w.readable == readable && w.landlock == landlock)?;
         Some(idle.swap_remove(at))
     }
@@ -168,7 +169,8 @@ impl WorkerPool {
         let mut child =
             cmd.spawn().map_err(|e| failed(&format!("cannot run {}", self.program.display()), &e))?;
         let (stdin, stdout) = (child.stdin.take().expect("piped"), child.stdout.take().expect("piped"));
-        let mut worker = Worker { child, stdin, stdout, log, readable: readable.to_path_buf(), landlock };
+        let mut worker =
+            Worker { child, stdin, stdout, log, readable: readable.to_path_buf(), landlock, reaped: false };
         match worker.read_frame(deadline, 4096) {
             Ok((HELLO, version)) => Ok((worker, String::from_utf8_lossy(&version).trim().to_string())),
             Ok((tag, _)) => Err(BuildError::Failed(worker.death(&format!("it greeted with frame {tag}")))),
@@ -182,6 +184,28 @@ impl WorkerPool {
 }
 
 impl Worker {
+    fn alive(&mut self) -> bool {
+        match self.child.try_wait() {
+            Ok(None) => true,
+            Ok(Some(_)) => {
+                self.reaped = true;
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Kills the worker's process group (a live or zombie worker still owns its group id) and
+    /// reaps it; returns how it ended.
+    fn kill(&mut self) -> Option<std::process::ExitStatus> {
+        if self.reaped {
+            return None;
+        }
+        kill_group(self.child.id() as i32);
+        self.reaped = true;
+        self.child.wait().ok()
+    }
+
     fn request(&mut self, dir: &Path, deadline: Instant, max_output: u64) -> Result<(u8, Vec<u8>), Failure> {
         worker::write_frame(&mut self.stdin, BUILD, dir.as_os_str().as_bytes())
             .map_err(|e| Failure::Broken(format!("it stopped reading requests ({e})")))?;
@@ -214,8 +238,7 @@ impl Worker {
 
     /// Kills the worker and describes its death for the build's error.
     fn death(&mut self, why: &str) -> String {
-        kill_group(self.child.id() as i32);
-        let status = self.child.wait().map(|s| format!(" ({s})")).unwrap_or_default();
+        let status = self.kill().map(|s| format!(" ({s})")).unwrap_or_default();
         let size = self.log.seek(SeekFrom::End(0)).unwrap_or(0);
         let _ = self.log.seek(SeekFrom::Start(size.saturating_sub(STDERR_TAIL)));
         let mut tail = String::new();

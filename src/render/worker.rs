@@ -141,3 +141,22 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_a_short_one_is_an_error() {
+        let mut wire = Vec::new();
+        write_frame(&mut wire, OUTPUT, b"kind: ConfigMap\n").unwrap();
+        write_frame(&mut wire, ERROR, b"").unwrap();
+        let mut from = &wire[..];
+        assert_eq!(read_header(&mut from).unwrap(), (OUTPUT, 16));
+        let mut payload = vec![0u8; 16];
+        from.read_exact(&mut payload).unwrap();
+        assert_eq!(payload, b"kind: ConfigMap\n");
+        assert_eq!(read_header(&mut from).unwrap(), (ERROR, 0));
+        assert!(read_header(&mut &[OUTPUT, 0, 0][..]).is_err());
+    }
+}

@@ -277,3 +277,32 @@ fn kustomize_runs_once_per_kustomization_and_build_inputs() {
     let again = renderer.render(&opts).unwrap();
     assert_eq!(again.stats.builds - again.stats.cache_hits, 0, "{:?}", again.stats);
 }
+
+#[test]
+fn an_answer_over_the_output_limit_is_refused_and_the_next_build_gets_a_new_worker() {
+    let mut kustomize = library_kustomize();
+    let root = source();
+    let apps = root.path().join("apps");
+    kustomize.max_output = 10;
+    let error = kustomize.build(&apps, root.path(), &CancelToken::new()).unwrap_err();
+    let BuildError::Limit(message) = error else { panic!("{error:?}") };
+    assert!(message.contains("more than 10 bytes"), "{message}");
+    kustomize.max_output = 1024 * 1024;
+    let output = kustomize.build(&apps, root.path(), &CancelToken::new()).unwrap();
+    assert!(output.contains("name: app"), "{output}");
+}
+
+#[test]
+fn a_kustomize_error_from_the_library_is_kustomizes_message() {
+    let kustomize = library_kustomize();
+    let root = source();
+    std::fs::write(
+        root.path().join("apps/kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- missing.yaml\n",
+    )
+    .unwrap();
+    let error = kustomize.build(&root.path().join("apps"), root.path(), &CancelToken::new()).unwrap_err();
+    let BuildError::Failed(message) = error else { panic!("{error:?}") };
+    assert!(message.contains("missing.yaml"), "{message}");
+    assert!(!message.contains("worker"), "a kustomize error is not a worker failure: {message}");
+}
