@@ -306,3 +306,60 @@ fn a_kustomize_error_from_the_library_is_kustomizes_message() {
     assert!(message.contains("missing.yaml"), "{message}");
     assert!(!message.contains("worker"), "a kustomize error is not a worker failure: {message}");
 }
+
+/// `fluxplan build` of the example fleet with `env`; returns stdout, stderr and the exit code.
+fn build_cli(env: &[(&str, &str)]) -> (String, String, i32) {
+    let fleet = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet");
+    let out = std::process::Command::new(fixture::fluxplan_bin())
+        .args(["build", "--no-cache", "--format", "json", "--repo"])
+        .arg(&fleet)
+        .env_remove(library::LIB_ENV)
+        .env_remove("FLUXPLAN_KUSTOMIZE")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    (text(out.stdout), text(out.stderr), out.status.code().unwrap())
+}
+
+#[test]
+fn without_the_library_the_binary_builds_and_says_why_once() {
+    let empty = tempfile::tempdir().unwrap();
+    let (stdout, stderr, code) = build_cli(&[("XDG_CACHE_HOME", empty.path().to_str().unwrap())]);
+    assert_eq!(code, 0, "{stderr}");
+    let render: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let engine = render["kustomize"].as_str().unwrap();
+    assert!(!engine.starts_with("kustomize library"), "{engine}");
+    assert_eq!(stderr.matches("kustomize library unavailable").count(), 1, "{stderr}");
+    assert!(stderr.contains("scripts/fetch-kustomize-lib.sh"), "{stderr}");
+
+    // Turned off: the binary, without a word.
+    let (stdout, stderr, code) = build_cli(&[(library::LIB_ENV, "off")]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("kustomize library"), "{stderr}");
+    assert!(!serde_json::from_str::<serde_json::Value>(&stdout).unwrap()["kustomize"]
+        .as_str()
+        .unwrap()
+        .starts_with("kustomize library"));
+
+    // Installed: the library, named in the render.
+    let (stdout, stderr, code) = build_cli(&[(library::LIB_ENV, library_path().to_str().unwrap())]);
+    assert_eq!(code, 0, "{stderr}");
+    let render: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(render["kustomize"], "kustomize library v0.21.3 (pykustomize-v0.1.4)");
+}
+
+#[test]
+fn a_named_library_that_does_not_work_is_an_error_never_a_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_library = dir.path().join("libpykustomize.so");
+    std::fs::write(&not_a_library, "not an ELF file").unwrap();
+    for path in [dir.path().join("missing.so"), not_a_library] {
+        let (_, stderr, code) = build_cli(&[(library::LIB_ENV, path.to_str().unwrap())]);
+        assert_eq!(code, 3, "{stderr}");
+        assert!(
+            stderr.contains(&format!("{}={} does not work", library::LIB_ENV, path.display())),
+            "{stderr}"
+        );
+    }
+}
