@@ -12,10 +12,10 @@ use crate::paths;
 use crate::yaml;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Changes whenever what the cache stores changes, so old entries are never misread.
 /// v2: entries written before the sandbox existed are never read (they may hold what a hostile
@@ -41,9 +41,10 @@ pub struct Builder {
     pub cache: RenderCache,
     file_hashes: Mutex<BTreeMap<PathBuf, String>>,
     shadow_counter: AtomicU64,
-    /// One lock per cache key being built: a second build of the same inputs waits for the
-    /// first and reads its result from the cache, so kustomize runs once per key.
-    in_flight: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// Cache keys being built: a second build of the same inputs waits for the first and reads
+    /// its result from the cache, so kustomize runs once per key.
+    in_flight: Mutex<HashSet<String>>,
+    built: Condvar,
 }
 
 impl Builder {
@@ -54,6 +55,7 @@ impl Builder {
             file_hashes: Mutex::default(),
             shadow_counter: AtomicU64::new(0),
             in_flight: Mutex::default(),
+            built: Condvar::new(),
         }
     }
 
@@ -95,9 +97,7 @@ impl Builder {
         }
         let kustomization_text = yaml::to_yaml(&document);
         let key = self.cache_key(&display(&dir), &kustomization_text, &inputs);
-        let key_lock =
-            self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).entry(key.clone()).or_default().clone();
-        let _building = key_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _building = self.claim(&key);
         // The cache holds kustomize's output as a JSON array: much faster to read back than YAML.
         let cached = self.cache.get(&key).and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok());
         let cache_hit = cached.is_some();
@@ -123,6 +123,16 @@ impl Builder {
             })
             .collect();
         Ok(Built { objects, cache_hit })
+    }
+
+    /// Waits until no other build of `key` runs, then claims it until the guard is dropped.
+    fn claim(&self, key: &str) -> Claim<'_> {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        while in_flight.contains(key) {
+            in_flight = self.built.wait(in_flight).unwrap_or_else(|e| e.into_inner());
+        }
+        in_flight.insert(key.to_string());
+        Claim { builder: self, key: key.to_string() }
     }
 
     fn cache_key(&self, dir: &str, kustomization: &str, inputs: &BTreeMap<String, String>) -> String {
@@ -265,6 +275,19 @@ impl Builder {
         })();
         let _ = std::fs::remove_dir_all(&shadow);
         result
+    }
+}
+
+/// A build of one cache key in progress (see `Builder::claim`).
+struct Claim<'a> {
+    builder: &'a Builder,
+    key: String,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.builder.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+        self.builder.built.notify_all();
     }
 }
 
