@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Render benchmark: synthetic fleets of N Kustomizations x M objects, cold and warm cache, and
-# peak memory. Writes bench/out/render.md. Usage: bench/render.sh [M] [N ...]
+# peak memory. Writes bench/out/render.md (bench/out/render-binary.md with
+# FLUXPLAN_KUSTOMIZE_LIB=off: the kustomize binary per build). Usage: bench/render.sh [M] [N ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 objects=${1:-20}
@@ -12,8 +13,14 @@ bin=target/release/fluxplan
 out=bench/out
 mkdir -p "$out"
 report="$out/render.md"
+[ "${FLUXPLAN_KUSTOMIZE_LIB:-}" = off ] && report="$out/render-binary.md"
+# Which kustomize runs the builds (the library's workers, else the binary).
+engine=$(FLUXPLAN_LOG=fluxplan=info "$bin" build --repo examples/fleet --no-cache --format ids 2>&1 >/dev/null \
+  | grep -o 'kustomize=.*' | tail -1 | cut -d= -f2-)
 {
   echo "# Render benchmark ($(date -u +%F), $(nproc) cores, $($bin --version), objects per Kustomization: $objects)"
+  echo
+  echo "kustomize: $engine. Reproduce: \`${FLUXPLAN_KUSTOMIZE_LIB:+FLUXPLAN_KUSTOMIZE_LIB=$FLUXPLAN_KUSTOMIZE_LIB }bench/render.sh $objects ${sizes[*]}\`"
   echo
   echo "| Kustomizations | objects | cold (s) | cold peak RSS (MiB) | warm, 1 changed (s) | kustomize runs warm |"
   echo "|---|---|---|---|---|---|"

@@ -2,6 +2,11 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // A kustomize worker (started confined by a planner): nothing but its frames on stdout.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == fluxplan::render::worker::SUBCOMMAND) {
+        return ExitCode::from(fluxplan::render::worker::main(&args[2..]) as u8);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("FLUXPLAN_LOG")

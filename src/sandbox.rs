@@ -109,6 +109,9 @@ pub struct Confinement {
     pub program: PathBuf,
     /// Apply Landlock (tests turn it off to check the other measures alone).
     pub landlock: bool,
+    /// Shared libraries the program loads at run time (the kustomize library of a worker):
+    /// readable, nothing beside them.
+    pub libraries: Vec<PathBuf>,
 }
 
 impl Confinement {
@@ -144,6 +147,9 @@ impl Confinement {
             .create()?
             .add_rule(PathBeneath::new(PathFd::new(&self.readable)?, read_dir))?
             .add_rule(PathBeneath::new(PathFd::new(&self.program)?, run_file))?;
+        for library in &self.libraries {
+            ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(library)?, run_file))?;
+        }
         if needs_system_files(&self.program) {
             for dir in SYSTEM_DIRS.iter().map(Path::new).filter(|d| d.is_dir()) {
                 let system = PathBeneath::new(PathFd::new(dir)?, AccessFs::from_read(TESTED_ABI));

@@ -315,6 +315,9 @@ pub struct Plan {
     /// When the plan could not be made: why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The kustomize that rendered both revisions (its version decides the manifests' fidelity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kustomize: Option<String>,
 }
 
 impl Plan {
@@ -362,6 +365,7 @@ impl Plan {
             degraded: None,
             blast_radius: Default::default(),
             error: Some(error),
+            kustomize: None,
         }
     }
 }
@@ -451,5 +455,6 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         degraded: request.degraded,
         blast_radius,
         error: nothing_rendered,
+        kustomize: Some(request.head.kustomize.clone()),
     }
 }

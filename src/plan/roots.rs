@@ -197,6 +197,7 @@ mod tests {
             warnings: Vec::new(),
             source_limits: Vec::new(),
             stats: Default::default(),
+            kustomize: String::new(),
         }
     }
 

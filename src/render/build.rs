@@ -12,10 +12,10 @@ use crate::paths;
 use crate::yaml;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Changes whenever what the cache stores changes, so old entries are never misread.
 /// v2: entries written before the sandbox existed are never read (they may hold what a hostile
@@ -41,11 +41,22 @@ pub struct Builder {
     pub cache: RenderCache,
     file_hashes: Mutex<BTreeMap<PathBuf, String>>,
     shadow_counter: AtomicU64,
+    /// Cache keys being built: a second build of the same inputs waits for the first and reads
+    /// its result from the cache, so kustomize runs once per key.
+    in_flight: Mutex<HashSet<String>>,
+    built: Condvar,
 }
 
 impl Builder {
     pub fn new(kustomize: Kustomize, cache: RenderCache) -> Self {
-        Builder { kustomize, cache, file_hashes: Mutex::default(), shadow_counter: AtomicU64::new(0) }
+        Builder {
+            kustomize,
+            cache,
+            file_hashes: Mutex::default(),
+            shadow_counter: AtomicU64::new(0),
+            in_flight: Mutex::default(),
+            built: Condvar::new(),
+        }
     }
 
     /// Builds `spec` from the source tree at `root`.
@@ -86,6 +97,7 @@ impl Builder {
         }
         let kustomization_text = yaml::to_yaml(&document);
         let key = self.cache_key(&display(&dir), &kustomization_text, &inputs);
+        let _building = self.claim(&key);
         // The cache holds kustomize's output as a JSON array: much faster to read back than YAML.
         let cached = self.cache.get(&key).and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok());
         let cache_hit = cached.is_some();
@@ -113,6 +125,16 @@ impl Builder {
         Ok(Built { objects, cache_hit })
     }
 
+    /// Waits until no other build of `key` runs, then claims it until the guard is dropped.
+    fn claim(&self, key: &str) -> Claim<'_> {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        while in_flight.contains(key) {
+            in_flight = self.built.wait(in_flight).unwrap_or_else(|e| e.into_inner());
+        }
+        in_flight.insert(key.to_string());
+        Claim { builder: self, key: key.to_string() }
+    }
+
     fn cache_key(&self, dir: &str, kustomization: &str, inputs: &BTreeMap<String, String>) -> String {
         let mut hasher = Sha256::new();
         for part in [CACHE_FORMAT, self.kustomize.version.as_str(), dir, kustomization] {
@@ -134,8 +156,10 @@ impl Builder {
         let bytes = std::fs::read(path)
             .map_err(|e| RenderError::InvalidSource(format!("cannot read {}: {e}", path.display())))?;
         let hash = hex::encode(Sha256::digest(&bytes));
-        self.file_hashes.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), hash.clone());
-        Ok(hash)
+        // The first hash of a file wins: builds rewrite nested kustomization files (canonical
+        // form), and a key must not change because another build read the file after that.
+        let mut hashes = self.file_hashes.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(hashes.entry(path.to_path_buf()).or_insert(hash).clone())
     }
 
     /// Collects the content hash of every file a kustomization reads, following the
@@ -251,6 +275,19 @@ impl Builder {
         })();
         let _ = std::fs::remove_dir_all(&shadow);
         result
+    }
+}
+
+/// A build of one cache key in progress (see `Builder::claim`).
+struct Claim<'a> {
+    builder: &'a Builder,
+    key: String,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.builder.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+        self.builder.built.notify_all();
     }
 }
 

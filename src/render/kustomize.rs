@@ -1,6 +1,7 @@
-//! Runs the real kustomize (`kustomize build`, else `kubectl kustomize`) the way the controller
-//! configures it (load restrictions off, no plugins), confined by the sandbox, with a time and an
-//! output limit, and killed at once when its plan is cancelled.
+//! Runs the real kustomize the way the controller configures it (load restrictions off, no
+//! plugins), confined by the sandbox, with a time and an output limit, and killed at once when
+//! its plan is cancelled: kustomize's Go library in sandboxed worker processes (see `pool`) when
+//! it is installed, else a `kustomize build` (or `kubectl kustomize`) process per build.
 
 use crate::cancel::{CancelReason, CancelToken};
 use crate::sandbox::{self, Confinement};
@@ -8,8 +9,12 @@ use anyhow::{bail, Result};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use wait_timeout::ChildExt;
+
+use super::library::{self, Choice};
+use super::pool::WorkerPool;
 
 /// The environment variable that chooses the kustomize binary.
 pub const KUSTOMIZE_ENV: &str = "FLUXPLAN_KUSTOMIZE";
@@ -20,16 +25,23 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
 
 #[derive(Debug, Clone)]
 pub struct Kustomize {
-    /// The program, resolved to an absolute path (the sandbox must allow exactly it).
-    program: PathBuf,
-    subcommand: &'static str,
-    /// The kustomize version, part of every cache key.
+    engine: Engine,
+    /// The kustomize version (and what runs it), part of every cache key and of every plan.
     pub version: String,
     pub timeout: Duration,
     /// The most output one build may print (a hostile kustomization can multiply its input).
     pub max_output: u64,
     /// Confine kustomize with Landlock where the kernel offers it.
     pub landlock: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Engine {
+    /// A process per build. The program is resolved to an absolute path (the sandbox must allow
+    /// exactly it).
+    Binary { program: PathBuf, subcommand: &'static str },
+    /// The library, in a pool of sandboxed workers.
+    Library(Arc<WorkerPool>),
 }
 
 /// Why a build gave no output.
@@ -47,14 +59,36 @@ pub enum BuildError {
 
 impl Kustomize {
     /// Finds kustomize: `$FLUXPLAN_KUSTOMIZE` when set (and then only it: an explicit choice
-    /// that does not work is an error, never a silent fallback), else `kustomize`, else
-    /// `kubectl kustomize`.
+    /// that does not work is an error, never a silent fallback), else the library
+    /// (`$FLUXPLAN_KUSTOMIZE_LIB`, which must then work, else its default place), else
+    /// `kustomize`, else `kubectl kustomize` (the fallback is announced once).
     pub fn detect(timeout: Duration) -> Result<Self> {
         if let Some(chosen) = std::env::var_os(KUSTOMIZE_ENV).filter(|v| !v.is_empty()) {
             let chosen = chosen.to_string_lossy().into_owned();
             return Self::at(&chosen, timeout).map_err(|e| {
                 anyhow::anyhow!("{KUSTOMIZE_ENV}={chosen} does not work ({e:#}): point it at a kustomize or kubectl binary, or unset it")
             });
+        }
+        match library::choice() {
+            Choice::Explicit(path) => {
+                return Self::library(&path, timeout).map_err(|e| {
+                    anyhow::anyhow!(
+                        "{}={} does not work ({e:#}): run scripts/fetch-kustomize-lib.sh, or set it to `off`",
+                        library::LIB_ENV,
+                        path.display()
+                    )
+                })
+            }
+            Choice::Default(Some(path)) if path.is_file() => match Self::library(&path, timeout) {
+                Ok(found) => return Ok(found),
+                Err(e) => announce_fallback(&format!("{e:#}")),
+            },
+            Choice::Default(path) => announce_fallback(&format!(
+                "not installed at {} (scripts/fetch-kustomize-lib.sh installs it)",
+                path.map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "$XDG_CACHE_HOME/fluxplan/lib".into())
+            )),
+            Choice::Off => {}
         }
         for program in ["kustomize", "kubectl"] {
             if let Ok(found) = Self::at(program, timeout) {
@@ -75,8 +109,7 @@ impl Kustomize {
         };
         match version_of(&resolved, subcommand) {
             Some(version) => Ok(Kustomize {
-                program: resolved,
-                subcommand,
+                engine: Engine::Binary { program: resolved, subcommand },
                 version: format!("{program} {version}"),
                 timeout,
                 max_output: super::source::DEFAULT_MAX_TOTAL_BYTES,
@@ -86,11 +119,47 @@ impl Kustomize {
         }
     }
 
+    /// kustomize's library at `path`, run in workers of the fluxplan binary.
+    pub fn library(path: &Path, timeout: Duration) -> Result<Self> {
+        let program = library::worker_program()
+            .ok_or_else(|| anyhow::anyhow!("cannot find the fluxplan binary to run kustomize workers"))?;
+        Self::library_in(&program, path, timeout)
+    }
+
+    /// kustomize's library at `path`, run in workers started as `program kustomize-worker`.
+    pub fn library_in(program: &Path, path: &Path, timeout: Duration) -> Result<Self> {
+        anyhow::ensure!(path.is_file(), "{} does not exist", path.display());
+        let path = std::path::absolute(path)?;
+        let pool = WorkerPool::start(program, &path, true)?;
+        Ok(Kustomize {
+            version: format!(
+                "kustomize library {} ({})",
+                library::kustomize_api_version(&path).unwrap_or_else(|| "of unknown version".into()),
+                pool.version
+            ),
+            engine: Engine::Library(Arc::new(pool)),
+            timeout,
+            max_output: super::source::DEFAULT_MAX_TOTAL_BYTES,
+            landlock: true,
+        })
+    }
+
+    /// True when builds run in library workers.
+    pub fn is_library(&self) -> bool {
+        matches!(self.engine, Engine::Library(_))
+    }
+
     /// Builds the kustomization in `dir`, reading nothing outside `readable` (the source root).
     pub fn build(&self, dir: &Path, readable: &Path, cancel: &CancelToken) -> Result<String, BuildError> {
         cancel.check().map_err(BuildError::Cancelled)?;
-        let mut cmd = Command::new(&self.program);
-        cmd.arg(self.subcommand)
+        let (program, subcommand) = match &self.engine {
+            Engine::Binary { program, subcommand } => (program, *subcommand),
+            Engine::Library(pool) => {
+                return pool.build(dir, readable, self.landlock, self.timeout, self.max_output, cancel)
+            }
+        };
+        let mut cmd = Command::new(program);
+        cmd.arg(subcommand)
             .arg(dir)
             .args(["--load-restrictor", "LoadRestrictionsNone"])
             .stdin(Stdio::null())
@@ -98,13 +167,13 @@ impl Kustomize {
             .stderr(Stdio::piped());
         let confinement = Confinement {
             readable: readable.to_path_buf(),
-            program: self.program.clone(),
+            program: program.clone(),
             landlock: self.landlock,
+            libraries: Vec::new(),
         };
         confinement.apply(&mut cmd).map_err(|e| BuildError::Failed(e.to_string()))?;
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| BuildError::Failed(format!("cannot run {}: {e}", self.program.display())))?;
+        let mut child =
+            cmd.spawn().map_err(|e| BuildError::Failed(format!("cannot run {}: {e}", program.display())))?;
         let _tracked = cancel.track(child.id() as i32);
         let limit = self.max_output;
         let stdout = child.stdout.take().expect("piped");
@@ -142,6 +211,14 @@ impl Kustomize {
             Err(BuildError::Failed(clean_error(&String::from_utf8_lossy(&err))))
         }
     }
+}
+
+/// Says once per process why builds run the slower kustomize binary.
+fn announce_fallback(why: &str) {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        tracing::warn!("kustomize library unavailable, running a kustomize process per build (slower): {why}")
+    });
 }
 
 /// Reads up to `limit` bytes; the flag says whether there was more (the rest is drained).

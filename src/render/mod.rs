@@ -5,7 +5,9 @@ mod artifacts;
 pub mod build;
 pub mod cache;
 pub mod kustomize;
+pub mod library;
 pub mod masking;
+mod pool;
 pub mod postbuild;
 mod reach;
 pub mod references;
@@ -13,6 +15,7 @@ pub mod repo_root;
 pub mod roots;
 pub mod source;
 mod walk;
+pub mod worker;
 
 pub use roots::{DeclaredRoot, RootKind};
 pub use walk::{render, Renderer};
@@ -216,6 +219,9 @@ pub struct Render {
     /// Source limits this revision breached (files left out for their size): each is a
     /// `source-limit` alert, since what Flux would read is not what was rendered.
     pub source_limits: Vec<String>,
+    /// The kustomize that built it: `kustomize library vX (pykustomize Y)` or the binary's name
+    /// and version.
+    pub kustomize: String,
     #[serde(skip)]
     pub stats: RenderStats,
 }

@@ -47,6 +47,11 @@ impl Renderer {
         Ok(Renderer { builder: Builder::new(kustomize, RenderCache::new(None)) })
     }
 
+    /// A renderer using `kustomize` (no on-disk cache).
+    pub fn from_kustomize(kustomize: Kustomize) -> Self {
+        Renderer { builder: Builder::new(kustomize, RenderCache::new(None)) }
+    }
+
     pub fn kustomize_version(&self) -> &str {
         &self.builder.kustomize.version
     }
@@ -450,6 +455,7 @@ impl Renderer {
             kustomize_runs = builds - cache_hits,
             kustomizations = clusters.iter().map(|c| c.kustomizations.len()).sum::<usize>(),
             elapsed_ms = started.elapsed().as_millis() as u64,
+            kustomize = %self.builder.kustomize.version,
             "render finished"
         );
         Ok(Render {
@@ -458,6 +464,7 @@ impl Renderer {
             unreachable,
             warnings,
             source_limits,
+            kustomize: self.builder.kustomize.version.clone(),
             stats: RenderStats { builds, cache_hits },
         })
     }

@@ -20,4 +20,5 @@ mod roots;
 mod sandbox;
 mod scopes;
 mod silent_pass;
+mod speed;
 mod trust;

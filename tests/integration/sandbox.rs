@@ -1,14 +1,19 @@
 //! The sandbox alone, with the reference check bypassed: kustomize called directly on
 //! kustomizations that read outside their source must fail, and with Landlock off the cleared
-//! environment still holds.
+//! environment still holds. Each holds for both engines: the library's workers and the binary.
 
 use fluxplan::cancel::CancelToken;
 use fluxplan::render::kustomize::{BuildError, Kustomize};
 use std::path::Path;
 use std::time::Duration;
 
-fn kustomize() -> Kustomize {
-    Kustomize::detect(Duration::from_secs(60)).expect("kustomize (or kubectl) is needed for these tests")
+/// The library in its workers, then the kustomize binary.
+fn engines() -> Vec<Kustomize> {
+    let binary = ["kustomize", "kubectl"]
+        .iter()
+        .find_map(|p| Kustomize::at(p, Duration::from_secs(60)).ok())
+        .expect("kustomize (or kubectl) is needed for these tests");
+    vec![crate::speed::library_kustomize(), binary]
 }
 
 fn require_landlock() {
@@ -47,7 +52,13 @@ fn build(kustomize: &Kustomize, root: &Path) -> Result<String, BuildError> {
 #[test]
 fn the_sandbox_alone_keeps_kustomize_inside_the_source() {
     require_landlock();
-    let kustomize = kustomize();
+    for kustomize in engines() {
+        the_sandbox_keeps_inside_the_source(&kustomize);
+    }
+}
+
+fn the_sandbox_keeps_inside_the_source(kustomize: &Kustomize) {
+    let kustomize = kustomize.clone();
     let inside = source("");
     assert!(
         build(&kustomize, inside.path()).unwrap().contains("name: app"),
@@ -85,22 +96,29 @@ fn the_sandbox_alone_refuses_the_network() {
     let hostile = source(&format!(
         "configMapGenerator:\n- name: fetched\n  namespace: default\n  files:\n  - x={url}\n"
     ));
-    let result = build(&kustomize(), hostile.path());
-    assert!(result.is_err(), "kustomize fetched {url}: {result:?}");
-    match listener.accept() {
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-        other => panic!("kustomize connected to loopback: {other:?}"),
+    for kustomize in engines() {
+        let result = build(&kustomize, hostile.path());
+        assert!(result.is_err(), "{} fetched {url}: {result:?}", kustomize.version);
+        match listener.accept() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => panic!("{} connected to loopback: {other:?}", kustomize.version),
+        }
     }
 }
 
 #[test]
 fn without_landlock_kustomize_still_sees_none_of_the_planners_environment() {
-    let mut kustomize = kustomize();
-    kustomize.landlock = false;
+    for mut kustomize in engines() {
+        kustomize.landlock = false;
+        only_the_sandbox_environment(&kustomize);
+    }
+}
+
+fn only_the_sandbox_environment(kustomize: &Kustomize) {
     let root = source(
         "configMapGenerator:\n- name: environ\n  namespace: default\n  files:\n  - /proc/self/environ\n",
     );
-    let output = build(&kustomize, root.path()).expect("without Landlock the read succeeds");
+    let output = build(kustomize, root.path()).expect("without Landlock the read succeeds");
     let documents = fluxplan::yaml::parse_documents(&output).unwrap();
     let environ = documents
         .iter()

@@ -1,0 +1,287 @@
+//! The parent's side of the kustomize workers: a small pool of long-lived, sandboxed worker
+//! processes, each confined to one readable directory (an export of the source), reused across
+//! builds of that directory, and killed (with its process group) on timeout, cancellation or any
+//! protocol failure. A worker that dies fails only the build it was running.
+
+use super::kustomize::BuildError;
+use super::worker::{self, BUILD, ERROR, HELLO, OUTPUT};
+use crate::cancel::{kill_group, CancelToken};
+use crate::sandbox::Confinement;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a new worker may take to load the library and say hello.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most of a dead worker's stderr quoted in the build's error.
+const STDERR_TAIL: u64 = 2048;
+
+pub struct WorkerPool {
+    /// The fluxplan binary (started as `fluxplan kustomize-worker LIBRARY`).
+    program: PathBuf,
+    library: PathBuf,
+    /// The library's kustomize version, as its worker reports it.
+    pub version: String,
+    idle: Mutex<Vec<Worker>>,
+    max_idle: usize,
+}
+
+impl std::fmt::Debug for WorkerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WorkerPool({}, {})", self.library.display(), self.version)
+    }
+}
+
+/// Why a request got no answer.
+enum Failure {
+    TimedOut,
+    TooLarge(u64),
+    /// EOF, a broken pipe or a malformed frame: the worker died or misbehaved.
+    Broken(String),
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    /// The worker's stderr (an unnamed file): quoted when it dies.
+    log: File,
+    readable: PathBuf,
+    landlock: bool,
+    /// Reaped: its pid (and group id) may belong to another process now, never signalled again.
+    reaped: bool,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+impl WorkerPool {
+    /// Starts one worker to check that the library loads, and learns its version.
+    pub fn start(program: &Path, library: &Path, landlock: bool) -> anyhow::Result<Self> {
+        let mut pool = WorkerPool {
+            program: program.to_path_buf(),
+            library: library.to_path_buf(),
+            version: String::new(),
+            idle: Mutex::default(),
+            max_idle: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+        };
+        // The probe may read nothing but the library's own directory.
+        let probe_root = library.parent().unwrap_or(Path::new("/nonexistent"));
+        let (worker, version) = pool
+            .spawn(probe_root, landlock, Instant::now() + START_TIMEOUT)
+            .map_err(|e| anyhow::anyhow!("the kustomize library {} does not work: {e}", library.display()))?;
+        drop(worker);
+        pool.version = version;
+        Ok(pool)
+    }
+
+    /// Builds `dir` in a worker that can read only `readable`.
+    pub fn build(
+        &self,
+        dir: &Path,
+        readable: &Path,
+        landlock: bool,
+        timeout: Duration,
+        max_output: u64,
+        cancel: &CancelToken,
+    ) -> Result<String, BuildError> {
+        cancel.check().map_err(BuildError::Cancelled)?;
+        let deadline = Instant::now() + timeout;
+        let mut worker = match self.take_idle(readable, landlock) {
+            Some(worker) => worker,
+            None => self.spawn(readable, landlock, deadline)?.0,
+        };
+        let tracked = cancel.track(worker.child.id() as i32);
+        let answer = worker.request(dir, deadline, max_output);
+        drop(tracked);
+        if let Err(reason) = cancel.check() {
+            return Err(BuildError::Cancelled(reason));
+        }
+        match answer {
+            Ok((tag, payload)) => {
+                self.give_back(worker);
+                let text = String::from_utf8(payload)
+                    .map_err(|_| BuildError::Failed("kustomize printed output that is not UTF-8".into()))?;
+                if tag == OUTPUT {
+                    Ok(text)
+                } else {
+                    Err(BuildError::Failed(text.trim().trim_start_matches("Error: ").to_string()))
+                }
+            }
+            // The worker is dropped (killed) below: it may still be busy or half-way through a reply.
+            Err(Failure::TimedOut) => Err(BuildError::Limit(format!(
+                "kustomize build timed out after {}s (--kustomize-timeout)",
+                timeout.as_secs()
+            ))),
+            Err(Failure::TooLarge(limit)) => Err(BuildError::Limit(format!(
+                "kustomize printed more than {limit} bytes: the build is not used"
+            ))),
+            Err(Failure::Broken(why)) => Err(BuildError::Failed(worker.death(&why))),
+        }
+    }
+
+    fn take_idle(&self, readable: &Path, landlock: bool) -> Option<Worker> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        // Workers of deleted exports, or that died while idle, are of no more use.
+        idle.retain_mut(|w| w.readable.exists() && w.alive());
+        let at = idle.iter().position(|w| w.readable == readable && w.landlock == landlock)?;
+        Some(idle.swap_remove(at))
+    }
+
+    fn give_back(&self, worker: Worker) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.push(worker);
+        if idle.len() > self.max_idle {
+            idle.remove(0); // the longest idle goes (killed on drop)
+        }
+    }
+
+    /// Starts a worker confined to `readable` and waits for its hello.
+    fn spawn(
+        &self,
+        readable: &Path,
+        landlock: bool,
+        deadline: Instant,
+    ) -> Result<(Worker, String), BuildError> {
+        let failed = |what: &str, e: &dyn std::fmt::Display| BuildError::Failed(format!("{what}: {e}"));
+        let log = tempfile::tempfile().map_err(|e| failed("cannot start a kustomize worker", &e))?;
+        let mut cmd = Command::new(&self.program);
+        cmd.arg(worker::SUBCOMMAND)
+            .arg(&self.library)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log.try_clone().map_err(|e| failed("cannot start a kustomize worker", &e))?);
+        let confinement = Confinement {
+            readable: readable.to_path_buf(),
+            program: self.program.clone(),
+            landlock,
+            libraries: vec![self.library.clone()],
+        };
+        confinement.apply(&mut cmd).map_err(|e| BuildError::Failed(e.to_string()))?;
+        let mut child =
+            cmd.spawn().map_err(|e| failed(&format!("cannot run {}", self.program.display()), &e))?;
+        let (stdin, stdout) = (child.stdin.take().expect("piped"), child.stdout.take().expect("piped"));
+        let mut worker =
+            Worker { child, stdin, stdout, log, readable: readable.to_path_buf(), landlock, reaped: false };
+        match worker.read_frame(deadline, 4096) {
+            Ok((HELLO, version)) => Ok((worker, String::from_utf8_lossy(&version).trim().to_string())),
+            Ok((tag, _)) => Err(BuildError::Failed(worker.death(&format!("it greeted with frame {tag}")))),
+            Err(Failure::TimedOut) => {
+                Err(BuildError::Limit("the kustomize worker did not start in time".into()))
+            }
+            Err(Failure::TooLarge(_)) => Err(BuildError::Failed(worker.death("its greeting was too long"))),
+            Err(Failure::Broken(why)) => Err(BuildError::Failed(worker.death(&why))),
+        }
+    }
+}
+
+impl Worker {
+    fn alive(&mut self) -> bool {
+        match self.child.try_wait() {
+            Ok(None) => true,
+            Ok(Some(_)) => {
+                self.reaped = true;
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Kills the worker's process group (a live or zombie worker still owns its group id) and
+    /// reaps it; returns how it ended.
+    fn kill(&mut self) -> Option<std::process::ExitStatus> {
+        if self.reaped {
+            return None;
+        }
+        kill_group(self.child.id() as i32);
+        self.reaped = true;
+        self.child.wait().ok()
+    }
+
+    fn request(&mut self, dir: &Path, deadline: Instant, max_output: u64) -> Result<(u8, Vec<u8>), Failure> {
+        worker::write_frame(&mut self.stdin, BUILD, dir.as_os_str().as_bytes())
+            .map_err(|e| Failure::Broken(format!("it stopped reading requests ({e})")))?;
+        match self.read_frame(deadline, max_output)? {
+            (tag @ (OUTPUT | ERROR), payload) => Ok((tag, payload)),
+            (tag, _) => Err(Failure::Broken(format!("it answered with an unknown frame {tag}"))),
+        }
+    }
+
+    fn read_frame(&mut self, deadline: Instant, limit: u64) -> Result<(u8, Vec<u8>), Failure> {
+        let mut reader = TimedReader { from: &mut self.stdout, deadline, timed_out: false };
+        let broken = |r: &TimedReader, e: std::io::Error| {
+            if r.timed_out {
+                Failure::TimedOut
+            } else {
+                Failure::Broken(format!("its output ended ({e})"))
+            }
+        };
+        let (tag, len) = worker::read_header(&mut reader).map_err(|e| broken(&reader, e))?;
+        if len > limit {
+            return Err(Failure::TooLarge(limit));
+        }
+        let mut payload = Vec::with_capacity(len.min(64 * 1024 * 1024) as usize);
+        (&mut reader).take(len).read_to_end(&mut payload).map_err(|e| broken(&reader, e))?;
+        if (payload.len() as u64) < len {
+            return Err(Failure::Broken("its output ended mid-answer".into()));
+        }
+        Ok((tag, payload))
+    }
+
+    /// Kills the worker and describes its death for the build's error.
+    fn death(&mut self, why: &str) -> String {
+        let status = self.kill().map(|s| format!(" ({s})")).unwrap_or_default();
+        let size = self.log.seek(SeekFrom::End(0)).unwrap_or(0);
+        let _ = self.log.seek(SeekFrom::Start(size.saturating_sub(STDERR_TAIL)));
+        let mut tail = String::new();
+        let _ = (&mut self.log).take(STDERR_TAIL).read_to_string(&mut tail);
+        let tail = tail.trim();
+        let mut message = format!("the kustomize worker died during this build{status}: {why}");
+        if !tail.is_empty() {
+            message.push_str(&format!("; it said: {tail}"));
+        }
+        message
+    }
+}
+
+/// Reads from a pipe, giving up at `deadline`.
+struct TimedReader<'a> {
+    from: &'a mut ChildStdout,
+    deadline: Instant,
+    timed_out: bool,
+}
+
+impl Read for TimedReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                self.timed_out = true;
+                return Err(std::io::ErrorKind::TimedOut.into());
+            }
+            let mut fd = libc::pollfd { fd: self.from.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+            // SAFETY: one valid pollfd for the duration of the call.
+            let ready = unsafe { libc::poll(&mut fd, 1, ms) };
+            if ready < 0 {
+                let error = std::io::Error::last_os_error();
+                if error.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(error);
+            }
+            if ready > 0 {
+                // Readable or hung up: read says which (data, or 0 at EOF).
+                return self.from.read(buf);
+            }
+        }
+    }
+}
