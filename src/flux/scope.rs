@@ -69,6 +69,12 @@ pub fn is_builtin_group(group: &str) -> bool {
     BUILTIN_GROUPS.contains(&group) || group.ends_with(".k8s.io") || group == "v1"
 }
 
+/// The (group, kind) a CustomResourceDefinition manifest defines.
+pub fn crd_defines(crd: &serde_json::Value) -> Option<(String, String)> {
+    let spec = &crd["spec"];
+    Some((spec["group"].as_str()?.to_string(), spec["names"]["kind"].as_str()?.to_string()))
+}
+
 /// Scope of an object kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -91,15 +97,12 @@ pub struct ScopeMap {
 impl ScopeMap {
     /// Records a CustomResourceDefinition manifest of the render (ignored when it is not one).
     pub fn learn_crd(&mut self, crd: &serde_json::Value) {
-        let spec = &crd["spec"];
-        let (Some(group), Some(kind)) = (spec["group"].as_str(), spec["names"]["kind"].as_str()) else {
-            return;
-        };
-        let scope = match spec["scope"].as_str() {
+        let Some(kind) = crd_defines(crd) else { return };
+        let scope = match crd["spec"]["scope"].as_str() {
             Some("Cluster") => Scope::Cluster,
             _ => Scope::Namespaced,
         };
-        self.rendered.insert((group.to_string(), kind.to_string()), scope);
+        self.rendered.insert(kind, scope);
     }
 
     /// Records the scope the cluster serves a kind with (a cluster snapshot, discovery).

@@ -111,27 +111,22 @@ fn named(ids: &[ObjectId]) -> String {
 
 /// Objects either render holds in a deleted Namespace, or of a deleted CRD's kind.
 pub fn swept_with(change: &Change, cluster: &str, base: &Render, head: &Render) -> BTreeSet<ObjectId> {
-    let objects = || {
-        [base, head]
-            .into_iter()
-            .flat_map(|r| &r.clusters)
-            .filter(|c| c.name == cluster)
-            .flat_map(|c| &c.kustomizations)
-            .flat_map(|k| &k.objects)
-    };
-    let crd_kind = || {
-        objects().find(|o| o.id.as_ref().is_some_and(|i| i.to_string() == change.id)).and_then(|o| {
-            let spec = &o.object["spec"];
-            Some((spec["group"].as_str()?.to_string(), spec["names"]["kind"].as_str()?.to_string()))
-        })
-    };
+    let objects = || [base, head].into_iter().flat_map(|r| r.objects_of(cluster));
     let matches: Box<dyn Fn(&ObjectId) -> bool> = match change.kind.as_str() {
         "Namespace" => Box::new(|id: &ObjectId| id.namespace == change.name),
-        "CustomResourceDefinition" => match crd_kind() {
+        "CustomResourceDefinition" => match crd_kind(base, head, cluster, &change.id) {
             Some((group, kind)) => Box::new(move |id: &ObjectId| id.group == group && id.kind == kind),
             None => return BTreeSet::new(),
         },
         _ => return BTreeSet::new(),
     };
     objects().filter_map(|o| o.id.clone()).filter(|id| matches(id)).collect()
+}
+
+/// The (group, kind) a deleted CRD defines, from whichever render holds its manifest.
+pub fn crd_kind(base: &Render, head: &Render, cluster: &str, id: &str) -> Option<(String, String)> {
+    [base, head]
+        .into_iter()
+        .find_map(|r| r.object(cluster, id))
+        .and_then(|o| crate::flux::scope::crd_defines(&o.object))
 }

@@ -7,7 +7,7 @@
 
 use super::{Action, Alert, Cause, Change, KustomizationPlan, KustomizationStatus, Policy};
 use crate::flux::{KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
-use crate::render::{Render, RenderedKustomization};
+use crate::render::Render;
 use std::collections::BTreeMap;
 
 /// The alerts about deletions, one per cause.
@@ -299,7 +299,8 @@ fn cause_line(
     }
     if root.status == KustomizationStatus::Removed {
         let reference = root.reference();
-        let file = rendered(base, &root.cluster, &root.namespace, &root.name).and_then(|k| k.file.clone());
+        let file =
+            base.kustomization(&root.cluster, &root.namespace, &root.name).and_then(|k| k.file.clone());
         if let Some(line) = deleter_of(plans, root).and_then(|d| spec_change(&plans[d], base, head)) {
             return Some(line);
         }
@@ -315,7 +316,7 @@ fn cause_line(
         return Some(format!("{}: no manifest is left under it", root.path.as_deref().unwrap_or("?")));
     }
     let first = deletes.iter().find(|c| c.cause == Some(Cause::PullRequest))?;
-    let origin = origin_of(base, &root.cluster, &first.id);
+    let origin = base.object(&root.cluster, &first.id).and_then(|o| o.origin.clone());
     let more = deletes.iter().filter(|c| c.cause == Some(Cause::PullRequest)).count() - 1;
     let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
     Some(match origin {
@@ -326,38 +327,12 @@ fn cause_line(
 
 /// `FILE: path OLD → NEW` when the pull request changes a Kustomization's path.
 pub fn spec_change(plan: &KustomizationPlan, base: &Render, head: &Render) -> Option<String> {
-    let find = |render| rendered(render, &plan.cluster, &plan.namespace, &plan.name);
-    let (before, after) = (find(base)?, find(head)?);
+    let before = base.kustomization(&plan.cluster, &plan.namespace, &plan.name)?;
+    let after = head.kustomization(&plan.cluster, &plan.namespace, &plan.name)?;
     (before.path != after.path).then(|| {
         let file = after.file.as_deref().map(|f| format!("{f}: ")).unwrap_or_default();
         format!("{file}Kustomization {} path {} → {}", plan.reference(), before.path, after.path)
     })
-}
-
-/// A Kustomization as a render has it.
-pub fn rendered<'r>(
-    render: &'r Render,
-    cluster: &str,
-    namespace: &str,
-    name: &str,
-) -> Option<&'r RenderedKustomization> {
-    render
-        .clusters
-        .iter()
-        .filter(|c| c.name == cluster)
-        .flat_map(|c| &c.kustomizations)
-        .find(|k| k.namespace == namespace && k.name == name)
-}
-
-fn origin_of(render: &Render, cluster: &str, id: &str) -> Option<String> {
-    render
-        .clusters
-        .iter()
-        .filter(|c| c.name == cluster)
-        .flat_map(|c| &c.kustomizations)
-        .flat_map(|k| &k.objects)
-        .find(|o| o.id.as_ref().is_some_and(|i| i.to_string() == id))
-        .and_then(|o| o.origin.clone())
 }
 
 /// Stale inventory entries Flux prunes anyway: a warning, never the pull request's fault.

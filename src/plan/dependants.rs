@@ -2,7 +2,7 @@
 //! Kustomizations they depend on (`dependsOn`), the Namespaces their objects live in, the CRDs
 //! their objects are instances of.
 
-use super::{causes, Action, Alert, KustomizationPlan, KustomizationStatus, Policy};
+use super::{blast, causes, Action, Alert, KustomizationPlan, KustomizationStatus, Policy};
 use crate::flux::{KustomizationRef, ObjectId};
 use crate::render::Render;
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,9 +18,7 @@ pub fn alerts(policy: &Policy, plans: &[KustomizationPlan], base: &Render, head:
             if change.id.ends_with("__Namespace") {
                 namespaces.insert((plan.cluster.clone(), change.name.clone()));
             } else if change.kind == "CustomResourceDefinition" {
-                if let Some(kind) = crd_kind(base, &plan.cluster, &change.id)
-                    .or_else(|| crd_kind(head, &plan.cluster, &change.id))
-                {
+                if let Some(kind) = blast::crd_kind(base, head, &plan.cluster, &change.id) {
                     crds.insert((plan.cluster.clone(), kind), change.name.clone());
                 }
             }
@@ -28,7 +26,7 @@ pub fn alerts(policy: &Policy, plans: &[KustomizationPlan], base: &Render, head:
     }
     let mut alerts = Vec::new();
     for plan in plans.iter().filter(|p| stays(p)) {
-        let Some(k) = causes::rendered(head, &plan.cluster, &plan.namespace, &plan.name) else { continue };
+        let Some(k) = head.kustomization(&plan.cluster, &plan.namespace, &plan.name) else { continue };
         let mut reasons = Vec::new();
         for dependency in depends_on(k.spec.as_ref().map(|s| &s.raw), &plan.namespace) {
             if deleted_kustomizations.contains(&(plan.cluster.clone(), dependency.clone())) {
@@ -93,17 +91,4 @@ fn depends_on(raw: Option<&serde_json::Value>, namespace: &str) -> Vec<Kustomiza
             })
         })
         .collect()
-}
-
-/// The (group, kind) a CRD a render holds defines.
-fn crd_kind(render: &Render, cluster: &str, id: &str) -> Option<(String, String)> {
-    let crd = render
-        .clusters
-        .iter()
-        .filter(|c| c.name == cluster)
-        .flat_map(|c| &c.kustomizations)
-        .flat_map(|k| &k.objects)
-        .find(|o| o.id.as_ref().is_some_and(|i| i.to_string() == id))?;
-    let spec = &crd.object["spec"];
-    Some((spec["group"].as_str()?.to_string(), spec["names"]["kind"].as_str()?.to_string()))
 }

@@ -332,7 +332,7 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
             }),
         );
     }
-    if let Some(k) = causes::rendered(head, &plan.cluster, &plan.namespace, &plan.name) {
+    if let Some(k) = head.kustomization(&plan.cluster, &plan.namespace, &plan.name) {
         if k.status == Status::External && k.source.kind == "ExternalArtifact" {
             // An ExternalArtifact usually comes from this repository: not building it is a gap.
             let why = k.warnings.iter().find(|w| w.starts_with(&format!("source {}", k.source)));
@@ -381,13 +381,7 @@ fn spec_change_alerts(policy: &Policy, base: &Render, head: &Render) -> Vec<Aler
     let mut alerts = Vec::new();
     for (cluster, k) in head.kustomizations() {
         let Some(after) = &k.spec else { continue };
-        let before = base
-            .clusters
-            .iter()
-            .filter(|c| c.name == cluster.name)
-            .flat_map(|c| &c.kustomizations)
-            .find(|b| b.reference() == k.reference())
-            .and_then(|b| b.spec.as_ref());
+        let before = base.kustomization(&cluster.name, &k.namespace, &k.name).and_then(|b| b.spec.as_ref());
         let Some(before) = before else { continue };
         let reference = KustomizationRef { namespace: k.namespace.clone(), name: k.name.clone() }.to_string();
         let mut push = |code: &str, message: String| {

@@ -232,6 +232,33 @@ impl Render {
         self.clusters.iter().flat_map(|c| c.kustomizations.iter().map(move |k| (c, k)))
     }
 
+    /// The Kustomization `namespace/name` of a cluster.
+    pub fn kustomization(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<&RenderedKustomization> {
+        self.kustomizations()
+            .find(|(c, k)| c.name == cluster && k.namespace == namespace && k.name == name)
+            .map(|(_, k)| k)
+    }
+
+    /// Every object a cluster's Kustomizations render.
+    pub fn objects_of<'r>(&'r self, cluster: &'r str) -> impl Iterator<Item = &'r RenderedObject> {
+        self.clusters
+            .iter()
+            .filter(move |c| c.name == cluster)
+            .flat_map(|c| &c.kustomizations)
+            .flat_map(|k| &k.objects)
+    }
+
+    /// The object of a cluster with this inventory id.
+    pub fn object<'r>(&'r self, cluster: &'r str, id: &str) -> Option<&'r RenderedObject> {
+        let id = crate::flux::ObjectId::parse(id)?;
+        self.objects_of(cluster).find(|o| o.id.as_ref() == Some(&id))
+    }
+
     /// Why this render cannot stand for the revision: Kustomizations exist, none rendered, and
     /// some were not rendered for want of a local source (a render where all fail is judged by
     /// its failures). A plan of it would otherwise read "no changes".
