@@ -39,8 +39,10 @@ fn apply(plan: &mut Plan, masks: &Masks) {
         mask(text);
     }
     // Fail closed: a field this pass does not know (one added later) must never show a real name.
-    let shown = serde_json::to_string(&plan).unwrap_or_default();
-    if masks.apply(&shown) != shown {
+    // Each string value is checked as it reads (not the JSON text, where `\n` escapes hide a word
+    // boundary and keys would match names).
+    let shown = serde_json::to_value(&*plan).unwrap_or_default();
+    if strings(&shown).any(|text| masks.apply(text) != text) {
         *plan = Plan::failed(
             plan.base.clone(),
             plan.head.clone(),
@@ -48,6 +50,18 @@ fn apply(plan: &mut Plan, masks: &Masks) {
              not shown (a fluxplan bug: please report it)"
                 .into(),
         );
+    }
+}
+
+/// Every string value in a JSON document.
+fn strings(value: &serde_json::Value) -> Box<dyn Iterator<Item = &str> + '_> {
+    match value {
+        serde_json::Value::String(text) => Box::new(std::iter::once(text.as_str())),
+        serde_json::Value::Array(items) => Box::new(items.iter().flat_map(strings)),
+        serde_json::Value::Object(map) => {
+            Box::new(map.iter().flat_map(|(key, v)| std::iter::once(key.as_str()).chain(strings(v))))
+        }
+        _ => Box::new(std::iter::empty()),
     }
 }
 
@@ -139,6 +153,13 @@ mod tests {
         assert_eq!(plan.verdict, Verdict::Failed);
         let shown = serde_json::to_string(&plan).unwrap();
         assert!(!shown.contains("zq7secret"), "{shown}");
+        // At the start of a line too (JSON writes the newline as `\n`, which hid the word).
+        let mut plan = plan_showing("nothing");
+        let mut multiline = alert.clone();
+        multiline.related_codes = vec!["first line\napp-zq7secret".into()];
+        plan.alerts.push(multiline);
+        apply(&mut plan, &masks);
+        assert_eq!(plan.verdict, Verdict::Failed);
         // The same plan without the unknown field is shown, masked.
         let mut plan = plan_showing("nothing");
         alert.related_codes.clear();

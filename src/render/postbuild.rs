@@ -119,13 +119,17 @@ pub fn finish(
             (k.clone(), shown)
         })
         .collect();
+    // A placeholder left for a Secret only the cluster knows stands for a secret: the live object
+    // holds its value, so the object is never compared with the cluster (drift would show it).
+    let unknown_secret = vars.unknown_sources.iter().any(|source| source.starts_with("Secret/"));
     let owner = spec.reference();
     let mut unresolved = BTreeSet::new();
     let mut objects = Vec::with_capacity(built.len());
     for BuiltObject { object, origin } in built {
+        let mut kept = BTreeSet::new();
         let (real, shown) = if substitutes && mentions_dollar(&object) && !substitution_disabled(&object) {
             let text = yaml::to_yaml(&object);
-            let real = substitute_object(&text, &vars.values, on_undefined, &object, &mut unresolved)?;
+            let real = substitute_object(&text, &vars.values, on_undefined, &object, &mut kept)?;
             let shown = if vars.secret_names.is_empty() {
                 None
             } else {
@@ -135,12 +139,15 @@ pub fn finish(
         } else {
             (object, None)
         };
+        let keeps_secret_placeholder = unknown_secret && !kept.is_empty();
+        unresolved.extend(kept);
         let real = label(real, &owner, spec);
         let digest = digest(&real);
         let shown = shown.map(|shown| label(shown, &owner, spec));
         // A distributed Secret's values are secrets too: its drift must not be shown either.
-        let holds_secret_values =
-            shown.as_ref().is_some_and(|shown| *shown != real) || distributes_secret(&real);
+        let holds_secret_values = shown.as_ref().is_some_and(|shown| *shown != real)
+            || distributes_secret(&real)
+            || keeps_secret_placeholder;
         let (object, secret_digests) = mask_secret_data(shown.unwrap_or_else(|| real.clone()));
         let is_child = crate::flux::is_flux_kustomization(&real);
         // The inventory holds the real name: keep it (never shown) for matching.
@@ -353,6 +360,21 @@ mod tests {
         .unwrap();
         assert_eq!(out.objects[0].object["metadata"]["name"], "c-${cluster}");
         assert!(out.unresolved.contains("cluster"));
+    }
+
+    #[test]
+    fn a_placeholder_for_a_secret_only_the_cluster_knows_marks_the_object_secret() {
+        let spec = spec(json!({"substituteFrom": [{"kind": "Secret", "name": "db"}]}));
+        let vars = resolve_variables(&spec, &Offline, &BTreeSet::new()).unwrap();
+        let with_placeholder = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c"},
+            "data": {"password": "${DB_PASSWORD}"}});
+        let plain =
+            json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "d"}, "data": {"a": "1"}});
+        let out = finish(built(with_placeholder), &spec, &vars, true).unwrap();
+        // The live object holds the value: it must never be compared, so never shown as drift.
+        assert!(out.objects[0].holds_secret_values);
+        let out = finish(built(plain), &spec, &vars, true).unwrap();
+        assert!(!out.objects[0].holds_secret_values);
     }
 
     #[test]
