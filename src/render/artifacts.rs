@@ -20,12 +20,14 @@ use crate::flux::artifact_generator::{
 };
 use crate::flux::sourceignore::SourceIgnore;
 use crate::flux::SourceRef;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub const KIND: &str = "ExternalArtifact";
+/// ExternalArtifacts built from ExternalArtifacts, at most this deep (real fleets use one or two).
+const MAX_CHAIN: usize = 32;
 
 /// What fluxplan can say about an ExternalArtifact.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,22 +120,35 @@ impl Generators {
     ) -> Result<Resolved, RenderError> {
         // Cycles are refused before anything is built: two threads building the two ends of a
         // cycle would wait for each other.
-        self.check_acyclic(source, near, &mut Vec::new())?;
+        self.check_acyclic(source, near, &mut Vec::new(), &mut BTreeSet::new())?;
         self.resolve_in(source, near, local)
     }
 
+    /// A depth-first walk of what builds `source`; each (artifact, defining file) is explored
+    /// once (`done`), so a generator listing one artifact a thousand times costs once, and chains
+    /// are bounded so neither this walk nor the builds that follow it can exhaust the stack.
     fn check_acyclic(
         &self,
         source: &SourceRef,
         near: Option<&str>,
         stack: &mut Vec<String>,
+        done: &mut BTreeSet<(String, Option<String>)>,
     ) -> Result<(), RenderError> {
         let key = format!("ExternalArtifact {}/{}", source.namespace, source.name);
+        let visit = (key.clone(), near.map(str::to_string));
+        if done.contains(&visit) {
+            return Ok(());
+        }
         if stack.contains(&key) {
             stack.push(key);
             return Err(RenderError::InvalidSource(format!(
                 "ArtifactGenerators build these ExternalArtifacts from each other: {}",
                 stack.join(" → ")
+            )));
+        }
+        if stack.len() >= MAX_CHAIN {
+            return Err(RenderError::InvalidSource(format!(
+                "ArtifactGenerators build {key} through a chain of more than {MAX_CHAIN} ExternalArtifacts: refused"
             )));
         }
         stack.push(key);
@@ -142,10 +157,11 @@ impl Generators {
             for s in generator.sources.iter().filter(|s| s.kind == KIND) {
                 let next =
                     SourceRef { kind: s.kind.clone(), namespace: s.namespace.clone(), name: s.name.clone() };
-                self.check_acyclic(&next, Some(file), stack)?;
+                self.check_acyclic(&next, Some(file), stack, done)?;
             }
         }
         stack.pop();
+        done.insert(visit);
         Ok(())
     }
 

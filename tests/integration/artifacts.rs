@@ -498,3 +498,71 @@ fn nothing_rendered_while_kustomizations_exist_is_a_failed_plan() {
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("error: nothing rendered"), "{stderr}");
 }
+
+/// Generator `name` making artifact `makes` from `sources` ExternalArtifacts all named `from`
+/// (distinct aliases), or from this repository when `from` is `None`.
+fn chained_generator(name: &str, makes: &str, from: Option<&str>, sources: usize) -> String {
+    let mut out = format!(
+        "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  sources:\n"
+    );
+    match from {
+        None => out.push_str("    - alias: s0\n      kind: GitRepository\n      name: flux-system\n"),
+        Some(from) => {
+            for i in 0..sources {
+                out.push_str(&format!(
+                    "    - alias: s{i}\n      kind: ExternalArtifact\n      name: {from}\n"
+                ));
+            }
+        }
+    }
+    out.push_str(&format!(
+        "  artifacts:\n    - name: {makes}\n      copy: [{{from: \"@s0/**\", to: \"@artifact/\"}}]\n"
+    ));
+    out
+}
+
+#[test]
+fn generators_fanning_out_or_chaining_deep_are_refused_or_settled_without_exploding() {
+    // Four levels, each listing the level below 300 times: 300^4 paths through the graph, each
+    // explored once.
+    let repo = Repo::bootstrap("prod");
+    let mut generators = chained_generator("g0", "a0", None, 1);
+    for level in 1..=4 {
+        let below = format!("a{}", level - 1);
+        generators.push_str("---\n");
+        generators.push_str(&chained_generator(
+            &format!("g{level}"),
+            &format!("a{level}"),
+            Some(&below),
+            300,
+        ));
+    }
+    repo.write("clusters/prod/artifacts.yaml", &generators);
+    repo.kustomization_of("clusters/prod/apps.yaml", "apps", "./", ("ExternalArtifact", "a4"), "");
+    repo.config_map("app/cm.yaml", "cm", "default");
+    repo.commit("fan out");
+    let render = repo.render(Some("HEAD"));
+    let apps = render.find("flux-system/apps").unwrap();
+    assert_eq!(apps.status, Status::Rendered, "{:?}", apps.error);
+
+    // A chain deeper than anything real: a clear error, not a stack overflow.
+    let repo = Repo::bootstrap("prod");
+    let mut generators = chained_generator("g0", "a0", None, 1);
+    for level in 1..=40 {
+        generators.push_str("---\n");
+        generators.push_str(&chained_generator(
+            &format!("g{level}"),
+            &format!("a{level}"),
+            Some(&format!("a{}", level - 1)),
+            1,
+        ));
+    }
+    repo.write("clusters/prod/artifacts.yaml", &generators);
+    repo.kustomization_of("clusters/prod/apps.yaml", "apps", "./", ("ExternalArtifact", "a40"), "");
+    repo.commit("deep chain");
+    let render = repo.render(Some("HEAD"));
+    let apps = render.find("flux-system/apps").unwrap();
+    assert_eq!(apps.status, Status::Failed);
+    let message = &apps.error.as_ref().unwrap().message;
+    assert!(message.contains("through a chain of more than 32 ExternalArtifacts"), "{message}");
+}
