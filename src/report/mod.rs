@@ -47,7 +47,9 @@ pub fn json(plan: &Plan) -> String {
 }
 
 fn render(template: &str, plan: &Plan, color: bool) -> String {
-    let context = minijinja::Value::from_serialize(view(plan, color));
+    let mut view = view(plan, color);
+    without_control_characters(&mut view);
+    let context = minijinja::Value::from_serialize(view);
     environment()
         .get_template(template)
         .and_then(|t| t.render(context))
@@ -57,19 +59,41 @@ fn render(template: &str, plan: &Plan, color: bool) -> String {
 /// Escapes text from repositories and tools so it cannot open HTML, mention people or break
 /// the layout.
 fn escape_markdown(text: String) -> String {
-    text.replace('&', "&amp;")
+    // Backslash first (so text cannot escape our escapes), then the brackets every link, image
+    // and reference link needs.
+    text.replace('\\', "\\\\")
+        .replace('[', "\\[")
+        .replace(']', "\\]")
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('@', "@\u{200b}")
         .replace('`', "'")
         .replace('|', "\\|")
-        .replace('\n', " ")
+        .replace(['\n', '\r'], " ")
+}
+
+/// Text from repositories and clusters must not drive a terminal (escape sequences) or end a
+/// line where the report does not (carriage returns): control characters other than newlines and
+/// tabs become `?`.
+fn without_control_characters(value: &mut Value) {
+    match value {
+        Value::String(text) if text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') => {
+            *text = text
+                .chars()
+                .map(|c| if c.is_control() && c != '\n' && c != '\t' { '?' } else { c })
+                .collect();
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_control_characters),
+        Value::Object(map) => map.values_mut().for_each(without_control_characters),
+        _ => {}
+    }
 }
 
 /// Text for inside a code span: no backticks or newlines to end it, no bare `|` to split a table
 /// cell (HTML is not interpreted inside code spans).
 fn code_span(text: String) -> String {
-    text.replace('`', "'").replace('|', "\\|").replace('\n', " ")
+    text.replace('`', "'").replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
 /// A fenced code block longer than any backtick run inside, so content cannot close it.
@@ -331,4 +355,27 @@ fn view(plan: &Plan, color: bool) -> Value {
         "alerts": alerts,
         "sections": sections,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repository_text_cannot_open_links_images_or_html() {
+        let shown = escape_markdown("./x [login](https://evil) ![](https://evil/t.png) <b> @team \\[".into());
+        assert_eq!(
+            shown,
+            "./x \\[login\\](https://evil) !\\[\\](https://evil/t.png) &lt;b&gt; @\u{200b}team \\\\\\["
+        );
+        assert_eq!(escape_markdown("a\r# heading\nb".into()), "a # heading b");
+        assert_eq!(code_span("a\rb|c`".into()), "a b\\|c'");
+    }
+
+    #[test]
+    fn control_characters_never_reach_a_report() {
+        let mut view = json!({"a": ["ok\n\tline", "\u{1b}[2Jgone\r"], "b": {"c": "\u{7}"}});
+        without_control_characters(&mut view);
+        assert_eq!(view, json!({"a": ["ok\n\tline", "?[2Jgone?"], "b": {"c": "?"}}));
+    }
 }
