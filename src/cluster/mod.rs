@@ -54,7 +54,7 @@ impl std::fmt::Display for DataLoss {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "PersistentVolumeClaim {}/{} (volume {} is reclaimed with Delete)",
+            "claim {}/{}: its volume {} is reclaimed with Delete",
             self.namespace, self.claim, self.volume
         )
     }

@@ -3,6 +3,7 @@
 //! read, else what the repository's renders hold; never both, so nothing is counted twice.
 
 use super::{Action, BlastRadius, Change, KustomizationPlan};
+use crate::cluster::DataLoss;
 use crate::flux::ObjectId;
 use crate::render::Render;
 use std::collections::{BTreeMap, BTreeSet};
@@ -85,20 +86,18 @@ fn custom_resources(change: &Change, live: Option<&BlastRadius>, swept: Vec<Obje
 
 /// Claims whose volume goes with them: deleted directly, or inside a deleted Namespace.
 fn lost_data(change: &Change, live: &BlastRadius) -> Vec<String> {
-    live.data_loss
-        .iter()
-        .filter(|loss| match change.kind.as_str() {
-            "PersistentVolumeClaim" => loss.namespace == change.namespace && loss.claim == change.name,
-            "Namespace" => loss.namespace == change.name,
-            _ => false,
-        })
-        .map(|loss| {
-            format!(
-                "the data of claim {}/{}: its volume {} is reclaimed with Delete",
-                loss.namespace, loss.claim, loss.volume
-            )
-        })
-        .collect()
+    lost_with(change, live).map(|loss| format!("the data of {loss}")).collect()
+}
+
+/// The claims whose data goes with this deletion: the claim itself, or every claim in a
+/// deleted Namespace.
+pub fn lost_with<'r>(change: &Change, live: &'r BlastRadius) -> impl Iterator<Item = &'r DataLoss> {
+    let (kind, namespace, name) = (change.kind.clone(), change.namespace.clone(), change.name.clone());
+    live.data_loss.iter().filter(move |loss| match kind.as_str() {
+        "PersistentVolumeClaim" => loss.namespace == namespace && loss.claim == name,
+        "Namespace" => loss.namespace == name,
+        _ => false,
+    })
 }
 
 fn named(ids: &[ObjectId]) -> String {

@@ -5,10 +5,13 @@
 //! deletions get one alert per Kustomization. Stale inventory entries are not this pull
 //! request's doing: they get their own warning.
 
-use super::{Action, Alert, Cause, Change, KustomizationPlan, KustomizationStatus, Policy};
+use super::{
+    blast, Action, Alert, BlastRadius, Cause, Change, KustomizationPlan, KustomizationStatus, Policy,
+};
+use crate::cluster::DataLoss;
 use crate::flux::{KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
 use crate::render::Render;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The alerts about deletions, one per cause.
 pub fn deletion_alerts(
@@ -16,6 +19,7 @@ pub fn deletion_alerts(
     plans: &[KustomizationPlan],
     base: &Render,
     head: &Render,
+    blast_radius: &BTreeMap<String, BlastRadius>,
 ) -> Vec<Alert> {
     let owners: Vec<Option<usize>> = (0..plans.len()).map(|i| cause_owner(plans, i, 0)).collect();
     let root_of = |i: usize| owners[i].unwrap_or(i);
@@ -50,7 +54,9 @@ pub fn deletion_alerts(
         let members: Vec<&KustomizationPlan> =
             plans.iter().enumerate().filter(|(j, _)| root_of(*j) == i).map(|(_, p)| p).collect();
         let deletes = deletions.remove(&i).unwrap_or_default();
-        alerts.extend(group_alert(policy, plan, &members, &deletes, plans, base, head));
+        let radius = blast_radius.get(&plan.cluster);
+        let inputs = Inputs { policy, plans, base, head };
+        alerts.extend(group_alert(inputs, plan, &members, &deletes, radius));
     }
     alerts
 }
@@ -98,15 +104,23 @@ fn caused(plan: &KustomizationPlan) -> impl Iterator<Item = &Change> {
 }
 
 /// The one alert of a cause: `root` and the plans whose deletions it brings about.
+/// What every cause's alert is judged against.
+#[derive(Clone, Copy)]
+struct Inputs<'a> {
+    policy: &'a Policy,
+    plans: &'a [KustomizationPlan],
+    base: &'a Render,
+    head: &'a Render,
+}
+
 fn group_alert(
-    policy: &Policy,
+    inputs: Inputs,
     root: &KustomizationPlan,
     members: &[&KustomizationPlan],
     deletes: &[&Change],
-    plans: &[KustomizationPlan],
-    base: &Render,
-    head: &Render,
+    radius: Option<&BlastRadius>,
 ) -> Option<Alert> {
+    let Inputs { policy, plans, base, head } = inputs;
     let finalizer = format!("Kustomization {}", root.reference());
     let finalized = root
         .changes
@@ -133,8 +147,9 @@ fn group_alert(
     let mass = deletes.len() > policy.max_deletions || share_exceeded;
     let protected: Vec<&&Change> =
         deletes.iter().filter(|c| policy.protected_kinds.contains(&c.kind)).collect();
-    let lost: Vec<&String> =
-        deletes.iter().flat_map(|c| &c.takes_with_it).filter(|l| l.starts_with(LOST_DATA)).collect();
+    // A claim deleted directly and with its Namespace loses its data once.
+    let lost: BTreeSet<&DataLoss> =
+        radius.into_iter().flat_map(|r| deletes.iter().flat_map(move |c| blast::lost_with(c, r))).collect();
     let mut codes: Vec<&str> = primary.into_iter().collect();
     codes.extend((!lost.is_empty()).then_some("data-loss"));
     codes.extend((!protected.is_empty()).then_some("protected-kind-deletion"));
@@ -188,7 +203,7 @@ fn group_alert(
         }
     }
     if !lost.is_empty() {
-        let claims: Vec<&str> = lost.iter().map(|l| l.trim_start_matches(LOST_DATA_PREFIX)).collect();
+        let claims: Vec<String> = lost.iter().map(ToString::to_string).collect();
         message.push_str(&format!("; data is lost: {}", claims.join("; ")));
     }
     if mass {
@@ -211,10 +226,6 @@ fn group_alert(
     alert.cause = cause_line(root, plans, base, head, deletes);
     Some(alert)
 }
-
-/// The start of the line `blast::lost_data` writes for a claim whose data goes.
-const LOST_DATA: &str = "the data of claim ";
-const LOST_DATA_PREFIX: &str = "the data of ";
 
 /// The code among `codes` this policy rates most severe (the first of equals); `None` when the
 /// policy turns all of them off.

@@ -213,7 +213,7 @@ pub fn evaluate(
     for plan in plans.iter().filter(|p| !unplanned.contains_key(&p.cluster)) {
         alerts.extend(plan_alerts(policy, plan, base, head));
     }
-    alerts.extend(causes::deletion_alerts(policy, plans, base, head));
+    alerts.extend(causes::deletion_alerts(policy, plans, base, head, blast_radius));
     alerts.extend(dependants::alerts(policy, plans, base, head));
     for (cluster, radius) in blast_radius {
         for warning in &radius.warnings {
