@@ -43,7 +43,12 @@ pub struct BuildArgs {
 pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let snapshot = args.render.snapshot()?;
     let mut opts = args.render.options(args.rev.clone(), snapshot.as_ref());
-    let policy = crate::plan::policy::read_policy_file(&args.render.repo, args.rev.as_deref())?;
+    // What the policy declares for rendering; an invalid policy is a warning, as in `plan`.
+    let policy = crate::plan::policy::read_policy_file(&args.render.repo, args.rev.as_deref())
+        .unwrap_or_else(|e| {
+            eprintln!("warning: {e:#}; rendering without its crdScopes and roots");
+            Default::default()
+        });
     opts.declared_scopes = policy.crd_scopes;
     opts.declared_roots = policy.roots;
     let renderer = crate::render::Renderer::new(opts.kustomize_timeout, args.render.cache_dir())?;

@@ -46,15 +46,10 @@ pub fn run(args: DemoArgs) -> Result<u8> {
     print!("{}", crate::report::text(&plan, color));
     eprintln!(
         "\nverdict: {} (`fluxplan plan` would exit {})",
-        verdict_name(plan.verdict),
+        plan.verdict.as_str(),
         plan.verdict.exit_code()
     );
     Ok(if plan.error.is_some() { super::EXIT_FAILED } else { 0 })
-}
-
-/// The verdict as the JSON plan spells it (`no-changes`, `blocked`, ...).
-fn verdict_name(verdict: crate::plan::Verdict) -> String {
-    serde_json::to_value(verdict).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 
 /// The demo writes a repository and commits into it: never over someone's files.

@@ -358,11 +358,9 @@ impl Worker {
             return Err(JobError::Retry("the service shut down while planning".into(), Some(Duration::ZERO)));
         }
         timings.insert("plan_ms", phase.elapsed().as_millis() as u64);
-        let verdict_label =
-            serde_json::to_value(plan.verdict).ok().and_then(|v| v.as_str().map(str::to_string));
         self.metrics
             .plan_duration
-            .with_label_values(&[repo.forge.as_str(), verdict_label.as_deref().unwrap_or("?")])
+            .with_label_values(&[repo.forge.as_str(), plan.verdict.as_str()])
             .observe(phase.elapsed().as_secs_f64());
 
         if !self.still_current(job).await? {
@@ -716,7 +714,7 @@ fn outcome_of(plan: &Plan, timings: &BTreeMap<&str, u64>) -> RunOutcome {
     RunOutcome {
         status: String::new(),
         base_sha: plan.base.commit.clone(),
-        verdict: serde_json::to_value(plan.verdict).ok().and_then(|v| v.as_str().map(str::to_string)),
+        verdict: Some(plan.verdict.as_str().to_string()),
         counts: Some(json!(plan.summary).to_string()),
         alerts: Some(json!(plan.alerts).to_string()),
         timings: Some(json!(timings).to_string()),

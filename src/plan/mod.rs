@@ -271,6 +271,16 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// As the JSON plan spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::NoChanges => "no-changes",
+            Verdict::Changes => "changes",
+            Verdict::Blocked => "blocked",
+            Verdict::Failed => "failed",
+        }
+    }
+
     /// The CLI exit code: 0 no changes, 1 changes, 2 blocked, 3 could not plan.
     pub fn exit_code(self) -> u8 {
         match self {
@@ -456,5 +466,17 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         blast_radius,
         error: nothing_rendered,
         kustomize: Some(request.head.kustomize.clone()),
+    }
+}
+
+#[cfg(test)]
+mod verdict_tests {
+    use super::Verdict;
+
+    #[test]
+    fn as_str_spells_the_verdict_as_the_json_does() {
+        for verdict in [Verdict::NoChanges, Verdict::Changes, Verdict::Blocked, Verdict::Failed] {
+            assert_eq!(serde_json::to_value(verdict).unwrap(), verdict.as_str());
+        }
     }
 }

@@ -178,19 +178,23 @@ fn try_plan(request: &Request) -> Result<Plan> {
     let listed_roots: BTreeSet<String> = sources.keys().filter(|root| !root.is_empty()).cloned().collect();
     let knowledge = ClusterKnowledge::gather(sources)?;
     let renderer = Renderer::new(request.limits.kustomize_timeout, request.render.cache_dir.clone())?;
-    let declared_scopes = request.policy.declared_scopes(&request.repo, &request.base);
-    let declared_roots = request.policy.declared_roots(&request.repo, &request.base);
-    let render = |rev: &str, carried_roots: Vec<CarriedRoot>| -> Result<Render> {
+    // The base commit, resolved once: the policy read before rendering and the base render must
+    // see the same one, whatever a fetch does to the branch meanwhile. An unknown revision is
+    // left for the render to report.
+    let base_commit =
+        crate::git::resolve_commit(&request.repo, &request.base).unwrap_or_else(|_| request.base.clone());
+    let declared = request.policy.before_render(&request.repo, &base_commit).unwrap_or_default();
+    let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>| -> Result<Render> {
         let mut opts = request.render_options(Some(rev.to_string()));
         opts.carried_roots = carried_roots;
         knowledge.apply_to(&mut opts);
-        opts.declared_scopes = declared_scopes.clone();
-        opts.declared_roots = declared_roots.clone();
-        renderer.render(&opts).with_context(|| format!("cannot render revision {rev}"))
+        opts.declared_scopes = declared.crd_scopes.clone();
+        opts.declared_roots = declared.roots.clone();
+        renderer.render(&opts).with_context(|| format!("cannot render revision {shown}"))
     };
-    let base = render(&request.base, Vec::new())?;
+    let base = render(&base_commit, &request.base, Vec::new())?;
     // A bootstrap root the head no longer declares is still in the cluster, reconciling head.
-    let head = render(&request.head, CarriedRoot::of(&base))?;
+    let head = render(&request.head, &request.head, CarriedRoot::of(&base))?;
     // A plan of nothing is a gate that passes on nothing: a wrong --repo must fail, not pass.
     if base.clusters.is_empty() && head.clusters.is_empty() {
         anyhow::bail!(coverage::nothing_to_plan(request, &head));

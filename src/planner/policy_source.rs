@@ -1,11 +1,10 @@
 //! Where a plan's policy comes from: a file the operator names, else the BASE revision's
 //! `.fluxplan.yaml` (a pull request must not loosen its own gate), else the built-in defaults.
 
-use crate::flux::scope::Scope;
 use crate::git;
 use crate::plan::policy::{read_policy_file, POLICY_FILE};
 use crate::plan::{Alert, Policy};
-use crate::render::{DeclaredRoot, Render};
+use crate::render::Render;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -33,23 +32,13 @@ impl PolicySource {
 impl PolicySource {
     /// The policy as far as rendering needs it, read before rendering; a policy that cannot be
     /// read declares nothing (loading it afterwards reports why).
-    fn before_render(&self, repo: &Path, base: &str) -> Option<Policy> {
+    pub fn before_render(&self, repo: &Path, base: &str) -> Option<Policy> {
         match self {
             PolicySource::File(path) => {
                 std::fs::read_to_string(path).ok().and_then(|t| Policy::parse(&t).ok())
             }
             PolicySource::BaseRevision => read_policy_file(repo, Some(base)).ok(),
         }
-    }
-
-    /// The CRD scopes the policy declares (`crdScopes`).
-    pub fn declared_scopes(&self, repo: &Path, base: &str) -> Vec<(String, String, Scope)> {
-        self.before_render(repo, base).map(|p| p.crd_scopes).unwrap_or_default()
-    }
-
-    /// The roots the policy declares (`roots`): base and head are rendered from the same ones.
-    pub fn declared_roots(&self, repo: &Path, base: &str) -> Option<Vec<DeclaredRoot>> {
-        self.before_render(repo, base).and_then(|p| p.roots)
     }
 }
 

@@ -8,10 +8,10 @@ const RULES: &[(&str, &[&str])] =
     &[("src/cli", &["jobs"]), ("src/jobs", &["cli"]), ("src/planner", &["cli", "jobs", "service"])];
 
 /// Lines of `text` that import or name `module` through a crate path: `crate::cli`,
-/// `super::super::cli`, `fluxplan::cli`, or `crate::{…, cli, …}`.
+/// `super::cli` (from a module's `mod.rs`, the crate root), `super::super::cli`, `fluxplan::cli`,
+/// or `crate::{…, cli, …}`. No module under these directories is itself named `cli` or `jobs`.
 fn imports_of(text: &str, module: &str) -> Vec<(usize, String)> {
-    let direct =
-        [format!("crate::{module}"), format!("super::super::{module}"), format!("fluxplan::{module}")];
+    let direct = [format!("crate::{module}"), format!("super::{module}"), format!("fluxplan::{module}")];
     let names_module = |path: &str| {
         direct.iter().any(|prefix| {
             path.match_indices(prefix.as_str()).any(|(at, _)| {
@@ -95,6 +95,7 @@ fn the_import_scan_finds_every_form_of_import() {
     for (text, module) in [
         ("use crate::cli::plan::PlanArgs;", "cli"),
         ("use super::super::cli::LimitArgs;", "cli"),
+        ("use super::cli::serve::ServeArgs;", "cli"),
         ("let x = crate::jobs::Worker::new();", "jobs"),
         ("use crate::{\n    plan,\n    jobs::{Forges, Worker},\n};", "jobs"),
         ("use crate::{cli, plan};", "cli"),
