@@ -109,6 +109,17 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
         eprintln!("usage: fluxplan {SUBCOMMAND} LIBRARY");
         return 2;
     };
+    // The frames get their own descriptor, and fd 1 becomes stderr, before the library loads: a
+    // stray print of the Go code can never corrupt a frame.
+    // SAFETY: plain descriptor calls on this process's own standard descriptors.
+    let frames = unsafe { libc::dup(1) };
+    if frames < 0 || unsafe { libc::dup2(2, 1) } < 0 {
+        eprintln!("cannot set up the frame descriptor: {}", std::io::Error::last_os_error());
+        return 1;
+    }
+    // SAFETY: `frames` was just duplicated and is owned by nothing else.
+    let mut output =
+        std::io::BufWriter::new(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(frames) });
     let library = match Library::load(std::path::Path::new(library)) {
         Ok(library) => library,
         Err(e) => {
@@ -117,7 +128,6 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
         }
     };
     let mut input = std::io::stdin().lock();
-    let mut output = std::io::stdout().lock();
     if write_frame(&mut output, HELLO, library.version().as_bytes()).is_err() {
         return 1;
     }
