@@ -63,7 +63,8 @@ pub struct Generators {
     found: Vec<Found>,
     limits: SourceLimits,
     workdir: OnceLock<Result<tempfile::TempDir, String>>,
-    built: Mutex<BTreeMap<(String, String), Slot>>,
+    /// By artifact and the generator that makes it (two generators of one file are two makers).
+    built: Mutex<BTreeMap<(String, String, String), Slot>>,
     /// Every file of every artifact built → the source file it was copied from.
     origins: Mutex<BTreeMap<PathBuf, PathBuf>>,
     counter: AtomicUsize,
@@ -208,7 +209,7 @@ impl Generators {
             .built
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .entry((key.clone(), found.file.clone()))
+            .entry((key.clone(), found.file.clone(), format!("{}/{}", found.namespace, found.name)))
             .or_default()
             .clone();
         slot.get_or_init(|| self.build(generator, &found.file, &source.name, local)).clone()

@@ -566,3 +566,34 @@ fn generators_fanning_out_or_chaining_deep_are_refused_or_settled_without_explod
     let message = &apps.error.as_ref().unwrap().message;
     assert!(message.contains("through a chain of more than 32 ExternalArtifacts"), "{message}");
 }
+
+#[test]
+fn two_path_pattern_generators_in_one_file_are_each_tried() {
+    let repo = fleet();
+    let pattern = |name: &str, dir: &str, prefix: &str| {
+        format!(
+            "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  pathPattern: \"@monorepo/{dir}/{{x}}\"\n  sources:\n    - alias: monorepo\n      kind: GitRepository\n      name: flux-system\n  artifacts:\n    - name: \"{prefix}-{{x}}\"\n      copy:\n        - from: \"@monorepo/{dir}/{{x}}/**\"\n          to: \"@artifact/\"\n"
+        )
+    };
+    repo.write(
+        "clusters/prod/patterns.yaml",
+        &format!("{}---\n{}", pattern("apps", "apps/base", "app"), pattern("infra", "extra", "infra")),
+    );
+    repo.config_map("extra/redis/cm.yaml", "redis", "default");
+    // The first generator is tried for both; `infra-redis` is the second one's.
+    repo.kustomization_of(
+        "clusters/prod/podinfo.yaml",
+        "podinfo",
+        "./",
+        ("ExternalArtifact", "app-podinfo"),
+        "",
+    );
+    repo.kustomization_of("clusters/prod/redis.yaml", "redis", "./", ("ExternalArtifact", "infra-redis"), "");
+    repo.commit("two pattern generators in one file");
+    let render = repo.render(Some("HEAD"));
+    for name in ["flux-system/podinfo", "flux-system/redis"] {
+        let k = render.find(name).unwrap();
+        assert_eq!(k.status, Status::Rendered, "{name}: {:?} {:?}", k.error, k.warnings);
+    }
+    assert_eq!(render.find("flux-system/redis").unwrap().ids(), ["default_redis__ConfigMap"]);
+}
