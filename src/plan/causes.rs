@@ -21,7 +21,8 @@ pub fn deletion_alerts(
     head: &Render,
     blast_radius: &BTreeMap<String, BlastRadius>,
 ) -> Vec<Alert> {
-    let owners: Vec<Option<usize>> = (0..plans.len()).map(|i| cause_owner(plans, i, 0)).collect();
+    let deleters = deleters(plans);
+    let owners: Vec<Option<usize>> = (0..plans.len()).map(|i| cause_owner(plans, &deleters, i, 0)).collect();
     let root_of = |i: usize| owners[i].unwrap_or(i);
     // Objects kept by Flux but deleted with their Namespace belong to the cause of whoever deletes
     // that Namespace, whichever Kustomization holds them.
@@ -55,7 +56,7 @@ pub fn deletion_alerts(
             plans.iter().enumerate().filter(|(j, _)| root_of(*j) == i).map(|(_, p)| p).collect();
         let deletes = deletions.remove(&i).unwrap_or_default();
         let radius = blast_radius.get(&plan.cluster);
-        let inputs = Inputs { policy, plans, base, head };
+        let inputs = Inputs { policy, plans, deleters: &deleters, base, head };
         alerts.extend(group_alert(inputs, plan, &members, &deletes, radius));
     }
     alerts
@@ -70,7 +71,7 @@ pub fn renders_nothing(plan: &KustomizationPlan) -> bool {
 
 /// The Kustomization whose cause a plan's deletions belong to: itself when it renders nothing;
 /// for a removed one, the cause of whoever deletes it, else itself.
-fn cause_owner(plans: &[KustomizationPlan], i: usize, depth: usize) -> Option<usize> {
+fn cause_owner(plans: &[KustomizationPlan], deleters: &Deleters, i: usize, depth: usize) -> Option<usize> {
     let plan = &plans[i];
     if renders_nothing(plan) {
         return Some(i);
@@ -78,24 +79,32 @@ fn cause_owner(plans: &[KustomizationPlan], i: usize, depth: usize) -> Option<us
     if plan.status != KustomizationStatus::Removed || depth > plans.len() {
         return None;
     }
-    let deleter = deleter_of(plans, plan)?;
-    cause_owner(plans, deleter, depth + 1).or(Some(i))
+    let deleter = deleter_of(deleters, plan)?;
+    cause_owner(plans, deleters, deleter, depth + 1).or(Some(i))
+}
+
+/// Which plan deletes each Kustomization object: (cluster, Kustomization) → plan index.
+type Deleters = BTreeMap<(String, KustomizationRef), usize>;
+
+fn deleters(plans: &[KustomizationPlan]) -> Deleters {
+    let mut deleters = Deleters::new();
+    for (i, plan) in plans.iter().enumerate() {
+        for change in plan.changes.iter().filter(|c| c.action == Action::Delete && c.kind == "Kustomization")
+        {
+            let Some(id) = ObjectId::parse(&change.id).filter(|id| id.group == KUSTOMIZE_GROUP) else {
+                continue;
+            };
+            let deleted = KustomizationRef { namespace: id.namespace, name: id.name };
+            deleters.entry((plan.cluster.clone(), deleted)).or_insert(i);
+        }
+    }
+    deleters
 }
 
 /// The plan that deletes this Kustomization's object.
-fn deleter_of(plans: &[KustomizationPlan], plan: &KustomizationPlan) -> Option<usize> {
-    plans.iter().position(|p| {
-        p.cluster == plan.cluster
-            && p.changes.iter().any(|c| {
-                c.action == Action::Delete
-                    && ObjectId::parse(&c.id).is_some_and(|id| {
-                        id.group == KUSTOMIZE_GROUP
-                            && id.kind == "Kustomization"
-                            && id.namespace == plan.namespace
-                            && id.name == plan.name
-                    })
-            })
-    })
+fn deleter_of(deleters: &Deleters, plan: &KustomizationPlan) -> Option<usize> {
+    let reference = KustomizationRef { namespace: plan.namespace.clone(), name: plan.name.clone() };
+    deleters.get(&(plan.cluster.clone(), reference)).copied()
 }
 
 /// Deletions this pull request brings about (its own and their cascades, not stale entries).
@@ -103,16 +112,17 @@ fn caused(plan: &KustomizationPlan) -> impl Iterator<Item = &Change> {
     plan.changes.iter().filter(|c| c.action == Action::Delete && c.cause != Some(Cause::Stale))
 }
 
-/// The one alert of a cause: `root` and the plans whose deletions it brings about.
 /// What every cause's alert is judged against.
 #[derive(Clone, Copy)]
 struct Inputs<'a> {
     policy: &'a Policy,
     plans: &'a [KustomizationPlan],
+    deleters: &'a Deleters,
     base: &'a Render,
     head: &'a Render,
 }
 
+/// The one alert of a cause: `root` and the plans whose deletions it brings about.
 fn group_alert(
     inputs: Inputs,
     root: &KustomizationPlan,
@@ -120,7 +130,7 @@ fn group_alert(
     deletes: &[&Change],
     radius: Option<&BlastRadius>,
 ) -> Option<Alert> {
-    let Inputs { policy, plans, base, head } = inputs;
+    let Inputs { policy, .. } = inputs;
     let finalizer = format!("Kustomization {}", root.reference());
     let finalized = root
         .changes
@@ -223,7 +233,7 @@ fn group_alert(
         deletes.iter().map(|c| c.id.clone()).collect(),
     )?;
     alert.related_codes = codes.iter().filter(|c| **c != code).map(|c| c.to_string()).collect();
-    alert.cause = cause_line(root, plans, base, head, deletes);
+    alert.cause = cause_line(inputs, root, deletes);
     Some(alert)
 }
 
@@ -298,13 +308,8 @@ fn swept_with_namespace(change: &Change) -> bool {
 }
 
 /// The change in the pull request that triggered a cause, as a diff line reads.
-fn cause_line(
-    root: &KustomizationPlan,
-    plans: &[KustomizationPlan],
-    base: &Render,
-    head: &Render,
-    deletes: &[&Change],
-) -> Option<String> {
+fn cause_line(inputs: Inputs, root: &KustomizationPlan, deletes: &[&Change]) -> Option<String> {
+    let Inputs { plans, deleters, base, head, .. } = inputs;
     if let Some(line) = spec_change(root, base, head) {
         return Some(line);
     }
@@ -312,7 +317,7 @@ fn cause_line(
         let reference = root.reference();
         let file =
             base.kustomization(&root.cluster, &root.namespace, &root.name).and_then(|k| k.file.clone());
-        if let Some(line) = deleter_of(plans, root).and_then(|d| spec_change(&plans[d], base, head)) {
+        if let Some(line) = deleter_of(deleters, root).and_then(|d| spec_change(&plans[d], base, head)) {
             return Some(line);
         }
         return Some(match file {
@@ -370,16 +375,7 @@ fn stale_alert(policy: &Policy, plan: &KustomizationPlan) -> Option<Alert> {
 
 /// Kustomizations this merge deletes (their objects, with their finalizers).
 pub fn deleted_kustomizations(plans: &[KustomizationPlan]) -> Vec<(String, KustomizationRef)> {
-    plans
-        .iter()
-        .flat_map(|p| p.changes.iter().map(move |c| (p, c)))
-        .filter(|(_, c)| c.action == Action::Delete)
-        .filter_map(|(p, c)| {
-            let id = ObjectId::parse(&c.id)?;
-            (id.group == KUSTOMIZE_GROUP && id.kind == "Kustomization")
-                .then(|| (p.cluster.clone(), KustomizationRef { namespace: id.namespace, name: id.name }))
-        })
-        .collect()
+    deleters(plans).into_keys().collect()
 }
 
 #[cfg(test)]

@@ -68,6 +68,9 @@ pub(super) struct ClusterView<'a> {
     pub(super) head_owner: BTreeMap<ObjectId, KustomizationRef>,
     /// Who holds each object in its inventory now.
     pub(super) inventory_owner: BTreeMap<ObjectId, KustomizationRef>,
+    /// The base render's objects by id, with the Kustomization rendering each: looked up for
+    /// every change, so indexed once rather than scanned.
+    base_objects: BTreeMap<&'a ObjectId, Vec<(&'a RenderedKustomization, &'a RenderedObject)>>,
 }
 
 impl<'a> ClusterView<'a> {
@@ -84,7 +87,15 @@ impl<'a> ClusterView<'a> {
             live,
             head_owner: BTreeMap::new(),
             inventory_owner: BTreeMap::new(),
+            base_objects: BTreeMap::new(),
         };
+        for k in view.base.values() {
+            for object in &k.objects {
+                if let Some(id) = &object.id {
+                    view.base_objects.entry(id).or_default().push((*k, object));
+                }
+            }
+        }
         for (reference, k) in &view.head {
             if k.status == Status::Rendered && !k.spec.as_ref().is_some_and(|s| s.suspend) {
                 for id in k.objects.iter().filter_map(|o| o.id.clone()) {
@@ -157,8 +168,16 @@ impl<'a> ClusterView<'a> {
 
     /// The base render's manifest of an object, preferring the same Kustomization's.
     pub(super) fn base_object(&self, owner: &KustomizationRef, id: &ObjectId) -> Option<&'a RenderedObject> {
-        let find = |k: &&'a RenderedKustomization| k.objects.iter().find(|o| o.id.as_ref() == Some(id));
-        self.base.get(owner).and_then(find).or_else(|| self.base.values().find_map(find))
+        let renders = self.base_objects.get(id)?;
+        let own = renders.iter().find(|(k, _)| k.namespace == owner.namespace && k.name == owner.name);
+        own.or(renders.first()).map(|(_, object)| *object)
+    }
+
+    /// True when the base render of `owner` renders this object.
+    fn rendered_at_base_by(&self, owner: &KustomizationRef, id: &ObjectId) -> bool {
+        self.base_objects.get(id).is_some_and(|renders| {
+            renders.iter().any(|(k, _)| k.namespace == owner.namespace && k.name == owner.name)
+        })
     }
 
     fn plan(&self) -> Vec<KustomizationPlan> {
@@ -297,7 +316,7 @@ impl<'a> ClusterView<'a> {
         for id in inventory.iter().filter(|id| !desired.contains(id)) {
             let mut change = self.stale(id, reference, spec.prune, None);
             if matches!(change.action, Action::Delete | Action::Orphan) {
-                let rendered_before = base.map(|b| b.objects.iter().any(|o| o.id.as_ref() == Some(id)));
+                let rendered_before = base.map(|_| self.rendered_at_base_by(reference, id));
                 let stale = inventory_source == InventorySource::Cluster && rendered_before == Some(false);
                 if stale {
                     change.cause = Some(Cause::Stale);
