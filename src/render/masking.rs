@@ -57,6 +57,18 @@ fn replacements(renders: &[&Render]) -> Vec<(String, String)> {
             }
         }
     }
+    // Paths substituted from Secrets too: kustomize and the controller's messages quote them,
+    // as written (`./apps/x`) or relative (`apps/x`).
+    for (_, k) in renders.iter().flat_map(|r| r.kustomizations()) {
+        let Some(real) = k.spec.as_ref().map(|spec| spec.path.as_str()).filter(|real| *real != k.path) else {
+            continue;
+        };
+        pairs.insert(real.to_string(), k.path.clone());
+        let relative = |path: &str| path.trim_start_matches("./").trim_matches('/').to_string();
+        if !relative(real).is_empty() {
+            pairs.insert(relative(real), relative(&k.path));
+        }
+    }
     // Longest first: a real name that contains another is replaced whole.
     let mut pairs: Vec<(String, String)> = pairs.into_iter().collect();
     pairs.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));

@@ -568,13 +568,17 @@ impl Context<'_> {
             if !node.is_root {
                 break;
             }
+            // Reconciled with the real definition; shown with the masked path.
             let own = objects.iter().find(|o| is_self(o, &spec, node.file.as_deref())).and_then(|o| {
-                Kustomization::from_value(o.real.as_ref().unwrap_or(&o.object), &spec.namespace).ok()
+                let real =
+                    Kustomization::from_value(o.real.as_ref().unwrap_or(&o.object), &spec.namespace).ok()?;
+                let shown = o.object["spec"]["path"].as_str().map(str::to_string);
+                Some((real, shown))
             });
             match own {
-                Some(own) if own.raw["spec"] != spec.raw["spec"] => {
+                Some((own, shown)) if own.raw["spec"] != spec.raw["spec"] => {
+                    record.path = shown.unwrap_or_else(|| own.path.clone());
                     spec = own;
-                    record.path = spec.path.clone();
                     result = self.render_objects(
                         &spec,
                         node.file.as_deref(),

@@ -463,3 +463,37 @@ fn a_path_substituted_from_a_secret_stays_masked_when_it_changes_or_is_missing()
         }
     }
 }
+
+#[test]
+fn a_failing_build_under_a_path_from_a_secret_never_quotes_the_value() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization(
+        "clusters/prod/apps.yaml",
+        "apps",
+        "./apps",
+        "postBuild:\n  substituteFrom:\n  - kind: Secret\n    name: suffix",
+    );
+    repo.kustomization("apps/child.yaml", "child", "./tenants/${SUFFIX}", "");
+    repo.config_map(&format!("tenants/{SECRET}/cm.yaml"), "cm", "default");
+    repo.commit("base");
+    // YAML that is not a Kubernetes object fails the generated kustomization, naming the file.
+    repo.write(&format!("tenants/{SECRET}/values.yaml"), "replicas: 3\n");
+    repo.commit("a values file where Flux reads manifests");
+    let files = tempfile::tempdir().unwrap();
+    let snapshot = files.path().join("snapshot.yaml");
+    std::fs::write(
+        &snapshot,
+        "kind: ClusterSnapshot\nsecrets:\n- metadata: {name: suffix, namespace: flux-system}\n  data: {SUFFIX: enE3c2VjcmV0dmFsdWU=}\n",
+    )
+    .unwrap();
+    let dir = repo.path().to_str().unwrap();
+    for format in ["json", "markdown", "text"] {
+        let args = [plan_args(dir, format), vec!["--cluster-snapshot", snapshot.to_str().unwrap()]].concat();
+        let (stdout, stderr, _) = run(&args, &[], None);
+        assert!(stdout.contains("values.yaml"), "plan {format}: the failure is reported: {stdout}\n{stderr}");
+        assert!(
+            !stdout.contains(SECRET) && !stderr.contains(SECRET),
+            "plan {format} shows the secret:\n{stdout}\n{stderr}"
+        );
+    }
+}
