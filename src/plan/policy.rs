@@ -167,7 +167,7 @@ impl Policy {
     }
 
     /// An alert with this policy's severity for its code, or `None` when the code is off.
-    pub(super) fn alert(
+    pub(crate) fn alert(
         &self,
         code: &str,
         cluster: &str,

@@ -2,7 +2,7 @@
 //! cluster in the clusters file stands for, a repository rendered from a subdirectory.
 
 use super::{Clusters, Request};
-use crate::plan::{Alert, Policy, Severity};
+use crate::plan::{Alert, Policy};
 use crate::render::{repo_root, Render};
 use std::collections::BTreeSet;
 
@@ -25,37 +25,23 @@ pub fn alerts(
         let roots: BTreeSet<&str> =
             base.clusters.iter().chain(&head.clusters).map(|c| c.name.as_str()).collect();
         for root in roots.into_iter().filter(|root| !listed_roots.contains(*root)) {
-            alerts.extend(alert(
-                policy,
+            alerts.extend(policy.alert(
                 "cluster-not-covered",
-                Some(root),
+                root,
+                None,
                 format!(
                     "cluster {root} is not in the clusters file {}: it is planned offline, the base render \
                      standing for its inventories; add `{root}:` with a `context` or a `snapshot` to the file",
                     file.display()
                 ),
+                Vec::new(),
             ));
         }
     }
     if repo_root::has_missing_paths(head) {
         if let Some(hint) = repo_root::subdirectory_hint(&request.repo, Some(&request.head)) {
-            alerts.extend(alert(policy, "repo-subdirectory", None, hint));
+            alerts.extend(policy.general_alert("repo-subdirectory", hint));
         }
     }
     alerts
-}
-
-/// An alert with the policy's severity for `code` (none when the policy turns it off).
-fn alert(policy: &Policy, code: &str, cluster: Option<&str>, message: String) -> Option<Alert> {
-    let severity = policy.severities.get(code).copied().unwrap_or(Some(Severity::Warning))?;
-    Some(Alert {
-        severity,
-        code: code.to_string(),
-        cluster: cluster.map(str::to_string),
-        kustomization: None,
-        message,
-        objects: Vec::new(),
-        related_codes: Vec::new(),
-        cause: None,
-    })
 }
