@@ -55,18 +55,15 @@ fn identity(cluster: &Cluster) -> (String, RootKind, String) {
 }
 
 /// The clusters that cannot be planned, by name.
-pub fn problems(base: &Render, head: &Render) -> BTreeMap<String, RootProblem> {
-    let find = |render: &'_ Render, name: &str| render.clusters.iter().find(|c| c.name == name).cloned();
+pub fn problems<'r>(base: &'r Render, head: &'r Render) -> BTreeMap<String, RootProblem> {
+    let find = |render: &'r Render, name: &str| render.clusters.iter().find(|c| c.name == name);
     let names: BTreeSet<&str> = base.clusters.iter().chain(&head.clusters).map(|c| c.name.as_str()).collect();
     let mut problems = BTreeMap::new();
     for name in names {
         let (before, after) = (find(base, name), find(head, name));
-        let problem = match (&before, &after) {
+        let problem = match (before, after) {
             (Some(b), Some(h)) if identity(b) == identity(h) => failure(b, h),
-            _ => Some(RootProblem::Changed {
-                base: before.as_ref().map(describe),
-                head: after.as_ref().map(describe),
-            }),
+            _ => Some(RootProblem::Changed { base: before.map(describe), head: after.map(describe) }),
         };
         if let Some(problem) = problem {
             problems.insert(name.to_string(), problem);
@@ -75,8 +72,8 @@ pub fn problems(base: &Render, head: &Render) -> BTreeMap<String, RootProblem> {
     problems
 }
 
-fn failure(base: &Cluster, head: &Cluster) -> Option<RootProblem> {
-    let failed = |c: &Cluster| c.root_kustomization().filter(|k| k.status == Status::Failed).cloned();
+fn failure<'r>(base: &'r Cluster, head: &'r Cluster) -> Option<RootProblem> {
+    let failed = |c: &'r Cluster| c.root_kustomization().filter(|k| k.status == Status::Failed);
     let (b, h) = (failed(base), failed(head));
     let sides = match (&b, &h) {
         (Some(_), Some(_)) => "base and head",
