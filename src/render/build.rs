@@ -12,7 +12,7 @@ use crate::paths;
 use crate::yaml;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -44,6 +44,9 @@ pub struct Builder {
     /// Cache keys being built: a second build of the same inputs waits for the first and reads
     /// its result from the cache, so kustomize runs once per key.
     in_flight: Mutex<HashSet<String>>,
+    /// Builds that failed, by key: the same inputs fail the same way, so builds waiting on a
+    /// failed one share its error instead of running (and timing out) again one after another.
+    failed: Mutex<HashMap<String, RenderError>>,
     built: Condvar,
 }
 
@@ -55,6 +58,7 @@ impl Builder {
             file_hashes: Mutex::default(),
             shadow_counter: AtomicU64::new(0),
             in_flight: Mutex::default(),
+            failed: Mutex::default(),
             built: Condvar::new(),
         }
     }
@@ -98,13 +102,24 @@ impl Builder {
         let kustomization_text = yaml::to_yaml(&document);
         let key = self.cache_key(&display(&dir), &kustomization_text, &inputs);
         let _building = self.claim(&key);
+        if let Some(error) = self.failed.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Err(error.clone());
+        }
         // The cache holds kustomize's output as a JSON array: much faster to read back than YAML.
         let cached = self.cache.get(&key).and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok());
         let cache_hit = cached.is_some();
         let documents = match cached {
             Some(documents) => documents,
             None => {
-                let output = self.run(root, &dir, &kustomization_text, cancel)?;
+                let output = self.run(root, &dir, &kustomization_text, cancel).inspect_err(|error| {
+                    // A cancelled build says nothing about its inputs.
+                    if !matches!(error, RenderError::Cancelled(_)) {
+                        self.failed
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(key.clone(), error.clone());
+                    }
+                })?;
                 let documents = yaml::parse_documents(&output)
                     .map_err(|e| RenderError::Kustomize(format!("kustomize output is not YAML: {e}")))?;
                 let json = serde_json::to_string(&documents).expect("JSON values serialize");

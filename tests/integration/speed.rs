@@ -363,3 +363,31 @@ fn a_named_library_that_does_not_work_is_an_error_never_a_fallback() {
         );
     }
 }
+
+#[test]
+fn builds_waiting_on_a_failed_build_of_the_same_inputs_share_its_error() {
+    let repo = counted_fleet();
+    // `shared` and `shared-again` build the same inputs; the stand-in fails that build, naming
+    // its own process, and runs the real kustomize for every other one.
+    repo.write("apps/shared/fail", "");
+    repo.commit("a build that fails");
+    let bin = tempfile::tempdir().unwrap();
+    let kubectl = fluxplan::sandbox::resolve_program("kubectl").expect("kubectl is needed for this test");
+    let build = format!(
+        "if [ -e \"$2/fail\" ]; then echo \"failed in process $$\" >&2; exit 1; fi\nshift\nexec {} kustomize \"$@\"",
+        kubectl.display()
+    );
+    let script = fixture::stand_in_kustomize(bin.path(), &build);
+    let mut opts: RenderOptions = repo.options(Some("HEAD"));
+    opts.jobs = 4;
+    let render = Renderer::with_kustomize(script.to_str().unwrap(), TIMEOUT).unwrap().render(&opts).unwrap();
+    let error_of = |name: &str| {
+        let k = render.find(&format!("flux-system/{name}")).unwrap();
+        assert_eq!(k.status, Status::Failed, "{name}");
+        k.error.as_ref().unwrap().message.clone()
+    };
+    let (first, second) = (error_of("shared"), error_of("shared-again"));
+    assert!(first.contains("failed in process"), "{first}");
+    // One run: the same process's error for both.
+    assert_eq!(first, second);
+}
