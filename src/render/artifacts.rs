@@ -28,6 +28,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const KIND: &str = "ExternalArtifact";
 /// ExternalArtifacts built from ExternalArtifacts, at most this deep (real fleets use one or two).
 const MAX_CHAIN: usize = 32;
+/// All artifacts of one render together may hold this many sources' worth of files.
+const ARTIFACTS_PER_SOURCE: u64 = 4;
 
 /// What fluxplan can say about an ExternalArtifact.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +69,9 @@ pub struct Generators {
     built: Mutex<BTreeMap<(String, String, String), Slot>>,
     /// Every file of every artifact built → the source file it was copied from.
     origins: Mutex<BTreeMap<PathBuf, PathBuf>>,
+    /// (files, bytes) every artifact of this render holds: each is bounded by the source limits,
+    /// and all of them together by `ARTIFACTS_PER_SOURCE` times those.
+    spent: Mutex<(u64, u64)>,
     counter: AtomicUsize,
 }
 
@@ -107,6 +112,7 @@ impl Generators {
             workdir: OnceLock::new(),
             built: Mutex::default(),
             origins: Mutex::default(),
+            spent: Mutex::default(),
             counter: AtomicUsize::new(0),
         }
     }
@@ -304,9 +310,28 @@ impl Generators {
         // The controller archives the staged files through the default ignore rules.
         drop_ignored(&dir, &SourceIgnore::defaults(&dir))
             .map_err(|e| RenderError::InvalidSource(format!("{me}: cannot filter the artifact: {e}")))?;
+        self.spend(budget.spent()).map_err(fail)?;
         let mut origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
         origins.extend(budget.origins.into_iter().map(|(rel, source)| (dir.join(rel), source)));
         Ok(Resolved::Tree(dir))
+    }
+
+    /// Adds an artifact's files and bytes to the render's total; refuses once the total is over
+    /// `ARTIFACTS_PER_SOURCE` sources' worth (a thousand generators copying the whole repository
+    /// each would otherwise exhaust the disk's inodes).
+    fn spend(&self, (files, bytes): (u64, u64)) -> Result<(), RenderError> {
+        let mut spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        spent.0 = spent.0.saturating_add(files);
+        spent.1 = spent.1.saturating_add(bytes);
+        let max_files = self.limits.max_files.saturating_mul(ARTIFACTS_PER_SOURCE);
+        let max_bytes = self.limits.max_total_bytes.saturating_mul(ARTIFACTS_PER_SOURCE);
+        if spent.0 > max_files || spent.1 > max_bytes {
+            return Err(RenderError::Limit(format!(
+                "the artifacts of this render would hold more than {max_files} files or {max_bytes} bytes in all \
+                 ({ARTIFACTS_PER_SOURCE} times --max-source-files and --max-source-bytes); it is not rendered"
+            )));
+        }
+        Ok(())
     }
 
     /// The tree of the generator's source `alias`, or why it is not available.

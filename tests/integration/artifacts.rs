@@ -597,3 +597,41 @@ fn two_path_pattern_generators_in_one_file_are_each_tried() {
     }
     assert_eq!(render.find("flux-system/redis").unwrap().ids(), ["default_redis__ConfigMap"]);
 }
+
+#[test]
+fn all_artifacts_of_a_render_together_are_bounded() {
+    let repo = Repo::bootstrap("prod");
+    let mut generators = String::new();
+    for i in 0..6 {
+        // Each artifact copies the whole repository: within the limits alone, not all together.
+        generators.push_str(&chained_generator(&format!("g{i}"), &format!("a{i}"), None, 1));
+        generators.push_str("---\n");
+        repo.kustomization_of(
+            &format!("clusters/prod/k{i}.yaml"),
+            &format!("k{i}"),
+            "./app",
+            ("ExternalArtifact", &format!("a{i}")),
+            "",
+        );
+    }
+    repo.write("clusters/prod/artifacts.yaml", &generators);
+    for i in 0..40 {
+        repo.config_map(&format!("app/cm{i}.yaml"), &format!("cm{i}"), "default");
+    }
+    repo.commit("six copies of everything");
+    let mut opts = repo.options(Some("HEAD"));
+    opts.limits.max_files = 60;
+    let render = crate::fixture::render_with(&opts);
+    let refused: Vec<String> = (0..6)
+        .filter_map(|i| {
+            render.find(&format!("flux-system/k{i}")).unwrap().error.as_ref().map(|e| e.message.clone())
+        })
+        .collect();
+    assert!(!refused.is_empty(), "six whole copies passed a limit of four");
+    assert!(
+        refused.iter().all(|m| m.contains("the artifacts of this render would hold more than 240 files")),
+        "{refused:?}"
+    );
+    // The first ones, within the total, are rendered.
+    assert!((0..6).any(|i| render.find(&format!("flux-system/k{i}")).unwrap().status == Status::Rendered));
+}

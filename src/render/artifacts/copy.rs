@@ -32,6 +32,11 @@ impl Budget {
         Budget { limits, files: 0, bytes: 0, origins: BTreeMap::new() }
     }
 
+    /// (files, bytes) taken so far.
+    pub fn spent(&self) -> (u64, u64) {
+        (self.files, self.bytes)
+    }
+
     fn admit(&mut self, size: u64) -> Result<(), RenderError> {
         self.files += 1;
         self.bytes = self.bytes.saturating_add(size);
