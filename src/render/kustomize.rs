@@ -79,9 +79,13 @@ impl Kustomize {
                     )
                 })
             }
-            Choice::Default(Some(path)) if path.is_file() => match Self::library(&path, timeout) {
-                Ok(found) => return Ok(found),
-                Err(e) => announce_fallback(&format!("{e:#}")),
+            // The default place holds what the fetch script installed: only the pinned library.
+            Choice::Default(Some(path)) if path.is_file() => match library::check_pinned(&path) {
+                Err(why) => announce_fallback(&why),
+                Ok(()) => match Self::library(&path, timeout) {
+                    Ok(found) => return Ok(found),
+                    Err(e) => announce_fallback(&format!("{e:#}")),
+                },
             },
             Choice::Default(path) => announce_fallback(&format!(
                 "not installed at {} (scripts/fetch-kustomize-lib.sh installs it)",

@@ -8,6 +8,38 @@ use std::path::PathBuf;
 pub const LIB_ENV: &str = "FLUXPLAN_KUSTOMIZE_LIB";
 pub const FILE_NAME: &str = "libpykustomize-0.1.4.so";
 
+/// The sha256 of the pinned library (`lib_sha256` in `scripts/fetch-kustomize-lib.sh`).
+pub const PINNED_SHA256: &str = "cd8f48b55a9fd7292a45bed20800581067026db985056a4e1605ab477b924230";
+
+/// Refuses a library at the default place that is not the pinned one (replaced or damaged since
+/// the fetch script checked it). A library named by `FLUXPLAN_KUSTOMIZE_LIB` is the operator's
+/// choice and is not checked.
+pub fn check_pinned(path: &std::path::Path) -> Result<(), String> {
+    use sha2::{Digest, Sha256};
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    // Hashed once per process and path: every plan makes a renderer.
+    static HASHED: Mutex<Option<HashMap<PathBuf, Result<String, String>>>> = Mutex::new(None);
+    let mut hashed = HASHED.lock().unwrap_or_else(|e| e.into_inner());
+    let found = hashed
+        .get_or_insert_with(HashMap::new)
+        .entry(path.to_path_buf())
+        .or_insert_with(|| {
+            let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            Ok(hex::encode(Sha256::digest(&bytes)))
+        })
+        .clone()?;
+    if found == PINNED_SHA256 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is not the pinned library (sha256 {found}, expected {PINNED_SHA256}): run \
+             scripts/fetch-kustomize-lib.sh again",
+            path.display()
+        ))
+    }
+}
+
 /// Where the fetch script installs the library: `$XDG_CACHE_HOME/fluxplan/lib/`, else
 /// `~/.cache/fluxplan/lib/`.
 pub fn default_path() -> Option<PathBuf> {
@@ -15,7 +47,12 @@ pub fn default_path() -> Option<PathBuf> {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("fluxplan/lib").join(FILE_NAME))
+    Some(default_path_under(&base))
+}
+
+/// Where the library sits under a cache directory.
+pub fn default_path_under(cache: &std::path::Path) -> PathBuf {
+    cache.join("fluxplan/lib").join(FILE_NAME)
 }
 
 /// What the environment asks for.

@@ -391,3 +391,25 @@ fn builds_waiting_on_a_failed_build_of_the_same_inputs_share_its_error() {
     // One run: the same process's error for both.
     assert_eq!(first, second);
 }
+
+#[test]
+fn a_library_at_the_default_place_that_is_not_the_pinned_one_is_never_loaded() {
+    // Something else where the fetch script puts the library: refused, the binary builds.
+    let cache = tempfile::tempdir().unwrap();
+    let lib = library::default_path_under(cache.path());
+    std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+    std::fs::copy("/bin/true", &lib).unwrap();
+    let (stdout, stderr, code) = build_cli(&[("XDG_CACHE_HOME", cache.path().to_str().unwrap())]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("is not the pinned library"), "{stderr}");
+    let render: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(!render["kustomize"].as_str().unwrap().starts_with("kustomize library"), "{render:#}");
+}
+
+#[test]
+fn the_fetch_script_and_the_binary_pin_the_same_library() {
+    let script =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-kustomize-lib.sh"))
+            .unwrap();
+    assert!(script.contains(&format!("lib_sha256={}", library::PINNED_SHA256)), "{script}");
+}
