@@ -2,6 +2,7 @@
 //! cluster in the clusters file stands for, a repository rendered from a subdirectory.
 
 use super::{Clusters, Request};
+use crate::cluster::snapshot::ClusterSnapshot;
 use crate::plan::{Alert, Policy};
 use crate::render::{repo_root, Render};
 use std::collections::BTreeSet;
@@ -16,14 +17,31 @@ pub fn nothing_to_plan(request: &Request, head: &Render) -> String {
 pub fn alerts(
     request: &Request,
     listed_roots: &BTreeSet<String>,
+    snapshots: &[ClusterSnapshot],
     policy: &Policy,
     base: &Render,
     head: &Render,
 ) -> Vec<Alert> {
     let mut alerts = Vec::new();
+    let roots: BTreeSet<&str> = base.clusters.iter().chain(&head.clusters).map(|c| c.name.as_str()).collect();
+    if let Clusters::Snapshot(file) = &request.clusters {
+        // A snapshot that names its cluster (`fluxplan snapshot --cluster`) describes that one only.
+        for root in roots.iter().filter(|root| !snapshots.iter().any(|s| s.applies_to(root))) {
+            alerts.extend(policy.alert(
+                "cluster-not-covered",
+                root,
+                None,
+                format!(
+                    "the cluster snapshot {} describes another cluster: cluster {root} is planned offline, the \
+                     base render standing for its inventories; plan it with its own snapshot (--clusters maps \
+                     each root to one)",
+                    file.display()
+                ),
+                Vec::new(),
+            ));
+        }
+    }
     if let Clusters::PerRoot { file, .. } = &request.clusters {
-        let roots: BTreeSet<&str> =
-            base.clusters.iter().chain(&head.clusters).map(|c| c.name.as_str()).collect();
         for root in roots.into_iter().filter(|root| !listed_roots.contains(*root)) {
             alerts.extend(policy.alert(
                 "cluster-not-covered",

@@ -200,7 +200,14 @@ fn try_plan(request: &Request) -> Result<Plan> {
         anyhow::bail!(coverage::nothing_to_plan(request, &head));
     }
     let (policy, policy_source, mut extra_alerts) = request.policy.load(&request.repo, &base, &head)?;
-    extra_alerts.extend(coverage::alerts(request, &listed_roots, &policy, &base, &head));
+    extra_alerts.extend(coverage::alerts(
+        request,
+        &listed_roots,
+        &knowledge.snapshots,
+        &policy,
+        &base,
+        &head,
+    ));
     extra_alerts.extend(pinned_sources(request, &policy));
     let ask = |root: &str, ids: &[crate::flux::ObjectId]| knowledge.blast_radius(root, ids);
     let mut plan = make_plan(PlanRequest {

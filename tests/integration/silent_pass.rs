@@ -497,3 +497,31 @@ fn a_failing_build_under_a_path_from_a_secret_never_quotes_the_value() {
         );
     }
 }
+
+#[test]
+fn roots_a_named_snapshot_does_not_describe_are_flagged_as_planned_offline() {
+    let repo = Repo::bootstrap("prod");
+    repo.add_bootstrap("staging");
+    repo.commit("base");
+    repo.commit("head");
+    let files = tempfile::tempdir().unwrap();
+    // As `fluxplan snapshot --cluster clusters/prod` writes it.
+    let snapshot = files.path().join("prod.yaml");
+    std::fs::write(&snapshot, "kind: ClusterSnapshot\ncluster: clusters/prod\n").unwrap();
+    let (plan, code) =
+        plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.to_str().unwrap()]);
+    assert_ne!(code, 3, "{plan}");
+    let uncovered: Vec<&Value> =
+        plan["alerts"].as_array().unwrap().iter().filter(|a| a["code"] == "cluster-not-covered").collect();
+    assert_eq!(uncovered.len(), 1, "only staging is not described: {}", plan["alerts"]);
+    assert_eq!(uncovered[0]["cluster"], "clusters/staging");
+    let message = uncovered[0]["message"].as_str().unwrap();
+    assert!(message.contains("planned offline") && message.contains("prod.yaml"), "{message}");
+    // A snapshot naming no cluster describes every one.
+    std::fs::write(&snapshot, "kind: ClusterSnapshot\n").unwrap();
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.to_str().unwrap()]);
+    assert!(
+        !plan["alerts"].as_array().unwrap().iter().any(|a| a["code"] == "cluster-not-covered"),
+        "{plan:#}"
+    );
+}
