@@ -32,8 +32,9 @@ fn resolve(root: &Path, dir: &Path, entry: &str) -> PathBuf {
 
 /// Every file (relative to `root`) that the Kustomization path `path` includes: the entries of
 /// its kustomization file followed recursively, or, without one, every YAML file below it as the
-/// controller generates it.
-pub fn included_files(root: &Path, path: &str) -> BTreeSet<String> {
+/// controller generates it; then the files of the Kustomization's own `components` (relative to
+/// its path, as the controller adds them).
+pub fn included_files(root: &Path, path: &str, components: &[String]) -> BTreeSet<String> {
     let mut walk = Walk { root, files: BTreeSet::new(), visited: BTreeSet::new() };
     let start = paths::secure_join(root, path);
     if start.is_dir() {
@@ -41,6 +42,9 @@ pub fn included_files(root: &Path, path: &str) -> BTreeSet<String> {
             walk.kustomize(&start, 0);
         } else {
             walk.generated(&start, 0);
+        }
+        for component in components {
+            walk.kustomize(&resolve(root, &start, component), 0);
         }
     }
     walk.files
@@ -170,7 +174,7 @@ mod tests {
             ("kubernetes/apps/notes.txt", "x"),
             ("escape/x.yaml", "kind: ConfigMap\n"),
         ]);
-        let files = included_files(dir.path(), "./kubernetes/apps");
+        let files = included_files(dir.path(), "./kubernetes/apps", &[]);
         let expected = [
             "escape/x.yaml",
             "kubernetes/apps/default/radarr/ks.yaml",
@@ -179,8 +183,8 @@ mod tests {
         assert_eq!(files.iter().map(String::as_str).collect::<Vec<_>>(), expected);
         // A commented-out entry is not included; a missing path includes nothing.
         assert!(!files.contains("kubernetes/apps/default/sonarr/ks.yaml"));
-        assert!(included_files(dir.path(), "does/not/exist").is_empty());
-        assert_eq!(included_files(dir.path(), "../../kubernetes/flux/cluster").len(), 1);
+        assert!(included_files(dir.path(), "does/not/exist", &[]).is_empty());
+        assert_eq!(included_files(dir.path(), "../../kubernetes/flux/cluster", &[]).len(), 1);
     }
 
     #[test]
@@ -191,7 +195,22 @@ mod tests {
         let mut files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
         files.push(("d0/x.yaml", "kind: ConfigMap\n"));
         let dir = tree(&files);
-        assert_eq!(included_files(dir.path(), "d0").len(), 1);
+        assert_eq!(included_files(dir.path(), "d0", &[]).len(), 1);
+    }
+
+    #[test]
+    fn the_kustomizations_own_components_count_relative_to_its_path() {
+        let dir = tree(&[
+            ("apps/radarr/app/kustomization.yaml", "resources: [hr.yaml]\n"),
+            ("apps/radarr/app/hr.yaml", "kind: HelmRelease\n"),
+            ("components/volsync/kustomization.yaml", "kind: Component\nresources: [pvc.yaml]\n"),
+            ("components/volsync/pvc.yaml", "kind: PersistentVolumeClaim\n"),
+        ]);
+        let files = included_files(dir.path(), "apps/radarr/app", &["../../../components/volsync".into()]);
+        assert_eq!(
+            files.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["apps/radarr/app/hr.yaml", "components/volsync/pvc.yaml"]
+        );
     }
 
     #[test]
@@ -201,8 +220,8 @@ mod tests {
             ("b/kustomization.yaml", "resources: [../a, {x: 1}, 7]\n"),
             ("c/kustomization.yaml", ": not yaml : [\n"),
         ]);
-        assert!(included_files(dir.path(), "a").is_empty());
-        assert!(included_files(dir.path(), "c").is_empty());
+        assert!(included_files(dir.path(), "a", &[]).is_empty());
+        assert!(included_files(dir.path(), "c", &[]).is_empty());
     }
 
     #[test]

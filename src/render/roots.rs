@@ -197,6 +197,31 @@ fn renders_flux_instance<'a>(release: &Value, mut others: impl Iterator<Item = &
     })
 }
 
+/// True when `object`, read from a file, may declare a sync once rendered: a FluxInstance, or a
+/// HelmRelease that installs (or, through a variable or an OCIRepository not among
+/// `chart_sources`, may install) the `flux-instance` chart.
+pub fn may_declare_sync(object: &Value, chart_sources: &[Value]) -> bool {
+    let unknown = |text: &str| text.contains('$');
+    match object["kind"].as_str() {
+        Some("FluxInstance") => true,
+        Some("HelmRelease") => {
+            let spec = &object["spec"];
+            if let Some(chart) = spec["chart"]["spec"]["chart"].as_str() {
+                return names_the_chart(chart) || unknown(chart);
+            }
+            if spec["chartRef"]["kind"] != "OCIRepository" {
+                return false;
+            }
+            let Some(name) = spec["chartRef"]["name"].as_str() else { return false };
+            let named: Vec<&Value> = chart_sources.iter().filter(|o| o["metadata"]["name"] == name).collect();
+            unknown(name)
+                || named.is_empty()
+                || named.iter().any(|o| o["spec"]["url"].as_str().is_none_or(|u| names_the_chart(u) || unknown(u)))
+        }
+        _ => false,
+    }
+}
+
 /// `flux-instance`, or a URL or path ending in `/flux-instance`.
 fn names_the_chart(reference: &str) -> bool {
     let reference = reference.trim_end_matches('/');
@@ -473,6 +498,24 @@ mod tests {
 
     const OCI: &str = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: flux-instance\nspec:\n  url: oci://ghcr.io/controlplaneio-fluxcd/charts/flux-instance\n---\n";
 
+
+    #[test]
+    fn may_declare_a_sync_only_when_a_render_could() {
+        let sources = docs(OCI);
+        let chart = |chart: &str| docs(&format!("kind: HelmRelease\nspec:\n  chart:\n    spec:\n      chart: {chart}\n")).remove(0);
+        let chart_ref = |name: &str| docs(&format!("kind: HelmRelease\nspec:\n  chartRef:\n    kind: OCIRepository\n    name: {name}\n")).remove(0);
+        let app_source = docs("kind: OCIRepository\nmetadata:\n  name: radarr\nspec:\n  url: oci://ghcr.io/bjw-s/app-template\n");
+        let all: Vec<Value> = sources.iter().chain(&app_source).cloned().collect();
+        assert!(may_declare_sync(&docs("kind: FluxInstance\n")[0], &[]));
+        assert!(may_declare_sync(&chart("flux-instance"), &[]));
+        assert!(may_declare_sync(&chart("${CHART}"), &[]));
+        assert!(!may_declare_sync(&chart("podinfo"), &[]));
+        assert!(may_declare_sync(&chart_ref("flux-instance"), &all));
+        // An OCIRepository the files do not hold may be the chart's: only a render tells.
+        assert!(may_declare_sync(&chart_ref("elsewhere"), &all));
+        assert!(!may_declare_sync(&chart_ref("radarr"), &all));
+        assert!(!may_declare_sync(&docs("kind: ConfigMap\n")[0], &all));
+    }
     #[test]
     fn helm_release_of_the_flux_instance_chart_declares_its_sync() {
         let syncs = syncs_of(&format!(

@@ -82,6 +82,9 @@ struct Discovered {
     chart_sources: Vec<Value>,
     /// Files kustomization files use as patches.
     patch_files: BTreeSet<String>,
+    /// Files holding an object that may declare a Flux Operator sync once rendered (see
+    /// `roots::may_declare_sync`).
+    operator_files: BTreeSet<String>,
 }
 
 /// A GitRepository manifest found in the repository's files.
@@ -243,8 +246,9 @@ impl Renderer {
         let memo = Default::default();
         let ctx = Context { renderer: self, opts, sources: &sources, progress: &progress, memo: &memo };
 
-        // Render every local candidate once with its spec as written, to learn who produces whom
-        // and which Flux Operator syncs the renders hold.
+        // Local candidates, rendered once with their spec as written (those that may be roots or
+        // declare syncs, below) to learn who produces whom and which Flux Operator syncs the
+        // renders hold.
         let candidates: Vec<(usize, &Kustomization)> = disk_kustomizations
             .iter()
             .enumerate()
@@ -259,9 +263,42 @@ impl Renderer {
                     )
             })
             .collect();
+        // What each candidate of this repository includes by its kustomization files, read
+        // without kustomize: a parent whose build fails still claims its children, so they never
+        // pass for roots.
+        let includes: BTreeMap<usize, BTreeSet<String>> = pool.install(|| {
+            candidates
+                .par_iter()
+                .filter(|(_, spec)| sources.is_this_repo(&spec.source_ref))
+                .map(|(i, spec)| (*i, reach::included_files(&discovery_tree, &spec.path, &spec.components)))
+                .collect()
+        });
+        let mut by_file: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (j, d) in disk_kustomizations.iter().enumerate() {
+            by_file.entry(d.file.as_str()).or_default().push(j);
+        }
+        let mut producers: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+        for (i, files) in &includes {
+            for child in files.iter().filter_map(|file| by_file.get(file.as_str())).flatten() {
+                producers.entry(*child).or_default().insert(*i);
+            }
+        }
+        // A candidate another one includes is never a root, and everything its render could
+        // produce comes from the files it includes: rendering it as written teaches only the syncs
+        // its objects declare, so it is rendered only when it includes an operator object. Its one
+        // build is then the walk's, with the spec its parent gives it (patches and all).
+        let to_render: Vec<&(usize, &Kustomization)> = candidates
+            .iter()
+            .filter(|(i, _)| {
+                let included_by_other = producers.get(i).is_some_and(|p| p.iter().any(|q| q != i));
+                let declares_no_sync =
+                    includes.get(i).is_some_and(|files| files.is_disjoint(&discovered.operator_files));
+                !(included_by_other && declares_no_sync)
+            })
+            .collect();
         let chart_sources: Vec<&Value> = discovered.chart_sources.iter().collect();
         let learned: Vec<Learned> = pool.install(|| {
-            candidates
+            to_render
                 .par_iter()
                 .map(|(i, spec)| {
                     let made = ctx
@@ -291,7 +328,6 @@ impl Renderer {
             let exact = same_file.iter().copied().find(|&j| disk_kustomizations[j].name == name);
             exact.or_else(|| (same_file.len() == 1).then(|| same_file[0]))
         };
-        let mut producers: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
         let mut rendered_syncs = Vec::new();
         for (producer, children, syncs) in learned {
             for (file, name) in &children {
@@ -300,19 +336,6 @@ impl Renderer {
                 }
             }
             rendered_syncs.extend(syncs);
-        }
-        // What each candidate of this repository includes by its kustomization files: a parent
-        // whose build fails still claims its children, so they never pass for roots.
-        let mut by_file: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (j, d) in disk_kustomizations.iter().enumerate() {
-            by_file.entry(d.file.as_str()).or_default().push(j);
-        }
-        for (i, spec) in candidates.iter().filter(|(_, spec)| sources.is_this_repo(&spec.source_ref)) {
-            for file in reach::included_files(&discovery_tree, &spec.path) {
-                for child in by_file.get(file.as_str()).into_iter().flatten() {
-                    producers.entry(*child).or_default().insert(*i);
-                }
-            }
         }
         let syncs = roots::dedup_syncs(rendered_syncs, discovered.syncs.clone());
         let root_candidates: Vec<Candidate> = candidates
@@ -417,7 +440,7 @@ impl Renderer {
             if !sources.is_this_repo(&spec.source_ref) {
                 continue;
             }
-            for file in reach::included_files(&discovery_tree, &spec.path) {
+            for file in reach::included_files(&discovery_tree, &spec.path, &spec.components) {
                 if let Some(inside) = by_file.get(file.as_str()).filter(|_| !claimed.contains(&file)) {
                     claiming.extend(inside.iter().filter_map(|&j| disk_kustomizations[j].spec.as_ref().ok()));
                 }
@@ -804,14 +827,20 @@ fn discover(root: &Path) -> Discovered {
     }
     let sourced: Vec<Sourced> = operator_objects.iter().map(|(o, f)| (o, Some(f.as_str()))).collect();
     let syncs = roots::instance_syncs(&sourced, &[]);
-    let chart_sources =
-        operator_objects.into_iter().map(|(o, _)| o).filter(|o| o["kind"] == "OCIRepository").collect();
+    let chart_sources: Vec<Value> =
+        operator_objects.iter().map(|(o, _)| o.clone()).filter(|o| o["kind"] == "OCIRepository").collect();
+    let operator_files = operator_objects
+        .iter()
+        .filter(|(o, _)| roots::may_declare_sync(o, &chart_sources))
+        .map(|(_, file)| file.clone())
+        .collect();
     Discovered {
         kustomizations,
         git_repositories: repositories,
         syncs,
         chart_sources,
         patch_files: reach::patch_files(root, &files),
+        operator_files,
     }
 }
 

@@ -192,21 +192,28 @@ fn cancelling_kills_a_worker_in_the_middle_of_a_build() {
     assert_eq!(result, Err(BuildError::Cancelled(CancelReason::Superseded)));
 }
 
-/// The first build's worker crashes; the render goes on with new workers: one Kustomization
-/// fails with the crash, every other renders.
+/// A worker crashes in the middle of a build; the render goes on: that Kustomization fails with
+/// the crash, every other renders.
 #[test]
 fn a_worker_crash_fails_one_kustomization_never_the_render() {
     let bin = tempfile::tempdir().unwrap();
-    let crashed = bin.path().join("crashed");
+    let mark = |name: &str| bin.path().join(name);
+    let (started, armed, crashed) = (mark("started"), mark("armed"), mark("crashed"));
     let real = fixture::fluxplan_bin();
     let script = bin.path().join("worker");
+    // The probe (confined: it may run nothing else) only waits for a greeting; then workers are
+    // real ones, until the test arms the stand-in: the next worker started greets, takes a
+    // request and dies.
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\nif [ -e {crashed} ]; then exec {real} \"$@\"; fi\n\
-             printf 'V\\000\\000\\000\\000\\000\\000\\000\\004fake'\nhead -c 9 >/dev/null\n\
-             touch {crashed}\necho 'panic: boom' >&2\nexit 2\n",
+            "#!/bin/sh\nhello() {{ printf 'V\\000\\000\\000\\000\\000\\000\\000\\004fake'; }}\n\
+             if [ -e {armed} ] && [ ! -e {crashed} ]; then\n\
+             \x20 hello; head -c 9 >/dev/null; touch {crashed}; echo 'panic: boom' >&2; exit 2\nfi\n\
+             if [ -e {started} ]; then exec {real} \"$@\"; fi\nhello\ncat >/dev/null\n",
+            armed = armed.display(),
             crashed = crashed.display(),
+            started = started.display(),
             real = real.display()
         ),
     )
@@ -214,18 +221,26 @@ fn a_worker_crash_fails_one_kustomization_never_the_render() {
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut kustomize = Kustomize::library_in(&script, &library_path(), TIMEOUT).unwrap();
     kustomize.landlock = false; // the stand-in writes its mark
+    std::fs::write(&started, "").unwrap();
     let repo = counted_fleet();
+    let renderer = Renderer::from_kustomize(kustomize);
     let mut opts = repo.options(Some("HEAD"));
     opts.jobs = 1;
-    let render = Renderer::from_kustomize(kustomize).render(&opts).unwrap();
+    assert!(renderer.render(&opts).unwrap().kustomizations().all(|(_, k)| k.status == Status::Rendered));
+    // Only app `a` changes: its build is the only one to run, on a new worker (a new export).
+    repo.write("apps/a/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a2\n  namespace: default\n");
+    repo.commit("change a");
+    std::fs::write(&armed, "").unwrap();
+    let render = renderer.render(&opts).unwrap();
+    assert!(crashed.exists(), "the stand-in never crashed");
     let failed: Vec<_> = render.kustomizations().filter(|(_, k)| k.status == Status::Failed).collect();
-    assert_eq!(failed.len(), 1, "{:?}", failed.iter().map(|(_, k)| &k.error).collect::<Vec<_>>());
+    assert_eq!(failed.iter().map(|(_, k)| k.name.as_str()).collect::<Vec<_>>(), ["a"]);
     let message = &failed[0].1.error.as_ref().unwrap().message;
     assert!(
         message.contains("the kustomize worker died during this build") && message.contains("panic: boom"),
         "{message}"
     );
-    assert!(render.kustomizations().count() >= 4);
+    assert_eq!(render.kustomizations().filter(|(_, k)| k.status == Status::Rendered).count(), 4);
 }
 
 /// A bootstrap root, two apps, and two Kustomizations (one per cluster directory) that build the
@@ -276,6 +291,49 @@ fn kustomize_runs_once_per_kustomization_and_build_inputs() {
     // The same revision again (a plan's head equal to its base): nothing runs.
     let again = renderer.render(&opts).unwrap();
     assert_eq!(again.stats.builds - again.stats.cache_hits, 0, "{:?}", again.stats);
+}
+
+/// The homelab layout: `apps` patches every child Kustomization it renders (here with kustomize
+/// patches of its own and a target namespace), so a child's spec as written builds differently
+/// from the spec Flux applies. Only the applied spec is built.
+#[test]
+fn a_child_its_parent_patches_is_built_once_with_the_parents_patches() {
+    let repo = Repo::bootstrap("prod");
+    repo.write(
+        "clusters/prod/apps.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: flux-system\n\
+         spec:\n  interval: 10m\n  path: ./apps\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n\
+         \x20 patches:\n  - target:\n      kind: Kustomization\n    patch: |\n      apiVersion: kustomize.toolkit.fluxcd.io/v1\n\
+         \x20     kind: Kustomization\n      metadata:\n        name: _\n      spec:\n        targetNamespace: patched\n\
+         \x20       patches:\n        - target:\n            kind: ConfigMap\n          patch: |\n            - op: add\n\
+         \x20             path: /metadata/labels\n              value: {patched: \"yes\"}\n",
+    );
+    repo.write("apps/kustomization.yaml", "resources:\n- a/ks.yaml\n- b/ks.yaml\n");
+    for app in ["a", "b"] {
+        repo.write(
+            &format!("apps/{app}/ks.yaml"),
+            &format!(
+                "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {app}\n  namespace: flux-system\n\
+                 spec:\n  interval: 10m\n  path: ./apps/{app}/app\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n"
+            ),
+        );
+        repo.write(&format!("apps/{app}/app/kustomization.yaml"), "resources:\n- cm.yaml\n");
+        repo.write(
+            &format!("apps/{app}/app/cm.yaml"),
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {app}\n"),
+        );
+    }
+    repo.commit("patched children");
+    let render = Renderer::new(TIMEOUT, None).unwrap().render(&repo.options(Some("HEAD"))).unwrap();
+    let names: Vec<String> = render.kustomizations().map(|(_, k)| k.name.clone()).collect();
+    assert_eq!(names, ["a", "apps", "b", "flux-system"]);
+    assert!(render.kustomizations().all(|(_, k)| k.status == Status::Rendered));
+    for app in ["a", "b"] {
+        let built = &render.find(&format!("flux-system/{app}")).unwrap().objects[0].object;
+        assert_eq!(built["metadata"]["namespace"], "patched", "{built}");
+        assert_eq!(built["metadata"]["labels"]["patched"], "yes", "{built}");
+    }
+    assert_eq!(render.stats.builds - render.stats.cache_hits, 4, "{:?}", render.stats);
 }
 
 #[test]
