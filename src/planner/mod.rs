@@ -192,9 +192,24 @@ fn try_plan(request: &Request) -> Result<Plan> {
         opts.declared_roots = declared.roots.clone();
         renderer.render(&opts).with_context(|| format!("cannot render revision {shown}"))
     };
-    let base = render(&base_commit, &request.base, Vec::new())?;
-    // A bootstrap root the head no longer declares is still in the cluster, reconciling head.
-    let head = render(&request.head, &request.head, CarriedRoot::of(&base))?;
+    // Base and head render side by side: exports, discovery and builds of the two overlap.
+    let (base, head) = std::thread::scope(|scope| {
+        let head = scope.spawn(|| render(&request.head, &request.head, Vec::new()));
+        let base = render(&base_commit, &request.base, Vec::new());
+        (base, head.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    });
+    let base = base?;
+    // A bootstrap root the head no longer declares is still in the cluster, reconciling head:
+    // head is rendered again with it (from the cache) when base has a cluster head lacks.
+    let carried = CarriedRoot::of(&base);
+    let head = if carried
+        .iter()
+        .any(|root| head.as_ref().is_ok_and(|h| h.clusters.iter().all(|c| c.name != root.name)))
+    {
+        render(&request.head, &request.head, carried)?
+    } else {
+        head?
+    };
     // A plan of nothing is a gate that passes on nothing: a wrong --repo must fail, not pass.
     if base.clusters.is_empty() && head.clusters.is_empty() {
         anyhow::bail!(coverage::nothing_to_plan(request, &head));

@@ -2,7 +2,10 @@
 //! binary hosts it. `scripts/fetch-kustomize-lib.sh` fetches the pinned wheel with pip, checks its
 //! sha256 and installs the library at `default_path()`.
 
-use std::path::PathBuf;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// Points at the library; `off` turns it off (the kustomize binary is used).
 pub const LIB_ENV: &str = "FLUXPLAN_KUSTOMIZE_LIB";
@@ -14,21 +17,8 @@ pub const PINNED_SHA256: &str = "cd8f48b55a9fd7292a45bed20800581067026db985056a4
 /// Refuses a library at the default place that is not the pinned one (replaced or damaged since
 /// the fetch script checked it). A library named by `FLUXPLAN_KUSTOMIZE_LIB` is the operator's
 /// choice and is not checked.
-pub fn check_pinned(path: &std::path::Path) -> Result<(), String> {
-    use sha2::{Digest, Sha256};
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    // Hashed once per process and path: every plan makes a renderer.
-    static HASHED: Mutex<Option<HashMap<PathBuf, Result<String, String>>>> = Mutex::new(None);
-    let mut hashed = HASHED.lock().unwrap_or_else(|e| e.into_inner());
-    let found = hashed
-        .get_or_insert_with(HashMap::new)
-        .entry(path.to_path_buf())
-        .or_insert_with(|| {
-            let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            Ok(hex::encode(Sha256::digest(&bytes)))
-        })
-        .clone()?;
+pub fn check_pinned(path: &Path) -> Result<(), String> {
+    let found = facts(path)?.sha256;
     if found == PINNED_SHA256 {
         Ok(())
     } else {
@@ -38,6 +28,102 @@ pub fn check_pinned(path: &std::path::Path) -> Result<(), String> {
             path.display()
         ))
     }
+}
+
+/// The `sigs.k8s.io/kustomize/api` version the library was built with, from the Go build
+/// information embedded in it (`dep\tsigs.k8s.io/kustomize/api\tv0.21.3\t…`). The library
+/// reports only its wrapper's version.
+pub fn kustomize_api_version(path: &Path) -> Option<String> {
+    facts(path).ok()?.api_version
+}
+
+/// What reading a library file teaches: its sha256 and kustomize's version.
+#[derive(Debug, Clone, PartialEq)]
+struct Facts {
+    sha256: String,
+    api_version: Option<String>,
+}
+
+/// The facts of the library at `path`: once per process, and across processes from a stamp
+/// beside it (`LIB.facts`) while the file is the one the stamp describes. Reading 28 MB took a
+/// tenth of a warm plan's time. The stamp names the file by device, inode, size, mtime and ctime:
+/// any write to the library changes its ctime, which no unprivileged process can set back.
+fn facts(path: &Path) -> Result<Facts, String> {
+    static SEEN: Mutex<Option<HashMap<PathBuf, Result<Facts, String>>>> = Mutex::new(None);
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    seen.get_or_insert_with(HashMap::new)
+        .entry(path.to_path_buf())
+        .or_insert_with(|| read_facts(path))
+        .clone()
+}
+
+fn read_facts(path: &Path) -> Result<Facts, String> {
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    let before = identity(path).map_err(cannot)?;
+    let stamp = stamp_path(path);
+    if let Some(facts) = read_stamp(&stamp, &before) {
+        return Ok(facts);
+    }
+    let bytes = std::fs::read(path).map_err(cannot)?;
+    let facts = Facts { sha256: hex::encode(Sha256::digest(&bytes)), api_version: api_version_in(&bytes) };
+    // The file must not have changed while it was read, or the stamp would vouch for it.
+    if identity(path).ok().as_deref() == Some(before.as_str()) {
+        write_stamp(&stamp, &before, &facts);
+    }
+    Ok(facts)
+}
+
+fn stamp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".facts");
+    path.with_file_name(name)
+}
+
+/// Device, inode, size, mtime and ctime (nanoseconds) of the file at `path`.
+fn identity(path: &Path) -> std::io::Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok(format!(
+        "{} {} {} {}.{} {}.{}",
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec()
+    ))
+}
+
+/// Stamp format: the identity line, the sha256, the API version (empty when unknown).
+fn read_stamp(stamp: &Path, identity: &str) -> Option<Facts> {
+    let text = std::fs::read_to_string(stamp).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != identity {
+        return None;
+    }
+    let sha256 = lines.next().filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))?;
+    let api_version = lines.next().filter(|v| !v.is_empty()).map(str::to_string);
+    Some(Facts { sha256: sha256.to_string(), api_version })
+}
+
+/// Best effort (the library's directory may be read-only): written whole, then renamed.
+fn write_stamp(stamp: &Path, identity: &str, facts: &Facts) {
+    let text = format!("{identity}\n{}\n{}\n", facts.sha256, facts.api_version.as_deref().unwrap_or(""));
+    let Some(dir) = stamp.parent() else { return };
+    if let Ok(mut file) = tempfile::NamedTempFile::new_in(dir) {
+        if std::io::Write::write_all(&mut file, text.as_bytes()).is_ok() {
+            let _ = file.persist(stamp);
+        }
+    }
+}
+
+fn api_version_in(bytes: &[u8]) -> Option<String> {
+    let needle = b"\tsigs.k8s.io/kustomize/api\t";
+    let at = memchr::memmem::find(bytes, needle)? + needle.len();
+    let rest = &bytes[at..bytes.len().min(at + 64)];
+    let end = rest.iter().position(|b| !(b.is_ascii_alphanumeric() || b"._-+".contains(b)))?;
+    String::from_utf8(rest[..end].to_vec()).ok()
 }
 
 /// Where the fetch script installs the library: `$XDG_CACHE_HOME/fluxplan/lib/`, else
@@ -51,7 +137,7 @@ pub fn default_path() -> Option<PathBuf> {
 }
 
 /// Where the library sits under a cache directory.
-pub fn default_path_under(cache: &std::path::Path) -> PathBuf {
+pub fn default_path_under(cache: &Path) -> PathBuf {
     cache.join("fluxplan/lib").join(FILE_NAME)
 }
 
@@ -82,25 +168,33 @@ pub fn worker_program() -> Option<PathBuf> {
     me.ancestors().skip(1).take(2).map(|dir| dir.join("fluxplan")).find(|p| p.is_file())
 }
 
-/// The `sigs.k8s.io/kustomize/api` version the library was built with, from the Go build
-/// information embedded in it (`dep\tsigs.k8s.io/kustomize/api\tv0.21.3\t…`); read once per
-/// process and path. The library reports only its wrapper's version.
-pub fn kustomize_api_version(path: &std::path::Path) -> Option<String> {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    static SEEN: Mutex<Option<HashMap<PathBuf, Option<String>>>> = Mutex::new(None);
-    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    let seen = seen.get_or_insert_with(HashMap::new);
-    if let Some(version) = seen.get(path) {
-        return version.clone();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_are_read_once_then_from_the_stamp_until_the_library_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("lib.so");
+        std::fs::write(&lib, b"\x7fELF...dep\tsigs.k8s.io/kustomize/api\tv0.21.3\th1:abc").unwrap();
+        let read = read_facts(&lib).unwrap();
+        assert_eq!(read.sha256, hex::encode(Sha256::digest(std::fs::read(&lib).unwrap())));
+        assert_eq!(read.api_version.as_deref(), Some("v0.21.3"));
+        // The stamp is what the next process reads: proved by a stamp that says otherwise.
+        let stamp = stamp_path(&lib);
+        let text = std::fs::read_to_string(&stamp).unwrap();
+        let forged = text.replace(&read.sha256, &"0".repeat(64));
+        std::fs::write(&stamp, &forged).unwrap();
+        assert_eq!(read_facts(&lib).unwrap().sha256, "0".repeat(64));
+        // A changed library is read again (a write also moves its ctime, which a test cannot
+        // rely on within one clock tick; the size it can).
+        let mut changed = std::fs::read(&lib).unwrap();
+        changed.push(b'\n');
+        std::fs::write(&lib, &changed).unwrap();
+        let again = read_facts(&lib).unwrap();
+        assert_eq!(again.sha256, hex::encode(Sha256::digest(&changed)));
+        // A stamp that is not one is ignored.
+        std::fs::write(&stamp, "garbage").unwrap();
+        assert_eq!(read_facts(&lib).unwrap(), again);
     }
-    let version = std::fs::read(path).ok().and_then(|bytes| {
-        let needle = b"\tsigs.k8s.io/kustomize/api\t";
-        let at = memchr::memmem::find(&bytes, needle)? + needle.len();
-        let rest = &bytes[at..bytes.len().min(at + 64)];
-        let end = rest.iter().position(|b| !(b.is_ascii_alphanumeric() || b"._-+".contains(b)))?;
-        String::from_utf8(rest[..end].to_vec()).ok()
-    });
-    seen.insert(path.to_path_buf(), version.clone());
-    version
 }

@@ -216,7 +216,9 @@ pub fn may_declare_sync(object: &Value, chart_sources: &[Value]) -> bool {
             let named: Vec<&Value> = chart_sources.iter().filter(|o| o["metadata"]["name"] == name).collect();
             unknown(name)
                 || named.is_empty()
-                || named.iter().any(|o| o["spec"]["url"].as_str().is_none_or(|u| names_the_chart(u) || unknown(u)))
+                || named
+                    .iter()
+                    .any(|o| o["spec"]["url"].as_str().is_none_or(|u| names_the_chart(u) || unknown(u)))
         }
         _ => false,
     }
@@ -498,12 +500,18 @@ mod tests {
 
     const OCI: &str = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: flux-instance\nspec:\n  url: oci://ghcr.io/controlplaneio-fluxcd/charts/flux-instance\n---\n";
 
-
     #[test]
     fn may_declare_a_sync_only_when_a_render_could() {
         let sources = docs(OCI);
-        let chart = |chart: &str| docs(&format!("kind: HelmRelease\nspec:\n  chart:\n    spec:\n      chart: {chart}\n")).remove(0);
-        let chart_ref = |name: &str| docs(&format!("kind: HelmRelease\nspec:\n  chartRef:\n    kind: OCIRepository\n    name: {name}\n")).remove(0);
+        let chart = |chart: &str| {
+            docs(&format!("kind: HelmRelease\nspec:\n  chart:\n    spec:\n      chart: {chart}\n")).remove(0)
+        };
+        let chart_ref = |name: &str| {
+            docs(&format!(
+                "kind: HelmRelease\nspec:\n  chartRef:\n    kind: OCIRepository\n    name: {name}\n"
+            ))
+            .remove(0)
+        };
         let app_source = docs("kind: OCIRepository\nmetadata:\n  name: radarr\nspec:\n  url: oci://ghcr.io/bjw-s/app-template\n");
         let all: Vec<Value> = sources.iter().chain(&app_source).cloned().collect();
         assert!(may_declare_sync(&docs("kind: FluxInstance\n")[0], &[]));

@@ -228,7 +228,10 @@ fn a_worker_crash_fails_one_kustomization_never_the_render() {
     opts.jobs = 1;
     assert!(renderer.render(&opts).unwrap().kustomizations().all(|(_, k)| k.status == Status::Rendered));
     // Only app `a` changes: its build is the only one to run, on a new worker (a new export).
-    repo.write("apps/a/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a2\n  namespace: default\n");
+    repo.write(
+        "apps/a/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a2\n  namespace: default\n",
+    );
     repo.commit("change a");
     std::fs::write(&armed, "").unwrap();
     let render = renderer.render(&opts).unwrap();
