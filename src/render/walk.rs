@@ -26,6 +26,8 @@ use std::time::Duration;
 
 /// The GitRepository that denotes the repository being rendered in bootstrap layouts.
 const BOOTSTRAP_SOURCE: (&str, &str) = ("flux-system", "flux-system");
+/// How often roots are chosen again because the walk found syncs they were not chosen by.
+const SYNC_ROUNDS: usize = 3;
 /// How often a root that renders its own definition is re-rendered with that definition.
 const ROOT_FIXPOINT_ROUNDS: usize = 3;
 
@@ -83,8 +85,8 @@ struct Discovered {
     /// Files kustomization files use as patches.
     patch_files: BTreeSet<String>,
     /// Files holding an object that may declare a Flux Operator sync once rendered (see
-    /// `roots::may_declare_sync`).
-    operator_files: BTreeSet<String>,
+    /// `roots::may_declare_sync`) where the file read as it is declares none.
+    hidden_sync_files: BTreeSet<String>,
 }
 
 /// A GitRepository manifest found in the repository's files.
@@ -284,16 +286,17 @@ impl Renderer {
             }
         }
         // A candidate another one includes is never a root, and everything its render could
-        // produce comes from the files it includes: rendering it as written teaches only the syncs
-        // its objects declare, so it is rendered only when it includes an operator object. Its one
-        // build is then the walk's, with the spec its parent gives it (patches and all).
+        // produce comes from the files it includes: rendering it as written would teach only the
+        // syncs its objects declare, and the walk learns those (below) from its one build, with
+        // the spec its parent gives it. It is rendered as written only when it includes an object
+        // that may declare a sync its file does not show (values from a generated ConfigMap).
         let to_render: Vec<&(usize, &Kustomization)> = candidates
             .iter()
             .filter(|(i, _)| {
                 let included_by_other = producers.get(i).is_some_and(|p| p.iter().any(|q| q != i));
-                let declares_no_sync =
-                    includes.get(i).is_some_and(|files| files.is_disjoint(&discovered.operator_files));
-                !(included_by_other && declares_no_sync)
+                let hides_no_sync =
+                    includes.get(i).is_some_and(|files| files.is_disjoint(&discovered.hidden_sync_files));
+                !(included_by_other && hides_no_sync)
             })
             .collect();
         let chart_sources: Vec<&Value> = discovered.chart_sources.iter().collect();
@@ -337,7 +340,6 @@ impl Renderer {
             }
             rendered_syncs.extend(syncs);
         }
-        let syncs = roots::dedup_syncs(rendered_syncs, discovered.syncs.clone());
         let root_candidates: Vec<Candidate> = candidates
             .iter()
             .map(|(i, spec)| {
@@ -350,78 +352,32 @@ impl Renderer {
                 }
             })
             .collect();
-        let roots = roots::choose(opts.declared_roots.as_deref(), &root_candidates, &syncs);
-        // Syncs found only in renders may name sources of this repository discovery missed.
-        let sources = Sources {
-            this_repo: &this_repo,
-            this_repo_keys: this_repo_keys(&discovered.git_repositories, &syncs, &remotes),
-            mapped: sources.mapped,
-            generators: sources.generators,
-        };
-        let ctx = Context { renderer: self, opts, sources: &sources, progress: &progress, memo: &memo };
-
-        tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "roots found");
-        let mut clusters: Vec<Cluster> = Vec::new();
-        let mut queue: Vec<Node> = Vec::new();
-        let mut roots = roots;
-        let mut names = roots::cluster_names(&roots);
-        roots::carry(&mut roots, &mut names, &opts.carried_roots);
-        for (Root { spec, file, kind, .. }, name) in roots.into_iter().zip(names) {
-            queue.push(Node {
-                cluster: clusters.len(),
-                cluster_name: name.clone(),
-                inherited_secrets: BTreeSet::new(),
-                shown_path: None,
-                parent: None,
-                file: file.clone(),
-                ancestors: Vec::new(),
-                is_root: true,
-                spec: spec.clone(),
-            });
-            clusters.push(Cluster {
-                name,
-                root: spec.reference(),
-                found_by: kind,
-                root_file: file,
-                kustomizations: Vec::new(),
-            });
-        }
-
-        let mut reached: BTreeSet<(String, String)> = BTreeSet::new();
-        while !queue.is_empty() {
-            let results: Vec<(Node, RenderedKustomization, Vec<Node>)> = pool.install(|| {
-                std::mem::take(&mut queue)
-                    .into_par_iter()
-                    .map(|node| {
-                        let (rendered, children) = ctx.render_node(&node);
-                        (node, rendered, children)
-                    })
-                    .collect()
-            });
-            for (node, mut rendered, children) in results {
-                let cluster = &mut clusters[node.cluster];
-                if let Some(other) =
-                    cluster.kustomizations.iter_mut().find(|k| k.reference() == rendered.reference())
-                {
-                    other.warnings.push(format!(
-                        "also produced by {}: two definitions of one Kustomization fight over it",
-                        rendered.parent.as_ref().map(|p| p.to_string()).unwrap_or_default()
-                    ));
-                    continue;
-                }
-                if let Some(file) = &rendered.file {
-                    reached.insert((file.clone(), rendered.name.clone()));
-                }
-                for child in &children {
-                    if let Some(file) = &child.file {
-                        reached.insert((file.clone(), child.spec.name.clone()));
-                    }
-                }
-                rendered.warnings.sort();
-                cluster.kustomizations.push(rendered);
-                queue.extend(children);
+        let known_syncs = roots::dedup_syncs(rendered_syncs, discovered.syncs.clone());
+        let mut syncs = known_syncs.clone();
+        let mut round = 1;
+        let (sources, mut clusters, reached) = loop {
+            let roots = roots::choose(opts.declared_roots.as_deref(), &root_candidates, &syncs);
+            // Syncs found only in renders may name sources of this repository discovery missed.
+            let sources = Sources {
+                this_repo: &this_repo,
+                this_repo_keys: this_repo_keys(&discovered.git_repositories, &syncs, &remotes),
+                mapped: &mapped,
+                generators: &generators,
+            };
+            let ctx = Context { renderer: self, opts, sources: &sources, progress: &progress, memo: &memo };
+            tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, round, "roots found");
+            let (clusters, reached) = ctx.walk(&pool, roots);
+            // The walk built every Kustomization with the spec its parent gives it: the syncs its
+            // objects declare win over those of renders as written and of files. When they differ
+            // from the syncs the roots were chosen by, the roots are chosen again (the renders are
+            // memoized).
+            let found = roots::dedup_syncs(declared_syncs(&clusters, &chart_sources), known_syncs.clone());
+            if found == syncs || round == SYNC_ROUNDS {
+                break (sources, clusters, reached);
             }
-        }
+            syncs = found;
+            round += 1;
+        };
         progress.finish();
         if let Err(reason) = opts.cancel.check() {
             return Err(RenderError::Cancelled(reason).into());
@@ -561,6 +517,75 @@ impl Context<'_> {
         Ok((finished.objects, finished.unresolved.into_iter().collect()))
     }
 
+    /// Renders every root and the Kustomizations their renders produce, level by level; returns
+    /// the clusters and the (file, name) of every Kustomization reached.
+    fn walk(
+        &self,
+        pool: &rayon::ThreadPool,
+        mut roots: Vec<Root>,
+    ) -> (Vec<Cluster>, BTreeSet<(String, String)>) {
+        let mut clusters: Vec<Cluster> = Vec::new();
+        let mut queue: Vec<Node> = Vec::new();
+        let mut names = roots::cluster_names(&roots);
+        roots::carry(&mut roots, &mut names, &self.opts.carried_roots);
+        for (Root { spec, file, kind, .. }, name) in roots.into_iter().zip(names) {
+            queue.push(Node {
+                cluster: clusters.len(),
+                cluster_name: name.clone(),
+                inherited_secrets: BTreeSet::new(),
+                shown_path: None,
+                parent: None,
+                file: file.clone(),
+                ancestors: Vec::new(),
+                is_root: true,
+                spec: spec.clone(),
+            });
+            clusters.push(Cluster {
+                name,
+                root: spec.reference(),
+                found_by: kind,
+                root_file: file,
+                kustomizations: Vec::new(),
+            });
+        }
+        let mut reached: BTreeSet<(String, String)> = BTreeSet::new();
+        while !queue.is_empty() {
+            let results: Vec<(Node, RenderedKustomization, Vec<Node>)> = pool.install(|| {
+                std::mem::take(&mut queue)
+                    .into_par_iter()
+                    .map(|node| {
+                        let (rendered, children) = self.render_node(&node);
+                        (node, rendered, children)
+                    })
+                    .collect()
+            });
+            for (node, mut rendered, children) in results {
+                let cluster = &mut clusters[node.cluster];
+                if let Some(other) =
+                    cluster.kustomizations.iter_mut().find(|k| k.reference() == rendered.reference())
+                {
+                    other.warnings.push(format!(
+                        "also produced by {}: two definitions of one Kustomization fight over it",
+                        rendered.parent.as_ref().map(|p| p.to_string()).unwrap_or_default()
+                    ));
+                    continue;
+                }
+                if let Some(file) = &rendered.file {
+                    reached.insert((file.clone(), rendered.name.clone()));
+                }
+                for child in &children {
+                    if let Some(file) = &child.file {
+                        reached.insert((file.clone(), child.spec.name.clone()));
+                    }
+                }
+                rendered.warnings.sort();
+                cluster.kustomizations.push(rendered);
+                queue.extend(children);
+            }
+        }
+        (clusters, reached)
+    }
+
     fn render_node(&self, node: &Node) -> (RenderedKustomization, Vec<Node>) {
         let mut spec = node.spec.clone();
         let mut record = RenderedKustomization {
@@ -681,6 +706,21 @@ impl Context<'_> {
         record.spec = Some(spec);
         (record, children)
     }
+}
+
+/// The Flux Operator syncs the objects of each rendered Kustomization declare.
+fn declared_syncs(clusters: &[Cluster], chart_sources: &[&Value]) -> Vec<InstanceSync> {
+    let renders = clusters.iter().flat_map(|c| &c.kustomizations);
+    renders
+        .flat_map(|k| {
+            let sourced: Vec<Sourced> = k
+                .objects
+                .iter()
+                .map(|o| (o.real.as_ref().unwrap_or(&o.object), o.origin.as_deref()))
+                .collect();
+            roots::instance_syncs(&sourced, chart_sources)
+        })
+        .collect()
 }
 
 /// Inline `substitute` variables of a nested Kustomization whose shown (masked) value differs
@@ -829,9 +869,10 @@ fn discover(root: &Path) -> Discovered {
     let syncs = roots::instance_syncs(&sourced, &[]);
     let chart_sources: Vec<Value> =
         operator_objects.iter().map(|(o, _)| o.clone()).filter(|o| o["kind"] == "OCIRepository").collect();
-    let operator_files = operator_objects
+    let declared: BTreeSet<&str> = syncs.iter().filter_map(|s| s.file.as_deref()).collect();
+    let hidden_sync_files = operator_objects
         .iter()
-        .filter(|(o, _)| roots::may_declare_sync(o, &chart_sources))
+        .filter(|(o, file)| !declared.contains(file.as_str()) && roots::may_declare_sync(o, &chart_sources))
         .map(|(_, file)| file.clone())
         .collect();
     Discovered {
@@ -840,7 +881,7 @@ fn discover(root: &Path) -> Discovered {
         syncs,
         chart_sources,
         patch_files: reach::patch_files(root, &files),
-        operator_files,
+        hidden_sync_files,
     }
 }
 

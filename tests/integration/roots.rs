@@ -145,6 +145,35 @@ fn the_flux_instance_helm_release_is_the_root() {
     assert!(echo.objects.iter().all(|o| o.object["metadata"]["labels"]["fleet.acme.dev/managed"] == "true"));
 }
 
+/// The file says nothing of the HelmRelease's namespace; the Kustomization that applies it puts
+/// it in `flux-ops` (its target namespace), and the operator names the root after it. Only a
+/// render tells, and the walk's render (the one build of that Kustomization) is the one that does.
+#[test]
+fn the_walks_render_decides_a_sync_its_file_does_not_show() {
+    let repo = operator_fleet();
+    let instance_ks = app_ks("flux-instance", "./kubernetes/apps/flux-system/flux-instance/app", "flux-ops");
+    repo.write("kubernetes/apps/flux-system/flux-instance/ks.yaml", &instance_ks);
+    repo.commit("fleet");
+    let render = repo.render(Some("HEAD"));
+    let roots: Vec<String> = render.clusters.iter().map(|c| c.root.to_string()).collect();
+    assert_eq!(roots, ["flux-ops/flux-ops"]);
+    let reached: Vec<String> =
+        render.clusters[0].kustomizations.iter().map(|k| k.reference().to_string()).collect();
+    assert_eq!(
+        reached,
+        [
+            "default/echo",
+            "default/whoami",
+            "flux-ops/flux-ops",
+            "flux-system/cluster-apps",
+            "flux-system/flux-instance"
+        ]
+    );
+    assert!(render.kustomizations().all(|(_, k)| k.status == Status::Rendered));
+    // One kustomize build per Kustomization, choosing the root twice notwithstanding.
+    assert_eq!(render.stats.builds - render.stats.cache_hits, 5, "{:?}", render.stats);
+}
+
 #[test]
 fn values_from_a_generated_config_map_declare_the_root() {
     let repo = operator_fleet();
