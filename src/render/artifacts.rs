@@ -77,14 +77,13 @@ pub struct Generators {
 
 impl Generators {
     /// Every ArtifactGenerator in the YAML files under `root` (the revision's filtered tree).
-    pub fn discover(root: &Path, yaml_files: &[PathBuf], limits: SourceLimits) -> Self {
+    pub fn discover(root: &Path, files: &[(PathBuf, String)], limits: SourceLimits) -> Self {
         let mut found = Vec::new();
-        for file in yaml_files {
-            let Ok(text) = std::fs::read_to_string(file) else { continue };
+        for (file, text) in files {
             if !text.contains(crate::flux::artifact_generator::EXTENSIONS_GROUP) {
                 continue;
             }
-            let Ok(docs) = crate::yaml::parse_documents(&text) else { continue };
+            let Ok(docs) = crate::yaml::parse_documents(text) else { continue };
             for doc in docs.iter().filter(|d| is_artifact_generator(d)) {
                 let meta = &doc["metadata"];
                 found.push(Found {
@@ -497,7 +496,7 @@ mod tests {
             let full = dir.path().join(path);
             std::fs::create_dir_all(full.parent().unwrap()).unwrap();
             std::fs::write(&full, text).unwrap();
-            paths.push(full);
+            paths.push((full, text.to_string()));
         }
         std::fs::write(dir.path().join("app.yaml"), "kind: ConfigMap\n").unwrap();
         let found = Generators::discover(dir.path(), &paths, SourceLimits::default());

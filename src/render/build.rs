@@ -35,6 +35,17 @@ pub struct Built {
     pub cache_hit: bool,
 }
 
+/// A checked, prepared build (see `Builder::prepare`).
+pub struct BuildRequest {
+    root: PathBuf,
+    dir: PathBuf,
+    /// The kustomization kustomize reads.
+    kustomization: String,
+    /// The content hash of everything the build reads: its cache key.
+    pub key: String,
+    keep_origin_annotations: bool,
+}
+
 /// What every build shares: the tool, the cache, and file hashes already computed.
 pub struct Builder {
     pub kustomize: Kustomize,
@@ -63,13 +74,9 @@ impl Builder {
         }
     }
 
-    /// Builds `spec` from the source tree at `root`.
-    pub fn build(
-        &self,
-        root: &Path,
-        spec: &Kustomization,
-        cancel: &CancelToken,
-    ) -> Result<Built, RenderError> {
+    /// Checks and prepares the build of `spec` from the source tree at `root`: the kustomization
+    /// kustomize will read, and the cache key of everything it reads.
+    pub fn prepare(&self, root: &Path, spec: &Kustomization) -> Result<BuildRequest, RenderError> {
         let display = |p: &Path| paths::relative(root, p);
         let dir = paths::secure_join(root, &spec.path);
         if !dir.is_dir() {
@@ -99,19 +106,31 @@ impl Builder {
                 list.push(json!("originAnnotations"));
             }
         }
-        let kustomization_text = yaml::to_yaml(&document);
-        let key = self.cache_key(&display(&dir), &kustomization_text, &inputs);
-        let _building = self.claim(&key);
-        if let Some(error) = self.failed.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        let kustomization = yaml::to_yaml(&document);
+        let key = self.cache_key(&display(&dir), &kustomization, &inputs);
+        Ok(BuildRequest {
+            root: root.to_path_buf(),
+            dir,
+            kustomization,
+            key,
+            keep_origin_annotations: prepared.wants_origin_annotations,
+        })
+    }
+
+    /// The objects of a prepared build: from the cache, else from kustomize.
+    pub fn objects(&self, request: &BuildRequest, cancel: &CancelToken) -> Result<Built, RenderError> {
+        let BuildRequest { root, dir, key, .. } = request;
+        let _building = self.claim(key);
+        if let Some(error) = self.failed.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
             return Err(error.clone());
         }
         // The cache holds kustomize's output as a JSON array: much faster to read back than YAML.
-        let cached = self.cache.get(&key).and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok());
+        let cached = self.cache.get(key).and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok());
         let cache_hit = cached.is_some();
         let documents = match cached {
             Some(documents) => documents,
             None => {
-                let output = self.run(root, &dir, &kustomization_text, cancel).inspect_err(|error| {
+                let output = self.run(root, dir, &request.kustomization, cancel).inspect_err(|error| {
                     // A cancelled build says nothing about its inputs.
                     if !matches!(error, RenderError::Cancelled(_)) {
                         self.failed
@@ -123,17 +142,17 @@ impl Builder {
                 let documents = yaml::parse_documents(&output)
                     .map_err(|e| RenderError::Kustomize(format!("kustomize output is not YAML: {e}")))?;
                 let json = serde_json::to_string(&documents).expect("JSON values serialize");
-                self.cache.put(&key, Arc::new(json));
+                self.cache.put(key, Arc::new(json));
                 documents
             }
         };
         let objects = documents
             .into_iter()
             .map(|mut object| {
-                let origin = take_origin(&mut object, !prepared.wants_origin_annotations)
+                let origin = take_origin(&mut object, !request.keep_origin_annotations)
                     .and_then(|o| paths::normalize(&dir.join(o)))
                     .filter(|p| p.starts_with(root))
-                    .map(|p| display(&p));
+                    .map(|p| paths::relative(root, &p));
                 BuiltObject { object, origin }
             })
             .collect();

@@ -4,6 +4,7 @@
 mod artifacts;
 pub mod build;
 pub mod cache;
+mod finished;
 pub mod kustomize;
 pub mod library;
 pub mod masking;
@@ -121,7 +122,7 @@ pub struct RenderedObject {
 }
 
 /// The namespace and name of a real manifest (never shown).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize)]
 pub struct RealName {
     pub namespace: Option<String>,
     pub name: String,

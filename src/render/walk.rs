@@ -4,6 +4,7 @@
 use super::artifacts::{self, Generators, Resolved};
 use super::build::Builder;
 use super::cache::RenderCache;
+use super::finished;
 use super::kustomize::Kustomize;
 use super::postbuild::{self, Variables};
 use super::reach;
@@ -228,11 +229,23 @@ impl Renderer {
         }
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "source exported");
         let discovery_tree = this_repo.tree(None)?;
-        let discovered = discover(&discovery_tree);
-        let disk_kustomizations = &discovered.kustomizations;
         let mut yaml_files = Vec::new();
         collect_yaml_files(&discovery_tree, &mut yaml_files);
-        let generators = Generators::discover(&discovery_tree, &yaml_files, opts.limits);
+        yaml_files.sort();
+        // Only files that mention Flux declare anything discovery looks for; read in parallel.
+        let flux_files: Vec<(PathBuf, String)> = pool.install(|| {
+            yaml_files
+                .par_iter()
+                .filter_map(|file| {
+                    let text = std::fs::read_to_string(file).ok()?;
+                    (text.contains("fluxcd.io") || text.contains("FluxInstance"))
+                        .then(|| (file.clone(), text))
+                })
+                .collect()
+        });
+        let discovered = discover(&discovery_tree, &yaml_files, &flux_files);
+        let disk_kustomizations = &discovered.kustomizations;
+        let generators = Generators::discover(&discovery_tree, &flux_files, opts.limits);
 
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "manifests discovered");
         let remotes: BTreeSet<String> =
@@ -502,7 +515,24 @@ impl Context<'_> {
         values_of: &str,
         inherited_secrets: &BTreeSet<String>,
     ) -> Rendered {
-        let mut built = self.renderer.builder.build(root, spec, &self.opts.cancel)?;
+        let builder = &self.renderer.builder;
+        let request = builder.prepare(root, spec)?;
+        let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
+        let vars = postbuild::resolve_variables(spec, values.as_ref(), inherited_secrets);
+        let strict = self.opts.strict_substitution;
+        // An artifact's origins depend on its generator's layout, not only on the build.
+        let finished_key = vars
+            .as_ref()
+            .ok()
+            .filter(|_| spec.source_ref.kind != artifacts::KIND)
+            .and_then(|vars| finished::key(&request.key, spec, vars, strict));
+        if let Some(hit) =
+            finished_key.as_ref().and_then(|key| builder.cache.get(key)).and_then(|t| finished::decode(&t))
+        {
+            self.progress.tick(true);
+            return Ok((hit.objects, hit.unresolved.into_iter().collect()));
+        }
+        let mut built = builder.objects(&request, &self.opts.cancel)?;
         if spec.source_ref.kind == artifacts::KIND {
             for object in &mut built.objects {
                 if let Some(file) = object.origin.as_deref().and_then(|o| self.sources.repo_origin(root, o)) {
@@ -511,9 +541,11 @@ impl Context<'_> {
             }
         }
         self.progress.tick(built.cache_hit);
-        let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
-        let vars: Variables = postbuild::resolve_variables(spec, values.as_ref(), inherited_secrets)?;
-        let finished = postbuild::finish(built.objects, spec, &vars, self.opts.strict_substitution)?;
+        let vars: Variables = vars?;
+        let finished = postbuild::finish(built.objects, spec, &vars, strict)?;
+        if let Some(key) = finished_key {
+            builder.cache.put(&key, std::sync::Arc::new(finished::encode(&finished)));
+        }
         Ok((finished.objects, finished.unresolved.into_iter().collect()))
     }
 
@@ -813,23 +845,18 @@ fn assign_ids(
     })
 }
 
-/// Scans the repository's YAML files for Kustomization, GitRepository and Flux Operator manifests.
-fn discover(root: &Path) -> Discovered {
-    let mut files = Vec::new();
-    collect_yaml_files(root, &mut files);
-    files.sort();
+/// Scans the repository's YAML files for Kustomization, GitRepository and Flux Operator manifests:
+/// `yaml_files` are all of them (sorted), `flux_files` those that mention Flux, with their text.
+fn discover(root: &Path, yaml_files: &[PathBuf], flux_files: &[(PathBuf, String)]) -> Discovered {
     let mut kustomizations = Vec::new();
     let mut repositories = Vec::new();
     let mut operator_objects: Vec<(Value, String)> = Vec::new();
-    for file in &files {
-        let Ok(text) = std::fs::read_to_string(file) else {
-            continue;
-        };
+    for (file, text) in flux_files {
         if !text.contains("toolkit.fluxcd.io") && !text.contains("FluxInstance") {
             continue;
         }
         // Files that are not YAML (Helm values templates, CI files) are simply not manifests.
-        let Ok(docs) = yaml::parse_documents(&text) else {
+        let Ok(docs) = yaml::parse_documents(text) else {
             continue;
         };
         let rel = paths::relative(root, file);
@@ -880,7 +907,7 @@ fn discover(root: &Path) -> Discovered {
         git_repositories: repositories,
         syncs,
         chart_sources,
-        patch_files: reach::patch_files(root, &files),
+        patch_files: reach::patch_files(root, yaml_files),
         hidden_sync_files,
     }
 }

@@ -662,6 +662,62 @@ fn substitute_from_a_snapshot_and_secret_values_are_masked() {
     assert!(!everything.contains("s3cr3t-value"), "a secret value reached the output");
 }
 
+/// Everything the on-disk cache holds, as text.
+fn cache_contents(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir).unwrap().flatten().filter_map(|e| std::fs::read_to_string(e.path()).ok()).collect()
+}
+
+#[test]
+fn finished_renders_are_cached_per_values_and_never_hold_secret_values() {
+    let cluster = |region: &str| {
+        ClusterSnapshot::parse(&format!(
+            "kind: ClusterSnapshot\nconfigMaps:\n- metadata: {{name: cluster-vars, namespace: flux-system}}\n  data: {{region: {region}}}\n\
+             secrets:\n- metadata: {{name: cluster-secrets, namespace: flux-system}}\n  data: {{db_password: czNjcjN0LXZhbHVl}}\n"
+        ))
+        .unwrap()
+    };
+    let cache_dir = tempfile::tempdir().unwrap();
+    let render = |repo: &Repo, region: &str| {
+        let mut opts = repo.options(Some("HEAD"));
+        opts.values = Arc::new(cluster(region));
+        Renderer::new(Duration::from_secs(60), Some(cache_dir.path().to_path_buf()))
+            .unwrap()
+            .render(&opts)
+            .unwrap()
+    };
+    let from_config_map = "postBuild:\n  substituteFrom:\n  - kind: ConfigMap\n    name: cluster-vars";
+    let repo = substitution_repo(from_config_map, CM_WITH_VARS);
+    let cold = render(&repo, "us-east-2");
+    // The finished render is kept (kustomize's own output holds the placeholder).
+    assert!(cache_contents(cache_dir.path()).iter().any(|entry| entry.contains("us-east-2")));
+    let warm = render(&repo, "us-east-2");
+    let objects = |render: &fluxplan::render::Render| {
+        let k = render.find("flux-system/apps").unwrap();
+        k.objects.iter().map(|o| (o.object.clone(), o.digest.clone(), o.origin.clone())).collect::<Vec<_>>()
+    };
+    assert_eq!(objects(&warm), objects(&cold));
+    assert_eq!(warm.stats.builds - warm.stats.cache_hits, 0, "{:?}", warm.stats);
+    // Other values, same build: substituted again, never the cached render of other values.
+    let other = render(&repo, "eu-west-1");
+    assert_eq!(other.find("flux-system/apps").unwrap().objects[0].object["data"]["region"], "eu-west-1");
+
+    // Values from a Secret: the render is never written down (a nested Kustomization keeps its
+    // real manifest, the Secret's value in it, beside the masked one).
+    let from_secret = "postBuild:\n  substituteFrom:\n  - kind: Secret\n    name: cluster-secrets";
+    let child = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: child\n  namespace: flux-system\n\
+                 spec:\n  interval: 1h\n  path: ./child\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n\
+                 \x20 postBuild:\n    substitute:\n      dsn: postgres://app:${db_password}@db\n";
+    let repo = substitution_repo(from_secret, child);
+    let masked = render(&repo, "us-east-2");
+    let shown = &masked.find("flux-system/apps").unwrap().objects[0];
+    assert_eq!(
+        shown.object["spec"]["postBuild"]["substitute"]["dsn"],
+        "postgres://app:(masked:db_password)@db"
+    );
+    assert!(shown.real.as_ref().unwrap().to_string().contains("s3cr3t-value"));
+    assert!(!cache_contents(cache_dir.path()).iter().any(|entry| entry.contains("s3cr3t-value")));
+}
+
 #[test]
 fn substitute_from_missing_in_snapshot_fails_unless_optional() {
     let repo = substitution_repo(
