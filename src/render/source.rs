@@ -7,7 +7,9 @@ use crate::flux::sourceignore::SourceIgnore;
 use crate::git;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Files larger than this are left out of a source (a hostile PR cannot exhaust memory).
@@ -201,6 +203,9 @@ impl ExportedSource {
     }
 }
 
+/// Bytes read from an archive and not yet written, at most.
+const MAX_PENDING_WRITES: u64 = 64 * 1024 * 1024;
+
 fn unpack(
     tar: &mut dyn std::io::Read,
     dest: &Path,
@@ -209,39 +214,66 @@ fn unpack(
 ) -> Result<()> {
     let mut archive = tar::Archive::new(tar);
     let mut made_dirs = std::collections::HashSet::new();
-    for entry in archive.entries()? {
-        let mut entry = entry?;
-        let path = entry.path()?.into_owned();
-        let kind = entry.header().entry_type();
-        if kind.is_symlink() || kind.is_hard_link() {
-            warnings.push(format!("{}: symlink left out, as Flux never archives symlinks", path.display()));
-            continue;
-        }
-        // git archive writes plain relative paths; anything else is refused, never unpacked.
-        if !path.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
-            warnings.push(format!("{}: unsafe path in the archive left out", path.display()));
-            continue;
-        }
-        let target = dest.join(&path);
-        if kind.is_dir() {
-            std::fs::create_dir_all(&target)?;
-            made_dirs.insert(target);
-        } else if kind.is_file() {
-            if !budget.admit(&path, entry.size())? {
+    // Creating thousands of small files is the kernel's work: files are written on other threads
+    // while this one reads the archive (directories first, here, so every parent exists).
+    let failed: Mutex<Option<anyhow::Error>> = Mutex::default();
+    let pending = AtomicU64::new(0);
+    rayon::in_place_scope(|writers| -> Result<()> {
+        for entry in archive.entries()? {
+            let mut entry = entry?;
+            let path = entry.path()?.into_owned();
+            let kind = entry.header().entry_type();
+            if kind.is_symlink() || kind.is_hard_link() {
+                warnings
+                    .push(format!("{}: symlink left out, as Flux never archives symlinks", path.display()));
                 continue;
             }
-            if let Some(parent) = target.parent() {
-                if !made_dirs.contains(parent) {
-                    std::fs::create_dir_all(parent)?;
-                    made_dirs.insert(parent.to_path_buf());
-                }
+            // git archive writes plain relative paths; anything else is refused, never unpacked.
+            if !path.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+                warnings.push(format!("{}: unsafe path in the archive left out", path.display()));
+                continue;
             }
-            let mut file = std::fs::File::create(&target)
-                .with_context(|| format!("cannot unpack {}", path.display()))?;
-            std::io::copy(&mut entry, &mut file)?;
+            let target = dest.join(&path);
+            if kind.is_dir() {
+                std::fs::create_dir_all(&target)?;
+                made_dirs.insert(target);
+            } else if kind.is_file() {
+                if !budget.admit(&path, entry.size())? {
+                    continue;
+                }
+                if let Some(parent) = target.parent() {
+                    if !made_dirs.contains(parent) {
+                        std::fs::create_dir_all(parent)?;
+                        made_dirs.insert(parent.to_path_buf());
+                    }
+                }
+                let mut content = Vec::with_capacity(entry.size() as usize);
+                entry.read_to_end(&mut content)?;
+                let size = content.len() as u64;
+                // Writers that fall behind hold at most this much: then this thread writes too.
+                if pending.fetch_add(size, Ordering::AcqRel) + size > MAX_PENDING_WRITES {
+                    pending.fetch_sub(size, Ordering::AcqRel);
+                    std::fs::write(&target, content)
+                        .with_context(|| format!("cannot unpack {}", path.display()))?;
+                    continue;
+                }
+                let (failed, pending) = (&failed, &pending);
+                writers.spawn(move |_| {
+                    if let Err(e) = std::fs::write(&target, content) {
+                        let error =
+                            anyhow::Error::new(e).context(format!("cannot unpack {}", path.display()));
+                        failed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(error);
+                    }
+                    pending.fetch_sub(size, Ordering::AcqRel);
+                });
+            }
         }
+        Ok(())
+    })?;
+    match failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(error) => Err(error),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn copy_tree(
