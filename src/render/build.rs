@@ -117,8 +117,15 @@ impl Builder {
         })
     }
 
-    /// The objects of a prepared build: from the cache, else from kustomize.
-    pub fn objects(&self, request: &BuildRequest, cancel: &CancelToken) -> Result<Built, RenderError> {
+    /// The objects of a prepared build: from the cache, else from kustomize. kustomize's output
+    /// is kept in memory, and on disk too when `keep_on_disk` (the caller keeps nothing of its
+    /// own there: each file costs a create).
+    pub fn objects(
+        &self,
+        request: &BuildRequest,
+        keep_on_disk: bool,
+        cancel: &CancelToken,
+    ) -> Result<Built, RenderError> {
         let BuildRequest { root, dir, key, .. } = request;
         let _building = self.claim(key);
         if let Some(error) = self.failed.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
@@ -141,8 +148,12 @@ impl Builder {
                 })?;
                 let documents = yaml::parse_documents(&output)
                     .map_err(|e| RenderError::Kustomize(format!("kustomize output is not YAML: {e}")))?;
-                let json = serde_json::to_string(&documents).expect("JSON values serialize");
-                self.cache.put(key, Arc::new(json));
+                let json = Arc::new(serde_json::to_string(&documents).expect("JSON values serialize"));
+                if keep_on_disk {
+                    self.cache.put(key, json);
+                } else {
+                    self.cache.put_in_memory(key, json);
+                }
                 documents
             }
         };

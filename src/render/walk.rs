@@ -532,7 +532,9 @@ impl Context<'_> {
             self.progress.tick(true);
             return Ok((hit.objects, hit.unresolved.into_iter().collect()));
         }
-        let mut built = builder.objects(&request, &self.opts.cancel)?;
+        // The finished render is what later runs read: kustomize's output goes to disk only when
+        // that cannot be kept (values from Secrets).
+        let mut built = builder.objects(&request, finished_key.is_none(), &self.opts.cancel)?;
         if spec.source_ref.kind == artifacts::KIND {
             for object in &mut built.objects {
                 if let Some(file) = object.origin.as_deref().and_then(|o| self.sources.repo_origin(root, o)) {
