@@ -27,6 +27,28 @@ pub fn resolve_commit(repo: &Path, rev: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out).trim().to_string())
 }
 
+/// The object id of every file and directory of `commit`'s tree by path ("" is the root): git's
+/// own content addresses, so unchanged content is known without reading it.
+pub fn object_ids(repo: &Path, commit: &str) -> Result<std::collections::HashMap<String, String>> {
+    let mut cmd = git(repo);
+    cmd.args(["ls-tree", "-r", "-t", "-z", "--full-tree", "--end-of-options", commit]);
+    let listing = output(cmd, &format!("list the tree of {commit}"))?;
+    let mut ids = std::collections::HashMap::new();
+    for entry in listing.split(|b| *b == 0).filter(|e| !e.is_empty()) {
+        // `<mode> <type> <id>\t<path>`
+        let text = String::from_utf8_lossy(entry);
+        let Some((meta, path)) = text.split_once('\t') else { continue };
+        if let Some(id) = meta.split(' ').nth(2) {
+            ids.insert(path.to_string(), id.to_string());
+        }
+    }
+    let mut cmd = git(repo);
+    cmd.args(["rev-parse", "--verify", "--end-of-options"]).arg(format!("{commit}^{{tree}}"));
+    let root = output(cmd, &format!("find the tree of {commit}"))?;
+    ids.insert(String::new(), String::from_utf8_lossy(&root).trim().to_string());
+    Ok(ids)
+}
+
 /// Streams the tree of `commit` as a tar archive into `consume` (never held in memory whole: a
 /// hostile revision cannot exhaust it).
 pub fn archive_into<T>(

@@ -88,7 +88,10 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     }
     let failed = render.clusters.iter().flat_map(|c| &c.kustomizations).any(|k| k.status == Status::Failed);
     // A file left out for its size makes the render differ from what Flux reads: not a success.
-    Ok(u8::from(failed || !render.source_limits.is_empty()))
+    let code = u8::from(failed || !render.source_limits.is_empty());
+    // The process ends here: freeing every object one by one took a tenth of a warm build.
+    std::mem::forget(render);
+    Ok(code)
 }
 
 /// Warnings of the whole render, one line each, for stderr.

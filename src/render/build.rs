@@ -4,6 +4,7 @@
 use super::cache::RenderCache;
 use super::kustomize::{BuildError, Kustomize};
 use super::references::{self, Reference};
+use super::source::TreeIds;
 use super::RenderError;
 use crate::cancel::CancelToken;
 use crate::flux::generator::{self, kustomization_file};
@@ -12,7 +13,7 @@ use crate::paths;
 use crate::yaml;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -22,6 +23,8 @@ use std::sync::{Arc, Condvar, Mutex};
 /// build read from outside its source).
 const CACHE_FORMAT: &str = "fluxplan-cache-v2-json";
 const ORIGIN_ANNOTATION: &str = "config.kubernetes.io/origin";
+/// The same for records of a build's inputs by git id.
+const INPUTS_FORMAT: &str = "fluxplan-inputs-v1";
 
 /// One object as kustomize produced it, with the repository file it came from.
 #[derive(Debug, Clone)]
@@ -44,6 +47,16 @@ pub struct BuildRequest {
     /// The content hash of everything the build reads: its cache key.
     pub key: String,
     keep_origin_annotations: bool,
+    /// The kustomization's references, when its key came from git's ids of its inputs: they are
+    /// checked before kustomize runs.
+    unchecked: Option<Vec<Reference>>,
+}
+
+/// The inputs of a checked build by git id, and its key (see `Builder::prepare`).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KnownInputs {
+    key: String,
+    ids: BTreeMap<String, String>,
 }
 
 /// What every build shares: the tool, the cache, and file hashes already computed.
@@ -76,7 +89,12 @@ impl Builder {
 
     /// Checks and prepares the build of `spec` from the source tree at `root`: the kustomization
     /// kustomize will read, and the cache key of everything it reads.
-    pub fn prepare(&self, root: &Path, spec: &Kustomization) -> Result<BuildRequest, RenderError> {
+    pub fn prepare(
+        &self,
+        root: &Path,
+        spec: &Kustomization,
+        tree: Option<&TreeIds>,
+    ) -> Result<BuildRequest, RenderError> {
         let display = |p: &Path| paths::relative(root, p);
         let dir = paths::secure_join(root, &spec.path);
         if !dir.is_dir() {
@@ -89,11 +107,9 @@ impl Builder {
         let prepared = generator::prepare(&dir, root, spec, &display)
             .map_err(|e| RenderError::InvalidSource(e.to_string()))?;
         let mut document = prepared.document;
-        let mut inputs = BTreeMap::new();
         let here = display(&dir);
         let top = references::of_kustomization(&document, &format!("the kustomization of {here}"), false)?;
         references::canonical_kustomization(&mut document);
-        self.collect_inputs(root, &dir, None, top, &mut inputs, &mut Vec::new())?;
         // Origin annotations tell which file each object came from (needed to find roots and
         // nested Kustomizations); they are removed again unless the kustomization asked for them.
         if !prepared.wants_origin_annotations {
@@ -107,14 +123,72 @@ impl Builder {
             }
         }
         let kustomization = yaml::to_yaml(&document);
-        let key = self.cache_key(&display(&dir), &kustomization, &inputs);
-        Ok(BuildRequest {
+        let mut request = BuildRequest {
             root: root.to_path_buf(),
             dir,
             kustomization,
-            key,
+            key: String::new(),
             keep_origin_annotations: prepared.wants_origin_annotations,
-        })
+            unchecked: None,
+        };
+        let inputs_key = tree.map(|tree| self.inputs_key(&here, &request.kustomization, &tree.salt));
+        // Inputs git says are unchanged since a checked build of this kustomization: its key,
+        // without reading them. They are checked before kustomize ever runs on them (`objects`).
+        if let Some(key) = inputs_key.as_deref().zip(tree).and_then(|(at, tree)| self.known_key(at, tree)) {
+            request.key = key;
+            request.unchecked = Some(top);
+            return Ok(request);
+        }
+        let mut inputs = BTreeMap::new();
+        self.collect_inputs(root, &request.dir, None, top, &mut inputs, &mut Vec::new())?;
+        request.key = self.cache_key(&here, &request.kustomization, &inputs);
+        if let Some((at, tree)) = inputs_key.as_deref().zip(tree) {
+            self.remember_inputs(at, tree, &here, &inputs, &request.key);
+        }
+        Ok(request)
+    }
+
+    fn inputs_key(&self, dir: &str, kustomization: &str, salt: &str) -> String {
+        let mut hasher = Sha256::new();
+        for part in [INPUTS_FORMAT, self.kustomize.version.as_str(), dir, kustomization, salt] {
+            hasher.update(part.as_bytes());
+            hasher.update([0]);
+        }
+        hex::encode(hasher.finalize())
+    }
+
+    /// The build key recorded at `at`, if every input it lists has the same git id in `tree`.
+    fn known_key(&self, at: &str, tree: &TreeIds) -> Option<String> {
+        let known: KnownInputs = serde_json::from_str(&self.cache.get(at)?).ok()?;
+        let unchanged = known.ids.iter().all(|(path, id)| tree.ids.get(path) == Some(id));
+        unchanged.then_some(known.key)
+    }
+
+    /// Records the git ids of a checked build's inputs: its files, its directory, and the
+    /// directory of every kustomization file it read (their listings decide which file kustomize
+    /// reads). Nothing is recorded when git does not know an input.
+    fn remember_inputs(
+        &self,
+        at: &str,
+        tree: &TreeIds,
+        dir: &str,
+        inputs: &BTreeMap<String, String>,
+        key: &str,
+    ) {
+        let mut paths: BTreeSet<&str> = inputs.keys().map(String::as_str).collect();
+        paths.insert(if dir == "." { "" } else { dir });
+        for file in inputs.keys() {
+            let (parent, name) = file.rsplit_once('/').unwrap_or(("", file));
+            if generator::KUSTOMIZATION_FILES.contains(&name) {
+                paths.insert(parent);
+            }
+        }
+        let ids: Option<BTreeMap<String, String>> =
+            paths.into_iter().map(|p| Some((p.to_string(), tree.ids.get(p)?.clone()))).collect();
+        if let Some(ids) = ids {
+            let known = KnownInputs { key: key.to_string(), ids };
+            self.cache.put(at, Arc::new(serde_json::to_string(&known).expect("JSON strings serialize")));
+        }
     }
 
     /// The objects of a prepared build: from the cache, else from kustomize. kustomize's output
@@ -137,6 +211,10 @@ impl Builder {
         let documents = match cached {
             Some(documents) => documents,
             None => {
+                if let Some(top) = &request.unchecked {
+                    // kustomize reads only what was checked (and rewritten as parsed).
+                    self.collect_inputs(root, dir, None, top.clone(), &mut BTreeMap::new(), &mut Vec::new())?;
+                }
                 let output = self.run(root, dir, &request.kustomization, cancel).inspect_err(|error| {
                     // A cancelled build says nothing about its inputs.
                     if !matches!(error, RenderError::Cancelled(_)) {

@@ -6,11 +6,11 @@
 use crate::flux::sourceignore::SourceIgnore;
 use crate::git;
 use anyhow::{Context, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Files larger than this are left out of a source (a hostile PR cannot exhaust memory).
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 10 * 1024 * 1024;
@@ -93,6 +93,18 @@ pub struct ExportedSource {
     pub oversized: Vec<(String, u64)>,
     limits: SourceLimits,
     filtered: Mutex<BTreeMap<Option<String>, PathBuf>>,
+    /// git's object ids of the exported commit and of its `.sourceignore` files (see `tree_ids`).
+    object_ids: Option<(Arc<HashMap<String, String>>, String)>,
+}
+
+/// A tree of an export named by content: git's object id of every file and directory of the
+/// commit by repository path, and what else decides what the tree holds (the ignore rules it was
+/// filtered with, every `.sourceignore`, the limits). Builds whose inputs have the same ids read
+/// the same bytes.
+#[derive(Clone)]
+pub struct TreeIds {
+    pub ids: Arc<HashMap<String, String>>,
+    pub salt: String,
 }
 
 /// Free space a memory-backed scratch directory keeps beyond what exports may take.
@@ -130,10 +142,24 @@ impl ExportedSource {
         std::fs::create_dir(&raw)?;
         let mut warnings = Vec::new();
         let mut budget = Budget::new(limits);
+        let mut object_ids = None;
         let commit = match rev {
             Some(rev) => {
                 let commit = git::resolve_commit(repo, rev)?;
                 git::archive_into(repo, &commit, |tar| unpack(tar, &raw, &mut budget, &mut warnings))?;
+                // Only an optimisation: without them every build reads its inputs.
+                object_ids = git::object_ids(repo, &commit)
+                    .inspect_err(|e| tracing::debug!("no object ids for {commit}: {e:#}"))
+                    .ok()
+                    .map(|ids| {
+                        let mut ignores: Vec<(&String, &String)> = ids
+                            .iter()
+                            .filter(|(path, _)| path.rsplit('/').next() == Some(".sourceignore"))
+                            .collect();
+                        ignores.sort();
+                        let ignores = format!("{ignores:?}");
+                        (Arc::new(ids), ignores)
+                    });
                 Some(commit)
             }
             None => {
@@ -150,6 +176,7 @@ impl ExportedSource {
             oversized: budget.oversized,
             limits,
             filtered: Mutex::default(),
+            object_ids,
         })
     }
 
@@ -181,6 +208,15 @@ impl ExportedSource {
         Some(parts.as_path().to_string_lossy().replace('\\', "/")).filter(|p| !p.is_empty())
     }
 
+    /// The content identity of `tree`, one of this export's trees, when the export is of a commit.
+    pub fn tree_ids(&self, tree: &Path) -> Option<TreeIds> {
+        let (ids, sourceignores) = self.object_ids.as_ref()?;
+        let filtered = self.filtered.lock().unwrap_or_else(|e| e.into_inner());
+        let (ignore, _) = filtered.iter().find(|(_, dir)| dir.as_path() == tree)?;
+        let salt = format!("{ignore:?} {sourceignores} {:?}", self.limits);
+        Some(TreeIds { ids: ids.clone(), salt })
+    }
+
     /// The tree as the artifact of a source with `spec.ignore` would hold it.
     pub fn tree(&self, spec_ignore: Option<&str>) -> Result<PathBuf> {
         let key = spec_ignore.map(str::to_string);
@@ -200,6 +236,32 @@ impl ExportedSource {
         };
         filtered.insert(key, dir.clone());
         Ok(dir)
+    }
+}
+
+impl Drop for ExportedSource {
+    /// Deleting thousands of files is the kernel's work: subtrees go in parallel (the scratch
+    /// directory itself removes what is left when it drops).
+    fn drop(&mut self) {
+        use rayon::prelude::*;
+        let mut subtrees = Vec::new();
+        collect_subtrees(self.workdir.path(), 3, &mut subtrees);
+        subtrees.par_iter().for_each(|(path, is_dir)| {
+            let _ = if *is_dir { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+        });
+    }
+}
+
+/// The entries `depth` levels below `dir` (and the files above them).
+fn collect_subtrees(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, bool)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && depth > 1 {
+            collect_subtrees(&entry.path(), depth - 1, out);
+        } else {
+            out.push((entry.path(), is_dir));
+        }
     }
 }
 

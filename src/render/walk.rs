@@ -516,7 +516,7 @@ impl Context<'_> {
         inherited_secrets: &BTreeSet<String>,
     ) -> Rendered {
         let builder = &self.renderer.builder;
-        let request = builder.prepare(root, spec)?;
+        let request = builder.prepare(root, spec, self.sources.this_repo.tree_ids(root).as_ref())?;
         let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
         let vars = postbuild::resolve_variables(spec, values.as_ref(), inherited_secrets);
         let strict = self.opts.strict_substitution;

@@ -760,6 +760,53 @@ fn cache_reruns_kustomize_only_for_what_changed() {
     assert_eq!(changed.find("flux-system/app2").unwrap().ids(), vec!["default_cm2-changed__ConfigMap"]);
 }
 
+/// A build whose inputs git says are unchanged skips reading them; when its output is gone from
+/// the cache, kustomize still runs only after the inputs are checked (and nested kustomization
+/// files rewritten as parsed), and builds the same objects.
+#[test]
+fn builds_known_by_git_ids_are_checked_before_kustomize_runs_again() {
+    let repo = Repo::bootstrap("prod");
+    for app in ["a", "b"] {
+        repo.kustomization(&format!("clusters/prod/{app}.yaml"), app, &format!("./apps/{app}"), "");
+        repo.write(&format!("apps/{app}/kustomization.yaml"), "resources: [../base, cm.yaml]\n");
+        repo.config_map(&format!("apps/{app}/cm.yaml"), &format!("cm-{app}"), "default");
+    }
+    // Flow style and a comment: the check rewrites it before kustomize reads it.
+    repo.write(
+        "apps/base/kustomization.yaml",
+        "# shared\n{resources: [ns.yaml], commonLabels: {tier: base}}\n",
+    );
+    repo.write("apps/base/ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shared\n");
+    repo.commit("fleet");
+    let cache_dir = tempfile::tempdir().unwrap();
+    let render = || {
+        let renderer = Renderer::new(Duration::from_secs(60), Some(cache_dir.path().to_path_buf())).unwrap();
+        renderer.render(&repo.options(Some("HEAD"))).unwrap()
+    };
+    let objects = |render: &fluxplan::render::Render| -> Vec<(String, Vec<serde_json::Value>)> {
+        render
+            .kustomizations()
+            .map(|(_, k)| (k.name.clone(), k.objects.iter().map(|o| o.object.clone()).collect()))
+            .collect()
+    };
+    let cold = render();
+    // Keep only the records of inputs by git id: every output is gone.
+    let records = std::fs::read_dir(cache_dir.path()).unwrap().flatten().filter(|entry| {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        let is_record =
+            serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v.get("ids").is_some());
+        if !is_record {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+        is_record
+    });
+    assert_eq!(records.count(), 3, "one record per Kustomization");
+    let again = render();
+    assert_eq!(again.stats.builds - again.stats.cache_hits, 3, "{:?}", again.stats);
+    assert_eq!(objects(&again), objects(&cold));
+    assert!(again.kustomizations().all(|(_, k)| k.status == Status::Rendered));
+}
+
 #[test]
 fn kustomize_timeout_is_an_error_on_the_kustomization() {
     // A stand-in kustomize that hangs: the only way to exercise the timeout deterministically.
