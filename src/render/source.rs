@@ -91,6 +91,9 @@ pub struct ExportedSource {
     pub warnings: Vec<String>,
     /// Files left out for their size: (path, size). Each is a `source-limit` alert.
     pub oversized: Vec<(String, u64)>,
+    /// The YAML files that mention Flux, with their text, read while exporting: discovery needs
+    /// nothing else (repository path, text).
+    pub flux_manifests: Vec<(String, String)>,
     limits: SourceLimits,
     filtered: Mutex<BTreeMap<Option<String>, PathBuf>>,
     /// git's object ids of the exported commit and of its `.sourceignore` files (see `tree_ids`).
@@ -143,10 +146,13 @@ impl ExportedSource {
         let mut warnings = Vec::new();
         let mut budget = Budget::new(limits);
         let mut object_ids = None;
+        let mut flux_manifests = Vec::new();
         let commit = match rev {
             Some(rev) => {
                 let commit = git::resolve_commit(repo, rev)?;
-                git::archive_into(repo, &commit, |tar| unpack(tar, &raw, &mut budget, &mut warnings))?;
+                git::archive_into(repo, &commit, |tar| {
+                    unpack(tar, &raw, &mut budget, &mut warnings, &mut flux_manifests)
+                })?;
                 // Only an optimisation: without them every build reads its inputs.
                 object_ids = git::object_ids(repo, &commit)
                     .inspect_err(|e| tracing::debug!("no object ids for {commit}: {e:#}"))
@@ -164,7 +170,7 @@ impl ExportedSource {
             }
             None => {
                 anyhow::ensure!(repo.is_dir(), "repository directory {} does not exist", repo.display());
-                copy_tree(repo, repo, &raw, &mut budget, &mut warnings)?;
+                copy_tree(repo, repo, &raw, &mut budget, &mut warnings, &mut flux_manifests)?;
                 None
             }
         };
@@ -174,6 +180,7 @@ impl ExportedSource {
             commit,
             warnings,
             oversized: budget.oversized,
+            flux_manifests,
             limits,
             filtered: Mutex::default(),
             object_ids,
@@ -268,11 +275,25 @@ fn collect_subtrees(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, bool)>) {
 /// Bytes read from an archive and not yet written, at most.
 const MAX_PENDING_WRITES: u64 = 64 * 1024 * 1024;
 
+/// Keeps the text of a YAML file that mentions Flux (see `ExportedSource::flux_manifests`).
+fn note_manifest(path: &Path, content: &[u8], manifests: &mut Vec<(String, String)>) {
+    let name = path.to_string_lossy();
+    let mentions = |word: &str| memchr::memmem::find(content, word.as_bytes()).is_some();
+    if (name.ends_with(".yaml") || name.ends_with(".yml"))
+        && (mentions("fluxcd.io") || mentions("FluxInstance"))
+    {
+        if let Ok(text) = std::str::from_utf8(content) {
+            manifests.push((name.replace('\\', "/"), text.to_string()));
+        }
+    }
+}
+
 fn unpack(
     tar: &mut dyn std::io::Read,
     dest: &Path,
     budget: &mut Budget,
     warnings: &mut Vec<String>,
+    manifests: &mut Vec<(String, String)>,
 ) -> Result<()> {
     let mut archive = tar::Archive::new(tar);
     let mut made_dirs = std::collections::HashSet::new();
@@ -311,6 +332,7 @@ fn unpack(
                 }
                 let mut content = Vec::with_capacity(entry.size() as usize);
                 entry.read_to_end(&mut content)?;
+                note_manifest(&path, &content, manifests);
                 let size = content.len() as u64;
                 // Writers that fall behind hold at most this much: then this thread writes too.
                 if pending.fetch_add(size, Ordering::AcqRel) + size > MAX_PENDING_WRITES {
@@ -344,6 +366,7 @@ fn copy_tree(
     dest: &Path,
     budget: &mut Budget,
     warnings: &mut Vec<String>,
+    manifests: &mut Vec<(String, String)>,
 ) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
         let entry = entry?;
@@ -358,12 +381,14 @@ fn copy_tree(
                 continue;
             }
             std::fs::create_dir_all(&target)?;
-            copy_tree(base, &path, dest, budget, warnings)?;
+            copy_tree(base, &path, dest, budget, warnings, manifests)?;
         } else if file_type.is_file() {
             if !budget.admit(rel, entry.metadata()?.len())? {
                 continue;
             }
-            std::fs::copy(&path, &target).with_context(|| format!("cannot copy {}", rel.display()))?;
+            let content = std::fs::read(&path).with_context(|| format!("cannot read {}", rel.display()))?;
+            note_manifest(rel, &content, manifests);
+            std::fs::write(&target, content).with_context(|| format!("cannot copy {}", rel.display()))?;
         }
     }
     Ok(())

@@ -83,8 +83,6 @@ struct Discovered {
     syncs: Vec<InstanceSync>,
     /// OCIRepositories in files: a HelmRelease's `chartRef` may name one.
     chart_sources: Vec<Value>,
-    /// Files kustomization files use as patches.
-    patch_files: BTreeSet<String>,
     /// Files holding an object that may declare a Flux Operator sync once rendered (see
     /// `roots::may_declare_sync`) where the file read as it is declares none.
     hidden_sync_files: BTreeSet<String>,
@@ -229,21 +227,16 @@ impl Renderer {
         }
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "source exported");
         let discovery_tree = this_repo.tree(None)?;
-        let mut yaml_files = Vec::new();
-        collect_yaml_files(&discovery_tree, &mut yaml_files);
-        yaml_files.sort();
-        // Only files that mention Flux declare anything discovery looks for; read in parallel.
-        let flux_files: Vec<(PathBuf, String)> = pool.install(|| {
-            yaml_files
-                .par_iter()
-                .filter_map(|file| {
-                    let text = std::fs::read_to_string(file).ok()?;
-                    (text.contains("fluxcd.io") || text.contains("FluxInstance"))
-                        .then(|| (file.clone(), text))
-                })
-                .collect()
-        });
-        let discovered = discover(&discovery_tree, &yaml_files, &flux_files);
+        // Only files that mention Flux declare anything discovery looks for: the export kept
+        // them (those the source's ignore rules leave out are not in the tree).
+        let mut flux_files: Vec<(PathBuf, String)> = this_repo
+            .flux_manifests
+            .iter()
+            .map(|(path, text)| (discovery_tree.join(path), text.clone()))
+            .filter(|(file, _)| file.is_file())
+            .collect();
+        flux_files.sort();
+        let discovered = discover(&discovery_tree, &flux_files);
         let disk_kustomizations = &discovered.kustomizations;
         let generators = Generators::discover(&discovery_tree, &flux_files, opts.limits);
 
@@ -421,6 +414,7 @@ impl Renderer {
             cluster.kustomizations.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         }
         clusters.sort_by(|a, b| a.name.cmp(&b.name));
+        let patch_files = std::cell::OnceCell::new();
         let mut unreachable: Vec<Unreachable> = disk_kustomizations
             .iter()
             .filter(|d| {
@@ -428,8 +422,18 @@ impl Renderer {
                     .iter()
                     .any(|(file, name)| *file == d.file && (*name == d.name || name.contains(&d.name)))
             })
-            // Patches are fragments by nature, never applied on their own.
-            .filter(|d| !discovered.patch_files.contains(&d.file) && !d.is_fragment)
+            // Patches are fragments by nature, never applied on their own (read only when needed:
+            // every kustomization file of the repository).
+            .filter(|d| {
+                !d.is_fragment
+                    && !patch_files
+                        .get_or_init(|| {
+                            let mut yaml_files = Vec::new();
+                            collect_yaml_files(&discovery_tree, &mut yaml_files);
+                            reach::patch_files(&discovery_tree, &yaml_files)
+                        })
+                        .contains(&d.file)
+            })
             .filter(|d| !claimed.contains(&d.file))
             .map(|d| Unreachable {
                 file: d.file.clone(),
@@ -847,9 +851,9 @@ fn assign_ids(
     })
 }
 
-/// Scans the repository's YAML files for Kustomization, GitRepository and Flux Operator manifests:
-/// `yaml_files` are all of them (sorted), `flux_files` those that mention Flux, with their text.
-fn discover(root: &Path, yaml_files: &[PathBuf], flux_files: &[(PathBuf, String)]) -> Discovered {
+/// Scans the repository's YAML files that mention Flux (with their text) for Kustomization,
+/// GitRepository and Flux Operator manifests.
+fn discover(root: &Path, flux_files: &[(PathBuf, String)]) -> Discovered {
     let mut kustomizations = Vec::new();
     let mut repositories = Vec::new();
     let mut operator_objects: Vec<(Value, String)> = Vec::new();
@@ -904,14 +908,7 @@ fn discover(root: &Path, yaml_files: &[PathBuf], flux_files: &[(PathBuf, String)
         .filter(|(o, file)| !declared.contains(file.as_str()) && roots::may_declare_sync(o, &chart_sources))
         .map(|(_, file)| file.clone())
         .collect();
-    Discovered {
-        kustomizations,
-        git_repositories: repositories,
-        syncs,
-        chart_sources,
-        patch_files: reach::patch_files(root, yaml_files),
-        hidden_sync_files,
-    }
+    Discovered { kustomizations, git_repositories: repositories, syncs, chart_sources, hidden_sync_files }
 }
 
 fn collect_yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
