@@ -150,11 +150,16 @@ impl ExportedSource {
         let commit = match rev {
             Some(rev) => {
                 let commit = git::resolve_commit(repo, rev)?;
-                git::archive_into(repo, &commit, |tar| {
-                    unpack(tar, &raw, &mut budget, &mut warnings, &mut flux_manifests)
+                // git lists the tree's object ids while the archive is written.
+                let ids = std::thread::scope(|scope| {
+                    let ids = scope.spawn(|| git::object_ids(repo, &commit));
+                    git::archive_into(repo, &commit, |tar| {
+                        unpack(tar, &raw, &mut budget, &mut warnings, &mut flux_manifests)
+                    })?;
+                    anyhow::Ok(ids.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
                 })?;
                 // Only an optimisation: without them every build reads its inputs.
-                object_ids = git::object_ids(repo, &commit)
+                object_ids = ids
                     .inspect_err(|e| tracing::debug!("no object ids for {commit}: {e:#}"))
                     .ok()
                     .map(|ids| {
