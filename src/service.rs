@@ -54,6 +54,8 @@ pub struct ServiceConfig {
     pub header_timeout: Duration,
     /// Between resync passes; zero turns the resync off.
     pub resync: Duration,
+    /// Watching rollouts after merges.
+    pub followup: crate::jobs::FollowupConfig,
 }
 
 /// Runs the bot until SIGTERM or SIGINT.
@@ -135,6 +137,7 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         roles: config.roles,
         reply_window: config.reply_window,
         shutdown: shutdown.clone(),
+        followup: config.followup.clone(),
     });
     let mirrors = Arc::new(Mirrors::new(config.data_dir.join("mirrors")));
     let reclaimed = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await?;

@@ -97,6 +97,34 @@ pub fn branch_tip(clone_url: &str, branch: &str, auth: Option<&GitAuth>) -> Resu
     Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().next().map(str::to_string))
 }
 
+/// The first parent of `sha` in `mirror` (the base tip a merge, squash or fast-forward landed on);
+/// `None` for a root commit.
+pub fn first_parent(mirror: &Path, sha: &str) -> Result<Option<String>> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(mirror)
+        .args(["rev-list", "--parents", "-n", "1", sha, "--"])
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run git (is it installed?)")?;
+    if !out.status.success() {
+        bail!("cannot read the parents of {sha}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().nth(1).map(str::to_string))
+}
+
+/// True when `ancestor` is `descendant` or one of its ancestors; false when either is unknown.
+pub fn is_ancestor(mirror: &Path, ancestor: &str, descendant: &str) -> bool {
+    has_commit(mirror, descendant)
+        && Command::new("git")
+            .arg("-C")
+            .arg(mirror)
+            .args(["merge-base", "--is-ancestor", ancestor, descendant])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
 fn has_commit(repo: &Path, sha: &str) -> bool {
     Command::new("git")
         .arg("-C")

@@ -226,6 +226,7 @@ impl<'a> ClusterView<'a> {
             error: None,
             drift: Vec::new(),
             notes: Vec::new(),
+            desired: Vec::new(),
         };
         let Some(head) = self.head.get(reference) else {
             plan.status = KustomizationStatus::Removed;
@@ -347,6 +348,8 @@ impl<'a> ClusterView<'a> {
             }
             plan.changes.push(change);
         }
+        plan.desired = desired.iter().map(|id| id.to_string()).collect();
+        plan.desired.sort();
         plan
     }
 

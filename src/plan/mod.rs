@@ -1,6 +1,7 @@
 //! The plan: what a merge will create, change and delete, with the alerts that can block it.
 //! Pure computation over two renders and, when given, a cluster snapshot.
 
+pub mod actual;
 mod blast;
 mod causes;
 mod compute;
@@ -199,6 +200,10 @@ pub struct KustomizationPlan {
     /// Notes for readers (why nothing happens, where a cascade comes from).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Inventory ids the head render desires, sorted: the inventory Flux should hold after the
+    /// merge (what the follow-up compares the cluster with). Not part of the plan's JSON.
+    #[serde(skip)]
+    pub desired: Vec<String>,
 }
 
 impl KustomizationPlan {

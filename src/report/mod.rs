@@ -1,6 +1,7 @@
 //! Reports of a plan: markdown (for pull request comments), compact text (for terminals, coloured
 //! on a TTY) and JSON (for machines). Templates live in `templates/` and are loaded once.
 
+pub mod followup;
 pub mod split;
 
 use crate::flux::ObjectId;
