@@ -552,10 +552,10 @@ fn a_job_cut_off_by_a_crash_is_completed_after_restart() {
 }
 
 /// A database of the local PostgreSQL server for one test, dropped when the test ends.
-struct PostgresDatabase {
+pub(crate) struct PostgresDatabase {
     admin: String,
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for PostgresDatabase {
@@ -570,7 +570,7 @@ impl Drop for PostgresDatabase {
     }
 }
 
-fn postgres_database() -> PostgresDatabase {
+pub(crate) fn postgres_database() -> PostgresDatabase {
     let admin = std::env::var("FLUXPLAN_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let name = format!(
