@@ -166,6 +166,14 @@ fn random_token() -> Result<String> {
 /// Conflicting writes one follow-up update survives before it gives up (and its job retries).
 const MAX_CAS_ATTEMPTS: usize = 50;
 
+/// A random wait of up to 1 ms per lost race so far (at most 25 ms).
+fn cas_backoff(lost: usize) -> std::time::Duration {
+    let mut byte = [0u8; 1];
+    let _ = getrandom::fill(&mut byte);
+    let ceiling = (lost as u64).min(25) * 1000;
+    std::time::Duration::from_micros(ceiling * u64::from(byte[0]) / 255)
+}
+
 /// Replies (refusals, help) one pull request gets at most per reply window, from all users.
 const MAX_REPLIES_PER_PULL: i64 = 5;
 
@@ -692,7 +700,12 @@ impl Store {
         run_id: i64,
         mut change: impl FnMut(&mut Followup) -> T,
     ) -> Result<T> {
-        for _ in 0..MAX_CAS_ATTEMPTS {
+        for attempt in 0..MAX_CAS_ATTEMPTS {
+            if attempt > 0 {
+                // Losers spread out before reading again, so a crowd of writers does not collide
+                // round after round.
+                tokio::time::sleep(cas_backoff(attempt)).await;
+            }
             let row = sqlx::query("SELECT version, followup FROM runs WHERE id = $1")
                 .bind(run_id)
                 .fetch_optional(&self.pool)
