@@ -56,12 +56,17 @@ impl Worker {
         }
         let (forge, token) = self.forge(repo)?;
         let mirror = self.fetch(forge, repo, token.clone(), &[&m.merge_sha]).await?;
-        let (path, merge) = (mirror.clone(), m.merge_sha.clone());
-        let landed_on = tokio::task::spawn_blocking(move || mirror::first_parent(&path, &merge))
+        let (path, merge, head) = (mirror.clone(), m.merge_sha.clone(), m.head_sha.clone());
+        let landed_on = tokio::task::spawn_blocking(move || mirror::landed_on(&path, &merge, &head))
             .await
             .map_err(|e| JobError::Fatal(e.to_string()))?
             .map_err(|e| JobError::Fatal(format!("{e:#}")))?;
         let current = self.store.latest_run(key.0, key.1, key.2, &m.head_sha).await?;
+        // A fast-forward is the head itself: it landed on the base its plan was made against.
+        let landed_on = match (&landed_on, &current) {
+            (None, Some(run)) if m.merge_sha == m.head_sha => run.base_sha.clone(),
+            _ => landed_on,
+        };
         let reusable = current.as_ref().filter(|run| {
             run.prediction.is_some()
                 && run.plan_json.is_some()
@@ -89,7 +94,10 @@ impl Worker {
             },
             None => {
                 let Some(base) = landed_on.clone() else {
-                    return Err(JobError::Fatal(format!("merge commit {} has no parent", m.merge_sha)));
+                    return Err(JobError::Fatal(format!(
+                        "cannot tell which base {} landed on (a root commit, or a fast-forward never planned)",
+                        m.merge_sha
+                    )));
                 };
                 let plan = self.plan_revisions(mirror, repo, &base, &m.merge_sha, cancel).await?;
                 let mut notes = Vec::new();
