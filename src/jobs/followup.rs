@@ -76,23 +76,29 @@ impl Worker {
         let Some(predicted) = prediction.kustomizations.iter().find(|k| k.key() == key) else {
             return Err(JobError::Fatal(format!("run {} predicted nothing for {key}", run.id)));
         };
-        let reader = self
-            .config
-            .followup
-            .readers
-            .get(&target.context)
-            .await
-            .map_err(|e| JobError::Retry(e.to_string(), None))?;
-        let state = reader
-            .kustomization(&target.namespace, &target.name)
-            .await
-            .map_err(|e| JobError::Retry(e.to_string(), None))?;
-        let observed = match self.reading(&target, predicted, state).await {
+        // Names come from the repository: only a valid Kubernetes name reaches a request path.
+        let (reading, unreadable) = if !(is_name(&target.namespace) && is_name(&target.name)) {
+            let why = "its name is not a valid Kubernetes name: not read".to_string();
+            (Reading::Done(Observed::Gone), Some(why))
+        } else {
+            // A cluster that does not answer (or forbids the read) is asked again with the same
+            // backoff until the deadline: the follow-up then reports a timeout saying why.
+            match self.read(&target).await {
+                Ok(state) => (self.reading(&target, predicted, state).await, None),
+                Err(error) => (Reading::NotYet { last_applied: None, ready: None }, Some(error)),
+            }
+        };
+        let observed = match reading {
             Reading::Done(observed) => observed,
             Reading::NotYet { last_applied, ready } if now_ms() >= target.deadline_at => {
                 Observed::TimedOut { last_applied, ready }
             }
-            Reading::NotYet { .. } => return Err(JobError::Wait(self.config.followup.backoff(job.polls))),
+            Reading::NotYet { .. } => {
+                if let Some(error) = &unreadable {
+                    tracing::warn!(%error, "cannot read the Kustomization: asking again later");
+                }
+                return Err(JobError::Wait(self.config.followup.backoff(job.polls), unreadable));
+            }
         };
         let mut result = compare(predicted, &observed);
         if let Observed::TimedOut { .. } = observed {
@@ -102,6 +108,7 @@ impl Worker {
                 human(self.config.followup.deadline)
             ));
         }
+        result.notes.extend(unreadable);
         let completed = self.store.update_followup(target.run_id, |f| f.record(&key, result.clone())).await?;
         tracing::info!(kustomization = %key, outcome = result.outcome.as_str(), completed, "rollout compared");
         if completed {
@@ -180,6 +187,12 @@ impl Worker {
         .unwrap_or(false)
     }
 
+    /// One read of the Kustomization, through its cluster's bounded reader.
+    async fn read(&self, target: &FollowupTarget) -> Result<Option<KustomizationState>, String> {
+        let reader = self.config.followup.readers.get(&target.context).await.map_err(|e| e.to_string())?;
+        reader.kustomization(&target.namespace, &target.name).await.map_err(|e| e.to_string())
+    }
+
     async fn merge_run(&self, id: i64) -> Result<RunRow, JobError> {
         self.store.run(id).await?.ok_or_else(|| JobError::Fatal(format!("run {id} is gone")))
     }
@@ -246,6 +259,15 @@ fn read_followup(run: &RunRow) -> Result<Followup, JobError> {
         .ok_or_else(|| JobError::Fatal(format!("run {} has no follow-up", run.id)))
 }
 
+/// A Kubernetes object name or namespace (DNS-1123 subdomain).
+fn is_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 253
+        && text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && text.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && text.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
 /// `30 min`, `45 s`.
 fn human(d: Duration) -> String {
     if d.as_secs() >= 60 && d.as_secs() % 60 == 0 {
@@ -260,6 +282,14 @@ fn human(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_kubernetes_names_are_read() {
+        assert!(is_name("flux-system") && is_name("apps.v2") && is_name("a"));
+        for hostile in ["", "../secrets", "a/b", "Apps", "-a", "a-", "a?watch=1", &"a".repeat(254)] {
+            assert!(!is_name(hostile), "{hostile}");
+        }
+    }
 
     #[test]
     fn polls_back_off_exponentially_up_to_the_cap() {

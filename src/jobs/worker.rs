@@ -81,9 +81,9 @@ pub(super) enum JobError {
     Retry(String, Option<Duration>),
     /// Give up.
     Fatal(String),
-    /// Not done yet, and nothing failed (a rollout still under way): look again after this
-    /// long. Waiting uses up no attempt.
-    Wait(Duration),
+    /// Not done yet (a rollout still under way, or a cluster that did not answer this time,
+    /// with why): look again after this long. Waiting uses up no attempt.
+    Wait(Duration, Option<String>),
 }
 
 impl From<ForgeError> for JobError {
@@ -167,9 +167,16 @@ impl Worker {
         heartbeat.abort();
         let outcome = match result {
             Ok(()) => self.store.finish_job(job.id, &self.id, "done", now_ms(), None).await,
-            Err(JobError::Wait(wait)) => {
-                tracing::debug!(?wait, polls = job.polls, "not yet: looking again later");
-                self.store.requeue_poll(job.id, &self.id, now_ms() + wait.as_millis() as i64).await
+            Err(JobError::Wait(wait, why)) => {
+                tracing::debug!(
+                    ?wait,
+                    polls = job.polls,
+                    why = why.as_deref().unwrap_or("under way"),
+                    "not yet: looking again later"
+                );
+                self.store
+                    .requeue_poll(job.id, &self.id, now_ms() + wait.as_millis() as i64, why.as_deref())
+                    .await
             }
             Err(JobError::Retry(error, wait)) if job.attempts < self.config.max_attempts => {
                 let backoff = wait.unwrap_or_else(|| {

@@ -619,3 +619,32 @@ fn two_replicas_racing_on_one_run_lose_no_update() {
         );
     });
 }
+
+/// A cluster that forbids the read and a forge that fails: the follow-up keeps asking with
+/// backoff, reports why when the deadline passes, and its comment is posted once the forge
+/// answers again; nothing is lost or counted twice.
+#[test]
+fn after_merge_cluster_and_forge_errors_are_retried_without_losing_the_result() {
+    let fleet = fleet();
+    let h = Harness::new(&fleet, Duration::ZERO);
+    h.plan_and_merge(&fleet);
+    h.kube.forbid("get", "kustomize.toolkit.fluxcd.io", "kustomizations");
+    // Every call of the first attempt (each retried inside the call) fails with a 502.
+    h.github.fail_next_on("/issues/1/comments", 502, 5);
+    assert!(h.step(), "the follow-up: recorded, but the comment could not be posted");
+    let run = h.merge_run();
+    assert_eq!(run.followup_outcome.as_deref(), Some("timeout"));
+    let result = only_result(&run);
+    assert!(result.notes.iter().any(|n| n.contains("forbidden")), "{:?}", result.notes);
+    let (kind, status, attempts) = h.jobs().pop().unwrap();
+    assert_eq!((kind.as_str(), status.as_str(), attempts), ("followup", "queued", 1), "retried later");
+    assert!(h.followup_comments().is_empty());
+    crate::fixture::wait_for("the retried follow-up to post its comment", crate::fixture::WAIT, || {
+        h.step();
+        !h.followup_comments().is_empty()
+    });
+    assert_eq!(h.followup_comments().len(), 1);
+    assert!(h.followup_comments()[0].contains("forbidden"), "{}", h.followup_comments()[0]);
+    assert_eq!(h.jobs().pop().unwrap().1, "done");
+    assert_eq!(h.predictions("timeout"), 1, "counted once");
+}
