@@ -270,7 +270,7 @@ fn is_name(text: &str) -> bool {
 
 /// `30 min`, `45 s`.
 fn human(d: Duration) -> String {
-    if d.as_secs() >= 60 && d.as_secs() % 60 == 0 {
+    if d.as_secs() >= 60 && d.as_secs().is_multiple_of(60) {
         format!("{} min", d.as_secs() / 60)
     } else if d.as_secs() > 0 {
         format!("{} s", d.as_secs())
