@@ -116,7 +116,7 @@ pub struct ServeArgs {
     #[arg(long, env = "FLUXPLAN_FOLLOWUP_POLL_MAX_MS", default_value_t = 120_000)]
     pub followup_poll_max_ms: u64,
     /// Reads of one cluster in flight at once, across this replica's follow-ups.
-    #[arg(long, env = "FLUXPLAN_FOLLOWUP_READS_PER_CLUSTER", default_value_t = crate::jobs::DEFAULT_READS_PER_CLUSTER)]
+    #[arg(long, env = "FLUXPLAN_FOLLOWUP_READS_PER_CLUSTER", default_value_t = service::DEFAULT_FOLLOWUP_READS_PER_CLUSTER)]
     pub followup_reads_per_cluster: usize,
     /// Seconds one plan may take before it is stopped (a `source-limit` alert).
     #[arg(long, env = "FLUXPLAN_PLAN_TIMEOUT", default_value_t = crate::planner::DEFAULT_PLAN_TIMEOUT_SECS)]
@@ -180,13 +180,11 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         max_connections: args.max_connections,
         header_timeout: Duration::from_secs(args.header_timeout_secs),
         resync: Duration::from_secs(args.resync_secs),
-        followup: crate::jobs::FollowupConfig {
+        followup: service::FollowupSettings {
             deadline: Duration::from_secs(args.followup_deadline_secs),
             poll_min: Duration::from_millis(args.followup_poll_ms),
             poll_max: Duration::from_millis(args.followup_poll_max_ms.max(args.followup_poll_ms)),
-            readers: std::sync::Arc::new(crate::cluster::rollout::RolloutReaders::new(
-                args.followup_reads_per_cluster,
-            )),
+            reads_per_cluster: args.followup_reads_per_cluster,
         },
     })?;
     Ok(0)

@@ -116,6 +116,45 @@ impl RolloutReader {
         Ok(resource)
     }
 
+    /// Every Kustomization's inventory ids, by `namespace/name` (a paginated list, no watch).
+    pub async fn inventories(&self) -> Result<BTreeMap<String, Vec<String>>, KubeError> {
+        let resource = self.resource().await?;
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let mut inventories = BTreeMap::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut params = kube::api::ListParams::default().limit(500);
+            if let Some(token) = &token {
+                params = params.continue_token(token);
+            }
+            let page = {
+                let _permit =
+                    self.reads.acquire().await.map_err(|e| KubeError::Unreachable(e.to_string()))?;
+                self.requests.fetch_add(1, Ordering::Relaxed);
+                api.list(&params).await.map_err(|e| match e {
+                    kube::Error::Api(status) if status.code == 403 => {
+                        KubeError::Forbidden(format!("cannot list Kustomizations: {}", status.message))
+                    }
+                    other => KubeError::Unreachable(format!("cannot list Kustomizations: {other}")),
+                })?
+            };
+            for object in page.items {
+                let key = format!(
+                    "{}/{}",
+                    object.metadata.namespace.as_deref().unwrap_or(""),
+                    object.metadata.name.as_deref().unwrap_or("")
+                );
+                let state =
+                    KustomizationState::from_object(&serde_json::to_value(object).unwrap_or_default());
+                inventories.insert(key, state.inventory.unwrap_or_default());
+            }
+            token = page.metadata.continue_.filter(|t| !t.is_empty());
+            if token.is_none() {
+                return Ok(inventories);
+            }
+        }
+    }
+
     /// One GET of Kustomization `namespace/name`; `None` when it is not in the cluster.
     pub async fn kustomization(
         &self,

@@ -14,8 +14,10 @@ use super::FollowupTarget;
 use crate::cluster::rollout::{revision_commit, KustomizationState, RolloutReaders};
 use crate::forge::RepoInfo;
 use crate::plan::actual::{compare, Followup, Observed, PredictedKustomization, Prediction};
+use crate::planner::{self, Clusters};
 use crate::report;
 use crate::store::{now_ms, Job, RunRow};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -257,6 +259,40 @@ fn read_followup(run: &RunRow) -> Result<Followup, JobError> {
         .as_deref()
         .and_then(|f| serde_json::from_str(f).ok())
         .ok_or_else(|| JobError::Fatal(format!("run {} has no follow-up", run.id)))
+}
+
+/// Root → kube context of the clusters that can be watched ("" root: every root; `None`: a
+/// root that is not live).
+pub(super) fn live_contexts(clusters: &Clusters) -> BTreeMap<String, Option<String>> {
+    match clusters {
+        Clusters::Offline | Clusters::Snapshot(_) => BTreeMap::new(),
+        Clusters::Live(options) => {
+            BTreeMap::from([(String::new(), Some(options.context.clone().unwrap_or_default()))])
+        }
+        Clusters::PerRoot { file, kube } => match planner::read_clusters_file(file, kube) {
+            Ok(roots) => roots
+                .into_iter()
+                .map(|(root, source)| {
+                    let context = match source {
+                        planner::ClusterSource::Live(options) => Some(options.context.unwrap_or_default()),
+                        planner::ClusterSource::Snapshot(_) => None,
+                    };
+                    (root, context)
+                })
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "cannot read the clusters file: no rollout is watched");
+                BTreeMap::new()
+            }
+        },
+    }
+}
+
+/// The kube contexts of the live clusters (each once, sorted): what follow-ups and the resync read.
+pub fn watched_contexts(clusters: &Clusters) -> Vec<String> {
+    let contexts: std::collections::BTreeSet<String> =
+        live_contexts(clusters).into_values().flatten().collect();
+    contexts.into_iter().collect()
 }
 
 /// A Kubernetes object name or namespace (DNS-1123 subdomain).

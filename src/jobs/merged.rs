@@ -12,7 +12,7 @@ use crate::cancel::{CancelReason, CancelToken};
 use crate::forge::{ForgeClient, ForgeKind, RepoInfo, StatusState};
 use crate::plan::actual::{Followup, Prediction};
 use crate::plan::Plan;
-use crate::planner::{self, Clusters};
+use crate::planner;
 use crate::store::{now_ms, Job, RunOutcome};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -192,7 +192,7 @@ impl Worker {
         &self,
         prediction: &'p Prediction,
     ) -> BTreeMap<String, (&'p crate::plan::actual::PredictedKustomization, String)> {
-        let contexts = live_contexts(&self.config.clusters);
+        let contexts = super::followup::live_contexts(&self.config.clusters);
         prediction
             .affected()
             .filter_map(|k| {
@@ -305,33 +305,6 @@ impl Worker {
             return Err(JobError::Retry("the service shut down while planning".into(), Some(Duration::ZERO)));
         }
         Ok(plan)
-    }
-}
-
-/// Root → kube context of the clusters that can be watched ("" root: every root; `None`: a
-/// root that is not live).
-fn live_contexts(clusters: &Clusters) -> BTreeMap<String, Option<String>> {
-    match clusters {
-        Clusters::Offline | Clusters::Snapshot(_) => BTreeMap::new(),
-        Clusters::Live(options) => {
-            BTreeMap::from([(String::new(), Some(options.context.clone().unwrap_or_default()))])
-        }
-        Clusters::PerRoot { file, kube } => match planner::read_clusters_file(file, kube) {
-            Ok(roots) => roots
-                .into_iter()
-                .map(|(root, source)| {
-                    let context = match source {
-                        planner::ClusterSource::Live(options) => Some(options.context.unwrap_or_default()),
-                        planner::ClusterSource::Snapshot(_) => None,
-                    };
-                    (root, context)
-                })
-                .collect(),
-            Err(e) => {
-                tracing::warn!(error = %format!("{e:#}"), "cannot read the clusters file: no rollout is watched");
-                BTreeMap::new()
-            }
-        },
     }
 }
 

@@ -6,9 +6,10 @@ mod followup;
 mod merged;
 pub mod mirror;
 pub mod resync;
+mod stale;
 mod worker;
 
-pub use followup::{FollowupConfig, DEFAULT_READS_PER_CLUSTER};
+pub use followup::{watched_contexts, FollowupConfig, DEFAULT_READS_PER_CLUSTER};
 pub use worker::{Forges, Worker, WorkerConfig};
 
 use crate::forge::roles::{CommandRoles, Role};

@@ -441,6 +441,11 @@ impl Worker {
         if let Some(url) = run_url {
             comment.push_str(&format!("\n\n[Full plan and run history]({url})\n"));
         }
+        // A re-plan of a head whose plan was posted says why it differs (base moved, cluster changed).
+        let previous = self.store.latest_run(key.0, key.1, key.2, &target.head_sha).await?;
+        if let Some(line) = super::stale::changed_line(previous.as_ref(), &plan, &digest, &target.base_ref) {
+            comment.push_str(&line);
+        }
         if let Some(user) = &approved_by {
             comment.push_str(&format!("\n✅ Approved by @{user} for {}.\n", short(&target.head_sha)));
         }

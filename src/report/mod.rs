@@ -57,6 +57,11 @@ fn render(template: &str, plan: &Plan, color: bool) -> String {
         .unwrap_or_else(|e| format!("fluxplan could not render its report: {e}\n"))
 }
 
+/// Escapes text from pull requests, repositories and clusters for markdown (see `escape_markdown`).
+pub fn escape(text: &str) -> String {
+    escape_markdown(text.to_string())
+}
+
 /// Escapes text from repositories and tools so it cannot open HTML, mention people or break
 /// the layout.
 fn escape_markdown(text: String) -> String {

@@ -117,6 +117,8 @@ struct Harness {
     store: Store,
     worker: Worker,
     metrics: Arc<Metrics>,
+    forges: Arc<fluxplan::jobs::Forges>,
+    readers: Arc<RolloutReaders>,
     _data: tempfile::TempDir,
 }
 
@@ -157,7 +159,7 @@ impl Harness {
                 deadline,
                 poll_min: Duration::ZERO,
                 poll_max: Duration::ZERO,
-                readers,
+                readers: readers.clone(),
             },
         };
         let forge =
@@ -167,15 +169,16 @@ impl Harness {
             gitlab: None,
         };
         let metrics = Arc::new(Metrics::new());
+        let forges = Arc::new(forges);
         let worker = Worker::new(
             "replica-a-0".into(),
             store.clone(),
-            Arc::new(forges),
+            forges.clone(),
             Arc::new(Mirrors::new(data.path().join("mirrors"))),
             Arc::new(config),
             metrics.clone(),
         );
-        Harness { runtime, github, kube, store, worker, metrics, _data: data }
+        Harness { runtime, github, kube, store, worker, metrics, forges, readers, _data: data }
     }
 
     /// Does the next due job; false when none was due.
@@ -647,4 +650,43 @@ fn after_merge_cluster_and_forge_errors_are_retried_without_losing_the_result() 
     assert!(h.followup_comments()[0].contains("forbidden"), "{}", h.followup_comments()[0]);
     assert_eq!(h.jobs().pop().unwrap().1, "done");
     assert_eq!(h.predictions("timeout"), 1, "counted once");
+}
+
+/// Point 5: a plan shown on an open pull request goes stale when the base branch moves or the
+/// cluster changes under it; the resync notices both, plans again, and the comment says why the
+/// plan changed.
+#[test]
+fn open_pull_requests_are_replanned_when_the_base_moves_or_the_cluster_changes() {
+    let fleet = fleet();
+    let h = Harness::new(&fleet, Duration::from_secs(3600));
+    let resync = fluxplan::jobs::resync::Resync::new(h.store.clone(), h.forges.clone(), false)
+        .watching_clusters(vec![CONTEXT.into()], h.readers.clone());
+    let pass = || h.runtime.block_on(resync.pass()).unwrap();
+    let sticky = || {
+        let comments = h.github.comments(REPO, 1);
+        comments.into_iter().map(|(_, b)| b).find(|b| b.starts_with("<!-- fluxplan -->")).unwrap()
+    };
+    h.enqueue(&[plan_payload(&fleet)]);
+    assert!(h.step(), "the first plan");
+    assert!(!sticky().contains("The plan changed"), "{}", sticky());
+    assert_eq!(pass(), 0, "the plan is current; the first pass only learns the cluster");
+    // The base branch moves: someone else removes `old`, so this pull request no longer deletes it.
+    fleet.repo.git(&["checkout", "-q", "main"]);
+    fleet.repo.remove("apps/old.yaml");
+    let moved = fleet.repo.commit("someone else removes old");
+    assert_eq!(pass(), 1, "the plan of a moved base is stale");
+    assert!(h.step(), "the re-plan");
+    let comment = sticky();
+    assert!(comment.contains("The plan changed since the last one posted for"), "{comment}");
+    assert!(comment.contains(&format!("moved from {} to {}", &fleet.base[..8], &moved[..8])), "{comment}");
+    assert_eq!(pass(), 0, "planned against the new tip: current again");
+    // The cluster changes under the pull request: an inventory is not what it was.
+    h.kube.put(apps(&moved, &[SETTINGS], ready_true(), None));
+    assert_eq!(pass(), 1, "the inventories changed");
+    assert!(h.step());
+    assert_eq!(pass(), 0, "nothing changed since");
+    let runs = h.runtime.block_on(h.store.runs_of("github", REPO, 1)).unwrap();
+    let triggers: Vec<&str> = runs.iter().map(|r| r.trigger.as_str()).collect();
+    assert_eq!(triggers, ["pull-request", "resync", "cluster-changed"]);
+    assert_eq!(h.github.comments(REPO, 1).len(), 1, "one sticky comment, updated in place");
 }
