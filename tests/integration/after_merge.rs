@@ -270,6 +270,14 @@ fn plan_payload(fleet: &Fleet) -> JobPayload {
 
 /// The jobs the real `pull_request` closed (merged) webhook body asks for.
 fn merged_event(fleet: &Fleet, merge_sha: &str) -> Vec<JobPayload> {
+    let body = merged_body(fleet, merge_sha);
+    let event = parse_github("pull_request", body.to_string().as_bytes()).unwrap();
+    assert!(matches!(&event, Event::Pull(p) if p.merged));
+    jobs_for(&event, false).unwrap()
+}
+
+/// A real `pull_request` webhook body (the `closed` one, merged) pointed at the fixture.
+fn merged_body(fleet: &Fleet, merge_sha: &str) -> Value {
     let mut body: Value =
         serde_json::from_str(include_str!("../fixtures/github-webhooks/pull_request-closed.json")).unwrap();
     body["number"] = json!(1);
@@ -285,9 +293,7 @@ fn merged_event(fleet: &Fleet, merge_sha: &str) -> Vec<JobPayload> {
     pull["base"]["ref"] = json!("main");
     pull["base"]["sha"] = json!(fleet.base);
     pull["base"]["repo"]["full_name"] = json!(REPO);
-    let event = parse_github("pull_request", body.to_string().as_bytes()).unwrap();
-    assert!(matches!(&event, Event::Pull(p) if p.merged));
-    jobs_for(&event, false).unwrap()
+    body
 }
 
 fn followup_of(run: &RunRow) -> Followup {
@@ -689,4 +695,97 @@ fn open_pull_requests_are_replanned_when_the_base_moves_or_the_cluster_changes()
     let triggers: Vec<&str> = runs.iter().map(|r| r.trigger.as_str()).collect();
     assert_eq!(triggers, ["pull-request", "resync", "cluster-changed"]);
     assert_eq!(h.github.comments(REPO, 1).len(), 1, "one sticky comment, updated in place");
+}
+
+/// The whole path through the real `fluxplan serve` process: signed webhooks in, the plan read
+/// from the fake cluster with `--kube`, the merge, the follow-up polling the fake API server until
+/// the Kustomization moves to the merge commit, the comment, and the metric.
+#[test]
+fn after_merge_through_the_bot_process_end_to_end() {
+    let fleet = fleet();
+    let github = FakeGitHub::start();
+    github.add_pull(REPO, 1, &fleet.head, "change", "main", &fleet.base, &file_url(&fleet.repo));
+    let owned = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default", "labels": {
+                   "kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}},
+               "data": {"key": "value"}})
+    };
+    // The root Kustomization, as Flux bootstrapped it: it owns the source and `apps`.
+    let flux_system = |revision: &str| {
+        let mut root = apps(
+            revision,
+            &[
+                "flux-system_apps_kustomize.toolkit.fluxcd.io_Kustomization",
+                "flux-system_flux-system_kustomize.toolkit.fluxcd.io_Kustomization",
+                "flux-system_flux-system_source.toolkit.fluxcd.io_GitRepository",
+            ],
+            ready_true(),
+            None,
+        );
+        root["metadata"]["name"] = json!("flux-system");
+        root["spec"]["path"] = json!("./clusters/prod");
+        root
+    };
+    let kube = FakeKube::start(vec![
+        flux_system(&fleet.base),
+        apps(&fleet.base, &[SETTINGS, OLD], ready_true(), None),
+        owned("settings"),
+        owned("old"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+    ]);
+    let data = tempfile::tempdir().unwrap();
+    let mut env = crate::bot::github_env(&github);
+    env.push(("KUBECONFIG", kube.kubeconfig(data.path()).display().to_string()));
+    env.push(("FLUXPLAN_FOLLOWUP_POLL_MS", "50".into()));
+    env.push(("FLUXPLAN_FOLLOWUP_POLL_MAX_MS", "200".into()));
+    let bot = crate::bot::Bot::start_with(data.path(), &["--kube"], &env);
+    let log = data.path().join("bot.log");
+    let _show_log_on_failure = ShowLog(log);
+    let mut opened = merged_body(&fleet, "0000000000000000000000000000000000000000");
+    opened["action"] = json!("opened");
+    opened["pull_request"]["merged"] = json!(false);
+    assert_eq!(bot.github("pull_request", "opened-1", &opened), 202);
+    let comments = |marker: &str| -> Vec<String> {
+        github.comments(REPO, 1).into_iter().map(|(_, b)| b).filter(|b| b.starts_with(marker)).collect()
+    };
+    crate::fixture::wait_for("the plan", crate::fixture::WAIT, || !comments("<!-- fluxplan -->").is_empty());
+    let merge_sha = merge(&fleet.repo);
+    let reads = || {
+        kube.requests()
+            .iter()
+            .filter(|(_, path)| path.ends_with("/namespaces/flux-system/kustomizations/apps"))
+            .count()
+    };
+    let before = reads();
+    assert_eq!(bot.github("pull_request", "closed-1", &merged_body(&fleet, &merge_sha)), 202);
+    crate::fixture::wait_for("the follow-up to read the Kustomization", crate::fixture::WAIT, || {
+        reads() > before
+    });
+    assert!(comments("<!-- fluxplan-followup").is_empty(), "the rollout has not happened yet");
+    kube.put(flux_system(&merge_sha));
+    kube.put(apps(&merge_sha, &[NEW, SETTINGS], ready_true(), None));
+    crate::fixture::wait_for("the follow-up comment", crate::fixture::WAIT, || {
+        !comments("<!-- fluxplan-followup").is_empty()
+    });
+    let comment = &comments("<!-- fluxplan-followup")[0];
+    assert!(comment.contains("applied as planned"), "{comment}");
+    let (_, metrics) = bot.get("/metrics");
+    assert!(metrics.contains("fluxplan_prediction_total{outcome=\"exact\"} 1"), "{metrics}");
+    let requests = kube.requests();
+    assert!(
+        requests.iter().all(|(method, path)| method == "GET" && !path.contains("watch=")),
+        "read-only: {requests:?}"
+    );
+}
+
+/// Prints the bot's log when the test fails (the temporary directory goes with it).
+struct ShowLog(std::path::PathBuf);
+
+impl Drop for ShowLog {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("bot.log:\n{}", std::fs::read_to_string(&self.0).unwrap_or_default());
+        }
+    }
 }

@@ -18,17 +18,23 @@ const SECRET: &str = "webhook-secret";
 const REPO: &str = "acme/fleet";
 
 /// A running `fluxplan serve`.
-struct Bot {
+pub(crate) struct Bot {
     child: Child,
     url: String,
 }
 
 impl Bot {
     fn start(data_dir: &Path, env: &[(&str, String)]) -> Bot {
+        Bot::start_with(data_dir, &[], env)
+    }
+
+    /// Like `start`, with more arguments for `serve`.
+    pub(crate) fn start_with(data_dir: &Path, args: &[&str], env: &[(&str, String)]) -> Bot {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(data_dir.join("bot.log")).unwrap();
         let mut child = Command::new(fluxplan_bin())
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .env("FLUXPLAN_DATA_DIR", data_dir)
             .env("FLUXPLAN_LOG", "info,kube_client=off")
             .env_remove("DATABASE_URL")
@@ -60,12 +66,12 @@ impl Bot {
         let _ = self.child.wait();
     }
 
-    fn get(&self, path: &str) -> (u16, String) {
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
         let response = reqwest::blocking::get(format!("{}{path}", self.url)).unwrap();
         (response.status().as_u16(), response.text().unwrap())
     }
 
-    fn github(&self, event: &str, delivery: &str, body: &Value) -> u16 {
+    pub(crate) fn github(&self, event: &str, delivery: &str, body: &Value) -> u16 {
         let body = body.to_string();
         self.post(
             "/webhooks/github",
@@ -183,7 +189,7 @@ fn merge_request_hook(repo: &Repo, project: &str, iid: u64, head: &str) -> Value
     body
 }
 
-fn github_env(github: &FakeGitHub) -> Vec<(&'static str, String)> {
+pub(crate) fn github_env(github: &FakeGitHub) -> Vec<(&'static str, String)> {
     vec![
         ("FLUXPLAN_GITHUB_API_URL", github.url()),
         ("FLUXPLAN_GITHUB_TOKEN", "test-token".into()),
