@@ -118,8 +118,16 @@ pub fn first_parent(mirror: &Path, sha: &str) -> Result<Option<String>> {
 /// first-parent chain that is not one of the pull request's own commits replayed (recognised by
 /// patch id). `None` for a fast-forward (the merge is the head: nothing tells) or a root commit.
 pub fn landed_on(mirror: &Path, merge: &str, head: &str) -> Result<Option<String>> {
+    // Payload text reaches git only as a commit id, never as something git could read as an option.
+    let is_commit = |s: &str| matches!(s.len(), 40 | 64) && s.chars().all(|c| c.is_ascii_hexdigit());
+    if !is_commit(merge) {
+        bail!("{merge:?} is not a commit id");
+    }
     if merge == head {
         return Ok(None);
+    }
+    if !is_commit(head) {
+        return first_parent(mirror, merge);
     }
     let Some(parent) = first_parent(mirror, merge)? else { return Ok(None) };
     let parents = output(mirror, &["rev-list", "--parents", "-n", "1", merge, "--"])?;
@@ -305,6 +313,9 @@ mod tests {
         assert_eq!(landed_on(up, &rebased, &head).unwrap().as_deref(), Some(tip.as_str()));
         // A fast-forward tells nothing.
         assert_eq!(landed_on(up, &head, &head).unwrap(), None);
+        // Only commit ids reach git.
+        assert!(landed_on(up, "--output=/tmp/x", &head).is_err());
+        assert_eq!(landed_on(up, &rebased, "--all").unwrap(), first_parent(up, &rebased).unwrap());
     }
 
     #[test]
