@@ -705,35 +705,7 @@ fn after_merge_through_the_bot_process_end_to_end() {
     let fleet = fleet();
     let github = FakeGitHub::start();
     github.add_pull(REPO, 1, &fleet.head, "change", "main", &fleet.base, &file_url(&fleet.repo));
-    let owned = |name: &str| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": name, "namespace": "default", "labels": {
-                   "kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}},
-               "data": {"key": "value"}})
-    };
-    // The root Kustomization, as Flux bootstrapped it: it owns the source and `apps`.
-    let flux_system = |revision: &str| {
-        let mut root = apps(
-            revision,
-            &[
-                "flux-system_apps_kustomize.toolkit.fluxcd.io_Kustomization",
-                "flux-system_flux-system_kustomize.toolkit.fluxcd.io_Kustomization",
-                "flux-system_flux-system_source.toolkit.fluxcd.io_GitRepository",
-            ],
-            ready_true(),
-            None,
-        );
-        root["metadata"]["name"] = json!("flux-system");
-        root["spec"]["path"] = json!("./clusters/prod");
-        root
-    };
-    let kube = FakeKube::start(vec![
-        flux_system(&fleet.base),
-        apps(&fleet.base, &[SETTINGS, OLD], ready_true(), None),
-        owned("settings"),
-        owned("old"),
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
-    ]);
+    let kube = live_cluster(&fleet);
     let data = tempfile::tempdir().unwrap();
     let mut env = crate::bot::github_env(&github);
     env.push(("KUBECONFIG", kube.kubeconfig(data.path()).display().to_string()));
@@ -788,4 +760,90 @@ impl Drop for ShowLog {
             eprintln!("bot.log:\n{}", std::fs::read_to_string(&self.0).unwrap_or_default());
         }
     }
+}
+
+/// The root Kustomization, as Flux bootstrapped it: it owns the source and `apps`.
+fn flux_system(revision: &str) -> Value {
+    let mut root = apps(
+        revision,
+        &[
+            "flux-system_apps_kustomize.toolkit.fluxcd.io_Kustomization",
+            "flux-system_flux-system_kustomize.toolkit.fluxcd.io_Kustomization",
+            "flux-system_flux-system_source.toolkit.fluxcd.io_GitRepository",
+        ],
+        ready_true(),
+        None,
+    );
+    root["metadata"]["name"] = json!("flux-system");
+    root["spec"]["path"] = json!("./clusters/prod");
+    root
+}
+
+/// The cluster as Flux left it at the fleet's base: both Kustomizations, and the live ConfigMaps
+/// `apps` owns.
+fn live_cluster(fleet: &Fleet) -> FakeKube {
+    let owned = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default", "labels": {
+                   "kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}},
+               "data": {"key": "value"}})
+    };
+    FakeKube::start(vec![
+        flux_system(&fleet.base),
+        apps(&fleet.base, &[SETTINGS, OLD], ready_true(), None),
+        owned("settings"),
+        owned("old"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+    ])
+}
+
+/// The same through the bot process on GitLab: Merge Request Hooks in (the merge named by its
+/// `merge_commit_sha`), the follow-up as a note.
+#[test]
+fn after_merge_on_gitlab_through_the_bot_process() {
+    let fleet = fleet();
+    let gitlab = crate::fake_gitlab::FakeGitLab::start();
+    let project = "acme/fleet";
+    gitlab.add_merge_request(project, 42, 1, &fleet.head, "change", "main", &file_url(&fleet.repo));
+    let kube = live_cluster(&fleet);
+    let data = tempfile::tempdir().unwrap();
+    let mut env = crate::bot::gitlab_env(&gitlab.url());
+    env.push(("KUBECONFIG", kube.kubeconfig(data.path()).display().to_string()));
+    env.push(("FLUXPLAN_FOLLOWUP_POLL_MS", "50".into()));
+    env.push(("FLUXPLAN_FOLLOWUP_POLL_MAX_MS", "200".into()));
+    let bot = crate::bot::Bot::start_with(data.path(), &["--kube"], &env);
+    let _show_log_on_failure = ShowLog(data.path().join("bot.log"));
+    let post = |body: &Value, uuid: &str| {
+        bot.post(
+            "/webhooks/gitlab",
+            body.to_string(),
+            &[
+                ("x-gitlab-event", "Merge Request Hook".to_string()),
+                ("x-gitlab-token", "gitlab-secret".to_string()),
+                ("x-gitlab-event-uuid", uuid.to_string()),
+            ],
+        )
+    };
+    let opened = crate::bot::merge_request_hook(&fleet.repo, project, 1, &fleet.head);
+    assert_eq!(post(&opened, "open-1"), 202);
+    let notes = |marker: &str| -> Vec<String> {
+        gitlab.notes(project, 1).into_iter().map(|(_, b)| b).filter(|b| b.starts_with(marker)).collect()
+    };
+    crate::fixture::wait_for("the plan", crate::fixture::WAIT, || !notes("<!-- fluxplan -->").is_empty());
+    let merge_sha = merge(&fleet.repo);
+    let mut merged = opened.clone();
+    merged["object_attributes"]["action"] = json!("merge");
+    merged["object_attributes"]["state"] = json!("merged");
+    merged["object_attributes"]["merge_commit_sha"] = json!(merge_sha);
+    assert_eq!(post(&merged, "merge-1"), 202);
+    // The controller has already applied the merge commit, with `old` left behind.
+    kube.put(flux_system(&merge_sha));
+    kube.put(apps(&merge_sha, &[NEW, OLD, SETTINGS], ready_true(), None));
+    crate::fixture::wait_for("the follow-up note", crate::fixture::WAIT, || {
+        !notes("<!-- fluxplan-followup").is_empty()
+    });
+    let note = &notes("<!-- fluxplan-followup")[0];
+    assert!(note.contains("a missed prune): ConfigMap default/old"), "{note}");
+    let (_, metrics) = bot.get("/metrics");
+    assert!(metrics.contains("fluxplan_prediction_total{outcome=\"differs\"} 1"), "{metrics}");
 }

@@ -84,7 +84,7 @@ impl Bot {
         )
     }
 
-    fn post(&self, path: &str, body: String, headers: &[(&str, String)]) -> u16 {
+    pub(crate) fn post(&self, path: &str, body: String, headers: &[(&str, String)]) -> u16 {
         let mut request = reqwest::blocking::Client::new().post(format!("{}{path}", self.url)).body(body);
         for (name, value) in headers {
             request = request.header(*name, value);
@@ -166,7 +166,7 @@ fn now_rfc3339() -> String {
     chrono::DateTime::from_timestamp(now.as_secs() as i64, now.subsec_nanos()).unwrap().to_rfc3339()
 }
 
-fn gitlab_env(url: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn gitlab_env(url: &str) -> Vec<(&'static str, String)> {
     vec![
         ("FLUXPLAN_GITLAB_URL", url.to_string()),
         ("FLUXPLAN_GITLAB_TOKEN", "glpat-test".into()),
@@ -175,7 +175,7 @@ fn gitlab_env(url: &str) -> Vec<(&'static str, String)> {
 }
 
 /// A real Merge Request Hook body for merge request `iid` of project 42 at `head`.
-fn merge_request_hook(repo: &Repo, project: &str, iid: u64, head: &str) -> Value {
+pub(crate) fn merge_request_hook(repo: &Repo, project: &str, iid: u64, head: &str) -> Value {
     let mut body: Value =
         serde_json::from_str(include_str!("../fixtures/gitlab-webhooks/merge_request.json")).unwrap();
     body["project"]["id"] = json!(42);
