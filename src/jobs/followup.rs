@@ -111,6 +111,14 @@ impl Worker {
             ));
         }
         result.notes.extend(unreadable);
+        if let Observed::Applied { revision, .. } | Observed::Failed { revision, .. } = &observed {
+            if revision_commit(revision) != target.revision {
+                result.notes.push(format!(
+                    "the controller reached {revision}, a later revision: what merged after {} is in it too",
+                    super::worker::short(&target.revision)
+                ));
+            }
+        }
         let completed = self.store.update_followup(target.run_id, |f| f.record(&key, result.clone())).await?;
         tracing::info!(kustomization = %key, outcome = result.outcome.as_str(), completed, "rollout compared");
         if completed {

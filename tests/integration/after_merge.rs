@@ -341,6 +341,27 @@ fn after_merge_exact_rollout_says_applied_as_planned() {
 }
 
 #[test]
+fn after_merge_a_later_revision_counts_as_reached() {
+    let fleet = fleet();
+    let h = Harness::new(&fleet, Duration::from_secs(3600));
+    let merge_sha = h.plan_and_merge(&fleet);
+    h.poll_not_yet();
+    // Another merge lands before the controller's next reconcile: it applies both at once.
+    fleet.repo.write("docs.md", "later");
+    let later = fleet.repo.commit("a later change");
+    // A revision that merely differs (not a descendant of the merge) is not reached.
+    h.kube.put(apps(&fleet.base.replace(|c: char| c != '0', "1"), &[NEW, SETTINGS], ready_true(), None));
+    h.poll_not_yet();
+    h.kube.put(apps(&later, &[NEW, SETTINGS], ready_true(), None));
+    assert!(h.step());
+    let run = h.merge_run();
+    assert_eq!(run.followup_outcome.as_deref(), Some("exact"));
+    let result = only_result(&run);
+    assert!(result.notes.iter().any(|n| n.contains("a later revision")), "{:?}", result.notes);
+    assert_ne!(later, merge_sha);
+}
+
+#[test]
 fn after_merge_missed_prune_is_reported_as_a_difference() {
     let fleet = fleet();
     let h = Harness::new(&fleet, Duration::from_secs(3600));
