@@ -9,9 +9,9 @@ use super::mirror::{self, GitAuth};
 use super::worker::{outcome_of, short, status_of, JobError, Worker};
 use super::{FollowupTarget, JobPayload};
 use crate::cancel::{CancelReason, CancelToken};
-use crate::forge::{ForgeClient, ForgeKind, RepoInfo, StatusState};
+use crate::forge::{ForgeClient, ForgeError, ForgeKind, RepoInfo, StatusState};
 use crate::plan::actual::{Followup, Prediction};
-use crate::plan::Plan;
+use crate::plan::{Plan, Verdict};
 use crate::planner;
 use crate::store::{now_ms, Job, RunOutcome};
 use std::collections::BTreeMap;
@@ -99,7 +99,10 @@ impl Worker {
                         m.merge_sha
                     )));
                 };
-                let plan = self.plan_revisions(mirror, repo, &base, &m.merge_sha, cancel).await?;
+                let mut plan = self.plan_revisions(mirror, repo, &base, &m.merge_sha, cancel).await?;
+                // Planned at a commit of the base branch: named as the branch, like the plan it is
+                // compared with (the digest binds the branch, not its tip).
+                plan.base.rev = format!("refs/heads/{}", m.base_ref);
                 let mut notes = Vec::new();
                 match &current {
                     Some(run) if run.plan_digest.as_deref() != Some(plan.digest().as_str()) => notes.push(format!(
@@ -232,7 +235,12 @@ impl Worker {
             )
             .await?;
         let plan = match self.plan_revisions(mirror, repo, &g.base_sha, &g.head_sha, cancel).await {
-            Ok(plan) => plan,
+            // The group's base commit is its branch's tip: named as the branch, as pull request
+            // plans are, so an approved plan and the group landing exactly it have one digest.
+            Ok(mut plan) => {
+                plan.base.rev = format!("refs/heads/{}", g.base_ref);
+                plan
+            }
             Err(e) => {
                 if let JobError::Retry(error, _) | JobError::Fatal(error) = &e {
                     let failed = RunOutcome {
@@ -245,8 +253,11 @@ impl Worker {
                 return Err(e);
             }
         };
-        // Approvals bind to a pull request's head, not to a group: a blocked group fails.
-        let (state, description) = status_of(&plan, None);
+        let approved_by = match (plan.verdict, number) {
+            (Verdict::Blocked, 1..) => self.group_approval(repo, number, &plan.digest()).await?,
+            _ => None,
+        };
+        let (state, description) = status_of(&plan, approved_by.as_deref());
         let url = self.run_url(run_id, &page_token);
         let status = forge.set_status(repo, &g.head_sha, None, state, &description, url.as_deref()).await;
         self.count_forge_error(repo, status)?;
@@ -259,6 +270,25 @@ impl Worker {
         self.store.finish_run(run_id, &outcome).await?;
         tracing::info!(verdict = ?plan.verdict, group = %g.head_sha, "merge group planned");
         Ok(())
+    }
+
+    /// Who approved this very plan (same digest) for the current head of pull request `number`:
+    /// a group that lands exactly the approved plan passes; one that lands anything more fails.
+    async fn group_approval(
+        &self,
+        repo: &RepoInfo,
+        number: u64,
+        digest: &str,
+    ) -> Result<Option<String>, JobError> {
+        let (forge, _) = self.forge(repo)?;
+        let pull = match forge.pull(repo, number).await {
+            // A queue branch naming no pull request the forge knows: nothing approved.
+            Err(ForgeError::NotFound(_)) => return Ok(None),
+            other => self.count_forge_error(repo, other)?,
+        };
+        let approval =
+            self.store.approval(repo.forge.as_str(), &repo.full_name, number as i64, &pull.head_sha).await?;
+        Ok(approval.filter(|a| a.plan_digest.as_deref() == Some(digest)).map(|a| a.approved_by))
     }
 
     /// Fetches `wanted` commits into the repository's mirror.

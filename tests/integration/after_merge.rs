@@ -453,6 +453,23 @@ fn after_merge_plan_gone_stale_is_replanned_against_the_merge_commit() {
 }
 
 #[test]
+fn after_merge_base_moved_without_changing_the_plan_adds_no_note() {
+    let fleet = fleet();
+    let h = Harness::new(&fleet, Duration::from_secs(3600));
+    h.enqueue(&[plan_payload(&fleet)]);
+    assert!(h.step(), "the plan of the head");
+    fleet.repo.git(&["checkout", "-q", "main"]);
+    fleet.repo.write("docs.md", "unrelated");
+    let moved = fleet.repo.commit("an unrelated change");
+    let merge_sha = merge(&fleet.repo);
+    h.enqueue(&merged_event(&fleet, &merge_sha));
+    assert!(h.step() && h.step(), "closed and merged");
+    let run = h.merge_run();
+    assert_eq!(run.base_sha.as_deref(), Some(moved.as_str()), "re-planned against the base it landed on");
+    assert_eq!(run.notes.as_deref(), Some("[]"), "the same plan: nothing went stale");
+}
+
+#[test]
 fn after_merge_duplicate_followups_collapse() {
     let fleet = fleet();
     let h = Harness::new(&fleet, Duration::from_secs(3600));
@@ -554,6 +571,38 @@ fn merge_group_is_planned_on_its_head_and_gets_the_status() {
     let blocked = last(&blocked_head);
     assert_eq!(blocked["state"], "failure", "{blocked}");
     assert!(blocked["description"].as_str().unwrap().starts_with("blocked"), "{blocked}");
+    // Pull request 2 is that change alone; its blocked plan is approved. The group that lands
+    // exactly that plan passes; approvals of anything else do not carry over.
+    h.github.add_pull(REPO, 2, &blocked_head, "pr2", "main", &fleet.base, &file_url(repo));
+    let mut pr2 = plan_payload(&fleet);
+    if let JobPayload::Plan { number, head_sha, .. } = &mut pr2 {
+        (*number, *head_sha) = (2, blocked_head.clone());
+    }
+    h.enqueue(&[pr2]);
+    assert!(h.step(), "the plan of pull request 2");
+    let run = h.runtime.block_on(h.store.latest_run("github", REPO, 2, &blocked_head)).unwrap().unwrap();
+    assert_eq!(run.verdict.as_deref(), Some("blocked"));
+    let digest = run.plan_digest.as_deref();
+    h.runtime
+        .block_on(h.store.approve("github", REPO, 2, &blocked_head, "reviewer", run.id, digest))
+        .unwrap();
+    let group = |head: &str, branch: &str| {
+        let mut body: Value =
+            serde_json::from_str(include_str!("../fixtures/github-webhooks/push.json")).unwrap();
+        body["action"] = json!("checks_requested");
+        body["repository"]["full_name"] = json!(REPO);
+        body["repository"]["clone_url"] = json!(file_url(repo));
+        body["merge_group"] = json!({
+            "head_sha": head, "head_ref": format!("refs/heads/{branch}"),
+            "base_sha": fleet.base, "base_ref": "refs/heads/main",
+        });
+        jobs_for(&parse_github("merge_group", body.to_string().as_bytes()).unwrap(), false).unwrap()
+    };
+    h.enqueue(&group(&blocked_head, "gh-readonly-queue/main/pr-2-x"));
+    assert!(h.step(), "the group again");
+    let approved = last(&blocked_head);
+    assert_eq!(approved["state"], "success", "{approved}");
+    assert!(approved["description"].as_str().unwrap().starts_with("approved by reviewer"), "{approved}");
     let runs = h.runtime.block_on(h.store.runs_of("github", REPO, 1)).unwrap();
     assert_eq!(runs.iter().filter(|r| r.trigger == "merge-group" && r.head_sha == group_head).count(), 1);
     assert!(
