@@ -93,11 +93,24 @@ impl Worker {
                 notes: Vec::new(),
             },
             None => {
-                let Some(base) = landed_on.clone() else {
-                    return Err(JobError::Fatal(format!(
-                        "cannot tell which base {} landed on (a root commit, or a fast-forward never planned)",
-                        m.merge_sha
-                    )));
+                let (path, merge) = (mirror.clone(), m.merge_sha.clone());
+                let fallback = || async move {
+                    // A fast-forward never planned: its parent is the best guess of the base.
+                    tokio::task::spawn_blocking(move || mirror::first_parent(&path, &merge))
+                        .await
+                        .ok()?
+                        .ok()?
+                };
+                let base = match landed_on.clone() {
+                    Some(base) => base,
+                    None => match fallback().await {
+                        Some(parent) => parent,
+                        None => {
+                            let error =
+                                format!("{} has no parent: there is no base to plan it against", m.merge_sha);
+                            return self.record_failed_merge(job, &m, &error).await;
+                        }
+                    },
                 };
                 let mut plan = self.plan_revisions(mirror, repo, &base, &m.merge_sha, cancel).await?;
                 // Planned at a commit of the base branch: named as the branch, like the plan it is
@@ -152,6 +165,33 @@ impl Worker {
         }
         tracing::info!(run = run_id, watched = watched.len(), "merge recorded");
         self.enqueue_followups(&m, run_id, Some(&prediction)).await
+    }
+
+    /// A merge that cannot be planned is still recorded, with why (nothing is watched).
+    pub(super) async fn record_failed_merge(
+        &self,
+        job: &Job,
+        m: &MergedPull,
+        error: &str,
+    ) -> Result<(), JobError> {
+        let repo = &m.repo;
+        let key = (repo.forge.as_str(), repo.full_name.as_str(), m.number as i64);
+        if self.store.merge_run(key.0, key.1, key.2, &m.merge_sha).await?.is_some() {
+            return Ok(());
+        }
+        let (run_id, _) = self
+            .store
+            .start_run(Some(job.id), key.0, key.1, key.2, &m.base_ref, &m.head_sha, "merge")
+            .await?;
+        let outcome = RunOutcome {
+            status: "failed".into(),
+            merge_sha: Some(m.merge_sha.clone()),
+            error: Some(error.to_string()),
+            ..Default::default()
+        };
+        self.store.finish_run(run_id, &outcome).await?;
+        tracing::warn!(run = run_id, %error, "merge recorded without a plan");
+        Ok(())
     }
 
     /// One follow-up per watched Kustomization; each collapses into an existing one of the same

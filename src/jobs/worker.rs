@@ -195,8 +195,18 @@ impl Worker {
             }
             Err(JobError::Retry(error, _)) | Err(JobError::Fatal(error)) => {
                 tracing::error!(%error, attempts = job.attempts, "job failed");
-                if job.kind == "followup" {
-                    self.give_up_followup(&job, &error).await;
+                match serde_json::from_str::<JobPayload>(&job.payload) {
+                    Ok(JobPayload::Followup(_)) => self.give_up_followup(&job, &error).await,
+                    Ok(JobPayload::Merged { repo, number, base_ref, head_sha, merge_sha }) => {
+                        let merged =
+                            super::merged::MergedPull { repo, number, base_ref, head_sha, merge_sha };
+                        if let Err(JobError::Retry(e, _) | JobError::Fatal(e)) =
+                            self.record_failed_merge(&job, &merged, &error).await
+                        {
+                            tracing::error!(error = %e, "cannot record the failed merge");
+                        }
+                    }
+                    _ => {}
                 }
                 self.metrics.jobs_failed.with_label_values(&[&job.kind]).inc();
                 self.report_failure(&job, &error).await;

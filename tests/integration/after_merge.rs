@@ -470,6 +470,22 @@ fn after_merge_base_moved_without_changing_the_plan_adds_no_note() {
 }
 
 #[test]
+fn after_merge_a_merge_that_cannot_be_planned_is_still_recorded() {
+    let fleet = fleet();
+    let h = Harness::new(&fleet, Duration::from_secs(3600));
+    // A "merge commit" with no parent (the repository's first commit): no base to plan against.
+    h.enqueue(&merged_event(&fleet, &fleet.base));
+    assert!(h.step() && h.step(), "closed and merged");
+    assert!(!h.step(), "nothing to watch");
+    let runs = h.runtime.block_on(h.store.runs_of("github", REPO, 1)).unwrap();
+    let run = runs.iter().find(|r| r.trigger == "merge").expect("the merge is recorded");
+    assert_eq!(run.status, "failed");
+    assert_eq!(run.merge_sha.as_deref(), Some(fleet.base.as_str()));
+    assert!(run.error.as_deref().unwrap().contains("has no parent"), "{:?}", run.error);
+    assert!(h.followup_comments().is_empty());
+}
+
+#[test]
 fn after_merge_duplicate_followups_collapse() {
     let fleet = fleet();
     let h = Harness::new(&fleet, Duration::from_secs(3600));
