@@ -26,6 +26,9 @@ pub struct PredictedKustomization {
     pub delete: Vec<String>,
     /// Dropped from the inventory, kept in the cluster (prune off).
     pub orphan: Vec<String>,
+    /// Desired but never applied (`ssa: Ignore`, `reconcile: disabled`): in the inventory or not.
+    #[serde(default)]
+    pub unmanaged: Vec<String>,
 }
 
 impl PredictedKustomization {
@@ -69,6 +72,7 @@ impl Prediction {
                     create: ids(&|c| c.action == Action::Create),
                     delete: ids(&|c| c.action == Action::Delete && c.cause != Some(Cause::Cascade)),
                     orphan: ids(&|c| c.action == Action::Orphan),
+                    unmanaged: k.unmanaged.clone(),
                 }
             })
             .collect();
@@ -220,12 +224,20 @@ pub fn compare(predicted: &PredictedKustomization, observed: &Observed) -> Kusto
                     let desired: BTreeSet<&String> = predicted.desired.iter().collect();
                     let leaving: BTreeSet<&String> =
                         predicted.delete.iter().chain(&predicted.orphan).collect();
-                    result.not_created = sorted(create.difference(&inventory).copied().collect());
+                    let unmanaged: BTreeSet<&String> = predicted.unmanaged.iter().collect();
+                    result.not_created = sorted(
+                        create
+                            .iter()
+                            .filter(|id| !inventory.contains(*id) && !unmanaged.contains(*id))
+                            .copied()
+                            .collect(),
+                    );
                     result.not_deleted = sorted(leaving.intersection(&inventory).copied().collect());
                     result.unexpected = sorted(
                         inventory
                             .iter()
                             .filter(|id| !desired.contains(*id) && !leaving.contains(*id))
+                            .filter(|id| !unmanaged.contains(*id))
                             .copied()
                             .collect(),
                     );
@@ -233,6 +245,7 @@ pub fn compare(predicted: &PredictedKustomization, observed: &Observed) -> Kusto
                         desired
                             .iter()
                             .filter(|id| !create.contains(*id) && !inventory.contains(*id))
+                            .filter(|id| !unmanaged.contains(*id))
                             .copied()
                             .collect(),
                     );
@@ -311,6 +324,7 @@ mod tests {
             create: vec!["default_new__ConfigMap".into()],
             delete: vec!["default_old__ConfigMap".into()],
             orphan: Vec::new(),
+            unmanaged: Vec::new(),
         }
     }
 
@@ -346,6 +360,22 @@ mod tests {
         assert_eq!(result.not_created, vec!["default_new__ConfigMap"]);
         assert_eq!(result.unexpected, vec!["default_surprise__Secret"]);
         assert_eq!(result.missing, vec!["default_kept__ConfigMap"]);
+    }
+
+    #[test]
+    fn objects_flux_never_applies_are_neither_missing_nor_unexpected() {
+        let ignored = "default_ignored__ConfigMap".to_string();
+        let predicted = PredictedKustomization {
+            desired: vec!["default_kept__ConfigMap".into(), "default_new__ConfigMap".into(), ignored.clone()],
+            create: vec!["default_new__ConfigMap".into(), ignored.clone()],
+            unmanaged: vec![ignored.clone()],
+            ..predicted()
+        };
+        let without = compare(&predicted, &applied(&["default_new__ConfigMap", "default_kept__ConfigMap"]));
+        assert_eq!(without.outcome, Outcome::Exact, "{without:?}");
+        let with =
+            compare(&predicted, &applied(&["default_new__ConfigMap", "default_kept__ConfigMap", &ignored]));
+        assert_eq!(with.outcome, Outcome::Exact, "{with:?}");
     }
 
     #[test]

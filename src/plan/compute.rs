@@ -227,6 +227,7 @@ impl<'a> ClusterView<'a> {
             drift: Vec::new(),
             notes: Vec::new(),
             desired: Vec::new(),
+            unmanaged: Vec::new(),
         };
         let Some(head) = self.head.get(reference) else {
             plan.status = KustomizationStatus::Removed;
@@ -291,6 +292,12 @@ impl<'a> ClusterView<'a> {
         for object in &head.objects {
             let Some(id) = &object.id else { continue };
             desired.insert(id);
+            let metadata = &object.object["metadata"];
+            if control::control_is(metadata, control::SSA_KEY, "ignore")
+                || control::control_is(metadata, control::RECONCILE_KEY, "disabled")
+            {
+                plan.unmanaged.push(id.to_string());
+            }
             if let Some(drift) = self.drift(reference, id, object) {
                 plan.drift.push(drift);
             }
@@ -350,6 +357,7 @@ impl<'a> ClusterView<'a> {
         }
         plan.desired = desired.iter().map(|id| id.to_string()).collect();
         plan.desired.sort();
+        plan.unmanaged.sort();
         plan
     }
 

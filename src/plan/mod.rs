@@ -204,6 +204,10 @@ pub struct KustomizationPlan {
     /// merge (what the follow-up compares the cluster with). Not part of the plan's JSON.
     #[serde(skip)]
     pub desired: Vec<String>,
+    /// Of those, the ones marked `ssa: Ignore` or `reconcile: disabled`: never applied, so
+    /// whether they are in the inventory after the merge says nothing about the plan.
+    #[serde(skip)]
+    pub unmanaged: Vec<String>,
 }
 
 impl KustomizationPlan {

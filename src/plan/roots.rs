@@ -109,6 +109,7 @@ pub fn unplanned(cluster: &str, problem: &RootProblem) -> Vec<KustomizationPlan>
         drift: Vec::new(),
         notes: vec![format!("the root fails to build at {sides}: {}", consequence(sides))],
         desired: Vec::new(),
+        unmanaged: Vec::new(),
     }]
 }
 

@@ -122,6 +122,7 @@ mod tests {
             create: vec![],
             delete: vec!["default_@admin__ConfigMap".into()],
             orphan: vec![],
+            unmanaged: vec![],
         };
         let mut followup = Followup::new("0123456789abcdef", vec![predicted.key()]);
         followup.record(&predicted.key(), compare(&predicted, &observed));
