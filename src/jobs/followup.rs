@@ -68,7 +68,7 @@ impl Worker {
         let key = target.key();
         if followup.outcome.is_some() || followup.results.contains_key(&key) {
             // Recorded already (a retry after a failed post): only the comment may be missing.
-            return self.comment_once(&target.repo, target.number, target.run_id).await;
+            return self.comment_once(&target.repo, target.number, target.run_id, &key).await;
         }
         let prediction: Prediction = run
             .prediction
@@ -127,7 +127,7 @@ impl Worker {
                 self.metrics.predictions.with_label_values(&[outcome.as_str()]).inc();
             }
         }
-        self.comment_once(&target.repo, target.number, target.run_id).await
+        self.comment_once(&target.repo, target.number, target.run_id, &key).await
     }
 
     /// What the Kustomization's status says of the merge commit.
@@ -207,12 +207,19 @@ impl Worker {
         self.store.run(id).await?.ok_or_else(|| JobError::Fatal(format!("run {id} is gone")))
     }
 
-    /// Posts the follow-up comment of a complete run once: a comment already carrying the run's
-    /// marker (a post whose record was lost) is taken for it.
-    async fn comment_once(&self, repo: &RepoInfo, number: u64, run_id: i64) -> Result<(), JobError> {
+    /// Posts the follow-up comment of a complete run once. Only the job whose result completed
+    /// the run posts (one job per key, so never two at once); its retries find a comment already
+    /// carrying the run's marker (a post whose record was lost) and take it for posted.
+    async fn comment_once(
+        &self,
+        repo: &RepoInfo,
+        number: u64,
+        run_id: i64,
+        key: &str,
+    ) -> Result<(), JobError> {
         let run = self.merge_run(run_id).await?;
         let followup = read_followup(&run)?;
-        if followup.outcome.is_none() || followup.commented {
+        if followup.outcome.is_none() || followup.commented || followup.completed_by.as_deref() != Some(key) {
             return Ok(());
         }
         let (forge, _) = self.forge(repo)?;
@@ -251,7 +258,7 @@ impl Worker {
                     self.metrics.predictions.with_label_values(&[outcome.as_str()]).inc();
                 }
                 if let Err(JobError::Retry(e, _) | JobError::Fatal(e)) =
-                    self.comment_once(&target.repo, target.number, target.run_id).await
+                    self.comment_once(&target.repo, target.number, target.run_id, &key).await
                 {
                     tracing::warn!(error = %e, "cannot post the follow-up comment");
                 }

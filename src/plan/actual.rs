@@ -278,6 +278,9 @@ pub struct Followup {
     /// Set by the write that recorded the last result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
+    /// The key whose result completed the follow-up: its job alone posts the comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_by: Option<String>,
     /// The follow-up comment is posted.
     #[serde(default)]
     pub commented: bool,
@@ -299,6 +302,7 @@ impl Followup {
         self.results.insert(key.to_string(), result);
         if self.expected.iter().all(|k| self.results.contains_key(k)) {
             self.outcome = Some(self.overall());
+            self.completed_by = Some(key.to_string());
             return true;
         }
         false
@@ -409,6 +413,7 @@ mod tests {
         assert!(!followup.record("prod/elsewhere/z", exact.clone()), "unknown keys are ignored");
         assert!(followup.record("prod/b/y", late));
         assert_eq!(followup.outcome, Some(Outcome::Timeout));
+        assert_eq!(followup.completed_by.as_deref(), Some("prod/b/y"));
         assert!(!followup.record("prod/b/y", exact), "a completed follow-up does not change");
         assert_eq!(followup.overall(), Outcome::Timeout);
     }

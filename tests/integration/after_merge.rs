@@ -119,19 +119,26 @@ struct Harness {
     metrics: Arc<Metrics>,
     forges: Arc<fluxplan::jobs::Forges>,
     readers: Arc<RolloutReaders>,
+    config: Arc<WorkerConfig>,
     _data: tempfile::TempDir,
 }
 
 impl Harness {
     fn new(fleet: &Fleet, deadline: Duration) -> Harness {
+        let kube = FakeKube::start(vec![apps(&fleet.base, &[SETTINGS, OLD], ready_true(), None)]);
+        Harness::with(fleet, deadline, kube, None)
+    }
+
+    /// A replica on `database` (default: an embedded SQLite file) reading `kube`.
+    fn with(fleet: &Fleet, deadline: Duration, kube: FakeKube, database: Option<&str>) -> Harness {
         let github = FakeGitHub::start();
         github.add_pull(REPO, 1, &fleet.head, "change", "main", &fleet.base, &file_url(&fleet.repo));
-        let kube = FakeKube::start(vec![apps(&fleet.base, &[SETTINGS, OLD], ready_true(), None)]);
         let data = tempfile::tempdir().unwrap();
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let url = database.map(str::to_string).unwrap_or_else(|| Store::default_url(data.path()));
         let store = runtime.block_on(async {
-            let store = Store::connect(&Store::default_url(data.path())).await.unwrap();
+            let store = Store::connect(&url).await.unwrap();
             store.migrate().await.unwrap();
             store
         });
@@ -170,15 +177,33 @@ impl Harness {
         };
         let metrics = Arc::new(Metrics::new());
         let forges = Arc::new(forges);
+        let config = Arc::new(config);
         let worker = Worker::new(
             "replica-a-0".into(),
             store.clone(),
             forges.clone(),
             Arc::new(Mirrors::new(data.path().join("mirrors"))),
-            Arc::new(config),
+            config.clone(),
             metrics.clone(),
         );
-        Harness { runtime, github, kube, store, worker, metrics, forges, readers, _data: data }
+        Harness { runtime, github, kube, store, worker, metrics, forges, readers, config, _data: data }
+    }
+
+    /// Another replica: its own connection pool to `database`, its own worker and metrics,
+    /// the same forge and cluster.
+    fn replica(&self, name: &str, database: &str) -> (Worker, Arc<Metrics>) {
+        let store = self.runtime.block_on(Store::connect(database)).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let mirrors = Arc::new(Mirrors::new(self._data.path().join(format!("mirrors-{name}"))));
+        let worker = Worker::new(
+            format!("{name}-0"),
+            store,
+            self.forges.clone(),
+            mirrors,
+            self.config.clone(),
+            metrics.clone(),
+        );
+        (worker, metrics)
     }
 
     /// Does the next due job; false when none was due.
@@ -932,4 +957,61 @@ fn after_merge_on_gitlab_through_the_bot_process() {
     assert!(note.contains("a missed prune): ConfigMap default/old"), "{note}");
     let (_, metrics) = bot.get("/metrics");
     assert!(metrics.contains("fluxplan_prediction_total{outcome=\"differs\"} 1"), "{metrics}");
+}
+
+/// Two replicas (two connection pools to one PostgreSQL, two workers) each take one of a merge's
+/// two follow-ups at the same moment and write their result into the same run: both results are
+/// kept, the outcome is counted once, and one comment is posted.
+#[test]
+fn two_replicas_on_postgres_share_the_followups_of_one_merge() {
+    let database = postgres_database();
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.kustomization("clusters/prod/web.yaml", "web", "./web", "");
+    repo.config_map("apps/settings.yaml", "settings", "default");
+    repo.config_map("apps/old.yaml", "old", "default");
+    repo.config_map("web/page.yaml", "page", "web");
+    let base = repo.commit("base");
+    repo.git(&["checkout", "-q", "-b", "change"]);
+    repo.remove("apps/old.yaml");
+    repo.remove("web/page.yaml");
+    repo.write("web/landing.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: landing\n  namespace: web\ndata:\n  title: hello\n  colour: green\n  size: large\n");
+    let head = repo.commit("both Kustomizations change");
+    repo.git(&["checkout", "-q", "main"]);
+    let fleet = Fleet { repo, base, head };
+    let web = |revision: &str, ids: &[&str]| {
+        let mut web = apps(revision, ids, ready_true(), None);
+        web["metadata"]["name"] = json!("web");
+        web["spec"]["path"] = json!("./web");
+        web
+    };
+    let kube = FakeKube::start(vec![
+        apps(&fleet.base, &[SETTINGS, OLD], ready_true(), None),
+        web(&fleet.base, &["web_page__ConfigMap"]),
+    ]);
+    let h = Harness::with(&fleet, Duration::from_secs(3600), kube, Some(&database.url));
+    let (other, other_metrics) = h.replica("replica-b", &database.url);
+    h.enqueue(&[plan_payload(&fleet)]);
+    assert!(h.step(), "the plan");
+    let merge_sha = merge(&fleet.repo);
+    h.enqueue(&merged_event(&fleet, &merge_sha));
+    assert!(h.step() && h.step(), "closed and merged");
+    let followups =
+        h.jobs().iter().filter(|(kind, status, _)| kind == "followup" && status == "queued").count();
+    assert_eq!(followups, 2, "{:?}", h.jobs());
+    h.kube.put(apps(&merge_sha, &[SETTINGS], ready_true(), None));
+    h.kube.put(web(&merge_sha, &["web_landing__ConfigMap"]));
+    // Both replicas claim at once: each gets one follow-up (SKIP LOCKED), both write the run.
+    let (a, b) = h.runtime.block_on(async { tokio::join!(h.worker.step(), other.step()) });
+    assert!(a.unwrap() && b.unwrap(), "each replica did one follow-up");
+    assert!(!h.step(), "nothing left");
+    let run = h.merge_run();
+    let followup = followup_of(&run);
+    assert_eq!(followup.results.len(), 2, "no result lost: {followup:?}");
+    assert!(followup.results.values().all(|r| r.outcome == Outcome::Exact), "{followup:?}");
+    assert_eq!(run.followup_outcome.as_deref(), Some("exact"));
+    assert_eq!(run.version, 3, "two results and the comment flag, each written once");
+    assert_eq!(h.followup_comments().len(), 1, "one comment");
+    let counted = h.predictions("exact") + other_metrics.predictions.with_label_values(&["exact"]).get();
+    assert_eq!(counted, 1, "counted once, by the replica that completed the run");
 }
