@@ -16,7 +16,7 @@ use crate::forge::RepoInfo;
 use crate::plan::actual::{compare, Followup, Observed, PredictedKustomization, Prediction};
 use crate::planner::{self, Clusters};
 use crate::report;
-use crate::store::{now_ms, Job, RunRow};
+use crate::store::{now_ms, Job, RunFollowup};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -203,8 +203,8 @@ impl Worker {
         reader.kustomization(&target.namespace, &target.name).await.map_err(|e| e.to_string())
     }
 
-    async fn merge_run(&self, id: i64) -> Result<RunRow, JobError> {
-        self.store.run(id).await?.ok_or_else(|| JobError::Fatal(format!("run {id} is gone")))
+    async fn merge_run(&self, id: i64) -> Result<RunFollowup, JobError> {
+        self.store.run_followup(id).await?.ok_or_else(|| JobError::Fatal(format!("run {id} is gone")))
     }
 
     /// Posts the follow-up comment of a complete run once. Only the job whose result completed
@@ -269,7 +269,7 @@ impl Worker {
     }
 }
 
-fn read_followup(run: &RunRow) -> Result<Followup, JobError> {
+fn read_followup(run: &RunFollowup) -> Result<Followup, JobError> {
     run.followup
         .as_deref()
         .and_then(|f| serde_json::from_str(f).ok())

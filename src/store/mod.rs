@@ -127,6 +127,15 @@ pub struct RunRow {
     pub followup_outcome: Option<String>,
 }
 
+/// The parts of a merge run its follow-ups read.
+#[derive(Debug, Clone)]
+pub struct RunFollowup {
+    pub id: i64,
+    pub prediction: Option<String>,
+    pub followup: Option<String>,
+    pub notes: Option<String>,
+}
+
 /// The outcome of a run, stored when it finishes.
 #[derive(Debug, Clone, Default)]
 pub struct RunOutcome {
@@ -673,6 +682,22 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         Ok(row.as_ref().map(run_row).transpose()?)
+    }
+
+    /// What a follow-up reads of its run on every poll: the prediction, the follow-up and the
+    /// notes, not the whole run (its plan JSON can be large).
+    pub async fn run_followup(&self, id: i64) -> Result<Option<RunFollowup>> {
+        let row = sqlx::query("SELECT id, prediction, followup, notes FROM runs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(RunFollowup {
+            id: row.try_get("id")?,
+            prediction: row.try_get("prediction")?,
+            followup: row.try_get("followup")?,
+            notes: row.try_get("notes")?,
+        }))
     }
 
     /// A running job that answered "not yet" waits until `run_after`; the wait is no failed
