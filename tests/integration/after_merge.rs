@@ -511,6 +511,25 @@ fn after_merge_a_merge_that_cannot_be_planned_is_still_recorded() {
 }
 
 #[test]
+fn after_merge_a_fast_forward_keeps_the_plan_of_its_head() {
+    let fleet = fleet();
+    let h = Harness::new(&fleet, Duration::from_secs(3600));
+    h.enqueue(&[plan_payload(&fleet)]);
+    assert!(h.step(), "the plan of the head");
+    // GitLab's fast-forward merge: the head itself lands; its event names it as the merge.
+    fleet.repo.git(&["checkout", "-q", "main"]);
+    fleet.repo.git(&["merge", "-q", "--ff-only", "change"]);
+    h.enqueue(&merged_event(&fleet, &fleet.head));
+    assert!(h.step() && h.step(), "closed and merged");
+    let run = h.merge_run();
+    assert_eq!(run.base_sha.as_deref(), Some(fleet.base.as_str()), "the base its plan was made against");
+    assert_eq!(run.notes.as_deref(), Some("[]"));
+    h.kube.put(apps(&fleet.head, &[NEW, SETTINGS], ready_true(), None));
+    assert!(h.step(), "the follow-up");
+    assert_eq!(h.merge_run().followup_outcome.as_deref(), Some("exact"));
+}
+
+#[test]
 fn after_merge_duplicate_followups_collapse() {
     let fleet = fleet();
     let h = Harness::new(&fleet, Duration::from_secs(3600));
