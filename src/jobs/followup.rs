@@ -178,8 +178,24 @@ impl Worker {
         if !(matches!(commit.len(), 40 | 64) && commit.chars().all(|c| c.is_ascii_hexdigit())) {
             return false;
         }
+        // A commit the mirror holds (the base, still applied) is judged without fetching: only a
+        // revision the mirror has never seen costs a token and a fetch.
         let (mirrors, url, commit, merge) =
             (self.mirrors.clone(), repo.clone_url.clone(), commit.to_string(), merge.to_string());
+        let local = mirrors.path(&url);
+        let (probe_commit, probe_merge) = (commit.clone(), merge.clone());
+        let known = tokio::task::spawn_blocking(move || {
+            let both = super::mirror::has_commit(&local, &probe_commit)
+                && super::mirror::has_commit(&local, &probe_merge);
+            both.then(|| super::mirror::is_ancestor(&local, &probe_merge, &probe_commit))
+        })
+        .await
+        .ok()
+        .flatten();
+        if let Some(reached) = known {
+            return reached;
+        }
+        // This replica's mirror may miss either commit (another replica recorded the merge).
         let auth = match self.forges.get(repo.forge) {
             Some((forge, token)) => forge
                 .git_token(repo, token.as_deref())
@@ -190,7 +206,7 @@ impl Worker {
             None => None,
         };
         tokio::task::spawn_blocking(move || {
-            let Ok(path) = mirrors.fetch(&url, &[], &[&commit], auth.as_ref()) else { return false };
+            let Ok(path) = mirrors.fetch(&url, &[], &[&commit, &merge], auth.as_ref()) else { return false };
             super::mirror::is_ancestor(&path, &merge, &commit)
         })
         .await

@@ -41,6 +41,12 @@ impl Mirrors {
     /// The mirror of `clone_url`, fetched so that every commit of `wanted` is present (blocking).
     /// `refspecs` are fetched besides the branches (`+refs/pull/*/head:refs/pull/*/head`: the forge
     /// keeps the heads of pull requests, from forks too, in the base repository).
+    /// Where the mirror of `clone_url` lives (it may not exist yet).
+    pub fn path(&self, clone_url: &str) -> PathBuf {
+        let key = hex::encode(&Sha256::digest(clone_url.as_bytes())[..12]);
+        self.dir.join(format!("{key}.git"))
+    }
+
     pub fn fetch(
         &self,
         clone_url: &str,
@@ -48,8 +54,7 @@ impl Mirrors {
         wanted: &[&str],
         auth: Option<&GitAuth>,
     ) -> Result<PathBuf> {
-        let key = hex::encode(&Sha256::digest(clone_url.as_bytes())[..12]);
-        let path = self.dir.join(format!("{key}.git"));
+        let path = self.path(clone_url);
         let lock =
             self.locks.lock().unwrap_or_else(|e| e.into_inner()).entry(path.clone()).or_default().clone();
         let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -210,7 +215,7 @@ pub fn is_ancestor(mirror: &Path, ancestor: &str, descendant: &str) -> bool {
             .is_ok_and(|s| s.success())
 }
 
-fn has_commit(repo: &Path, sha: &str) -> bool {
+pub fn has_commit(repo: &Path, sha: &str) -> bool {
     Command::new("git")
         .arg("-C")
         .arg(repo)
