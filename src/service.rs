@@ -54,7 +54,20 @@ pub struct ServiceConfig {
     pub header_timeout: Duration,
     /// Between resync passes; zero turns the resync off.
     pub resync: Duration,
+    /// Watching rollouts after merges.
+    pub followup: FollowupSettings,
 }
+
+/// How rollouts are watched after merges.
+#[derive(Debug, Clone)]
+pub struct FollowupSettings {
+    pub deadline: Duration,
+    pub poll_min: Duration,
+    pub poll_max: Duration,
+    pub reads_per_cluster: usize,
+}
+
+pub use crate::jobs::DEFAULT_READS_PER_CLUSTER as DEFAULT_FOLLOWUP_READS_PER_CLUSTER;
 
 /// Runs the bot until SIGTERM or SIGINT.
 pub fn run(config: ServiceConfig) -> Result<()> {
@@ -123,6 +136,8 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     let shutdown = CancelToken::new();
     let lease = config.job_lease.max(Duration::from_secs(1));
     let max_attempts = config.max_attempts.max(1);
+    // One reader per cluster, shared by the follow-ups and the resync: reads in flight stay bounded.
+    let readers = Arc::new(crate::cluster::rollout::RolloutReaders::new(config.followup.reads_per_cluster));
     let worker_config = Arc::new(WorkerConfig {
         data_dir: config.data_dir.clone(),
         public_url: config.public_url.clone(),
@@ -135,6 +150,12 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         roles: config.roles,
         reply_window: config.reply_window,
         shutdown: shutdown.clone(),
+        followup: crate::jobs::FollowupConfig {
+            deadline: config.followup.deadline,
+            poll_min: config.followup.poll_min,
+            poll_max: config.followup.poll_max,
+            readers: readers.clone(),
+        },
     });
     let mirrors = Arc::new(Mirrors::new(config.data_dir.join("mirrors")));
     let reclaimed = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await?;
@@ -158,7 +179,8 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         workers.push(tokio::spawn(worker.run(stopped.clone())));
     }
     let resync = (config.workers > 0 && !config.resync.is_zero()).then(|| {
-        let resync = Resync::new(store.clone(), forges.clone(), config.allow_forks);
+        let resync = Resync::new(store.clone(), forges.clone(), config.allow_forks)
+            .watching_clusters(crate::jobs::watched_contexts(&config.clusters), readers.clone());
         tokio::spawn(resync.run(config.resync, stopped.clone()))
     });
     let reclaimer = {

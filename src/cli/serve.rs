@@ -105,6 +105,19 @@ pub struct ServeArgs {
     /// or whose base moved (webhooks get lost); 0 turns it off.
     #[arg(long, env = "FLUXPLAN_RESYNC_SECS", default_value_t = 600)]
     pub resync_secs: u64,
+    /// Seconds a merged change may take to reach every affected Kustomization before its
+    /// follow-up reports a timeout.
+    #[arg(long, env = "FLUXPLAN_FOLLOWUP_DEADLINE_SECS", default_value_t = 1800)]
+    pub followup_deadline_secs: u64,
+    /// Milliseconds between the first two reads of a Kustomization during a rollout; the wait
+    /// doubles after each read, up to --followup-poll-max-ms.
+    #[arg(long, env = "FLUXPLAN_FOLLOWUP_POLL_MS", default_value_t = 10_000)]
+    pub followup_poll_ms: u64,
+    #[arg(long, env = "FLUXPLAN_FOLLOWUP_POLL_MAX_MS", default_value_t = 120_000)]
+    pub followup_poll_max_ms: u64,
+    /// Reads of one cluster in flight at once, across this replica's follow-ups.
+    #[arg(long, env = "FLUXPLAN_FOLLOWUP_READS_PER_CLUSTER", default_value_t = service::DEFAULT_FOLLOWUP_READS_PER_CLUSTER)]
+    pub followup_reads_per_cluster: usize,
     /// Seconds one plan may take before it is stopped (a `source-limit` alert).
     #[arg(long, env = "FLUXPLAN_PLAN_TIMEOUT", default_value_t = crate::planner::DEFAULT_PLAN_TIMEOUT_SECS)]
     pub plan_timeout: u64,
@@ -167,6 +180,12 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         max_connections: args.max_connections,
         header_timeout: Duration::from_secs(args.header_timeout_secs),
         resync: Duration::from_secs(args.resync_secs),
+        followup: service::FollowupSettings {
+            deadline: Duration::from_secs(args.followup_deadline_secs),
+            poll_min: Duration::from_millis(args.followup_poll_ms),
+            poll_max: Duration::from_millis(args.followup_poll_max_ms.max(args.followup_poll_ms)),
+            reads_per_cluster: args.followup_reads_per_cluster,
+        },
     })?;
     Ok(0)
 }

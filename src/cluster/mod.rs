@@ -3,6 +3,7 @@
 
 pub mod helm_storage;
 pub mod kube;
+pub mod rollout;
 pub mod snapshot;
 
 use std::collections::BTreeMap;

@@ -55,6 +55,22 @@ pub struct PullEvent {
     /// The head lives in another repository (a fork): its content is untrusted.
     pub from_fork: bool,
     pub closed: bool,
+    /// Closed by merging, as the commit `merge_sha` on the base branch (when the forge says it).
+    pub merged: bool,
+    pub merge_sha: Option<String>,
+}
+
+/// A GitHub merge queue asks for checks of a merge group: the queued pull requests merged onto
+/// the base, as they will land.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeGroupEvent {
+    pub repo: RepoInfo,
+    pub head_sha: String,
+    /// `refs/heads/gh-readonly-queue/main/pr-12-…`.
+    pub head_ref: String,
+    pub base_sha: String,
+    /// The branch merged into, without `refs/heads/`.
+    pub base_ref: String,
 }
 
 /// A comment on a pull request.
@@ -85,6 +101,7 @@ pub enum Event {
     Pull(PullEvent),
     Comment(CommentEvent),
     Push(PushEvent),
+    MergeGroup(MergeGroupEvent),
     /// Acknowledged and ignored, with why.
     Ignored(String),
 }
@@ -163,12 +180,18 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
             let head_repo = text(&value, "/pull_request/head/repo/full_name");
             // A deleted fork leaves no head repository: still a fork.
             let from_fork = head_repo.as_deref() != Some(repo.full_name.as_str());
+            let merged =
+                closed && value.pointer("/pull_request/merged").and_then(Value::as_bool) == Some(true);
             Ok(Event::Pull(PullEvent {
                 number: f.number("/pull_request/number")?,
                 head_sha: f.text("/pull_request/head/sha")?,
                 base_ref: f.text("/pull_request/base/ref")?,
                 from_fork,
                 closed,
+                merged,
+                merge_sha: text(&value, "/pull_request/merge_commit_sha")
+                    .filter(|_| merged)
+                    .filter(|s| is_sha(s)),
                 repo,
             }))
         }
@@ -204,8 +227,33 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 after: f.text("/after")?,
             }))
         }
+        "merge_group" => {
+            let action = f.text("/action")?;
+            if action != "checks_requested" {
+                return Ok(Event::Ignored(format!("merge_group action {action}")));
+            }
+            let head_sha = f.text("/merge_group/head_sha")?;
+            let base_sha = f.text("/merge_group/base_sha")?;
+            if !is_sha(&head_sha) || !is_sha(&base_sha) {
+                return Err(f.missing("/merge_group/head_sha (a commit id)"));
+            }
+            let base_ref = f.text("/merge_group/base_ref")?;
+            Ok(Event::MergeGroup(MergeGroupEvent {
+                repo: repo(&f)?,
+                head_sha,
+                head_ref: f.text("/merge_group/head_ref")?,
+                base_sha,
+                base_ref: base_ref.strip_prefix("refs/heads/").unwrap_or(&base_ref).to_string(),
+            }))
+        }
         other => Ok(Event::Ignored(format!("event {other}"))),
     }
+}
+
+/// True for a full hexadecimal commit id (SHA-1 or SHA-256): payload text that names a commit
+/// is used as one only when it is one.
+fn is_sha(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 /// Parses a GitLab webhook (`X-Gitlab-Event` header `event`).
@@ -238,12 +286,22 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
             let source = number(&value, "/object_attributes/source_project_id");
             let target = number(&value, "/object_attributes/target_project_id");
             let fork = source.is_some() && target.is_some() && source != target;
+            let merged = action == "merge";
+            let head_sha = f.text("/object_attributes/last_commit/id")?;
+            // A fast-forward merge makes no commit of its own: the head is what landed.
+            let merge_sha = ["/object_attributes/merge_commit_sha", "/object_attributes/squash_commit_sha"]
+                .iter()
+                .find_map(|p| text(&value, p).filter(|s| is_sha(s)))
+                .or_else(|| Some(head_sha.clone()).filter(|s| is_sha(s)))
+                .filter(|_| merged);
             Ok(Event::Pull(PullEvent {
                 number: f.number("/object_attributes/iid")?,
-                head_sha: f.text("/object_attributes/last_commit/id")?,
+                head_sha,
                 base_ref: f.text("/object_attributes/target_branch")?,
                 from_fork: fork,
                 closed,
+                merged,
+                merge_sha,
                 repo,
             }))
         }
@@ -506,5 +564,69 @@ mod tests {
         body["object_attributes"].as_object_mut().unwrap().remove("action");
         body["object_attributes"]["updated_at"] = "2015-05-18 09:00:00 UTC".into();
         assert!(matches!(parse_gitlab("Note Hook", body.to_string().as_bytes()), Ok(Event::Ignored(_))));
+    }
+
+    #[test]
+    fn a_merged_pull_request_names_its_merge_commit() {
+        let mut body: Value =
+            serde_json::from_slice(&fixture("github-webhooks/pull_request-closed.json")).unwrap();
+        let Event::Pull(closed) = parse_github("pull_request", body.to_string().as_bytes()).unwrap() else {
+            panic!()
+        };
+        assert!(closed.closed && !closed.merged && closed.merge_sha.is_none(), "closed without merging");
+        body["pull_request"]["merged"] = true.into();
+        let Event::Pull(merged) = parse_github("pull_request", body.to_string().as_bytes()).unwrap() else {
+            panic!()
+        };
+        assert!(merged.merged);
+        assert_eq!(merged.merge_sha.as_deref(), Some("c4295bd74fb0f4fda03689c3df3f2803b658fd85"));
+        // A merge commit that is not a commit id is not used as one.
+        body["pull_request"]["merge_commit_sha"] = "main; rm -rf /".into();
+        let Event::Pull(hostile) = parse_github("pull_request", body.to_string().as_bytes()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(hostile.merge_sha, None);
+
+        let mut hook: Value = serde_json::from_slice(&fixture("gitlab-webhooks/merge_request.json")).unwrap();
+        hook["object_attributes"]["action"] = "merge".into();
+        let Event::Pull(gitlab) = parse_gitlab("Merge Request Hook", hook.to_string().as_bytes()).unwrap()
+        else {
+            panic!()
+        };
+        assert!(gitlab.closed && gitlab.merged);
+        assert_eq!(
+            gitlab.merge_sha.as_deref(),
+            Some("da1560886d4f094c3e6c9ef40349f7d38b5d27d7"),
+            "fast-forward"
+        );
+        hook["object_attributes"]["merge_commit_sha"] = "0123456789abcdef0123456789abcdef01234567".into();
+        let Event::Pull(gitlab) = parse_gitlab("Merge Request Hook", hook.to_string().as_bytes()).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(gitlab.merge_sha.as_deref(), Some("0123456789abcdef0123456789abcdef01234567"));
+    }
+
+    #[test]
+    fn merge_group_checks_are_parsed_and_other_actions_ignored() {
+        let mut body: Value = serde_json::from_slice(&fixture("github-webhooks/push.json")).unwrap();
+        body["action"] = "checks_requested".into();
+        body["merge_group"] = serde_json::json!({
+            "head_sha": "ec26c3e57ca3a959ca5aad62de7213c562f8c821",
+            "head_ref": "refs/heads/gh-readonly-queue/main/pr-12-f95f852bd8fca8fcc58a9a2d6c842781e32a215e",
+            "base_sha": "f95f852bd8fca8fcc58a9a2d6c842781e32a215e",
+            "base_ref": "refs/heads/main",
+        });
+        let Event::MergeGroup(group) = parse_github("merge_group", body.to_string().as_bytes()).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(group.head_sha, "ec26c3e57ca3a959ca5aad62de7213c562f8c821");
+        assert_eq!(group.base_ref, "main");
+        body["action"] = "destroyed".into();
+        assert!(matches!(parse_github("merge_group", body.to_string().as_bytes()), Ok(Event::Ignored(_))));
+        body["action"] = "checks_requested".into();
+        body["merge_group"]["head_sha"] = "not-a-sha".into();
+        assert!(parse_github("merge_group", body.to_string().as_bytes()).is_err());
     }
 }

@@ -41,6 +41,12 @@ impl Mirrors {
     /// The mirror of `clone_url`, fetched so that every commit of `wanted` is present (blocking).
     /// `refspecs` are fetched besides the branches (`+refs/pull/*/head:refs/pull/*/head`: the forge
     /// keeps the heads of pull requests, from forks too, in the base repository).
+    /// Where the mirror of `clone_url` lives (it may not exist yet).
+    pub fn path(&self, clone_url: &str) -> PathBuf {
+        let key = hex::encode(&Sha256::digest(clone_url.as_bytes())[..12]);
+        self.dir.join(format!("{key}.git"))
+    }
+
     pub fn fetch(
         &self,
         clone_url: &str,
@@ -48,8 +54,7 @@ impl Mirrors {
         wanted: &[&str],
         auth: Option<&GitAuth>,
     ) -> Result<PathBuf> {
-        let key = hex::encode(&Sha256::digest(clone_url.as_bytes())[..12]);
-        let path = self.dir.join(format!("{key}.git"));
+        let path = self.path(clone_url);
         let lock =
             self.locks.lock().unwrap_or_else(|e| e.into_inner()).entry(path.clone()).or_default().clone();
         let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -97,7 +102,120 @@ pub fn branch_tip(clone_url: &str, branch: &str, auth: Option<&GitAuth>) -> Resu
     Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().next().map(str::to_string))
 }
 
-fn has_commit(repo: &Path, sha: &str) -> bool {
+/// The first parent of `sha` in `mirror` (the base tip a merge, squash or fast-forward landed on);
+/// `None` for a root commit.
+pub fn first_parent(mirror: &Path, sha: &str) -> Result<Option<String>> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(mirror)
+        .args(["rev-list", "--parents", "-n", "1", sha, "--"])
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run git (is it installed?)")?;
+    if !out.status.success() {
+        bail!("cannot read the parents of {sha}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().nth(1).map(str::to_string))
+}
+
+/// The base branch tip a pull request landed on, from its merge commit `merge` and its head
+/// `head`: a merge commit's first parent; for a squash or rebase merge, the first commit down the
+/// first-parent chain that is not one of the pull request's own commits replayed (recognised by
+/// patch id). `None` for a fast-forward (the merge is the head: nothing tells) or a root commit.
+pub fn landed_on(mirror: &Path, merge: &str, head: &str) -> Result<Option<String>> {
+    // Payload text reaches git only as a commit id, never as something git could read as an option.
+    let is_commit = |s: &str| matches!(s.len(), 40 | 64) && s.chars().all(|c| c.is_ascii_hexdigit());
+    if !is_commit(merge) {
+        bail!("{merge:?} is not a commit id");
+    }
+    if merge == head {
+        return Ok(None);
+    }
+    if !is_commit(head) {
+        return first_parent(mirror, merge);
+    }
+    let Some(parent) = first_parent(mirror, merge)? else { return Ok(None) };
+    let parents = output(mirror, &["rev-list", "--parents", "-n", "1", merge, "--"])?;
+    if parents.split_whitespace().count() > 2 {
+        return Ok(Some(parent));
+    }
+    // The pull request's own commits, since it forked from the base.
+    let fork = output(mirror, &["merge-base", head, merge])?;
+    let fork = fork.trim();
+    if fork.is_empty() {
+        return Ok(Some(parent));
+    }
+    let own = patch_ids(mirror, &["--no-merges", &format!("{fork}..{head}")])?;
+    if own.is_empty() {
+        return Ok(Some(parent));
+    }
+    let limit = (own.len() + 1).to_string();
+    let chain = output(mirror, &["rev-list", "--first-parent", "-n", &limit, &parent, "--"])?;
+    let replayed = patch_ids(mirror, &["--first-parent", "-n", &limit, &parent])?;
+    let replayed: std::collections::HashMap<String, String> =
+        replayed.into_iter().map(|(patch, commit)| (commit, patch)).collect();
+    let own: std::collections::HashSet<String> = own.into_iter().map(|(patch, _)| patch).collect();
+    Ok(chain
+        .lines()
+        .find(|commit| replayed.get(*commit).is_none_or(|patch| !own.contains(patch)))
+        .map(str::to_string)
+        .or(Some(parent)))
+}
+
+/// (patch id, commit) of the commits `git log` lists with `args`.
+fn patch_ids(mirror: &Path, args: &[&str]) -> Result<Vec<(String, String)>> {
+    let mut log = Command::new("git");
+    log.arg("-C").arg(mirror).args(["log", "-p", "--format=commit %H"]).args(args).arg("--");
+    let patches = log.stdin(Stdio::null()).output().context("cannot run git (is it installed?)")?;
+    if !patches.status.success() {
+        bail!("git log failed: {}", String::from_utf8_lossy(&patches.stderr).trim());
+    }
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(mirror)
+        .args(["patch-id", "--stable"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot run git patch-id")?;
+    let mut stdin = child.stdin.take().context("git patch-id has no stdin")?;
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &patches.stdout));
+    let out = child.wait_with_output().context("git patch-id failed")?;
+    let _ = writer.join();
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_once(' ').map(|(p, c)| (p.to_string(), c.to_string())))
+        .collect())
+}
+
+fn output(repo: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run git (is it installed?)")?;
+    if !out.status.success() {
+        bail!("git {} failed: {}", args.first().unwrap_or(&""), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// True when `ancestor` is `descendant` or one of its ancestors; false when either is unknown.
+pub fn is_ancestor(mirror: &Path, ancestor: &str, descendant: &str) -> bool {
+    has_commit(mirror, descendant)
+        && Command::new("git")
+            .arg("-C")
+            .arg(mirror)
+            .args(["merge-base", "--is-ancestor", ancestor, descendant])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+pub fn has_commit(repo: &Path, sha: &str) -> bool {
     Command::new("git")
         .arg("-C")
         .arg(repo)
@@ -163,6 +281,46 @@ mod tests {
         let missing = "0123456789012345678901234567890123456789";
         let error = mirrors.fetch(&url, &[], &[missing], None).unwrap_err();
         assert!(error.to_string().contains(missing), "{error}");
+    }
+
+    #[test]
+    fn the_base_a_pull_request_landed_on_is_found_for_merges_squashes_and_rebases() {
+        let up = tempfile::tempdir().unwrap();
+        let up = up.path();
+        let git = |args: &[&str]| run(up, &[&["-c", "user.email=a@b", "-c", "user.name=n"], args].concat());
+        let commit = |file: &str, text: &str, message: &str| {
+            std::fs::write(up.join(file), text).unwrap();
+            git(&["add", "-A"]);
+            git(&["commit", "-qm", message]);
+            git(&["rev-parse", "HEAD"])
+        };
+        git(&["init", "-q", "-b", "main"]);
+        commit("base", "0", "base");
+        git(&["checkout", "-qb", "feature"]);
+        commit("a", "1", "one");
+        let head = commit("b", "2", "two");
+        git(&["checkout", "-q", "main"]);
+        let tip = commit("other", "3", "someone else");
+        // A merge commit.
+        git(&["merge", "-q", "--no-ff", "-m", "merge", "feature"]);
+        let merged = git(&["rev-parse", "HEAD"]);
+        assert_eq!(landed_on(up, &merged, &head).unwrap().as_deref(), Some(tip.as_str()));
+        // A squash.
+        git(&["reset", "-q", "--hard", &tip]);
+        git(&["merge", "-q", "--squash", "feature"]);
+        git(&["commit", "-qm", "squash"]);
+        let squashed = git(&["rev-parse", "HEAD"]);
+        assert_eq!(landed_on(up, &squashed, &head).unwrap().as_deref(), Some(tip.as_str()));
+        // A rebase: both commits replayed on the tip.
+        git(&["reset", "-q", "--hard", &tip]);
+        git(&["cherry-pick", &format!("{tip}..{head}")]);
+        let rebased = git(&["rev-parse", "HEAD"]);
+        assert_eq!(landed_on(up, &rebased, &head).unwrap().as_deref(), Some(tip.as_str()));
+        // A fast-forward tells nothing.
+        assert_eq!(landed_on(up, &head, &head).unwrap(), None);
+        // Only commit ids reach git.
+        assert!(landed_on(up, "--output=/tmp/x", &head).is_err());
+        assert_eq!(landed_on(up, &rebased, "--all").unwrap(), first_parent(up, &rebased).unwrap());
     }
 
     #[test]

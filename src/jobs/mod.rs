@@ -2,10 +2,14 @@
 //! database, plan, and answer on the forge. A job survives crashes (its lease expires and another
 //! worker takes it), is superseded by a newer push, and is retried with backoff on failures.
 
+mod followup;
+mod merged;
 pub mod mirror;
 pub mod resync;
+mod stale;
 mod worker;
 
+pub use followup::{watched_contexts, FollowupConfig, DEFAULT_READS_PER_CLUSTER};
 pub use worker::{Forges, Worker, WorkerConfig};
 
 use crate::forge::roles::{CommandRoles, Role};
@@ -26,6 +30,40 @@ pub enum JobPayload {
     Replan { repo: RepoInfo, branch: String },
     /// A closed pull request: its queued and running plans are superseded.
     Closed { repo: RepoInfo, number: u64 },
+    /// A merged pull request: record the plan of what merged (re-planned when the base moved)
+    /// and start watching the rollout.
+    Merged { repo: RepoInfo, number: u64, base_ref: String, head_sha: String, merge_sha: String },
+    /// A merge queue's group: plan it as it will land and set the status on its head.
+    MergeGroup { repo: RepoInfo, base_ref: String, base_sha: String, head_sha: String, head_ref: String },
+    /// Watch one Kustomization of one cluster until it reaches `revision` (or the deadline), then
+    /// compare it with the merge's prediction.
+    Followup(FollowupTarget),
+}
+
+/// One Kustomization of one cluster to watch after a merge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FollowupTarget {
+    pub repo: RepoInfo,
+    pub number: u64,
+    /// The merge run the result goes into.
+    pub run_id: i64,
+    /// The repository root of the Kustomization (as the prediction names it).
+    pub root: String,
+    /// The kube context that reaches it ("" for the current one, or in-cluster).
+    pub context: String,
+    pub namespace: String,
+    pub name: String,
+    /// The merge commit.
+    pub revision: String,
+    /// Ms since the epoch: after it, a Kustomization that has not reached the revision is a timeout.
+    pub deadline_at: i64,
+}
+
+impl FollowupTarget {
+    /// The key of its prediction and result in the run (`root/namespace/name`).
+    pub fn key(&self) -> String {
+        format!("{}/{}/{}", self.root, self.namespace, self.name)
+    }
 }
 
 impl JobPayload {
@@ -35,6 +73,9 @@ impl JobPayload {
             JobPayload::Command { .. } => "command",
             JobPayload::Replan { .. } => "replan",
             JobPayload::Closed { .. } => "closed",
+            JobPayload::Merged { .. } => "merged",
+            JobPayload::MergeGroup { .. } => "merge-group",
+            JobPayload::Followup(_) => "followup",
         }
     }
 
@@ -45,7 +86,24 @@ impl JobPayload {
             JobPayload::Command(c) => (&c.repo, c.number, String::new()),
             JobPayload::Replan { repo, .. } => (repo, 0, String::new()),
             JobPayload::Closed { repo, number } => (repo, *number, String::new()),
+            JobPayload::Merged { repo, number, merge_sha, .. } => (repo, *number, merge_sha.clone()),
+            JobPayload::MergeGroup { repo, head_sha, head_ref, .. } => {
+                (repo, merge_group_pull(head_ref).unwrap_or(0), head_sha.clone())
+            }
+            JobPayload::Followup(f) => (&f.repo, f.number, f.revision.clone()),
         };
+        // Keyed jobs exist once: a redelivered merge, or a follow-up of a Kustomization and
+        // revision already watched, collapses into the first.
+        let dedupe_key = match self {
+            JobPayload::Merged { repo, number, merge_sha, .. } => {
+                Some(format!("merged/{}/{}/{number}/{merge_sha}", repo.forge.as_str(), repo.full_name))
+            }
+            JobPayload::Followup(f) => {
+                Some(format!("followup/{}/{}/{}/{}", f.context, f.namespace, f.name, f.revision))
+            }
+            _ => None,
+        };
+        let is_group = matches!(self, JobPayload::MergeGroup { .. });
         let is_plan = matches!(self, JobPayload::Plan { .. });
         let supersedes = is_plan || matches!(self, JobPayload::Closed { .. });
         NewJob {
@@ -57,9 +115,17 @@ impl JobPayload {
             payload: serde_json::to_string(self).expect("payloads serialize"),
             supersedes_older_heads: supersedes,
             // A plan of a head already waiting in the queue is redundant, asked for or not.
-            dedupe_same_head: is_plan,
+            dedupe_same_head: is_plan || is_group,
+            dedupe_key,
         }
     }
+}
+
+/// The pull request a merge queue branch was made for (`gh-readonly-queue/main/pr-12-<sha>`: the
+/// last one of its group).
+pub fn merge_group_pull(head_ref: &str) -> Option<u64> {
+    let tail = head_ref.rsplit('/').next()?.strip_prefix("pr-")?;
+    tail.split('-').next()?.parse().ok()
 }
 
 /// A command from a newly created comment, and who wrote it when.
@@ -104,7 +170,17 @@ pub fn plan_payload(repo: &RepoInfo, pull: &crate::forge::PullInfo, trigger: &st
 pub fn jobs_for(event: &Event, allow_forks: bool) -> Result<Vec<JobPayload>, String> {
     Ok(match event {
         Event::Pull(pull) if pull.closed => {
-            vec![JobPayload::Closed { repo: pull.repo.clone(), number: pull.number }]
+            let mut jobs = vec![JobPayload::Closed { repo: pull.repo.clone(), number: pull.number }];
+            if let (true, Some(merge_sha)) = (pull.merged, &pull.merge_sha) {
+                jobs.push(JobPayload::Merged {
+                    repo: pull.repo.clone(),
+                    number: pull.number,
+                    base_ref: pull.base_ref.clone(),
+                    head_sha: pull.head_sha.clone(),
+                    merge_sha: merge_sha.clone(),
+                });
+            }
+            jobs
         }
         Event::Pull(pull) if pull.from_fork && !allow_forks => {
             return Err("pull requests from forks are not planned (FLUXPLAN_ALLOW_FORKS is off)".into())
@@ -132,6 +208,13 @@ pub fn jobs_for(event: &Event, allow_forks: bool) -> Result<Vec<JobPayload>, Str
         Event::Push(push) => {
             vec![JobPayload::Replan { repo: push.repo.clone(), branch: push.branch.clone() }]
         }
+        Event::MergeGroup(group) => vec![JobPayload::MergeGroup {
+            repo: group.repo.clone(),
+            base_ref: group.base_ref.clone(),
+            base_sha: group.base_sha.clone(),
+            head_sha: group.head_sha.clone(),
+            head_ref: group.head_ref.clone(),
+        }],
         Event::Ignored(_) => Vec::new(),
     })
 }
@@ -153,4 +236,22 @@ pub fn help_text(forge: ForgeKind, roles: &CommandRoles) -> String {
         needs(roles.approve),
         needs(roles.help),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_queue_branches_name_their_pull_request() {
+        assert_eq!(
+            merge_group_pull(
+                "refs/heads/gh-readonly-queue/main/pr-12-f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
+            ),
+            Some(12)
+        );
+        assert_eq!(merge_group_pull("refs/heads/gh-readonly-queue/release/x/pr-7-abc"), Some(7));
+        assert_eq!(merge_group_pull("refs/heads/main"), None);
+        assert_eq!(merge_group_pull("refs/heads/gh-readonly-queue/main/pr-x-abc"), None);
+    }
 }

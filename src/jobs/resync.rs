@@ -1,14 +1,18 @@
 //! The periodic resync (the informer pattern): webhooks get lost, the forge's list of open pull
 //! requests does not. Each pass lists the open pull requests of every repository the bot has
 //! heard of and queues a plan for each one whose current head has no plan, or whose plan was
-//! made against a base that has moved since. Queued plans dedupe with those already waiting.
+//! made against a base that has moved since. Each pass also re-reads the inventories of the live
+//! clusters: when they changed since the last pass, every open pull request is planned again (its
+//! plan may be stale). Queued plans dedupe with those already waiting.
 
 use super::mirror::{self, GitAuth};
 use super::{plan_payload, unplannable, Forges};
+use crate::cluster::rollout::RolloutReaders;
 use crate::forge::RepoInfo;
 use crate::store::Store;
 use anyhow::Result;
-use std::sync::Arc;
+use sha2::{Digest, Sha256};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A pause between repositories, to spread the forge calls of a pass.
@@ -18,11 +22,55 @@ pub struct Resync {
     store: Store,
     forges: Arc<Forges>,
     allow_forks: bool,
+    clusters: Option<ClusterWatch>,
+}
+
+/// The live clusters re-read each pass, and the digest of their inventories the last pass saw.
+struct ClusterWatch {
+    contexts: Vec<String>,
+    readers: Arc<RolloutReaders>,
+    last: Mutex<Option<String>>,
 }
 
 impl Resync {
     pub fn new(store: Store, forges: Arc<Forges>, allow_forks: bool) -> Self {
-        Resync { store, forges, allow_forks }
+        Resync { store, forges, allow_forks, clusters: None }
+    }
+
+    /// Also re-read these clusters (kube contexts, "" for the current one) each pass.
+    pub fn watching_clusters(mut self, contexts: Vec<String>, readers: Arc<RolloutReaders>) -> Self {
+        if !contexts.is_empty() {
+            self.clusters = Some(ClusterWatch { contexts, readers, last: Mutex::new(None) });
+        }
+        self
+    }
+
+    /// True when the clusters' inventories differ from the last pass's (never on the first pass,
+    /// nor when a cluster cannot be read: that is no evidence of a change).
+    async fn clusters_changed(&self) -> bool {
+        let Some(watch) = &self.clusters else { return false };
+        let mut hasher = Sha256::new();
+        for context in &watch.contexts {
+            let read = match watch.readers.get(context).await {
+                Ok(reader) => reader.inventories().await,
+                Err(e) => Err(e),
+            };
+            match read {
+                Ok(inventories) => {
+                    hasher.update(format!("{context}\n"));
+                    for (kustomization, ids) in inventories {
+                        hasher.update(format!("{kustomization}\n{}\n", ids.join("\n")));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(context, error = %e, "resync: cannot re-read the cluster");
+                    return false;
+                }
+            }
+        }
+        let digest = hex::encode(hasher.finalize());
+        let previous = watch.last.lock().unwrap_or_else(|e| e.into_inner()).replace(digest.clone());
+        previous.is_some_and(|p| p != digest)
     }
 
     /// Every `every` (±10%, so replicas spread out) until `stop` is set.
@@ -43,6 +91,10 @@ impl Resync {
     /// cannot list is logged and skipped: the next pass tries again.
     pub async fn pass(&self) -> Result<usize> {
         let mut queued = 0;
+        let cluster_changed = self.clusters_changed().await;
+        if cluster_changed {
+            tracing::info!("resync: the clusters' inventories changed: open pull requests are planned again");
+        }
         for payload in self.store.seen_repositories().await? {
             let Some(repo) = serde_json::from_str::<serde_json::Value>(&payload)
                 .ok()
@@ -50,7 +102,7 @@ impl Resync {
             else {
                 continue;
             };
-            match self.repository(&repo).await {
+            match self.repository(&repo, cluster_changed).await {
                 Ok(n) => queued += n,
                 Err(e) => tracing::warn!(repo = %repo.full_name, error = %format!("{e:#}"), "cannot resync"),
             }
@@ -59,7 +111,7 @@ impl Resync {
         Ok(queued)
     }
 
-    async fn repository(&self, repo: &RepoInfo) -> Result<usize> {
+    async fn repository(&self, repo: &RepoInfo, cluster_changed: bool) -> Result<usize> {
         let Some((forge, configured)) = self.forges.get(repo.forge) else { return Ok(0) };
         let pulls = forge.open_pulls(repo, None).await?;
         let token = forge.git_token(repo, configured.as_deref()).await?;
@@ -77,9 +129,10 @@ impl Resync {
                     tip.is_some() && tip != run.base_sha
                 }
             };
-            if stale {
-                tracing::info!(repo = %repo.full_name, pr = pull.number, sha = %pull.head_sha, "resync: plan missing or stale");
-                jobs.push(plan_payload(repo, pull, "resync").to_job());
+            if stale || cluster_changed {
+                tracing::info!(repo = %repo.full_name, pr = pull.number, sha = %pull.head_sha, cluster_changed, "resync: plan missing or stale");
+                let trigger = if stale { "resync" } else { "cluster-changed" };
+                jobs.push(plan_payload(repo, pull, trigger).to_job());
             }
         }
         let queued = jobs.len();

@@ -59,6 +59,8 @@ pub struct WorkerConfig {
     /// Cancelled when the service shuts down: every running plan stops (its kustomize
     /// processes are killed) and its job goes back to the queue.
     pub shutdown: CancelToken,
+    /// Watching rollouts after merges.
+    pub followup: super::FollowupConfig,
 }
 
 /// How often a running plan checks that no newer push superseded it.
@@ -66,19 +68,22 @@ const SUPERSEDED_CHECK: Duration = Duration::from_secs(2);
 
 pub struct Worker {
     pub id: String,
-    store: Store,
-    forges: Arc<Forges>,
-    mirrors: Arc<Mirrors>,
-    config: Arc<WorkerConfig>,
-    metrics: Arc<Metrics>,
+    pub(super) store: Store,
+    pub(super) forges: Arc<Forges>,
+    pub(super) mirrors: Arc<Mirrors>,
+    pub(super) config: Arc<WorkerConfig>,
+    pub(super) metrics: Arc<Metrics>,
 }
 
 /// Why a job did not finish.
-enum JobError {
+pub(super) enum JobError {
     /// Try again later (transient failure, rate limit).
     Retry(String, Option<Duration>),
     /// Give up.
     Fatal(String),
+    /// Not done yet (a rollout still under way, or a cluster that did not answer this time,
+    /// with why): look again after this long. Waiting uses up no attempt.
+    Wait(Duration, Option<String>),
 }
 
 impl From<ForgeError> for JobError {
@@ -162,6 +167,17 @@ impl Worker {
         heartbeat.abort();
         let outcome = match result {
             Ok(()) => self.store.finish_job(job.id, &self.id, "done", now_ms(), None).await,
+            Err(JobError::Wait(wait, why)) => {
+                tracing::debug!(
+                    ?wait,
+                    polls = job.polls,
+                    why = why.as_deref().unwrap_or("under way"),
+                    "not yet: looking again later"
+                );
+                self.store
+                    .requeue_poll(job.id, &self.id, now_ms() + wait.as_millis() as i64, why.as_deref())
+                    .await
+            }
             Err(JobError::Retry(error, wait)) if job.attempts < self.config.max_attempts => {
                 let backoff = wait.unwrap_or_else(|| {
                     Duration::from_secs(2u64.saturating_pow(job.attempts as u32).min(300))
@@ -179,6 +195,19 @@ impl Worker {
             }
             Err(JobError::Retry(error, _)) | Err(JobError::Fatal(error)) => {
                 tracing::error!(%error, attempts = job.attempts, "job failed");
+                match serde_json::from_str::<JobPayload>(&job.payload) {
+                    Ok(JobPayload::Followup(_)) => self.give_up_followup(&job, &error).await,
+                    Ok(JobPayload::Merged { repo, number, base_ref, head_sha, merge_sha }) => {
+                        let merged =
+                            super::merged::MergedPull { repo, number, base_ref, head_sha, merge_sha };
+                        if let Err(JobError::Retry(e, _) | JobError::Fatal(e)) =
+                            self.record_failed_merge(&job, &merged, &error).await
+                        {
+                            tracing::error!(error = %e, "cannot record the failed merge");
+                        }
+                    }
+                    _ => {}
+                }
                 self.metrics.jobs_failed.with_label_values(&[&job.kind]).inc();
                 self.report_failure(&job, &error).await;
                 self.store.finish_job(job.id, &self.id, "failed", now_ms(), Some(&error)).await
@@ -192,9 +221,10 @@ impl Worker {
     /// A plan that gives up says so on the commit: a status left `pending` would block the merge
     /// without a reason.
     async fn report_failure(&self, job: &Job, error: &str) {
-        let Ok(JobPayload::Plan { repo, head_sha, .. }) = serde_json::from_str::<JobPayload>(&job.payload)
-        else {
-            return;
+        let (repo, head_sha) = match serde_json::from_str::<JobPayload>(&job.payload) {
+            Ok(JobPayload::Plan { repo, head_sha, .. }) => (repo, head_sha),
+            Ok(JobPayload::MergeGroup { repo, head_sha, .. }) => (repo, head_sha),
+            _ => return,
         };
         let Some((forge, _)) = self.forges.get(repo.forge) else { return };
         let description = format!("fluxplan failed: {error}");
@@ -204,7 +234,7 @@ impl Worker {
         }
     }
 
-    fn forge(&self, repo: &RepoInfo) -> Result<&(ForgeClient, Option<String>), JobError> {
+    pub(super) fn forge(&self, repo: &RepoInfo) -> Result<&(ForgeClient, Option<String>), JobError> {
         self.forges.get(repo.forge).ok_or_else(|| {
             JobError::Fatal(format!(
                 "no {} credentials configured: cannot answer on {}",
@@ -214,7 +244,11 @@ impl Worker {
         })
     }
 
-    fn count_forge_error<T>(&self, repo: &RepoInfo, result: Result<T, ForgeError>) -> Result<T, ForgeError> {
+    pub(super) fn count_forge_error<T>(
+        &self,
+        repo: &RepoInfo,
+        result: Result<T, ForgeError>,
+    ) -> Result<T, ForgeError> {
         if let Err(e) = &result {
             self.metrics.forge_errors.with_label_values(&[repo.forge.as_str(), e.label()]).inc();
         }
@@ -229,6 +263,15 @@ impl Worker {
             }
             // Enqueueing it superseded the pull request's plans: nothing left to do.
             JobPayload::Closed { .. } => Ok(()),
+            JobPayload::Merged { repo, number, base_ref, head_sha, merge_sha } => {
+                let merged = super::merged::MergedPull { repo, number, base_ref, head_sha, merge_sha };
+                self.merged(job, merged, cancel).await
+            }
+            JobPayload::MergeGroup { repo, base_ref, base_sha, head_sha, head_ref } => {
+                let group = super::merged::MergeGroup { repo, base_ref, base_sha, head_sha, head_ref };
+                self.merge_group(job, group, cancel).await
+            }
+            JobPayload::Followup(target) => self.followup(job, target).await,
             JobPayload::Command(request) => self.command(request).await,
             JobPayload::Replan { repo, branch } => {
                 let (forge, _) = self.forge(&repo)?;
@@ -408,6 +451,11 @@ impl Worker {
         if let Some(url) = run_url {
             comment.push_str(&format!("\n\n[Full plan and run history]({url})\n"));
         }
+        // A re-plan of a head whose plan was posted says why it differs (base moved, cluster changed).
+        let previous = self.store.latest_run(key.0, key.1, key.2, &target.head_sha).await?;
+        if let Some(line) = super::stale::changed_line(previous.as_ref(), &plan, &digest, &target.base_ref) {
+            comment.push_str(&line);
+        }
         if let Some(user) = &approved_by {
             comment.push_str(&format!("\n✅ Approved by @{user} for {}.\n", short(&target.head_sha)));
         }
@@ -459,13 +507,13 @@ impl Worker {
     }
 
     /// The link to a run's page: only those who can read the pull request see its token.
-    fn run_url(&self, id: i64, page_token: &str) -> Option<String> {
+    pub(super) fn run_url(&self, id: i64, page_token: &str) -> Option<String> {
         let base = self.config.public_url.as_ref()?;
         Some(format!("{}/runs/{id}?token={page_token}", base.trim_end_matches('/')))
     }
 
     /// The planner request for a merge of `head` into `base` in `mirror`.
-    fn plan_request(&self, mirror: PathBuf, base: &str, head: &str) -> planner::Request {
+    pub(super) fn plan_request(&self, mirror: PathBuf, base: &str, head: &str) -> planner::Request {
         let mut request = planner::Request::new(mirror, base, head);
         request.clusters = self.config.clusters.clone();
         request.limits = self.config.limits;
@@ -667,12 +715,12 @@ struct PlanTarget {
     trigger: String,
 }
 
-fn short(sha: &str) -> &str {
+pub(super) fn short(sha: &str) -> &str {
     sha.get(..8).unwrap_or(sha)
 }
 
 /// The commit status for a plan: blocked plans fail (naming why) unless approved.
-fn status_of(plan: &Plan, approved_by: Option<&str>) -> (StatusState, String) {
+pub(super) fn status_of(plan: &Plan, approved_by: Option<&str>) -> (StatusState, String) {
     let s = &plan.summary;
     match plan.verdict {
         Verdict::NoChanges => (StatusState::Success, "no changes".into()),
@@ -710,7 +758,7 @@ fn status_of(plan: &Plan, approved_by: Option<&str>) -> (StatusState, String) {
     }
 }
 
-fn outcome_of(plan: &Plan, timings: &BTreeMap<&str, u64>) -> RunOutcome {
+pub(super) fn outcome_of(plan: &Plan, timings: &BTreeMap<&str, u64>) -> RunOutcome {
     RunOutcome {
         status: String::new(),
         base_sha: plan.base.commit.clone(),
@@ -723,5 +771,8 @@ fn outcome_of(plan: &Plan, timings: &BTreeMap<&str, u64>) -> RunOutcome {
         plan_digest: None,
         error: plan.error.clone(),
         approved_by: None,
+        // What the merge is expected to do, for the comparison with the rollout.
+        prediction: Some(json!(crate::plan::actual::Prediction::of(plan)).to_string()),
+        ..Default::default()
     }
 }

@@ -226,6 +226,8 @@ impl<'a> ClusterView<'a> {
             error: None,
             drift: Vec::new(),
             notes: Vec::new(),
+            desired: Vec::new(),
+            unmanaged: Vec::new(),
         };
         let Some(head) = self.head.get(reference) else {
             plan.status = KustomizationStatus::Removed;
@@ -290,6 +292,12 @@ impl<'a> ClusterView<'a> {
         for object in &head.objects {
             let Some(id) = &object.id else { continue };
             desired.insert(id);
+            let metadata = &object.object["metadata"];
+            if control::control_is(metadata, control::SSA_KEY, "ignore")
+                || control::control_is(metadata, control::RECONCILE_KEY, "disabled")
+            {
+                plan.unmanaged.push(id.to_string());
+            }
             if let Some(drift) = self.drift(reference, id, object) {
                 plan.drift.push(drift);
             }
@@ -347,6 +355,9 @@ impl<'a> ClusterView<'a> {
             }
             plan.changes.push(change);
         }
+        plan.desired = desired.iter().map(|id| id.to_string()).collect();
+        plan.desired.sort();
+        plan.unmanaged.sort();
         plan
     }
 

@@ -1,6 +1,7 @@
 //! The plan: what a merge will create, change and delete, with the alerts that can block it.
 //! Pure computation over two renders and, when given, a cluster snapshot.
 
+pub mod actual;
 mod blast;
 mod causes;
 mod compute;
@@ -199,6 +200,14 @@ pub struct KustomizationPlan {
     /// Notes for readers (why nothing happens, where a cascade comes from).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Inventory ids the head render desires, sorted: the inventory Flux should hold after the
+    /// merge (what the follow-up compares the cluster with). Not part of the plan's JSON.
+    #[serde(skip)]
+    pub desired: Vec<String>,
+    /// Of those, the ones marked `ssa: Ignore` or `reconcile: disabled`: never applied, so
+    /// whether they are in the inventory after the merge says nothing about the plan.
+    #[serde(skip)]
+    pub unmanaged: Vec<String>,
 }
 
 impl KustomizationPlan {

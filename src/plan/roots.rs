@@ -108,6 +108,8 @@ pub fn unplanned(cluster: &str, problem: &RootProblem) -> Vec<KustomizationPlan>
         error: Some(error.clone()),
         drift: Vec::new(),
         notes: vec![format!("the root fails to build at {sides}: {}", consequence(sides))],
+        desired: Vec::new(),
+        unmanaged: Vec::new(),
     }]
 }
 

@@ -1,6 +1,7 @@
 //! Reports of a plan: markdown (for pull request comments), compact text (for terminals, coloured
 //! on a TTY) and JSON (for machines). Templates live in `templates/` and are loaded once.
 
+pub mod followup;
 pub mod split;
 
 use crate::flux::ObjectId;
@@ -54,6 +55,11 @@ fn render(template: &str, plan: &Plan, color: bool) -> String {
         .get_template(template)
         .and_then(|t| t.render(context))
         .unwrap_or_else(|e| format!("fluxplan could not render its report: {e}\n"))
+}
+
+/// Escapes text from pull requests, repositories and clusters for markdown (see `escape_markdown`).
+pub fn escape(text: &str) -> String {
+    escape_markdown(text.to_string())
 }
 
 /// Escapes text from repositories and tools so it cannot open HTML, mention people or break

@@ -13,6 +13,9 @@ pub struct Metrics {
     pub jobs_failed: IntCounterVec,
     pub plan_duration: HistogramVec,
     pub forge_errors: IntCounterVec,
+    /// Merges whose rollout was compared with the plan, by outcome (exact, differs, failed,
+    /// timeout).
+    pub predictions: IntCounterVec,
     /// The kernel's Landlock ABI renders are confined with (0: none, renders are not confined).
     pub sandbox_landlock_abi: prometheus::IntGauge,
     /// Connections closed at once because the service holds as many as it may.
@@ -38,6 +41,11 @@ impl Metrics {
         );
         let jobs_failed = counter("fluxplan_jobs_failed_total", "Jobs that failed for good", &["kind"]);
         let forge_errors = counter("fluxplan_forge_api_errors_total", "Forge API errors", &["forge", "kind"]);
+        let predictions = counter(
+            "fluxplan_prediction_total",
+            "Merges whose rollout was compared with their plan, by outcome",
+            &["outcome"],
+        );
         let jobs = IntGaugeVec::new(Opts::new("fluxplan_jobs", "Jobs by status"), &["status"])
             .expect("valid metric");
         registry.register(Box::new(jobs.clone())).expect("unique metric");
@@ -79,6 +87,7 @@ impl Metrics {
             jobs_failed,
             plan_duration,
             forge_errors,
+            predictions,
         }
     }
 

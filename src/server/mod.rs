@@ -247,6 +247,7 @@ async fn accept(
         Event::Pull(p) => p.repo.full_name.clone(),
         Event::Comment(c) => c.repo.full_name.clone(),
         Event::Push(p) => p.repo.full_name.clone(),
+        Event::MergeGroup(g) => g.repo.full_name.clone(),
         Event::Ignored(_) => String::new(),
     };
     // Without a delivery id, the body itself identifies the delivery.

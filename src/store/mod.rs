@@ -2,6 +2,7 @@
 //! production (several replicas share one queue through `FOR UPDATE SKIP LOCKED`); an embedded
 //! SQLite file when no database is configured. Times are Unix milliseconds.
 
+use crate::plan::actual::Followup;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use sqlx::any::{AnyPoolOptions, AnyRow};
@@ -56,6 +57,8 @@ pub struct NewJob {
     pub supersedes_older_heads: bool,
     /// Skip when a plan of this very head is already queued (a redundant event).
     pub dedupe_same_head: bool,
+    /// A job with this key exists once, whatever its status: duplicates collapse into it.
+    pub dedupe_key: Option<String>,
 }
 
 /// A claimed job.
@@ -69,6 +72,8 @@ pub struct Job {
     pub head_sha: String,
     pub payload: String,
     pub attempts: i64,
+    /// How often the job answered "not yet" (a follow-up waiting for the controller).
+    pub polls: i64,
 }
 
 /// What enqueueing did.
@@ -108,6 +113,27 @@ pub struct RunRow {
     pub plan_digest: Option<String>,
     /// The secret that opens this run's page (links in comments carry it).
     pub page_token: Option<String>,
+    /// Bumped by every follow-up write (optimistic concurrency).
+    pub version: i64,
+    /// A merge's run: the commit the pull request merged as.
+    pub merge_sha: Option<String>,
+    /// JSON list of notes (`stale-plan: ...`).
+    pub notes: Option<String>,
+    /// JSON of the plan's prediction per Kustomization (`plan::actual::Prediction`).
+    pub prediction: Option<String>,
+    /// JSON of the rollout follow-up (`plan::actual::Followup`).
+    pub followup: Option<String>,
+    /// exact, differs, failed or timeout, once the follow-up is complete.
+    pub followup_outcome: Option<String>,
+}
+
+/// The parts of a merge run its follow-ups read.
+#[derive(Debug, Clone)]
+pub struct RunFollowup {
+    pub id: i64,
+    pub prediction: Option<String>,
+    pub followup: Option<String>,
+    pub notes: Option<String>,
 }
 
 /// The outcome of a run, stored when it finishes.
@@ -125,6 +151,10 @@ pub struct RunOutcome {
     pub approved_by: Option<String>,
     /// Digest of the plan's content (changes and alerts) an approval binds to.
     pub plan_digest: Option<String>,
+    pub merge_sha: Option<String>,
+    pub notes: Option<String>,
+    pub prediction: Option<String>,
+    pub followup: Option<String>,
 }
 
 /// An approval of one head commit, bound to the content of the plan it approved.
@@ -142,6 +172,17 @@ fn random_token() -> Result<String> {
     Ok(hex::encode(bytes))
 }
 
+/// Conflicting writes one follow-up update survives before it gives up (and its job retries).
+const MAX_CAS_ATTEMPTS: usize = 50;
+
+/// A random wait of up to 1 ms per lost race so far (at most 25 ms).
+fn cas_backoff(lost: usize) -> std::time::Duration {
+    let mut byte = [0u8; 1];
+    let _ = getrandom::fill(&mut byte);
+    let ceiling = (lost as u64).min(25) * 1000;
+    std::time::Duration::from_micros(ceiling * u64::from(byte[0]) / 255)
+}
+
 /// Replies (refusals, help) one pull request gets at most per reply window, from all users.
 const MAX_REPLIES_PER_PULL: i64 = 5;
 
@@ -151,7 +192,7 @@ const ABANDONED: &str = "the worker stopped before finishing; the job was taken 
 const RUN_COLUMNS: &str =
     "id, job_id, forge, repo, pr_number, base_ref, base_sha, head_sha, trigger, status, \
     verdict, counts, alerts, timings, plan_json, comment, error, approved_by, created_at, finished_at, \
-    plan_digest, page_token";
+    plan_digest, page_token, version, merge_sha, notes, prediction, followup, followup_outcome";
 
 fn run_row(row: &AnyRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
@@ -177,6 +218,12 @@ fn run_row(row: &AnyRow) -> Result<RunRow, sqlx::Error> {
         page_token: row.try_get("page_token")?,
         created_at: row.try_get("created_at")?,
         finished_at: row.try_get("finished_at")?,
+        version: row.try_get("version")?,
+        merge_sha: row.try_get("merge_sha")?,
+        notes: row.try_get("notes")?,
+        prediction: row.try_get("prediction")?,
+        followup: row.try_get("followup")?,
+        followup_outcome: row.try_get("followup_outcome")?,
     })
 }
 
@@ -190,6 +237,7 @@ fn job_row(row: &AnyRow) -> Result<Job, sqlx::Error> {
         head_sha: row.try_get("head_sha")?,
         payload: row.try_get("payload")?,
         attempts: row.try_get("attempts")?,
+        polls: row.try_get("polls")?,
     })
 }
 
@@ -303,7 +351,7 @@ impl Store {
         let sql = format!(
             "UPDATE jobs SET status = 'running', locked_by = $1, heartbeat_at = $2, attempts = attempts + 1, \
              updated_at = $2 WHERE id = (SELECT id FROM jobs WHERE status = 'queued' AND run_after <= $2 \
-             ORDER BY id LIMIT 1{lock}) RETURNING id, kind, forge, repo, pr_number, head_sha, payload, attempts"
+             ORDER BY id LIMIT 1{lock}) RETURNING id, kind, forge, repo, pr_number, head_sha, payload, attempts, polls"
         );
         let row =
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(worker).bind(now).fetch_optional(&self.pool).await?;
@@ -539,8 +587,8 @@ impl Store {
     pub async fn finish_run(&self, id: i64, outcome: &RunOutcome) -> Result<()> {
         sqlx::query(
             "UPDATE runs SET status = $1, base_sha = $2, verdict = $3, counts = $4, alerts = $5, timings = $6, \
-             plan_json = $7, comment = $8, error = $9, approved_by = $10, finished_at = $11, plan_digest = $12 \
-             WHERE id = $13",
+             plan_json = $7, comment = $8, error = $9, approved_by = $10, finished_at = $11, plan_digest = $12, \
+             merge_sha = $13, notes = $14, prediction = $15, followup = $16 WHERE id = $17",
         )
         .bind(&outcome.status)
         .bind(&outcome.base_sha)
@@ -554,6 +602,10 @@ impl Store {
         .bind(&outcome.approved_by)
         .bind(now_ms())
         .bind(&outcome.plan_digest)
+        .bind(&outcome.merge_sha)
+        .bind(&outcome.notes)
+        .bind(&outcome.prediction)
+        .bind(&outcome.followup)
         .bind(id)
         .execute(&self.pool)
         .await?;
@@ -608,6 +660,107 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         Ok(row.as_ref().map(run_row).transpose()?)
+    }
+
+    /// The run recording the merge of a pull request as `merge_sha`, if one was made.
+    pub async fn merge_run(
+        &self,
+        forge: &str,
+        repo: &str,
+        pr_number: i64,
+        merge_sha: &str,
+    ) -> Result<Option<RunRow>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE forge = $1 AND repo = $2 AND pr_number = $3 AND merge_sha = $4 \
+             AND status = 'done' ORDER BY id DESC LIMIT 1"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(forge)
+            .bind(repo)
+            .bind(pr_number)
+            .bind(merge_sha)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(run_row).transpose()?)
+    }
+
+    /// What a follow-up reads of its run on every poll: the prediction, the follow-up and the
+    /// notes, not the whole run (its plan JSON can be large).
+    pub async fn run_followup(&self, id: i64) -> Result<Option<RunFollowup>> {
+        let row = sqlx::query("SELECT id, prediction, followup, notes FROM runs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(RunFollowup {
+            id: row.try_get("id")?,
+            prediction: row.try_get("prediction")?,
+            followup: row.try_get("followup")?,
+            notes: row.try_get("notes")?,
+        }))
+    }
+
+    /// A running job that answered "not yet" waits until `run_after`; the wait is no failed
+    /// attempt, but it counts in the job's `polls` (its own backoff).
+    pub async fn requeue_poll(&self, id: i64, worker: &str, run_after: i64, why: Option<&str>) -> Result<()> {
+        sqlx::query(
+            "UPDATE jobs SET status = 'queued', run_after = $1, attempts = attempts - 1, polls = polls + 1, \
+             last_error = $5, locked_by = NULL, updated_at = $2 WHERE id = $3 AND locked_by = $4 AND status = 'running'",
+        )
+        .bind(run_after)
+        .bind(now_ms())
+        .bind(id)
+        .bind(worker)
+        .bind(why)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Changes a run's follow-up with optimistic concurrency: read it with its version, apply
+    /// `change`, write it only if the version is still the one read; a writer that lost the race
+    /// reads again and re-applies, so no replica overwrites another's result. Returns what
+    /// `change` returned on the write that stuck.
+    pub async fn update_followup<T>(
+        &self,
+        run_id: i64,
+        mut change: impl FnMut(&mut Followup) -> T,
+    ) -> Result<T> {
+        for attempt in 0..MAX_CAS_ATTEMPTS {
+            if attempt > 0 {
+                // Losers spread out before reading again, so a crowd of writers does not collide
+                // round after round.
+                tokio::time::sleep(cas_backoff(attempt)).await;
+            }
+            let row = sqlx::query("SELECT version, followup FROM runs WHERE id = $1")
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await?
+                .with_context(|| format!("run {run_id} does not exist"))?;
+            let version: i64 = row.try_get("version")?;
+            let text: Option<String> = row.try_get("followup")?;
+            let mut followup: Followup = match text {
+                Some(text) => serde_json::from_str(&text).context("unreadable follow-up in the run")?,
+                None => anyhow::bail!("run {run_id} has no follow-up"),
+            };
+            let answer = change(&mut followup);
+            let written = sqlx::query(
+                "UPDATE runs SET followup = $1, followup_outcome = $2, version = version + 1 \
+                 WHERE id = $3 AND version = $4",
+            )
+            .bind(serde_json::to_string(&followup)?)
+            .bind(followup.outcome.map(|o| o.as_str()))
+            .bind(run_id)
+            .bind(version)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+            if written == 1 {
+                return Ok(answer);
+            }
+            tracing::debug!(run = run_id, version, "another writer updated the run first: reading it again");
+        }
+        anyhow::bail!("run {run_id}: {MAX_CAS_ATTEMPTS} conflicting writes in a row")
     }
 
     /// Records an approval of `head_sha`, bound to the run it approves and that plan's digest.
@@ -758,20 +911,24 @@ async fn enqueue_in(
                 continue;
             }
         }
-        sqlx::query(
-                "INSERT INTO jobs (kind, forge, repo, pr_number, head_sha, payload, status, attempts, run_after, \
-                 created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7, $7, $7)",
-            )
-            .bind(&job.kind)
-            .bind(&job.forge)
-            .bind(&job.repo)
-            .bind(job.pr_number)
-            .bind(&job.head_sha)
-            .bind(&job.payload)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
-        queued += 1;
+        // A keyed job that exists already (any status) is this one: the duplicate collapses.
+        let inserted = sqlx::query(
+            "INSERT INTO jobs (kind, forge, repo, pr_number, head_sha, payload, status, attempts, run_after, \
+                 created_at, updated_at, dedupe_key) VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7, $7, $7, $8) \
+                 ON CONFLICT DO NOTHING",
+        )
+        .bind(&job.kind)
+        .bind(&job.forge)
+        .bind(&job.repo)
+        .bind(job.pr_number)
+        .bind(&job.head_sha)
+        .bind(&job.payload)
+        .bind(now)
+        .bind(&job.dedupe_key)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        queued += inserted as usize;
     }
     Ok((queued, superseded))
 }

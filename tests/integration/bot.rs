@@ -18,17 +18,23 @@ const SECRET: &str = "webhook-secret";
 const REPO: &str = "acme/fleet";
 
 /// A running `fluxplan serve`.
-struct Bot {
+pub(crate) struct Bot {
     child: Child,
     url: String,
 }
 
 impl Bot {
     fn start(data_dir: &Path, env: &[(&str, String)]) -> Bot {
+        Bot::start_with(data_dir, &[], env)
+    }
+
+    /// Like `start`, with more arguments for `serve`.
+    pub(crate) fn start_with(data_dir: &Path, args: &[&str], env: &[(&str, String)]) -> Bot {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(data_dir.join("bot.log")).unwrap();
         let mut child = Command::new(fluxplan_bin())
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .env("FLUXPLAN_DATA_DIR", data_dir)
             .env("FLUXPLAN_LOG", "info,kube_client=off")
             .env_remove("DATABASE_URL")
@@ -60,12 +66,12 @@ impl Bot {
         let _ = self.child.wait();
     }
 
-    fn get(&self, path: &str) -> (u16, String) {
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
         let response = reqwest::blocking::get(format!("{}{path}", self.url)).unwrap();
         (response.status().as_u16(), response.text().unwrap())
     }
 
-    fn github(&self, event: &str, delivery: &str, body: &Value) -> u16 {
+    pub(crate) fn github(&self, event: &str, delivery: &str, body: &Value) -> u16 {
         let body = body.to_string();
         self.post(
             "/webhooks/github",
@@ -78,7 +84,7 @@ impl Bot {
         )
     }
 
-    fn post(&self, path: &str, body: String, headers: &[(&str, String)]) -> u16 {
+    pub(crate) fn post(&self, path: &str, body: String, headers: &[(&str, String)]) -> u16 {
         let mut request = reqwest::blocking::Client::new().post(format!("{}{path}", self.url)).body(body);
         for (name, value) in headers {
             request = request.header(*name, value);
@@ -160,7 +166,7 @@ fn now_rfc3339() -> String {
     chrono::DateTime::from_timestamp(now.as_secs() as i64, now.subsec_nanos()).unwrap().to_rfc3339()
 }
 
-fn gitlab_env(url: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn gitlab_env(url: &str) -> Vec<(&'static str, String)> {
     vec![
         ("FLUXPLAN_GITLAB_URL", url.to_string()),
         ("FLUXPLAN_GITLAB_TOKEN", "glpat-test".into()),
@@ -169,7 +175,7 @@ fn gitlab_env(url: &str) -> Vec<(&'static str, String)> {
 }
 
 /// A real Merge Request Hook body for merge request `iid` of project 42 at `head`.
-fn merge_request_hook(repo: &Repo, project: &str, iid: u64, head: &str) -> Value {
+pub(crate) fn merge_request_hook(repo: &Repo, project: &str, iid: u64, head: &str) -> Value {
     let mut body: Value =
         serde_json::from_str(include_str!("../fixtures/gitlab-webhooks/merge_request.json")).unwrap();
     body["project"]["id"] = json!(42);
@@ -183,7 +189,7 @@ fn merge_request_hook(repo: &Repo, project: &str, iid: u64, head: &str) -> Value
     body
 }
 
-fn github_env(github: &FakeGitHub) -> Vec<(&'static str, String)> {
+pub(crate) fn github_env(github: &FakeGitHub) -> Vec<(&'static str, String)> {
     vec![
         ("FLUXPLAN_GITHUB_API_URL", github.url()),
         ("FLUXPLAN_GITHUB_TOKEN", "test-token".into()),
@@ -552,10 +558,10 @@ fn a_job_cut_off_by_a_crash_is_completed_after_restart() {
 }
 
 /// A database of the local PostgreSQL server for one test, dropped when the test ends.
-struct PostgresDatabase {
+pub(crate) struct PostgresDatabase {
     admin: String,
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for PostgresDatabase {
@@ -570,7 +576,7 @@ impl Drop for PostgresDatabase {
     }
 }
 
-fn postgres_database() -> PostgresDatabase {
+pub(crate) fn postgres_database() -> PostgresDatabase {
     let admin = std::env::var("FLUXPLAN_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let name = format!(

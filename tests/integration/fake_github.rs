@@ -93,6 +93,11 @@ impl FakeGitHub {
         pull.updated_at = unix_now();
     }
 
+    /// Makes `sha` a commit of `repo` (statuses are accepted on it), e.g. a merge queue group's head.
+    pub fn add_commit(&self, repo: &str, sha: &str) {
+        self.lock().shas.insert((repo.to_string(), sha.to_string()));
+    }
+
     /// Sets `user`'s role on `repo`: admin, maintain, write, triage, read or none.
     /// Users never set are unknown to the permission endpoint (404).
     pub fn set_permission(&self, repo: &str, user: &str, permission: &str) {

@@ -1,5 +1,6 @@
 //! Integration tests: real git repositories, real kustomize. One binary shares one build.
 
+mod after_merge;
 mod artifacts;
 mod bot;
 mod boundaries;
