@@ -584,11 +584,14 @@ impl Store {
         Ok((row.try_get("id")?, token))
     }
 
+    /// Records a run's result (one job owns a run until then: its follow-ups are queued only
+    /// after). It moves the version, so a follow-up write that read the run before loses its
+    /// race and reads it again.
     pub async fn finish_run(&self, id: i64, outcome: &RunOutcome) -> Result<()> {
         sqlx::query(
             "UPDATE runs SET status = $1, base_sha = $2, verdict = $3, counts = $4, alerts = $5, timings = $6, \
              plan_json = $7, comment = $8, error = $9, approved_by = $10, finished_at = $11, plan_digest = $12, \
-             merge_sha = $13, notes = $14, prediction = $15, followup = $16 WHERE id = $17",
+             merge_sha = $13, notes = $14, prediction = $15, followup = $16, version = version + 1 WHERE id = $17",
         )
         .bind(&outcome.status)
         .bind(&outcome.base_sha)

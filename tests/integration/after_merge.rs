@@ -748,7 +748,7 @@ fn two_replicas_racing_on_one_run_lose_no_update() {
         let run = two.run(run_id).await.unwrap().unwrap();
         let followup = followup_of(&run);
         assert_eq!(followup.results.keys().cloned().collect::<Vec<_>>(), keys, "no result lost");
-        assert_eq!(run.version, 40, "one version per write that stuck");
+        assert_eq!(run.version, 41, "the run's own result, then one version per write that stuck");
         assert_eq!(run.followup_outcome.as_deref(), Some("differs"));
         eprintln!(
             "{} writes, {} attempts ({} lost a race and re-read)",
@@ -1029,7 +1029,7 @@ fn two_replicas_on_postgres_share_the_followups_of_one_merge() {
     assert_eq!(followup.results.len(), 2, "no result lost: {followup:?}");
     assert!(followup.results.values().all(|r| r.outcome == Outcome::Exact), "{followup:?}");
     assert_eq!(run.followup_outcome.as_deref(), Some("exact"));
-    assert_eq!(run.version, 3, "two results and the comment flag, each written once");
+    assert_eq!(run.version, 4, "the merge's plan, two results and the comment flag, each written once");
     assert_eq!(h.followup_comments().len(), 1, "one comment");
     let counted = h.predictions("exact") + other_metrics.predictions.with_label_values(&["exact"]).get();
     assert_eq!(counted, 1, "counted once, by the replica that completed the run");
