@@ -356,8 +356,11 @@ impl Worker {
         .map_err(JobError::from)
     }
 
-    /// Plans `head` against `base` in the mirror, with the configured clusters.
-    async fn plan_revisions(
+    /// Plans `head` against `base` in the mirror, with the configured clusters, off the async
+    /// runtime. A plan cut short by a
+    /// shutdown is retried at once: not the plan's fault (another replica, or this one restarted,
+    /// plans it again).
+    pub(super) async fn plan_revisions(
         &self,
         mirror: PathBuf,
         repo: &RepoInfo,

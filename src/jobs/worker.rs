@@ -390,16 +390,7 @@ impl Worker {
         // Plan the merge: the head against the current tip of the base branch.
         let phase = Instant::now();
         let base_rev = format!("refs/heads/{}", target.base_ref);
-        let mut request = self.plan_request(mirror, &base_rev, &target.head_sha);
-        request.repo_name = Some(repo.full_name.clone());
-        request.cancel = cancel.clone();
-        let plan = tokio::task::spawn_blocking(move || planner::plan(&request))
-            .await
-            .map_err(|e| JobError::Fatal(e.to_string()))?;
-        if cancel.reason() == Some(CancelReason::ShuttingDown) {
-            // Not this plan's fault: another replica (or this one, restarted) plans it again.
-            return Err(JobError::Retry("the service shut down while planning".into(), Some(Duration::ZERO)));
-        }
+        let plan = self.plan_revisions(mirror, repo, &base_rev, &target.head_sha, cancel).await?;
         timings.insert("plan_ms", phase.elapsed().as_millis() as u64);
         self.metrics
             .plan_duration
