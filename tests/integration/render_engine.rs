@@ -807,6 +807,28 @@ fn builds_known_by_git_ids_are_checked_before_kustomize_runs_again() {
     assert!(again.kustomizations().all(|(_, k)| k.status == Status::Rendered));
 }
 
+/// The same inputs by git id are not the same tree when the ignore rules change: a
+/// `.sourceignore` that leaves an input out fails the build as Flux would, never a cached success.
+#[test]
+fn a_changed_sourceignore_is_never_answered_from_inputs_known_by_git_ids() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/app.yaml", "app", "./apps/app", "");
+    repo.write("apps/app/kustomization.yaml", "resources: [cm.yaml]\n");
+    repo.config_map("apps/app/cm.yaml", "cm", "default");
+    repo.commit("app");
+    let cache_dir = tempfile::tempdir().unwrap();
+    let render = || {
+        let renderer = Renderer::new(Duration::from_secs(60), Some(cache_dir.path().to_path_buf())).unwrap();
+        renderer.render(&repo.options(Some("HEAD"))).unwrap()
+    };
+    assert_eq!(render().find("flux-system/app").unwrap().status, Status::Rendered);
+    repo.write(".sourceignore", "apps/app/cm.yaml\n");
+    repo.commit("ignore the ConfigMap");
+    let ignored = render();
+    let app = ignored.find("flux-system/app").unwrap();
+    assert_eq!(app.status, Status::Failed, "{:?}", app.objects);
+}
+
 #[test]
 fn kustomize_timeout_is_an_error_on_the_kustomization() {
     // A stand-in kustomize that hangs: the only way to exercise the timeout deterministically.
