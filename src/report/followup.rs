@@ -2,6 +2,7 @@
 //! differed from the plan, with the Ready conditions. Everything from the cluster (names, ids,
 //! revisions, the controller's messages) is escaped like the plan's text.
 
+use super::escape;
 use crate::flux::ObjectId;
 use crate::plan::actual::{Followup, KustomizationResult, Outcome};
 use std::fmt::Write;
@@ -101,10 +102,6 @@ fn ready(result: &KustomizationResult) -> String {
 
 fn short(sha: &str) -> String {
     escape(sha.get(..8).unwrap_or(sha))
-}
-
-fn escape(text: &str) -> String {
-    super::escape_markdown(text.to_string())
 }
 
 #[cfg(test)]
