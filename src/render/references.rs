@@ -85,7 +85,7 @@ pub fn of_kustomization(
         for item in list(&document, field) {
             let plugin_field = PLUGIN_FIELDS.contains(field);
             let inline_field = plugin_field || *field == "patchesStrategicMerge";
-            match inline_documents(item).filter(|_| inline_field) {
+            match inline_field.then(|| inline_documents(item)).flatten() {
                 Some(docs) => {
                     // An inline plugin configuration: its references are checked here, and
                     // kustomize gets its re-serialization (see `canonical_kustomization`), which
@@ -186,7 +186,7 @@ pub fn canonical_kustomization(document: &mut Value) {
             continue;
         }
         for item in value.as_array_mut().into_iter().flatten() {
-            if let Some(docs) = inline_documents(item).filter(|_| item.is_string()) {
+            if let Some(docs) = item.is_string().then(|| inline_documents(item)).flatten() {
                 *item = Value::String(yaml::to_yaml_stream(&docs));
             }
         }
@@ -209,7 +209,7 @@ pub fn of_plugin_config(document: &Value, file: &str) -> Result<Vec<Reference>, 
         }
         let values = value.as_array().map_or_else(|| vec![value], |items| items.iter().collect());
         for value in values {
-            match inline_documents(value).filter(|_| name == "paths") {
+            match (name == "paths").then(|| inline_documents(value)).flatten() {
                 Some(_) => push_inline(&mut out, &field(name), value),
                 None => push_string(&mut out, &field(name), value, file)?,
             }
