@@ -300,7 +300,8 @@ fn unpack(
     warnings: &mut Vec<String>,
     manifests: &mut Vec<(String, String)>,
 ) -> Result<()> {
-    let mut archive = tar::Archive::new(tar);
+    // Headers are read 512 bytes at a time: straight from the pipe, that is a system call each.
+    let mut archive = tar::Archive::new(std::io::BufReader::with_capacity(256 * 1024, tar));
     let mut made_dirs = std::collections::HashSet::new();
     // Creating thousands of small files is the kernel's work: files are written on other threads
     // while this one reads the archive (directories first, here, so every parent exists).
