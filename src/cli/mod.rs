@@ -173,8 +173,14 @@ impl RenderArgs {
 
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Build(args) => build::run(args),
-        Command::Plan(args) => plan::run(args),
+        Command::Build(args) => {
+            crate::render::source::delete_exports_detached();
+            build::run(args)
+        }
+        Command::Plan(args) => {
+            crate::render::source::delete_exports_detached();
+            plan::run(args)
+        }
         Command::Demo(args) => demo::run(args),
         Command::Snapshot(args) => snapshot::run(args),
         Command::Serve(args) => serve::run(*args),

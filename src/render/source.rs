@@ -8,8 +8,10 @@ use crate::git;
 use anyhow::{Context, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Files larger than this are left out of a source (a hostile PR cannot exhaust memory).
@@ -251,11 +253,37 @@ impl ExportedSource {
     }
 }
 
+/// Set by the command line: exports are deleted by a detached `rm`, so the user does not wait
+/// for thousands of unlinks once the answer is known. A long-lived process (the bot) deletes them
+/// itself.
+static DELETE_DETACHED: AtomicBool = AtomicBool::new(false);
+
+/// Lets a detached process delete this process's exports (see `DELETE_DETACHED`).
+pub fn delete_exports_detached() {
+    DELETE_DETACHED.store(true, Ordering::Relaxed);
+}
+
 impl Drop for ExportedSource {
     /// Deleting thousands of files is the kernel's work: subtrees go in parallel (the scratch
     /// directory itself removes what is left when it drops).
     fn drop(&mut self) {
         use rayon::prelude::*;
+        if DELETE_DETACHED.load(Ordering::Relaxed) {
+            let rm = Command::new("rm")
+                .env_clear()
+                .arg("-rf")
+                .arg("--")
+                .arg(self.workdir.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn();
+            if rm.is_ok() {
+                self.workdir.disable_cleanup(true);
+                return;
+            }
+        }
         let mut subtrees = Vec::new();
         collect_subtrees(self.workdir.path(), 3, &mut subtrees);
         subtrees.par_iter().for_each(|(path, is_dir)| {
