@@ -235,7 +235,7 @@ fn signed_pull_request_webhook_posts_a_sticky_comment_and_a_status() {
 
     let body = pull_request("opened", &repo, 1, &head, &base);
     assert_eq!(bot.github("pull_request", "delivery-1", &body), 202);
-    wait_for("the final status", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the final status", || final_status(&github, &head).is_some());
     let statuses = github.statuses(REPO, &head);
     assert_eq!(statuses[0]["state"], "pending");
     let last = final_status(&github, &head).unwrap();
@@ -310,7 +310,7 @@ fn the_run_index_needs_its_credential() {
     env.push(("FLUXPLAN_RUNS_TOKEN", "index-secret".into()));
     let bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "i1", &pull_request("opened", &repo, 51, &head, &base)), 202);
-    wait_for("the plan", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the plan", || final_status(&github, &head).is_some());
     // The run and its job are recorded after the status is set: wait for them too.
     wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 51, "plan") == 1);
     assert_eq!(bot.get("/runs").0, 401);
@@ -402,7 +402,7 @@ fn a_new_push_supersedes_the_old_plan_and_updates_the_same_comment() {
     }
     // Workers plan only the newest head.
     let bot = Bot::start(data.path(), &github_env(&github));
-    wait_for("the plan of the second push", WAIT, || final_status(&github, &second).is_some());
+    github.wait_until("the plan of the second push", || final_status(&github, &second).is_some());
     assert!(github.statuses(REPO, &first).is_empty(), "the superseded head was never planned");
     let comments = sticky(&github, 7);
     assert_eq!(comments.len(), 1);
@@ -411,7 +411,7 @@ fn a_new_push_supersedes_the_old_plan_and_updates_the_same_comment() {
     let third = push(&repo, "third", None);
     github.set_head(REPO, 7, &third);
     assert_eq!(bot.github("pull_request", "d3", &pull_request("synchronize", &repo, 7, &third, &base)), 202);
-    wait_for("the plan of the third push", WAIT, || final_status(&github, &third).is_some());
+    github.wait_until("the plan of the third push", || final_status(&github, &third).is_some());
     let comments = sticky(&github, 7);
     assert_eq!(comments.len(), 1, "one sticky comment");
     assert_eq!(comments[0].0, comment_id, "updated in place");
@@ -429,7 +429,7 @@ fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
     let data = tempfile::tempdir().unwrap();
     let bot = Bot::start(data.path(), &github_env(&github));
     assert_eq!(bot.github("pull_request", "p1", &pull_request("opened", &repo, 3, &head, &base)), 202);
-    wait_for("the blocked status", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the blocked status", || final_status(&github, &head).is_some());
     // The run and its job are recorded after the status is set: wait for them too.
     wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 3, "plan") == 1);
     let status = final_status(&github, &head).unwrap();
@@ -443,7 +443,7 @@ fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
         202
     );
     // The reaction and the reply are two requests: wait for both.
-    wait_for("the refusal", WAIT, || {
+    github.wait_until("the refusal", || {
         github.reactions(REPO, refused_id).contains(&"-1".to_string())
             && github
                 .comments(REPO, 3)
@@ -458,7 +458,8 @@ fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
         bot.github("issue_comment", "c2", &comment(3, "maintainer", approve_id, "/fluxplan approve", &repo)),
         202
     );
-    wait_for("the approval", WAIT, || final_status(&github, &head).is_some_and(|s| s["state"] == "success"));
+    github
+        .wait_until("the approval", || final_status(&github, &head).is_some_and(|s| s["state"] == "success"));
     assert!(final_status(&github, &head).unwrap()["description"]
         .as_str()
         .unwrap()
@@ -469,7 +470,7 @@ fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
     let again = push(&repo, "still-gone", Some("./empty"));
     github.set_head(REPO, 3, &again);
     assert_eq!(bot.github("pull_request", "p2", &pull_request("synchronize", &repo, 3, &again, &base)), 202);
-    wait_for("the new plan", WAIT, || final_status(&github, &again).is_some());
+    github.wait_until("the new plan", || final_status(&github, &again).is_some());
     assert_eq!(final_status(&github, &again).unwrap()["state"], "failure");
 
     // Help, for anyone.
@@ -478,7 +479,7 @@ fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
         bot.github("issue_comment", "c3", &comment(3, "passerby", help_id, "/fluxplan help", &repo)),
         202
     );
-    wait_for("the help", WAIT, || {
+    github.wait_until("the help", || {
         github.comments(REPO, 3).iter().any(|(_, b)| b.contains("/fluxplan approve`: accept"))
     });
 
@@ -503,7 +504,7 @@ fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
         bot.github("issue_comment", "c5", &comment(3, "passerby", plan_id, "/fluxplan plan", &repo)),
         202
     );
-    wait_for("the plan refusal", WAIT, || github.reactions(REPO, plan_id).contains(&"-1".to_string()));
+    github.wait_until("the plan refusal", || github.reactions(REPO, plan_id).contains(&"-1".to_string()));
 }
 
 #[test]
@@ -517,7 +518,7 @@ fn github_errors_and_rate_limits_are_retried() {
     let data = tempfile::tempdir().unwrap();
     let bot = Bot::start(data.path(), &github_env(&github));
     assert_eq!(bot.github("pull_request", "r1", &pull_request("opened", &repo, 4, &head, &base)), 202);
-    wait_for("the final status", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the final status", || final_status(&github, &head).is_some());
     assert_eq!(final_status(&github, &head).unwrap()["state"], "success");
     let status_posts =
         github.requests().iter().filter(|(m, p)| m == "POST" && p.contains("/statuses/")).count();
@@ -538,7 +539,7 @@ fn a_job_cut_off_by_a_crash_is_completed_after_restart() {
     env.push(("FLUXPLAN_JOB_LEASE_SECS", "2".into()));
     let mut bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "k1", &pull_request("opened", &repo, 5, &head, &base)), 202);
-    wait_for("the job to start", WAIT, || github.requests().iter().any(|(_, p)| p.contains("/statuses/")));
+    github.wait_until("the job to start", || github.requests().iter().any(|(_, p)| p.contains("/statuses/")));
     bot.kill();
     {
         let (runtime, store) = store(data.path());
@@ -627,7 +628,7 @@ fn two_replicas_on_one_postgres_plan_each_job_exactly_once() {
             202
         );
     }
-    wait_for("every pull request planned", WAIT, || {
+    github.wait_until("every pull request planned", || {
         pulls
             .iter()
             .all(|n| github.comments(REPO, *n).iter().any(|(_, b)| b.starts_with("<!-- fluxplan -->")))
@@ -756,7 +757,7 @@ fn the_bots_own_comments_and_commands_in_code_are_never_obeyed() {
     let data = tempfile::tempdir().unwrap();
     let bot = Bot::start(data.path(), &github_env(&github));
     assert_eq!(bot.github("pull_request", "o1", &pull_request("opened", &repo, 31, &head, &base)), 202);
-    wait_for("the blocked status", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the blocked status", || final_status(&github, &head).is_some());
     // The run and its job are recorded after the status is set: wait for them too.
     wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 31, "plan") == 1);
     // In token mode the bot is a machine user: its comments come back typed "User". One that
@@ -852,7 +853,7 @@ fn a_push_to_the_base_branch_replans_its_open_pull_requests() {
     body["repository"]["full_name"] = json!(REPO);
     body["repository"]["clone_url"] = json!(file_url(&repo));
     assert_eq!(bot.github("push", "push-1", &body), 202);
-    wait_for("the re-plan", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the re-plan", || final_status(&github, &head).is_some());
     let (runtime, store) = store(data.path());
     let runs = runtime.block_on(store.runs_of("github", REPO, 9)).unwrap();
     assert_eq!(runs.len(), 1);
@@ -871,7 +872,7 @@ fn shutdown_releases_a_job_that_does_not_finish_in_time() {
     env.push(("FLUXPLAN_SHUTDOWN_GRACE_SECS", "1".into()));
     let mut bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "s1", &pull_request("opened", &repo, 11, &head, &base)), 202);
-    wait_for("the job to start", WAIT, || github.requests().iter().any(|(_, p)| p.contains("/statuses/")));
+    github.wait_until("the job to start", || github.requests().iter().any(|(_, p)| p.contains("/statuses/")));
     let terminated = Command::new("kill").args(["-TERM", &bot.child.id().to_string()]).status().unwrap();
     assert!(terminated.success());
     let exit = bot.child.wait().unwrap();
@@ -906,7 +907,7 @@ fn github_app_installations_authenticate_with_their_own_token() {
     let bot = Bot::start(data.path(), &env);
     // The fixture's installation id is 1.
     assert_eq!(bot.github("pull_request", "app-1", &pull_request("opened", &repo, 12, &head, &base)), 202);
-    wait_for("the final status", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the final status", || final_status(&github, &head).is_some());
     let auth = github.authorizations();
     let token_request =
         auth.iter().find(|(path, _)| path.starts_with("/app/installations/1/access_tokens")).unwrap();
@@ -935,7 +936,7 @@ fn long_plans_are_split_and_surplus_parts_deleted_when_the_plan_shrinks() {
     env.push(("FLUXPLAN_COMMENT_LIMIT", "3000".into()));
     let bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "long", &pull_request("opened", &repo, 13, &long, &base)), 202);
-    wait_for("the long plan", WAIT, || final_status(&github, &long).is_some());
+    github.wait_until("the long plan", || final_status(&github, &long).is_some());
     let parts = sticky(&github, 13);
     assert!(parts.len() > 2, "{} parts", parts.len());
     for (i, (_, body)) in parts.iter().enumerate() {
@@ -950,7 +951,7 @@ fn long_plans_are_split_and_surplus_parts_deleted_when_the_plan_shrinks() {
         bot.github("pull_request", "short", &pull_request("synchronize", &repo, 13, &short, &base)),
         202
     );
-    wait_for("the short plan", WAIT, || final_status(&github, &short).is_some());
+    github.wait_until("the short plan", || final_status(&github, &short).is_some());
     let remaining = sticky(&github, 13);
     assert_eq!(remaining.len(), 1, "surplus parts deleted");
     assert_eq!(remaining[0].0, parts[0].0, "the first part is updated in place");
@@ -967,7 +968,7 @@ fn a_plan_that_cannot_be_made_sets_an_error_status() {
     let mut body = pull_request("opened", &repo, 14, &head, &base);
     body["pull_request"]["base"]["ref"] = json!("no-such-branch");
     assert_eq!(bot.github("pull_request", "e1", &body), 202);
-    wait_for("the error status", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the error status", || final_status(&github, &head).is_some());
     let status = final_status(&github, &head).unwrap();
     assert_eq!(status["state"], "error");
     assert!(status["description"].as_str().unwrap().contains("could not plan"), "{status}");
@@ -1005,7 +1006,7 @@ fn a_superseded_plan_is_stopped_and_its_kustomize_killed() {
     github.set_head(REPO, 21, &fixed);
     assert_eq!(bot.github("pull_request", "h2", &pull_request("synchronize", &repo, 21, &fixed, &base)), 202);
     wait_for("the stuck build to be killed", WAIT, || !process_running(&marker));
-    wait_for("the plan of the new head", WAIT, || final_status(&github, &fixed).is_some());
+    github.wait_until("the plan of the new head", || final_status(&github, &fixed).is_some());
     let (runtime, store) = store(data.path());
     let runs = runtime.block_on(store.runs_of("github", REPO, 21)).unwrap();
     let stuck_run = runs.iter().find(|r| r.head_sha == stuck).expect("a run of the stuck head");
@@ -1060,7 +1061,7 @@ fn a_hostile_pull_request_leaks_nothing_into_the_comment_the_run_or_the_cache() 
     let data = tempfile::tempdir().unwrap();
     let bot = Bot::start(data.path(), &github_env(&github));
     assert_eq!(bot.github("pull_request", "l1", &pull_request("opened", &repo, 23, &head, &base)), 202);
-    wait_for("the plan", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the plan", || final_status(&github, &head).is_some());
     // The run and its job are recorded after the status is set: wait for them too.
     wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 23, "plan") == 1);
     assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
@@ -1094,7 +1095,7 @@ fn an_approval_binds_to_the_plan_its_author_saw() {
     let data = tempfile::tempdir().unwrap();
     let bot = Bot::start(data.path(), &github_env(&github));
     assert_eq!(bot.github("pull_request", "a1", &pull_request("opened", &repo, 41, &head, &base)), 202);
-    wait_for("the blocked status", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the blocked status", || final_status(&github, &head).is_some());
     // The run and its job are recorded after the status is set: wait for them too.
     wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 41, "plan") == 1);
 
@@ -1104,7 +1105,7 @@ fn an_approval_binds_to_the_plan_its_author_saw() {
     stale["comment"]["created_at"] = json!("2020-01-01T00:00:00Z");
     assert_eq!(bot.github("issue_comment", "a2", &stale), 202);
     // The reaction and the reply are two requests: wait for both.
-    wait_for("the refusal", WAIT, || {
+    github.wait_until("the refusal", || {
         github.reactions(REPO, stale_id).contains(&"-1".to_string())
             && github.comments(REPO, 41).iter().any(|(_, b)| b.contains("written before the plan"))
     });
@@ -1118,7 +1119,7 @@ fn an_approval_binds_to_the_plan_its_author_saw() {
         202
     );
     // The reaction and the reply are two requests: wait for both.
-    wait_for("the author's refusal", WAIT, || {
+    github.wait_until("the author's refusal", || {
         github.reactions(REPO, own_id).contains(&"-1".to_string())
             && github.comments(REPO, 41).iter().any(|(_, b)| b.contains("cannot approve its plan"))
     });
@@ -1128,7 +1129,8 @@ fn an_approval_binds_to_the_plan_its_author_saw() {
     let approve_id = github.add_issue_comment(REPO, 41, "maintainer", "/fluxplan approve");
     let approve = comment(41, "maintainer", approve_id, "/fluxplan approve", &repo);
     assert_eq!(bot.github("issue_comment", "a3", &approve), 202);
-    wait_for("the approval", WAIT, || final_status(&github, &head).is_some_and(|s| s["state"] == "success"));
+    github
+        .wait_until("the approval", || final_status(&github, &head).is_some_and(|s| s["state"] == "success"));
 
     // A re-plan of the same head that says the same keeps it...
     let replan_id = github.add_issue_comment(REPO, 41, "maintainer", "/fluxplan plan");
@@ -1325,14 +1327,14 @@ fn webhooks_lost_to_a_database_outage_are_recovered_by_the_resync() {
     env.push(("FLUXPLAN_RESYNC_SECS", "1".into()));
     let bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "d1", &pull_request("opened", &repo, 61, &head, &base)), 202);
-    wait_for("the first plan", WAIT, || !sticky(&github, 61).is_empty());
+    github.wait_until("the first plan", || !sticky(&github, 61).is_empty());
 
     // The database goes away: the webhook is refused (the forge would not redeliver it).
     proxy.set_cut(true);
     assert_eq!(bot.github("pull_request", "d2", &pull_request("opened", &repo, 62, &head, &base)), 503);
     proxy.set_cut(false);
     // The resync finds the pull request without a plan and plans it.
-    wait_for("the resync to plan the missed pull request", WAIT, || !sticky(&github, 62).is_empty());
+    github.wait_until("the resync to plan the missed pull request", || !sticky(&github, 62).is_empty());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let store = runtime.block_on(Store::connect(&database.url)).unwrap();
     let runs = runtime.block_on(store.runs_of("github", REPO, 62)).unwrap();
@@ -1373,7 +1375,7 @@ fn only_a_blocked_plan_can_be_approved() {
     env.push(("FLUXPLAN_WORKERS", "1".into()));
     let bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "n1", &pull_request("opened", &repo, 71, &head, &base)), 202);
-    wait_for("the plan", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the plan", || final_status(&github, &head).is_some());
     // The run and its job are recorded after the status is set: wait for them too.
     wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 71, "plan") == 1);
     // A plan with changes but no danger: nothing to approve.
@@ -1383,7 +1385,7 @@ fn only_a_blocked_plan_can_be_approved() {
         202
     );
     // The reaction and the reply are two requests: wait for both.
-    wait_for("the refusal", WAIT, || {
+    github.wait_until("the refusal", || {
         github.reactions(REPO, id).contains(&"-1".to_string())
             && github.comments(REPO, 71).iter().any(|(_, b)| b.contains("nothing to approve"))
     });
@@ -1412,7 +1414,7 @@ fn no_approval_while_a_newer_plan_is_being_made() {
     env.push(("FLUXPLAN_KUSTOMIZE", stand_in_kustomize(data.path(), &build).to_str().unwrap().to_string()));
     let bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "w1", &pull_request("opened", &repo, 72, &head, &base)), 202);
-    wait_for("the blocked plan", WAIT, || final_status(&github, &head).is_some());
+    github.wait_until("the blocked plan", || final_status(&github, &head).is_some());
     // The run and its job are recorded after the status is set: wait for them too.
     wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, 72, "plan") == 1);
     // A re-plan is asked for and held; an approval meanwhile would approve the old plan.
@@ -1432,7 +1434,11 @@ fn no_approval_while_a_newer_plan_is_being_made() {
     github.set_permission(REPO, "other-maintainer", "maintain");
     let body = comment(72, "other-maintainer", approve_id, "/fluxplan approve", &repo);
     assert_eq!(bot.github("issue_comment", "w3", &body), 202);
-    wait_for("the refusal", WAIT, || github.reactions(REPO, approve_id).contains(&"-1".to_string()));
+    // The refusal is a reaction and a reply: wait for both.
+    github.wait_until("the refusal", || {
+        github.reactions(REPO, approve_id).contains(&"-1".to_string())
+            && github.comments(REPO, 72).len() > 3
+    });
     let comments = github.comments(REPO, 72);
     let said = |text: &str| comments.iter().any(|(_, b)| b.contains(text));
     assert!(said("a new plan of this pull request is being made"), "{comments:?}");

@@ -19,7 +19,7 @@ use axum::Router;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// The login of the bot: every comment, status and reaction made through the API is its.
 pub const BOT_LOGIN: &str = "fluxplan[bot]";
@@ -35,16 +35,59 @@ const REACTIONS: [&str; 8] = ["+1", "-1", "laugh", "confused", "heart", "hooray"
 pub struct FakeGitHub {
     server: Server,
     state: Arc<Mutex<Inner>>,
+    answered: Arc<Answered>,
+}
+
+/// How many requests the fake has answered, and a signal on every answer: tests wait for the
+/// state they expect, woken by each change instead of polling.
+#[derive(Default)]
+struct Answered {
+    count: Mutex<u64>,
+    changed: Condvar,
 }
 
 impl FakeGitHub {
     /// Starts the server on 127.0.0.1 port 0 in a background thread with its own tokio runtime.
     pub fn start() -> FakeGitHub {
         let state = Arc::new(Mutex::new(Inner::default()));
-        let app = Router::new().fallback(handle).with_state(state.clone());
+        let answered = Arc::new(Answered::default());
+        let signal = answered.clone();
+        let app = Router::new().fallback(handle).with_state(state.clone()).layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let signal = signal.clone();
+                async move {
+                    let response = next.run(request).await;
+                    *lock(&signal.count) += 1;
+                    signal.changed.notify_all();
+                    response
+                }
+            },
+        ));
         let server = Server::start("fake-github", app);
         lock(&state).base = server.url();
-        FakeGitHub { server, state }
+        FakeGitHub { server, state, answered }
+    }
+
+    /// Waits until `done` holds, checking it again after every request the fake answers; fails
+    /// after `fixture::WAIT` (a bound, not an expectation) naming `what`.
+    pub fn wait_until(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + crate::fixture::WAIT;
+        loop {
+            // Read before checking: an answer between the check and the wait is not missed.
+            let seen = *lock(&self.answered.count);
+            if done() {
+                return;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let count = lock(&self.answered.count);
+            let (count, waited) = self
+                .answered
+                .changed
+                .wait_timeout_while(count, left, |count| *count == seen)
+                .unwrap_or_else(|e| e.into_inner());
+            drop(count);
+            assert!(!waited.timed_out() || done(), "timed out waiting for {what}");
+        }
     }
 
     /// Base URL, e.g. "http://127.0.0.1:41234" (what octocrab's `base_uri` takes).
