@@ -166,6 +166,43 @@ fn sorted(set: BTreeSet<&String>) -> Vec<String> {
     set.into_iter().cloned().collect()
 }
 
+/// How a prediction names an object whose real id holds a value substituted from a Secret: its
+/// hash (the planner's masking writes it; see `hashed_id`), never the value.
+const HASHED: &str = "sha256:";
+/// What masking writes into a shown name (see `render::masking`).
+const MASKED: &str = "(masked:";
+
+/// The form a prediction stores for a real id that holds a Secret's value.
+pub fn hashed_id(id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{HASHED}{}", hex::encode(Sha256::digest(id.as_bytes())))
+}
+
+/// Objects named from Secret values: compared by hash, counted, never listed (the cluster's
+/// names would show the values; `compare` withholds the controller's message too).
+fn compare_masked(result: &mut KustomizationResult, predicted: &PredictedKustomization) {
+    // A masked create is judged by its hashed desired id (below, as missing when absent).
+    result.not_created.retain(|id| !id.contains(MASKED));
+    let before = result.missing.len();
+    result.missing.retain(|id| !id.starts_with(HASHED));
+    let differing = before - result.missing.len();
+    let unexpected = std::mem::take(&mut result.unexpected).len();
+    let unchecked = predicted.delete.iter().chain(&predicted.orphan).filter(|id| id.contains(MASKED)).count();
+    result.not_deleted.retain(|id| !id.contains(MASKED));
+    if differing + unexpected > 0 {
+        result.outcome = Outcome::Differs;
+        result.notes.push(format!(
+            "names from Secret values: {differing} predicted object(s) not as planned, {unexpected} object(s) in \
+             the inventory the plan did not expect (not listed)"
+        ));
+    }
+    if unchecked > 0 {
+        result
+            .notes
+            .push(format!("{unchecked} object(s) to remove named from Secret values were not checked"));
+    }
+}
+
 /// Judges one Kustomization's rollout against its prediction.
 pub fn compare(predicted: &PredictedKustomization, observed: &Observed) -> KustomizationResult {
     let mut result = KustomizationResult {
@@ -181,6 +218,13 @@ pub fn compare(predicted: &PredictedKustomization, observed: &Observed) -> Kusto
         missing: Vec::new(),
         notes: Vec::new(),
     };
+    let masked = predicted.desired.iter().chain(&predicted.unmanaged).any(|id| id.starts_with(HASHED))
+        || predicted
+            .create
+            .iter()
+            .chain(&predicted.delete)
+            .chain(&predicted.orphan)
+            .any(|id| id.contains(MASKED));
     let predicted_removed = predicted.status == "removed";
     let predicted_failed = predicted.status == "failed";
     match observed {
@@ -219,7 +263,23 @@ pub fn compare(predicted: &PredictedKustomization, observed: &Observed) -> Kusto
                 }
                 None => {}
                 Some(inventory) => {
-                    let inventory: BTreeSet<&String> = inventory.iter().collect();
+                    let hashed: Vec<String> = match masked {
+                        // An id the prediction holds only hashed is matched by its hash.
+                        true => inventory
+                            .iter()
+                            .map(|id| {
+                                let plain =
+                                    predicted.desired.contains(id) || predicted.unmanaged.contains(id);
+                                if plain {
+                                    id.clone()
+                                } else {
+                                    hashed_id(id)
+                                }
+                            })
+                            .collect(),
+                        false => inventory.clone(),
+                    };
+                    let inventory: BTreeSet<&String> = hashed.iter().collect();
                     let create: BTreeSet<&String> = predicted.create.iter().collect();
                     let desired: BTreeSet<&String> = predicted.desired.iter().collect();
                     let leaving: BTreeSet<&String> =
@@ -251,6 +311,9 @@ pub fn compare(predicted: &PredictedKustomization, observed: &Observed) -> Kusto
                     );
                 }
             }
+            if masked {
+                compare_masked(&mut result, predicted);
+            }
             let differs = !(result.not_created.is_empty()
                 && result.not_deleted.is_empty()
                 && result.unexpected.is_empty()
@@ -261,6 +324,9 @@ pub fn compare(predicted: &PredictedKustomization, observed: &Observed) -> Kusto
                 result.outcome = Outcome::Differs;
             }
         }
+    }
+    if let Some(ready) = result.ready.as_mut().filter(|r| masked && !r.message.is_empty()) {
+        ready.message = "(withheld: this Kustomization names objects from Secret values)".into();
     }
     result
 }
@@ -338,6 +404,53 @@ mod tests {
             inventory: Some(ids.iter().map(|s| s.to_string()).collect()),
             ready: None,
         }
+    }
+
+    /// `default_app-s3cr3t__ConfigMap` is named from a Secret's value: the prediction holds it
+    /// hashed (the planner's masking), the plan's lists show it masked.
+    fn predicted_with_a_secret_name() -> PredictedKustomization {
+        PredictedKustomization {
+            desired: vec!["default_kept__ConfigMap".into(), hashed_id("default_app-s3cr3t__ConfigMap")],
+            create: vec!["default_app-(masked:SUFFIX)__ConfigMap".into()],
+            delete: vec!["default_old-(masked:SUFFIX)__ConfigMap".into()],
+            ..predicted()
+        }
+    }
+
+    #[test]
+    fn names_from_secret_values_are_matched_by_hash_and_never_shown() {
+        let ready = Condition {
+            status: "True".into(),
+            reason: "ReconciliationSucceeded".into(),
+            message: "applied default/app-s3cr3t".into(),
+        };
+        let exact = Observed::Applied {
+            revision: "main@sha1:abc".into(),
+            inventory: Some(vec!["default_kept__ConfigMap".into(), "default_app-s3cr3t__ConfigMap".into()]),
+            ready: Some(ready.clone()),
+        };
+        let result = compare(&predicted_with_a_secret_name(), &exact);
+        assert_eq!(result.outcome, Outcome::Exact, "{result:?}");
+        assert!(!format!("{result:?}").contains("s3cr3t"), "{result:?}");
+        // An object the plan did not expect, named from the value too: counted, not listed.
+        let surprise = Observed::Applied {
+            revision: "main@sha1:abc".into(),
+            inventory: Some(vec![
+                "default_kept__ConfigMap".into(),
+                "default_app-s3cr3t__ConfigMap".into(),
+                "default_extra-s3cr3t__ConfigMap".into(),
+            ]),
+            ready: Some(ready),
+        };
+        let result = compare(&predicted_with_a_secret_name(), &surprise);
+        assert_eq!(result.outcome, Outcome::Differs);
+        assert!(result.unexpected.is_empty());
+        assert!(
+            result.notes.iter().any(|n| n.contains("1 object(s) in the inventory")),
+            "{:?}",
+            result.notes
+        );
+        assert!(!format!("{result:?}").contains("s3cr3t"), "{result:?}");
     }
 
     #[test]

@@ -71,6 +71,15 @@ fn masked(text: &mut String, mask: &impl Fn(&mut String)) -> String {
 }
 
 fn mask_kustomization(k: &mut KustomizationPlan, mask: &impl Fn(&mut String)) {
+    // The prediction stored with the run keeps a real id that holds a Secret's value only as its
+    // hash: the follow-up matches the cluster's inventory by it.
+    for id in k.desired.iter_mut().chain(&mut k.unmanaged) {
+        let mut shown = id.clone();
+        mask(&mut shown);
+        if shown != *id {
+            *id = crate::plan::actual::hashed_id(id);
+        }
+    }
     mask(&mut k.cluster);
     mask(&mut k.namespace);
     mask(&mut k.name);
@@ -122,6 +131,34 @@ mod tests {
         plan.verdict = Verdict::Changes;
         plan.policy_source = "built-in defaults".into();
         plan
+    }
+
+    #[test]
+    fn a_predicted_id_holding_a_secret_value_is_kept_only_as_its_hash() {
+        use crate::plan::{Counts, InventorySource, KustomizationPlan, KustomizationStatus};
+        let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
+        let mut plan = plan_showing("nothing");
+        plan.kustomizations.push(KustomizationPlan {
+            cluster: "prod".into(),
+            namespace: "flux-system".into(),
+            name: "apps".into(),
+            status: KustomizationStatus::Changed,
+            path: None,
+            changes: Vec::new(),
+            counts: Counts::default(),
+            inventory_size: 0,
+            inventory_source: InventorySource::Cluster,
+            error: None,
+            drift: Vec::new(),
+            notes: Vec::new(),
+            desired: vec!["default_app-zq7secret__ConfigMap".into(), "default_plain__ConfigMap".into()],
+            unmanaged: vec!["default_app-zq7secret__ConfigMap".into()],
+        });
+        apply(&mut plan, &masks);
+        let k = &plan.kustomizations[0];
+        let hashed = crate::plan::actual::hashed_id("default_app-zq7secret__ConfigMap");
+        assert_eq!(k.desired, [hashed.clone(), "default_plain__ConfigMap".to_string()]);
+        assert_eq!(k.unmanaged, [hashed]);
     }
 
     #[test]

@@ -1436,8 +1436,7 @@ fn no_approval_while_a_newer_plan_is_being_made() {
     assert_eq!(bot.github("issue_comment", "w3", &body), 202);
     // The refusal is a reaction and a reply: wait for both.
     github.wait_until("the refusal", || {
-        github.reactions(REPO, approve_id).contains(&"-1".to_string())
-            && github.comments(REPO, 72).len() > 3
+        github.reactions(REPO, approve_id).contains(&"-1".to_string()) && github.comments(REPO, 72).len() > 3
     });
     let comments = github.comments(REPO, 72);
     let said = |text: &str| comments.iter().any(|(_, b)| b.contains(text));
