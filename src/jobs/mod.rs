@@ -93,13 +93,14 @@ impl JobPayload {
             JobPayload::Followup(f) => (&f.repo, f.number, f.revision.clone()),
         };
         // Keyed jobs exist once: a redelivered merge, or a follow-up of a Kustomization and
-        // revision already watched, collapses into the first.
+        // revision already watched, collapses into the first. A follow-up's key names the root
+        // too: two roots read through one context each expect their own result in the run.
         let dedupe_key = match self {
             JobPayload::Merged { repo, number, merge_sha, .. } => {
                 Some(format!("merged/{}/{}/{number}/{merge_sha}", repo.forge.as_str(), repo.full_name))
             }
             JobPayload::Followup(f) => {
-                Some(format!("followup/{}/{}/{}/{}", f.context, f.namespace, f.name, f.revision))
+                Some(format!("followup/{}/{}/{}", f.context, f.key(), f.revision))
             }
             _ => None,
         };
@@ -253,5 +254,34 @@ mod tests {
         assert_eq!(merge_group_pull("refs/heads/gh-readonly-queue/release/x/pr-7-abc"), Some(7));
         assert_eq!(merge_group_pull("refs/heads/main"), None);
         assert_eq!(merge_group_pull("refs/heads/gh-readonly-queue/main/pr-x-abc"), None);
+    }
+
+    #[test]
+    fn follow_ups_collapse_per_root_kustomization_and_revision() {
+        let target = |root: &str, revision: &str| {
+            JobPayload::Followup(FollowupTarget {
+                repo: RepoInfo {
+                    forge: crate::forge::ForgeKind::GitHub,
+                    full_name: "acme/fleet".into(),
+                    project_id: None,
+                    clone_url: "https://github.com/acme/fleet.git".into(),
+                    installation_id: None,
+                },
+                number: 7,
+                run_id: 1,
+                root: root.into(),
+                context: "prod".into(),
+                namespace: "flux-system".into(),
+                name: "apps".into(),
+                revision: revision.into(),
+                deadline_at: 0,
+            })
+            .to_job()
+            .dedupe_key
+        };
+        assert_eq!(target("clusters/a", "abc"), target("clusters/a", "abc"));
+        // Two roots read through one context each get their own follow-up (and result).
+        assert_ne!(target("clusters/a", "abc"), target("clusters/b", "abc"));
+        assert_ne!(target("clusters/a", "abc"), target("clusters/a", "def"));
     }
 }

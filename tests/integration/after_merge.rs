@@ -550,7 +550,7 @@ fn after_merge_duplicate_followups_collapse() {
         },
         number: 1,
         run_id: run.id,
-        root: "elsewhere".into(),
+        root: "clusters/prod".into(),
         context: CONTEXT.into(),
         namespace: "flux-system".into(),
         name: "apps".into(),
