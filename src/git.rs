@@ -19,6 +19,12 @@ fn output(mut cmd: Command, what: &str) -> Result<Vec<u8>> {
     Ok(out.stdout)
 }
 
+/// True for a full hexadecimal commit id (SHA-1 or SHA-256): text from a payload or a cluster
+/// reaches git as a commit only when it is one, never as something git could read as an option.
+pub fn is_commit_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.chars().all(|c| c.is_ascii_hexdigit())
+}
+
 /// The full commit id of `rev`.
 pub fn resolve_commit(repo: &Path, rev: &str) -> Result<String> {
     let mut cmd = git(repo);

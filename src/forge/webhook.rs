@@ -191,7 +191,7 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 merged,
                 merge_sha: text(&value, "/pull_request/merge_commit_sha")
                     .filter(|_| merged)
-                    .filter(|s| is_sha(s)),
+                    .filter(|s| crate::git::is_commit_id(s)),
                 repo,
             }))
         }
@@ -234,7 +234,7 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
             }
             let head_sha = f.text("/merge_group/head_sha")?;
             let base_sha = f.text("/merge_group/base_sha")?;
-            if !is_sha(&head_sha) || !is_sha(&base_sha) {
+            if !crate::git::is_commit_id(&head_sha) || !crate::git::is_commit_id(&base_sha) {
                 return Err(f.missing("/merge_group/head_sha (a commit id)"));
             }
             let base_ref = f.text("/merge_group/base_ref")?;
@@ -248,12 +248,6 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
         }
         other => Ok(Event::Ignored(format!("event {other}"))),
     }
-}
-
-/// True for a full hexadecimal commit id (SHA-1 or SHA-256): payload text that names a commit
-/// is used as one only when it is one.
-fn is_sha(text: &str) -> bool {
-    matches!(text.len(), 40 | 64) && text.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 /// Parses a GitLab webhook (`X-Gitlab-Event` header `event`).
@@ -291,8 +285,8 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
             // A fast-forward merge makes no commit of its own: the head is what landed.
             let merge_sha = ["/object_attributes/merge_commit_sha", "/object_attributes/squash_commit_sha"]
                 .iter()
-                .find_map(|p| text(&value, p).filter(|s| is_sha(s)))
-                .or_else(|| Some(head_sha.clone()).filter(|s| is_sha(s)))
+                .find_map(|p| text(&value, p).filter(|s| crate::git::is_commit_id(s)))
+                .or_else(|| Some(head_sha.clone()).filter(|s| crate::git::is_commit_id(s)))
                 .filter(|_| merged);
             Ok(Event::Pull(PullEvent {
                 number: f.number("/object_attributes/iid")?,

@@ -174,8 +174,9 @@ impl Worker {
         if commit == merge {
             return true;
         }
-        // The status is cluster data: only a commit id reaches git.
-        if !(matches!(commit.len(), 40 | 64) && commit.chars().all(|c| c.is_ascii_hexdigit())) {
+        // The status is cluster data: only a commit id of the merge's kind reaches git (an OCI
+        // artifact's sha256 digest is not a commit of a SHA-1 repository).
+        if !crate::git::is_commit_id(commit) || commit.len() != merge.len() {
             return false;
         }
         // A commit the mirror holds (the base, still applied) is judged without fetching: only a

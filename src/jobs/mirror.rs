@@ -123,15 +123,13 @@ pub fn first_parent(mirror: &Path, sha: &str) -> Result<Option<String>> {
 /// first-parent chain that is not one of the pull request's own commits replayed (recognised by
 /// patch id). `None` for a fast-forward (the merge is the head: nothing tells) or a root commit.
 pub fn landed_on(mirror: &Path, merge: &str, head: &str) -> Result<Option<String>> {
-    // Payload text reaches git only as a commit id, never as something git could read as an option.
-    let is_commit = |s: &str| matches!(s.len(), 40 | 64) && s.chars().all(|c| c.is_ascii_hexdigit());
-    if !is_commit(merge) {
+    if !crate::git::is_commit_id(merge) {
         bail!("{merge:?} is not a commit id");
     }
     if merge == head {
         return Ok(None);
     }
-    if !is_commit(head) {
+    if !crate::git::is_commit_id(head) {
         return first_parent(mirror, merge);
     }
     let Some(parent) = first_parent(mirror, merge)? else { return Ok(None) };

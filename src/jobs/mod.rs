@@ -99,9 +99,7 @@ impl JobPayload {
             JobPayload::Merged { repo, number, merge_sha, .. } => {
                 Some(format!("merged/{}/{}/{number}/{merge_sha}", repo.forge.as_str(), repo.full_name))
             }
-            JobPayload::Followup(f) => {
-                Some(format!("followup/{}/{}/{}", f.context, f.key(), f.revision))
-            }
+            JobPayload::Followup(f) => Some(format!("followup/{}/{}/{}", f.context, f.key(), f.revision)),
             _ => None,
         };
         let is_group = matches!(self, JobPayload::MergeGroup { .. });
