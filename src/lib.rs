@@ -1,5 +1,6 @@
 //! fluxplan: what Flux will create, change and delete if a pull request merges.
 
+pub mod argocd;
 pub mod cancel;
 pub mod cli;
 pub mod cluster;
