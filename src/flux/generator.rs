@@ -49,6 +49,16 @@ pub fn prepare(
     spec: &Kustomization,
     display: &dyn Fn(&Path) -> String,
 ) -> Result<Prepared, GenerateError> {
+    prepare_with(dir, display, &|obj| layer_spec(obj, dir, root, spec))
+}
+
+/// Prepares the kustomization at `dir` (generated when there is none) with `layer` applied on
+/// top: the overrides of whichever controller builds it.
+pub fn prepare_with(
+    dir: &Path,
+    display: &dyn Fn(&Path) -> String,
+    layer: &dyn Fn(&mut Map<String, Value>) -> Result<(), GenerateError>,
+) -> Result<Prepared, GenerateError> {
     let (mut doc, generated) = match kustomization_file(dir) {
         Some(file) => {
             let text = std::fs::read_to_string(&file)
@@ -80,7 +90,7 @@ pub fn prepare(
         // The controller's guard against kustomize's "kustomization.yaml is empty" error.
         obj.insert("buildMetadata".into(), json!(["originAnnotations"]));
     }
-    layer_spec(obj, dir, root, spec)?;
+    layer(obj)?;
     let wants_origin_annotations = obj
         .get("buildMetadata")
         .and_then(Value::as_array)
@@ -178,7 +188,7 @@ fn short(doc: &Value) -> String {
 }
 
 /// Layers the Kustomization's spec overrides onto a kustomization document.
-fn layer_spec(
+pub fn layer_spec(
     obj: &mut Map<String, Value>,
     dir: &Path,
     root: &Path,
@@ -247,7 +257,7 @@ fn selector(target: &Value) -> Option<Value> {
     Some(Value::Object(map))
 }
 
-fn push(obj: &mut Map<String, Value>, key: &str, value: Value) {
+pub fn push(obj: &mut Map<String, Value>, key: &str, value: Value) {
     match obj.get_mut(key).and_then(Value::as_array_mut) {
         Some(list) => list.push(value),
         None => {
@@ -257,7 +267,7 @@ fn push(obj: &mut Map<String, Value>, key: &str, value: Value) {
 }
 
 /// Images merge by name: `newName` overwrites when set; `newTag` and `digest` overwrite together.
-fn merge_image(obj: &mut Map<String, Value>, image: &Value) {
+pub fn merge_image(obj: &mut Map<String, Value>, image: &Value) {
     let name = image.get("name");
     let existing = obj
         .get_mut("images")

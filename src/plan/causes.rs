@@ -131,7 +131,7 @@ fn group_alert(
     radius: Option<&BlastRadius>,
 ) -> Option<Alert> {
     let Inputs { policy, .. } = inputs;
-    let finalizer = format!("Kustomization {}", root.reference());
+    let finalizer = root.label();
     let finalized = root
         .changes
         .iter()
@@ -186,7 +186,7 @@ fn group_alert(
         ),
     };
     for plan in members.iter().filter(|p| p.reference() != root.reference()) {
-        let finalizer = format!("Kustomization {}", plan.reference());
+        let finalizer = plan.label();
         let n = plan
             .changes
             .iter()
@@ -194,8 +194,8 @@ fn group_alert(
             .count();
         if n > 0 {
             message.push_str(&format!(
-                "; Kustomization {} goes with it and its finalizer deletes its {n} object(s)",
-                plan.reference()
+                "; {} goes with it and its finalizer deletes its {n} object(s)",
+                plan.label()
             ));
         }
     }
@@ -252,7 +252,7 @@ fn decisions(plan: &KustomizationPlan) -> String {
     let (deleted, skipped, orphaned) = (count(Action::Delete), count(Action::Skip), count(Action::Orphan));
     let mut parts = Vec::new();
     if deleted > 0 {
-        parts.push(format!("Flux prunes {deleted} of them"));
+        parts.push(format!("{} prunes {deleted} of them", plan.controller()));
     }
     if orphaned > 0 {
         parts.push(format!("stops managing {orphaned} (prune is off)"));
@@ -314,7 +314,6 @@ fn cause_line(inputs: Inputs, root: &KustomizationPlan, deletes: &[&Change]) -> 
         return Some(line);
     }
     if root.status == KustomizationStatus::Removed {
-        let reference = root.reference();
         let file =
             base.kustomization(&root.cluster, &root.namespace, &root.name).and_then(|k| k.file.clone());
         if let Some(line) = deleter_of(deleters, root).and_then(|d| spec_change(&plans[d], base, head)) {
@@ -322,10 +321,10 @@ fn cause_line(inputs: Inputs, root: &KustomizationPlan, deletes: &[&Change]) -> 
         }
         return Some(match file {
             Some(file) if head.unreachable.iter().any(|u| u.file == file) => {
-                format!("{file}: Kustomization {reference} is no longer reached from any root")
+                format!("{file}: {} is no longer reached from any root", root.label())
             }
-            Some(file) => format!("{file}: Kustomization {reference} removed"),
-            None => format!("Kustomization {reference} removed"),
+            Some(file) => format!("{file}: {} removed", root.label()),
+            None => format!("{} removed", root.label()),
         });
     }
     if renders_nothing(root) {
@@ -347,7 +346,7 @@ pub fn spec_change(plan: &KustomizationPlan, base: &Render, head: &Render) -> Op
     let after = head.kustomization(&plan.cluster, &plan.namespace, &plan.name)?;
     (before.path != after.path).then(|| {
         let file = after.file.as_deref().map(|f| format!("{f}: ")).unwrap_or_default();
-        format!("{file}Kustomization {} path {} → {}", plan.reference(), before.path, after.path)
+        format!("{file}{} path {} → {}", plan.label(), before.path, after.path)
     })
 }
 

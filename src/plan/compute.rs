@@ -8,8 +8,9 @@ use super::{
 };
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::flux::control::{self, OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL};
+use crate::argocd::sync_options::ObjectOptions;
 use crate::flux::{order, DeletionPolicy, Kustomization, KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
-use crate::render::{Cluster, Render, RenderedKustomization, RenderedObject, Status};
+use crate::render::{Cluster, Engine, Render, RenderedKustomization, RenderedObject, Status, UnitKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the plan compares.
@@ -97,7 +98,7 @@ impl<'a> ClusterView<'a> {
             }
         }
         for (reference, k) in &view.head {
-            if k.status == Status::Rendered && !k.spec.as_ref().is_some_and(|s| s.suspend) {
+            if k.status == Status::Rendered && !k.suspended() {
                 for id in k.objects.iter().filter_map(|o| o.id.clone()) {
                     view.head_owner.entry(id).or_insert_with(|| reference.clone());
                 }
@@ -145,6 +146,16 @@ impl<'a> ClusterView<'a> {
             current = self.head.get(ancestor)?.parent.as_ref();
         }
         None
+    }
+
+    /// The unit as head renders it, else as base did.
+    fn unit(&self, reference: &KustomizationRef) -> Option<&'a RenderedKustomization> {
+        self.head.get(reference).or_else(|| self.base.get(reference)).copied()
+    }
+
+    /// Whose rules a unit follows (one only the cluster knows is a Flux Kustomization).
+    fn engine_of(&self, reference: &KustomizationRef) -> Engine {
+        self.unit(reference).map(|k| k.kind.engine()).unwrap_or(Engine::Flux)
     }
 
     /// The spec the cluster runs now: the live one, else the base render's.
@@ -213,8 +224,11 @@ impl<'a> ClusterView<'a> {
 
     fn plan_one(&self, reference: &KustomizationRef) -> KustomizationPlan {
         let (inventory, inventory_source) = self.inventory(reference);
+        let kind = self.unit(reference).map(|k| k.kind).unwrap_or_default();
         let mut plan = KustomizationPlan {
             cluster: self.name.to_string(),
+            engine: kind.engine(),
+            kind,
             namespace: reference.namespace.clone(),
             name: reference.name.clone(),
             status: KustomizationStatus::Unchanged,
@@ -241,7 +255,7 @@ impl<'a> ClusterView<'a> {
         plan.path = Some(head.path.clone());
         let known_before = self.base.contains_key(reference)
             || self.live.is_some_and(|s| s.kustomizations.contains_key(reference));
-        if head.spec.as_ref().is_some_and(|s| s.suspend) {
+        if head.suspended() {
             plan.status = KustomizationStatus::Suspended;
             plan.notes.push("suspended: Flux applies nothing and prunes nothing until it is resumed".into());
             return plan;
@@ -267,7 +281,7 @@ impl<'a> ClusterView<'a> {
             }
             Status::Rendered => {}
         }
-        let spec = head.spec.as_ref().expect("rendered Kustomizations carry their spec");
+        let prune = head.prunes();
         if !known_before {
             match self.ancestor_failed_at_base(reference) {
                 // Its parent's base render failing says nothing of whether it runs now.
@@ -322,7 +336,7 @@ impl<'a> ClusterView<'a> {
             .filter(|before| before.path != head.path)
             .map(|before| format!("path changed from {} to {}", before.path, head.path));
         for id in inventory.iter().filter(|id| !desired.contains(id)) {
-            let mut change = self.stale(id, reference, spec.prune, None);
+            let mut change = self.stale(id, reference, prune, None);
             if matches!(change.action, Action::Delete | Action::Orphan) {
                 let rendered_before = base.map(|_| self.rendered_at_base_by(reference, id));
                 let stale = inventory_source == InventorySource::Cluster && rendered_before == Some(false);
@@ -354,6 +368,9 @@ impl<'a> ClusterView<'a> {
                 }
             }
             plan.changes.push(change);
+        }
+        if head.argocd.is_some() {
+            self.argo_sync(head, &desired, &inventory, &mut plan);
         }
         plan.desired = desired.iter().map(|id| id.to_string()).collect();
         plan.desired.sort();
@@ -398,7 +415,41 @@ impl<'a> ClusterView<'a> {
         }
         if !prune {
             change.action = Action::Orphan;
-            change.reason = Some("prune is off: Flux stops managing it and leaves it in the cluster".into());
+            change.reason = Some(match self.unit(owner).and_then(|k| k.argocd.as_deref()) {
+                Some(unit) => argo_prune_off(unit),
+                None => "prune is off: Flux stops managing it and leaves it in the cluster".into(),
+            });
+            return change;
+        }
+        if self.engine_of(owner) == Engine::ArgoCd {
+            // Argo CD reads the object's own sync options: Prune= when Git drops it, Delete= when
+            // its Application is deleted.
+            let exemption = |meta: &serde_json::Value| {
+                let options = ObjectOptions::of(meta);
+                if cascade.is_some() {
+                    options.delete_exemption()
+                } else {
+                    options.prune_exemption()
+                }
+            };
+            match self.live_object(id) {
+                Live::Unknown => {
+                    if let Some(why) = self.base_object(owner, id).and_then(|o| exemption(&o.object["metadata"])) {
+                        change.action = Action::Skip;
+                        change.reason = Some(format!("{why} (in the base manifest)"));
+                    }
+                }
+                Live::Missing => {
+                    change.action = Action::Skip;
+                    change.reason = Some(NOT_FOUND.into());
+                }
+                Live::Present(object) => {
+                    if let Some(why) = exemption(&object["metadata"]) {
+                        change.action = Action::Skip;
+                        change.reason = Some(why.into());
+                    }
+                }
+            }
             return change;
         }
         match self.live_object(id) {
@@ -431,59 +482,155 @@ impl<'a> ClusterView<'a> {
         change
     }
 
+    /// What an Argo CD sync adds to the plan of an Application: the allowEmpty guard, the
+    /// destination namespace it creates, the hooks it runs, and whether anyone must sync.
+    fn argo_sync(
+        &self,
+        head: &RenderedKustomization,
+        desired: &BTreeSet<&ObjectId>,
+        inventory: &[ObjectId],
+        plan: &mut KustomizationPlan,
+    ) {
+        let Some(unit) = head.argocd.as_deref() else { return };
+        let Some(app) = &unit.application else { return };
+        if app.automated.is_some_and(|a| a.prune && !a.allow_empty) && desired.is_empty() && !inventory.is_empty() {
+            for change in plan.changes.iter_mut().filter(|c| c.action == Action::Delete) {
+                change.action = Action::Skip;
+                let why = change.reason.take().unwrap_or_default();
+                change.reason = Some(format!(
+                    "{why}; but Argo CD refuses an automated sync that would leave the Application empty \
+                     (allowEmpty is false), so it is not pruned"
+                ));
+            }
+            plan.notes.push(
+                "renders no resources: Argo CD refuses the automated sync (syncPolicy.automated.allowEmpty is false) \
+                 and reports a sync error, so nothing is pruned; the Application stays OutOfSync, and a manual sync \
+                 with prune would delete everything listed here"
+                    .into(),
+            );
+        }
+        if let Some(namespace) = app.destination.namespace.as_deref().filter(|_| app.sync_options.create_namespace) {
+            let id = ObjectId::new("", namespace, "", "Namespace");
+            let before = self.base.get(&head.reference()).and_then(|b| b.argocd.as_deref()?.application.as_ref());
+            let new_destination = before.is_none_or(|b| b.destination.namespace.as_deref() != Some(namespace));
+            let present = matches!(self.live_object(&id), Live::Present(_));
+            if new_destination && !present && !self.head_owner.contains_key(&id) {
+                let mut change = new_change(Action::Create, &id);
+                change.reason = Some(
+                    "CreateNamespace=true: Argo CD creates the destination namespace when it is missing; it is not one \
+                     of the Application's resources and is never pruned with it"
+                        .into(),
+                );
+                plan.changes.push(change);
+            }
+        }
+        let changes = plan.changes.iter().any(|c| c.action != Action::Skip);
+        if changes && !unit.hooks.is_empty() {
+            let hooks: Vec<String> =
+                unit.hooks.iter().map(|h| format!("{} on {}", h.object, h.phases.join(", "))).collect();
+            plan.notes.push(format!("the sync runs hook(s), not managed resources: {}", hooks.join("; ")));
+        }
+        if changes && app.automated.is_none() {
+            plan.notes.push(
+                "manual sync: Argo CD shows these changes as OutOfSync and applies them only when someone syncs".into(),
+            );
+        }
+    }
+
+    /// What deleting a unit's object does to what it applied.
+    fn removal(&self, kind: UnitKind, reference: &KustomizationRef, deleter: &KustomizationRef) -> Removal {
+        let argo = |r: &KustomizationRef| self.unit(r).and_then(|k| k.argocd.as_deref());
+        match kind {
+            UnitKind::Kustomization => {
+                let spec = self.current_spec(reference);
+                if spec.is_some_and(Kustomization::deletes_inventory_on_removal) {
+                    return Removal::DeletesAll("the finalizer deletes its whole inventory".into());
+                }
+                Removal::Keeps(
+                    match spec {
+                        Some(s) if s.suspend => "it is suspended",
+                        Some(s) if s.deletion_policy == DeletionPolicy::Orphan => "its deletionPolicy is Orphan",
+                        _ => "prune is off",
+                    }
+                    .into(),
+                )
+            }
+            UnitKind::ApplicationSet => {
+                Removal::DeletesAll("Kubernetes deletes the Applications it generated (it owns them)".into())
+            }
+            UnitKind::Application => {
+                let preserving = argo(deleter)
+                    .and_then(|u| u.application_set.as_ref())
+                    .filter(|set| set.preserve_resources_on_deletion);
+                if let Some(set) = preserving {
+                    return Removal::Keeps(format!(
+                        "ApplicationSet {}/{} preserves resources on deletion (it removes the finalizer first)",
+                        set.namespace, set.name
+                    ));
+                }
+                match argo(reference).and_then(|u| u.application.as_ref()).and_then(|a| a.finalizer) {
+                    Some(_) => Removal::DeletesAll(
+                        "its resources finalizer deletes everything it manages (except Delete=false)".into(),
+                    ),
+                    None => Removal::Keeps(format!(
+                        "it has no {} finalizer",
+                        crate::argocd::RESOURCES_FINALIZER
+                    )),
+                }
+            }
+        }
+    }
+
     /// Removed Kustomizations whose object is deleted take their inventory with them (the
-    /// finalizer), recursively: a deleted child Kustomization cascades in turn.
+    /// finalizer), recursively: a deleted child Kustomization cascades in turn. So do Argo CD
+    /// Applications with their resources finalizer, and ApplicationSets.
     fn cascade_removed(&self, plans: &mut [KustomizationPlan]) {
         let mut expanded = BTreeSet::new();
         loop {
-            let deleted: BTreeMap<KustomizationRef, String> = plans
+            // Unit objects deleted, by (kind, reference): the plan that deletes each.
+            let deleted: BTreeMap<(UnitKind, KustomizationRef), (String, KustomizationRef)> = plans
                 .iter()
                 .flat_map(|p| p.changes.iter().map(move |c| (p, c)))
-                .filter(|(_, c)| c.action == Action::Delete && c.kind == "Kustomization")
+                .filter(|(_, c)| c.action == Action::Delete)
                 .filter_map(|(p, c)| {
                     let id = ObjectId::parse(&c.id)?;
-                    (id.group == KUSTOMIZE_GROUP)
-                        .then(|| (KustomizationRef { namespace: id.namespace, name: id.name }, p.reference()))
+                    let kind = unit_kind(&id)?;
+                    let deleter = KustomizationRef { namespace: p.namespace.clone(), name: p.name.clone() };
+                    Some(((kind, KustomizationRef { namespace: id.namespace, name: id.name }), (p.label(), deleter)))
                 })
                 .collect();
             let mut progressed = false;
             for plan in plans.iter_mut().filter(|p| p.status == KustomizationStatus::Removed) {
                 let reference =
                     KustomizationRef { namespace: plan.namespace.clone(), name: plan.name.clone() };
-                let Some(deleter) = deleted.get(&reference) else { continue };
-                if !expanded.insert(reference.clone()) {
+                let Some((deleter, deleter_ref)) = deleted.get(&(plan.kind, reference.clone())) else { continue };
+                if !expanded.insert((plan.kind, reference.clone())) {
                     continue;
                 }
                 progressed = true;
-                let spec = self.current_spec(&reference);
-                let cascade = format!("Kustomization {reference}");
+                let cascade = plan.label();
+                let what = plan.kind.as_str();
                 let (inventory, _) = self.inventory(&reference);
-                if spec.is_some_and(Kustomization::deletes_inventory_on_removal) {
-                    plan.notes.push(format!(
-                        "its Kustomization object is deleted by {deleter}: the finalizer deletes its whole inventory"
-                    ));
-                    for id in &inventory {
-                        let mut change = self.stale(id, &reference, true, Some(&cascade));
-                        change.cause = Some(Cause::Cascade);
-                        plan.changes.push(change);
-                    }
-                } else {
-                    let why = match spec {
-                        Some(s) if s.suspend => "it is suspended",
-                        Some(s) if s.deletion_policy == DeletionPolicy::Orphan => {
-                            "its deletionPolicy is Orphan"
+                match self.removal(plan.kind, &reference, deleter_ref) {
+                    Removal::DeletesAll(how) => {
+                        plan.notes.push(format!("its {what} object is deleted by {deleter}: {how}"));
+                        for id in &inventory {
+                            let mut change = self.stale(id, &reference, true, Some(&cascade));
+                            change.cause = Some(Cause::Cascade);
+                            plan.changes.push(change);
                         }
-                        _ => "prune is off",
-                    };
-                    plan.notes.push(format!(
-                        "its Kustomization object is deleted by {deleter}; {why}, so what it applied stays"
-                    ));
-                    for id in &inventory {
-                        let mut change = new_change(Action::Orphan, id);
-                        change.cause = Some(Cause::Cascade);
-                        change.cascade_from = Some(cascade.clone());
-                        change.reason = Some(format!("{why}: left in place, no longer managed"));
-                        plan.changes.push(change);
+                    }
+                    Removal::Keeps(why) => {
+                        plan.notes.push(format!(
+                            "its {what} object is deleted by {deleter}; {why}, so what it applied stays"
+                        ));
+                        for id in &inventory {
+                            let mut change = new_change(Action::Orphan, id);
+                            change.cause = Some(Cause::Cascade);
+                            change.cascade_from = Some(cascade.clone());
+                            change.reason = Some(format!("{why}: left in place, no longer managed"));
+                            plan.changes.push(change);
+                        }
                     }
                 }
             }
@@ -494,12 +641,47 @@ impl<'a> ClusterView<'a> {
         for plan in
             plans.iter_mut().filter(|p| p.status == KustomizationStatus::Removed && p.notes.is_empty())
         {
-            plan.notes.push(
-                "no longer produced, but its Kustomization object is not deleted (its parent does not prune \
-                 it, or fails): it keeps reconciling its last applied spec"
-                    .into(),
-            );
+            plan.notes.push(format!(
+                "no longer produced, but its {} object is not deleted (its parent does not prune it, or fails): it \
+                 keeps reconciling its last applied spec",
+                plan.kind.as_str()
+            ));
         }
+    }
+}
+
+/// What deleting a unit's object does to what it applied.
+enum Removal {
+    /// Deleted along with it: how.
+    DeletesAll(String),
+    /// Left in place: why.
+    Keeps(String),
+}
+
+/// The unit kind an object is, if it is one.
+fn unit_kind(id: &ObjectId) -> Option<UnitKind> {
+    match (id.group.as_str(), id.kind.as_str()) {
+        (KUSTOMIZE_GROUP, "Kustomization") => Some(UnitKind::Kustomization),
+        (crate::argocd::GROUP, "Application") => Some(UnitKind::Application),
+        (crate::argocd::GROUP, "ApplicationSet") => Some(UnitKind::ApplicationSet),
+        _ => None,
+    }
+}
+
+/// Why an Argo CD unit that does not prune leaves what Git dropped.
+fn argo_prune_off(unit: &crate::render::ArgoUnit) -> String {
+    match (&unit.application, &unit.application_set) {
+        (Some(app), _) if app.automated.is_none() => "manual sync: a sync leaves it in the cluster, OutOfSync and \
+            marked \"requires pruning\", until someone syncs with prune"
+            .into(),
+        (Some(_), _) => "automated prune is off: Argo CD leaves it in the cluster, OutOfSync and marked \
+            \"requires pruning\""
+            .into(),
+        (None, Some(set)) => format!(
+            "applicationsSync is {}: the ApplicationSet controller does not delete the Applications it generated",
+            set.applications_sync.as_str()
+        ),
+        (None, None) => "not pruned".into(),
     }
 }
 

@@ -178,11 +178,15 @@ impl Counts {
     }
 }
 
-/// The plan of one Kustomization.
+/// The plan of one Kustomization (or Argo CD Application).
 #[derive(Debug, Clone, Serialize)]
 pub struct KustomizationPlan {
     /// The cluster (repository root) it belongs to.
     pub cluster: String,
+    /// `flux` or `argocd`: whose rules the changes follow.
+    pub engine: crate::render::Engine,
+    /// `Kustomization`, `Application` or `ApplicationSet`.
+    pub kind: crate::render::UnitKind,
     pub namespace: String,
     pub name: String,
     pub status: KustomizationStatus,
@@ -213,6 +217,16 @@ pub struct KustomizationPlan {
 impl KustomizationPlan {
     pub fn reference(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// `Kustomization ns/name`, `Application ns/name`: how messages name it.
+    pub fn label(&self) -> String {
+        format!("{} {}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+
+    /// The controller that applies and prunes it, as messages name it.
+    pub fn controller(&self) -> &'static str {
+        self.engine.controller()
     }
 }
 

@@ -321,8 +321,9 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
             alert(
                 code,
                 format!(
-                    "{}. Flux fails to reconcile it and applies and prunes nothing until this is fixed.",
-                    error.message
+                    "{}. {} fails to reconcile it and applies and prunes nothing until this is fixed.",
+                    error.message,
+                    plan.controller()
                 ),
                 Vec::new(),
             )

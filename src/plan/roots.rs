@@ -4,7 +4,7 @@
 //! creates and removals.
 
 use super::{Alert, KustomizationPlan, KustomizationStatus, Policy};
-use crate::render::{Cluster, ErrorReport, Render, RootKind, Status};
+use crate::render::{Cluster, ErrorReport, Render, RootKind, Status, UnitKind};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Debug, Clone, PartialEq)]
 pub enum RootProblem {
     /// Its root fails to build at `sides` (base, head or both).
-    Failed { sides: &'static str, root: String, path: String, error: ErrorReport },
+    Failed { sides: &'static str, root: String, kind: UnitKind, path: String, error: ErrorReport },
     /// Base and head disagree on its root (`None`: the side has no such cluster).
     Changed { base: Option<String>, head: Option<String> },
 }
@@ -50,7 +50,12 @@ fn describe(cluster: &Cluster) -> String {
 
 /// The root's identity: what must stay the same for base and head to be comparable.
 fn identity(cluster: &Cluster) -> (String, RootKind, String) {
-    let path = cluster.root_kustomization().map(|k| k.path.clone()).unwrap_or_default();
+    // An Argo CD root is the Application applied by hand: its path may change with the merge
+    // (when it manages itself) and it is still the same root.
+    let path = match cluster.found_by {
+        RootKind::ArgoCd => String::new(),
+        _ => cluster.root_kustomization().map(|k| k.path.clone()).unwrap_or_default(),
+    };
     (cluster.root.to_string(), cluster.found_by, crate::render::roots::normalized_path(&path))
 }
 
@@ -85,6 +90,7 @@ fn failure<'r>(base: &'r Cluster, head: &'r Cluster) -> Option<RootProblem> {
     Some(RootProblem::Failed {
         sides,
         root: root.reference().to_string(),
+        kind: root.kind,
         path: root.path.clone(),
         error: root.error.clone().unwrap_or(ErrorReport { code: "build-failed", message: "failed".into() }),
     })
@@ -93,10 +99,12 @@ fn failure<'r>(base: &'r Cluster, head: &'r Cluster) -> Option<RootProblem> {
 /// The plan of a cluster that cannot be planned: its failing root alone, with why nothing else
 /// is listed; nothing at all when the roots changed (the alert says it).
 pub fn unplanned(cluster: &str, problem: &RootProblem) -> Vec<KustomizationPlan> {
-    let RootProblem::Failed { sides, root, path, error } = problem else { return Vec::new() };
+    let RootProblem::Failed { sides, root, kind, path, error } = problem else { return Vec::new() };
     let (namespace, name) = root.split_once('/').unwrap_or(("", root));
     vec![KustomizationPlan {
         cluster: cluster.to_string(),
+        engine: kind.engine(),
+        kind: *kind,
         namespace: namespace.to_string(),
         name: name.to_string(),
         status: KustomizationStatus::Failed,
@@ -180,6 +188,8 @@ mod tests {
             unresolved_variables: Vec::new(),
             objects: Vec::new(),
             spec: None,
+            kind: Default::default(),
+            argocd: None,
         }
     }
 

@@ -140,6 +140,8 @@ mod tests {
         let mut plan = plan_showing("nothing");
         plan.kustomizations.push(KustomizationPlan {
             cluster: "prod".into(),
+            engine: crate::render::Engine::Flux,
+            kind: crate::render::UnitKind::Kustomization,
             namespace: "flux-system".into(),
             name: "apps".into(),
             status: KustomizationStatus::Changed,

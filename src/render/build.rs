@@ -95,7 +95,6 @@ impl Builder {
         spec: &Kustomization,
         tree: Option<&TreeIds>,
     ) -> Result<BuildRequest, RenderError> {
-        let display = |p: &Path| paths::relative(root, p);
         let dir = paths::secure_join(root, &spec.path);
         if !dir.is_dir() {
             let what = if dir.exists() { "is not a directory" } else { "does not exist" };
@@ -104,7 +103,22 @@ impl Builder {
                 spec.path, spec.source_ref
             )));
         }
-        let prepared = generator::prepare(&dir, root, spec, &display)
+        let layer = |obj: &mut serde_json::Map<String, Value>| generator::layer_spec(obj, &dir, root, spec);
+        self.prepare_at(root, &dir, &layer, tree)
+    }
+
+    /// Checks and prepares the build of the kustomization in `dir` (an existing directory of
+    /// `root`) with `layer`'s overrides: what `prepare` does for any controller.
+    pub fn prepare_at(
+        &self,
+        root: &Path,
+        dir: &Path,
+        layer: &dyn Fn(&mut serde_json::Map<String, Value>) -> Result<(), generator::GenerateError>,
+        tree: Option<&TreeIds>,
+    ) -> Result<BuildRequest, RenderError> {
+        let display = |p: &Path| paths::relative(root, p);
+        let dir = dir.to_path_buf();
+        let prepared = generator::prepare_with(&dir, &display, layer)
             .map_err(|e| RenderError::InvalidSource(e.to_string()))?;
         let mut document = prepared.document;
         let here = display(&dir);

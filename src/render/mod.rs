@@ -1,6 +1,7 @@
 //! Turning a source tree into objects per Kustomization, as kustomize-controller would: the
 //! kustomize runner, the cache, and the walk that follows nested Kustomizations.
 
+mod argo;
 mod artifacts;
 pub mod build;
 pub mod cache;
@@ -18,6 +19,7 @@ pub mod source;
 mod walk;
 pub mod worker;
 
+pub use argo::{ArgoUnit, Hook};
 pub use roots::{DeclaredRoot, RootKind};
 pub use walk::{render, Renderer};
 
@@ -146,11 +148,60 @@ pub enum Status {
     External,
 }
 
-/// One Kustomization of a cluster and what it renders to.
+/// What a unit of a plan is: the object whose controller applies and prunes its objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Default)]
+pub enum UnitKind {
+    /// A Flux Kustomization.
+    #[default]
+    Kustomization,
+    /// An Argo CD Application.
+    Application,
+    /// An Argo CD ApplicationSet: its objects are the Applications it generates.
+    ApplicationSet,
+}
+
+/// The GitOps engine whose rules a unit follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    Flux,
+    #[serde(rename = "argocd")]
+    ArgoCd,
+}
+
+impl UnitKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitKind::Kustomization => "Kustomization",
+            UnitKind::Application => "Application",
+            UnitKind::ApplicationSet => "ApplicationSet",
+        }
+    }
+
+    pub fn engine(self) -> Engine {
+        match self {
+            UnitKind::Kustomization => Engine::Flux,
+            UnitKind::Application | UnitKind::ApplicationSet => Engine::ArgoCd,
+        }
+    }
+}
+
+impl Engine {
+    /// The controller that applies and prunes, as messages name it.
+    pub fn controller(self) -> &'static str {
+        match self {
+            Engine::Flux => "Flux",
+            Engine::ArgoCd => "Argo CD",
+        }
+    }
+}
+
+/// One Kustomization (or Argo CD Application) of a cluster and what it renders to.
 #[derive(Debug, Clone, Serialize)]
 pub struct RenderedKustomization {
     pub namespace: String,
     pub name: String,
+    pub kind: UnitKind,
     pub path: String,
     pub source: SourceRef,
     /// The Kustomization whose render produced this one (none for the root).
@@ -166,11 +217,32 @@ pub struct RenderedKustomization {
     /// The spec as rendered (the parent's patches and substitution applied).
     #[serde(skip)]
     pub spec: Option<Kustomization>,
+    /// What Argo CD knows of an Application or ApplicationSet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argocd: Option<Box<ArgoUnit>>,
 }
 
 impl RenderedKustomization {
     pub fn reference(&self) -> KustomizationRef {
         KustomizationRef { namespace: self.namespace.clone(), name: self.name.clone() }
+    }
+
+    /// True when its controller applies nothing and prunes nothing (a suspended Kustomization).
+    pub fn suspended(&self) -> bool {
+        self.spec.as_ref().is_some_and(|s| s.suspend)
+    }
+
+    /// True when what it no longer renders is deleted.
+    pub fn prunes(&self) -> bool {
+        match &self.argocd {
+            Some(unit) => unit.prunes(),
+            None => self.spec.as_ref().is_some_and(|s| s.prune),
+        }
+    }
+
+    /// `Kustomization ns/name`, `Application ns/name`.
+    pub fn label(&self) -> String {
+        format!("{} {}/{}", self.kind.as_str(), self.namespace, self.name)
     }
 }
 
@@ -324,6 +396,9 @@ pub struct RenderOptions {
     /// Scopes of kinds the cluster serves (group, kind, scope), for custom resources whose CRD is
     /// not in the repository.
     pub known_scopes: Vec<(String, String, crate::flux::scope::Scope)>,
+    /// URLs that name the repository being rendered, besides its git remotes (Argo CD
+    /// Applications whose `repoURL` is one of them are rendered from it).
+    pub repo_urls: Vec<String>,
     /// Roots declared in the base revision's `.fluxplan.yaml`: when given, the only roots.
     pub declared_roots: Option<Vec<DeclaredRoot>>,
     /// Bootstrap roots of the plan's base, rendered at head when head no longer declares them.
@@ -349,6 +424,7 @@ impl RenderOptions {
             repo: repo.into(),
             rev: None,
             sources: BTreeMap::new(),
+            repo_urls: Vec::new(),
             values: Arc::new(crate::cluster::Offline),
             cluster_values: BTreeMap::new(),
             declared_roots: None,

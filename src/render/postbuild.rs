@@ -168,6 +168,30 @@ pub fn finish(
     Ok(Finished { objects, unresolved })
 }
 
+/// Objects as built, with nothing substituted or added (Argo CD applies what it renders): Secret
+/// data masked, digests taken.
+pub fn plain(built: Vec<BuiltObject>) -> Vec<RenderedObject> {
+    built
+        .into_iter()
+        .map(|BuiltObject { object, origin }| {
+            let digest = digest(&object);
+            let holds_secret_values = distributes_secret(&object);
+            let (shown, secret_digests) = mask_secret_data(object);
+            RenderedObject {
+                shown_id: None,
+                id: None,
+                real_name: None,
+                real: None,
+                object: shown,
+                origin,
+                digest,
+                secret_digests,
+                holds_secret_values,
+            }
+        })
+        .collect()
+}
+
 /// True when some key or string of the manifest holds a `$`: otherwise substitution is a no-op.
 fn mentions_dollar(value: &Value) -> bool {
     match value {

@@ -33,6 +33,9 @@ pub enum RootKind {
     FluxInstanceHelmRelease,
     /// Nothing declares the sync: a Kustomization no other one produces or includes.
     Fallback,
+    /// An Argo CD Application or ApplicationSet no other Application renders.
+    #[serde(rename = "argocd")]
+    ArgoCd,
 }
 
 impl RootKind {
@@ -43,6 +46,7 @@ impl RootKind {
             RootKind::FluxInstance => "FluxInstance",
             RootKind::FluxInstanceHelmRelease => "flux-instance HelmRelease",
             RootKind::Fallback => "not produced by any other Kustomization",
+            RootKind::ArgoCd => "Argo CD Application no other Application renders",
         }
     }
 }

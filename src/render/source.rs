@@ -93,7 +93,7 @@ pub struct ExportedSource {
     pub warnings: Vec<String>,
     /// Files left out for their size: (path, size). Each is a `source-limit` alert.
     pub oversized: Vec<(String, u64)>,
-    /// The YAML files that mention Flux, with their text, read while exporting: discovery needs
+    /// The YAML files that mention Flux or Argo CD, with their text, read while exporting: discovery needs
     /// nothing else (repository path, text).
     pub flux_manifests: Vec<(String, String)>,
     limits: SourceLimits,
@@ -313,7 +313,7 @@ fn note_manifest(path: &Path, content: &[u8], manifests: &mut Vec<(String, Strin
     let name = path.to_string_lossy();
     let mentions = |word: &str| memchr::memmem::find(content, word.as_bytes()).is_some();
     if (name.ends_with(".yaml") || name.ends_with(".yml"))
-        && (mentions("fluxcd.io") || mentions("FluxInstance"))
+        && (mentions("fluxcd.io") || mentions("FluxInstance") || super::argo::mentions_argocd(content))
     {
         if let Ok(text) = std::str::from_utf8(content) {
             manifests.push((name.replace('\\', "/"), text.to_string()));

@@ -384,7 +384,6 @@ impl Renderer {
             syncs = found;
             round += 1;
         };
-        progress.finish();
         if let Err(reason) = opts.cancel.check() {
             return Err(RenderError::Cancelled(reason).into());
         }
@@ -408,6 +407,28 @@ impl Renderer {
                 }
                 claimed.insert(file);
             }
+        }
+        // Argo CD Applications of the same revision, one cluster per root Application.
+        let argo_files: Vec<(String, String)> = this_repo
+            .flux_manifests
+            .iter()
+            .filter(|(path, text)| {
+                super::argo::mentions_argocd(text.as_bytes()) && discovery_tree.join(path).is_file()
+            })
+            .cloned()
+            .collect();
+        let argo = super::argo::ArgoWalk::new(
+            &self.builder,
+            &this_repo,
+            discovery_tree.clone(),
+            &remotes,
+            opts,
+            &progress,
+        );
+        clusters.extend(argo.walk(&pool, &argo_files, &mut warnings));
+        progress.finish();
+        if let Err(reason) = opts.cancel.check() {
+            return Err(RenderError::Cancelled(reason).into());
         }
         warnings.extend(assign_ids(&mut clusters, &opts.known_scopes, &opts.declared_scopes));
         for cluster in &mut clusters {
@@ -629,6 +650,7 @@ impl Context<'_> {
         let mut record = RenderedKustomization {
             namespace: spec.namespace.clone(),
             name: spec.name.clone(),
+            kind: super::UnitKind::Kustomization,
             path: node.shown_path.clone().unwrap_or_else(|| spec.path.clone()),
             source: spec.source_ref.clone(),
             parent: node.parent.clone(),
@@ -639,6 +661,7 @@ impl Context<'_> {
             unresolved_variables: Vec::new(),
             objects: Vec::new(),
             spec: None,
+            argocd: None,
         };
         if matches!(self.sources.tree(&spec.source_ref, node.file.as_deref()), Ok(None)) {
             record.status = Status::External;
@@ -807,7 +830,21 @@ fn assign_ids(
     }
     for k in clusters.iter_mut().flat_map(|c| &mut c.kustomizations) {
         let mut missing_namespace = Vec::new();
+        // Argo CD applies namespaced objects without a namespace into the destination's.
+        let default_namespace = k
+            .argocd
+            .as_ref()
+            .and_then(|unit| unit.application.as_ref()?.destination.namespace.clone());
         for object in &mut k.objects {
+            let (group, _) = flux::split_api_version(object.object["apiVersion"].as_str().unwrap_or(""));
+            let kind = object.object["kind"].as_str().unwrap_or("");
+            if let Some(namespace) = &default_namespace {
+                if scopes.scope_of(group, kind) != Scope::Cluster
+                    && object.object["metadata"]["namespace"].as_str().unwrap_or("").is_empty()
+                {
+                    object.object["metadata"]["namespace"] = Value::String(namespace.clone());
+                }
+            }
             let manifest = &object.object;
             let (group, _) = flux::split_api_version(manifest["apiVersion"].as_str().unwrap_or(""));
             let kind = manifest["kind"].as_str().unwrap_or("");
@@ -932,7 +969,7 @@ fn collect_yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// A progress line on a terminal while renders run.
-struct Progress {
+pub(super) struct Progress {
     bar: Option<indicatif::ProgressBar>,
     done: AtomicUsize,
     cached: AtomicUsize,
@@ -949,7 +986,7 @@ impl Progress {
         Progress { bar, done: AtomicUsize::new(0), cached: AtomicUsize::new(0) }
     }
 
-    fn tick(&self, cache_hit: bool) {
+    pub(super) fn tick(&self, cache_hit: bool) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         let cached =
             self.cached.fetch_add(usize::from(cache_hit), Ordering::Relaxed) + usize::from(cache_hit);

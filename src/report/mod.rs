@@ -358,9 +358,21 @@ fn view(plan: &Plan, color: bool) -> Value {
         "head_short": short(&plan.head.commit),
         "rows": rows,
         "unchanged_count": plan.kustomizations.len() - visible.len(),
+        "unit": unit_heading(plan),
         "alerts": alerts,
         "sections": sections,
     })
+}
+
+/// What the plan's units are called: `Kustomization`, `Application`, or both.
+fn unit_heading(plan: &Plan) -> &'static str {
+    let engines: std::collections::BTreeSet<crate::render::Engine> =
+        plan.kustomizations.iter().map(|k| k.engine).collect();
+    match (engines.contains(&crate::render::Engine::Flux), engines.contains(&crate::render::Engine::ArgoCd)) {
+        (true, true) => "Kustomization / Application",
+        (false, true) => "Application",
+        _ => "Kustomization",
+    }
 }
 
 #[cfg(test)]

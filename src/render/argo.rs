@@ -1,0 +1,579 @@
+//! The Argo CD walk: find the Applications and ApplicationSets of a repository, render each
+//! source as the repo-server does (kustomize with Argo CD's overrides, or a directory of plain
+//! manifests), and follow app-of-apps and ApplicationSets until every reachable one is rendered.
+
+use super::build::Builder;
+use super::source::ExportedSource;
+use super::walk::Progress;
+use super::{
+    postbuild, Cluster, ErrorReport, RenderError, RenderOptions, RenderedKustomization, RenderedObject, RootKind,
+    Status, UnitKind,
+};
+use crate::argocd::application::{DirectoryOptions, Source};
+use crate::argocd::applicationset::{ApplicationSet, RepoTree};
+use crate::argocd::{self, sync_options, Application, SourceKind};
+use crate::flux::generator::{self, kustomization_file};
+use crate::flux::{KustomizationRef, SourceRef};
+use crate::{paths, yaml};
+use rayon::prelude::*;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// The namespace Argo CD runs in, where Applications applied without one live.
+const ARGOCD_NAMESPACE: &str = "argocd";
+
+/// What an Argo CD unit (an Application or an ApplicationSet) is, beyond its objects.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArgoUnit {
+    /// The Application (for an ApplicationSet: none).
+    #[serde(skip)]
+    pub application: Option<Application>,
+    /// The ApplicationSet's policy (for an Application: none).
+    #[serde(skip)]
+    pub application_set: Option<ApplicationSet>,
+    /// Sync hooks: run on every sync, never tracked as managed resources.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<Hook>,
+}
+
+impl ArgoUnit {
+    /// True when what Git no longer holds is deleted: an automated sync with prune, or an
+    /// ApplicationSet allowed to delete the Applications it generated.
+    pub fn prunes(&self) -> bool {
+        match (&self.application, &self.application_set) {
+            (Some(app), _) => app.prunes(),
+            (None, Some(set)) => set.applications_sync.deletes(),
+            (None, None) => false,
+        }
+    }
+}
+
+/// A hook and the phases it runs in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hook {
+    /// `Kind namespace/name`.
+    pub object: String,
+    pub phases: Vec<String>,
+}
+
+/// An Application or ApplicationSet manifest in the repository's files.
+struct DiskUnit {
+    file: String,
+    manifest: Value,
+    reference: KustomizationRef,
+}
+
+/// One unit waiting to be rendered.
+struct Node {
+    cluster: usize,
+    manifest: Value,
+    reference: KustomizationRef,
+    parent: Option<KustomizationRef>,
+    file: Option<String>,
+    ancestors: Vec<KustomizationRef>,
+}
+
+/// What rendering a unit gives: its managed objects and hooks.
+type Output = Result<(Vec<RenderedObject>, Vec<Hook>), Unrendered>;
+
+#[derive(Clone)]
+enum Unrendered {
+    /// Its source is not rendered here (another repository, Helm, a plugin): listed, not planned.
+    External(String),
+    Failed(RenderError),
+}
+
+impl From<RenderError> for Unrendered {
+    fn from(error: RenderError) -> Self {
+        Unrendered::Failed(error)
+    }
+}
+
+pub(super) struct ArgoWalk<'a> {
+    pub builder: &'a Builder,
+    pub source: &'a ExportedSource,
+    /// The tree Applications of this repository read.
+    pub tree: PathBuf,
+    /// Normalized URLs that name this repository.
+    pub this_repo: BTreeSet<String>,
+    pub opts: &'a RenderOptions,
+    pub progress: &'a Progress,
+    memo: Mutex<BTreeMap<String, Output>>,
+    listing: OnceLock<(Vec<String>, Vec<String>)>,
+}
+
+/// True when a file may hold an Argo CD manifest (kept while exporting, see `note_manifest`).
+pub fn mentions_argocd(text: &[u8]) -> bool {
+    memchr::memmem::find(text, argocd::GROUP.as_bytes()).is_some()
+}
+
+impl<'a> ArgoWalk<'a> {
+    pub fn new(
+        builder: &'a Builder,
+        source: &'a ExportedSource,
+        tree: PathBuf,
+        remotes: &BTreeSet<String>,
+        opts: &'a RenderOptions,
+        progress: &'a Progress,
+    ) -> Self {
+        let this_repo = remotes.iter().chain(&opts.repo_urls).map(|u| argocd::normalize_repo_url(u)).collect();
+        ArgoWalk {
+            builder,
+            source,
+            tree,
+            this_repo,
+            opts,
+            progress,
+            memo: Mutex::default(),
+            listing: OnceLock::new(),
+        }
+    }
+
+    fn is_this_repo(&self, url: &str) -> bool {
+        self.this_repo.contains(&argocd::normalize_repo_url(url))
+    }
+
+    /// Renders every Application reachable from the repository's roots: one cluster per root
+    /// (an Application or ApplicationSet no other Application renders). `files` are the
+    /// repository's YAML files that mention Argo CD (path, text).
+    pub fn walk(&self, pool: &rayon::ThreadPool, files: &[(String, String)], warnings: &mut Vec<String>) -> Vec<Cluster> {
+        let disk = discover(files, warnings);
+        if disk.is_empty() {
+            return Vec::new();
+        }
+        // Which files' units each unit's render produces: those are not roots.
+        let produced: BTreeSet<(String, String)> = pool.install(|| {
+            disk.par_iter()
+                .filter(|d| argocd::is_application(&d.manifest))
+                .flat_map_iter(|d| {
+                    let made = match Application::from_value(&d.manifest, ARGOCD_NAMESPACE) {
+                        Ok(app) => self.render_app(&app).map(|(objects, _)| objects).unwrap_or_default(),
+                        Err(_) => Vec::new(),
+                    };
+                    made.into_iter()
+                        .filter(|o| argocd::is_application(&o.object) || argocd::is_application_set(&o.object))
+                        .filter_map(|o| Some((o.origin?, o.object["metadata"]["name"].as_str()?.to_string())))
+                        .filter(|(file, name)| !(*file == d.file && *name == d.reference.name))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        });
+        let mut clusters = Vec::new();
+        let mut queue = Vec::new();
+        for unit in disk.iter().filter(|d| !produced.contains(&(d.file.clone(), d.reference.name.clone()))) {
+            queue.push(Node {
+                cluster: clusters.len(),
+                manifest: unit.manifest.clone(),
+                reference: unit.reference.clone(),
+                parent: None,
+                file: Some(unit.file.clone()),
+                ancestors: Vec::new(),
+            });
+            clusters.push(Cluster {
+                name: unit.reference.to_string(),
+                root: unit.reference.clone(),
+                found_by: RootKind::ArgoCd,
+                root_file: Some(unit.file.clone()),
+                kustomizations: Vec::new(),
+            });
+        }
+        while !queue.is_empty() {
+            let results: Vec<(usize, RenderedKustomization, Vec<Node>)> = pool.install(|| {
+                std::mem::take(&mut queue)
+                    .into_par_iter()
+                    .map(|node| {
+                        let (rendered, children) = self.render_node(&node);
+                        (node.cluster, rendered, children)
+                    })
+                    .collect()
+            });
+            for (cluster, mut rendered, children) in results {
+                let units = &mut clusters[cluster].kustomizations;
+                if let Some(other) = units.iter_mut().find(|k| k.reference() == rendered.reference()) {
+                    other.warnings.push(format!(
+                        "also produced by {}: two definitions of one {} fight over it",
+                        rendered.parent.as_ref().map(|p| p.to_string()).unwrap_or_default(),
+                        rendered.kind.as_str()
+                    ));
+                    continue;
+                }
+                rendered.warnings.sort();
+                units.push(rendered);
+                queue.extend(children);
+            }
+        }
+        clusters
+    }
+
+    fn render_node(&self, node: &Node) -> (RenderedKustomization, Vec<Node>) {
+        let is_set = argocd::is_application_set(&node.manifest);
+        let mut record = RenderedKustomization {
+            namespace: node.reference.namespace.clone(),
+            name: node.reference.name.clone(),
+            kind: if is_set { UnitKind::ApplicationSet } else { UnitKind::Application },
+            path: String::new(),
+            source: SourceRef { kind: "repoURL".into(), namespace: String::new(), name: String::new() },
+            parent: node.parent.clone(),
+            file: node.file.clone(),
+            status: Status::Rendered,
+            error: None,
+            warnings: Vec::new(),
+            unresolved_variables: Vec::new(),
+            objects: Vec::new(),
+            spec: None,
+            argocd: None,
+        };
+        let mut unit = ArgoUnit { application: None, application_set: None, hooks: Vec::new() };
+        let output = if is_set {
+            match ApplicationSet::from_value(&node.manifest, &node.reference.namespace) {
+                Ok(set) => {
+                    let output = self.expand(&set, &mut record);
+                    unit.application_set = Some(set);
+                    output
+                }
+                Err(e) => Err(Unrendered::Failed(RenderError::InvalidSpec(e))),
+            }
+        } else {
+            match Application::from_value(&node.manifest, &node.reference.namespace) {
+                Ok(app) => {
+                    record.path = app.sources.iter().filter_map(|s| s.path.clone()).collect::<Vec<_>>().join(", ");
+                    record.source.name =
+                        app.sources.iter().map(|s| s.repo_url.clone()).collect::<Vec<_>>().join(", ");
+                    let output = self.render_app(&app);
+                    unit.application = Some(app);
+                    output
+                }
+                Err(e) => Err(Unrendered::Failed(RenderError::InvalidSpec(e.to_string()))),
+            }
+        };
+        let mut children = Vec::new();
+        match output {
+            Err(Unrendered::External(why)) => {
+                record.status = Status::External;
+                record.warnings.push(why);
+            }
+            Err(Unrendered::Failed(error)) => {
+                record.status = Status::Failed;
+                record.error = Some(ErrorReport::from(&error));
+            }
+            Ok((objects, hooks)) => {
+                let mut ancestors = node.ancestors.clone();
+                ancestors.push(node.reference.clone());
+                let default_namespace = unit
+                    .application
+                    .as_ref()
+                    .and_then(|a| a.destination.namespace.clone())
+                    .unwrap_or_else(|| node.reference.namespace.clone());
+                for object in &objects {
+                    let manifest = &object.object;
+                    if !(argocd::is_application(manifest) || argocd::is_application_set(manifest)) {
+                        continue;
+                    }
+                    let name = manifest["metadata"]["name"].as_str().unwrap_or("").to_string();
+                    let namespace =
+                        manifest["metadata"]["namespace"].as_str().unwrap_or(&default_namespace).to_string();
+                    let reference = KustomizationRef { namespace, name };
+                    if reference == node.reference {
+                        continue; // an app-of-apps that manages itself
+                    }
+                    if ancestors.contains(&reference) {
+                        record.status = Status::Failed;
+                        record.error = Some(ErrorReport::from(&RenderError::Cycle(format!(
+                            "Application cycle: {} → {reference}",
+                            ancestors.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(" → ")
+                        ))));
+                        continue;
+                    }
+                    let mut manifest = manifest.clone();
+                    manifest["metadata"]["namespace"] = Value::String(reference.namespace.clone());
+                    children.push(Node {
+                        cluster: node.cluster,
+                        manifest,
+                        reference,
+                        parent: Some(node.reference.clone()),
+                        file: object.origin.clone(),
+                        ancestors: ancestors.clone(),
+                    });
+                }
+                if record.status == Status::Failed {
+                    children.clear();
+                }
+                record.objects = objects;
+                unit.hooks = hooks;
+            }
+        }
+        record.argocd = Some(Box::new(unit));
+        (record, children)
+    }
+
+    /// The Applications an ApplicationSet generates, as its objects.
+    fn expand(&self, set: &ApplicationSet, record: &mut RenderedKustomization) -> Output {
+        record.path = format!("{} generator(s)", set.generators.len());
+        let expansion = set
+            .expand(&|url| self.is_this_repo(url), self)
+            .map_err(|e| Unrendered::Failed(RenderError::InvalidSpec(e)))?;
+        if !expansion.external.is_empty() {
+            return Err(Unrendered::External(format!(
+                "ApplicationSet {}/{}: {}",
+                set.namespace,
+                set.name,
+                expansion.external.join("; ")
+            )));
+        }
+        let built = expansion
+            .applications
+            .into_iter()
+            .map(|object| super::build::BuiltObject { object, origin: None })
+            .collect();
+        Ok((postbuild::plain(built), Vec::new()))
+    }
+
+    /// Renders every source of an Application (memoized by its spec).
+    fn render_app(&self, app: &Application) -> Output {
+        let key = yaml::canonical_json(&app.raw["spec"]);
+        if let Some(hit) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return hit.clone();
+        }
+        let result = self.render_sources(app);
+        self.memo.lock().unwrap_or_else(|e| e.into_inner()).insert(key, result.clone());
+        result
+    }
+
+    fn render_sources(&self, app: &Application) -> Output {
+        let mut built = Vec::new();
+        for source in &app.sources {
+            if source.reference.is_some() && source.path.is_none() {
+                continue; // only read for values by other sources
+            }
+            built.extend(self.render_source(app, source)?);
+        }
+        let mut objects = Vec::new();
+        let mut hooks = Vec::new();
+        for object in postbuild::plain(built) {
+            match sync_options::hook_phases(&object.object["metadata"]) {
+                Some(phases) if phases.iter().all(|p| p == "Skip") => {}
+                Some(phases) => {
+                    let meta = &object.object["metadata"];
+                    let namespace = meta["namespace"].as_str().or(app.destination.namespace.as_deref()).unwrap_or("");
+                    hooks.push(Hook {
+                        object: crate::flux::id::display_name(
+                            object.object["kind"].as_str().unwrap_or(""),
+                            namespace,
+                            meta["name"].as_str().or(meta["generateName"].as_str()).unwrap_or(""),
+                        ),
+                        phases,
+                    });
+                }
+                None => objects.push(object),
+            }
+        }
+        Ok((objects, hooks))
+    }
+
+    fn render_source(&self, app: &Application, source: &Source) -> Result<Vec<super::build::BuiltObject>, Unrendered> {
+        let url = crate::git::redact_url(&source.repo_url);
+        if let Some(chart) = &source.chart {
+            return Err(Unrendered::External(format!(
+                "Helm chart {chart} from {url}: Helm sources are not rendered by fluxplan, so this Application is not planned"
+            )));
+        }
+        if !self.is_this_repo(&source.repo_url) {
+            return Err(Unrendered::External(format!(
+                "source {url} is not this repository: not rendered (if it is, name it with --repo-url {url})"
+            )));
+        }
+        let path = source.path.as_deref().ok_or_else(|| {
+            RenderError::InvalidSpec(format!("Application {}/{}: source {url} has no path", app.namespace, app.name))
+        })?;
+        let dir = paths::secure_join(&self.tree, path);
+        if !dir.is_dir() {
+            let what = if dir.exists() { "is not a directory" } else { "does not exist" };
+            return Err(RenderError::PathNotFound(format!(
+                "application path not found: '{path}' {what} in {url}: Argo CD cannot generate the manifests, \
+                 so it syncs and prunes nothing"
+            ))
+            .into());
+        }
+        let kind = match &source.kind {
+            SourceKind::Unspecified if dir.join("Chart.yaml").is_file() => SourceKind::Helm,
+            SourceKind::Unspecified if kustomization_file(&dir).is_some() => SourceKind::Kustomize(Default::default()),
+            SourceKind::Unspecified => SourceKind::Directory(DirectoryOptions::default()),
+            declared => declared.clone(),
+        };
+        match kind {
+            SourceKind::Helm => Err(Unrendered::External(format!(
+                "'{path}' is a Helm chart: Helm sources are not rendered by fluxplan, so this Application is not planned"
+            ))),
+            SourceKind::Plugin => Err(Unrendered::External(format!(
+                "'{path}' is rendered by a config management plugin: not rendered by fluxplan, so this Application \
+                 is not planned"
+            ))),
+            SourceKind::Kustomize(options) => {
+                if kustomization_file(&dir).is_none() {
+                    return Err(RenderError::InvalidSource(format!(
+                        "'{path}' has source.kustomize but no kustomization.yaml: kustomize cannot build it"
+                    ))
+                    .into());
+                }
+                let layer = |obj: &mut serde_json::Map<String, Value>| argocd::kustomize::layer(obj, &options);
+                let request =
+                    self.builder.prepare_at(&self.tree, &dir, &layer, self.source.tree_ids(&self.tree).as_ref())?;
+                let built = self.builder.objects(&request, true, &self.opts.cancel)?;
+                self.progress.tick(built.cache_hit);
+                Ok(built.objects)
+            }
+            SourceKind::Directory(options) => Ok(read_directory(&self.tree, &dir, &options)?),
+            SourceKind::Unspecified => unreachable!("decided above"),
+        }
+    }
+
+    fn listing(&self) -> &(Vec<String>, Vec<String>) {
+        self.listing.get_or_init(|| {
+            let (mut dirs, mut files) = (Vec::new(), Vec::new());
+            list_tree(&self.tree, &self.tree, &mut dirs, &mut files);
+            dirs.sort();
+            files.sort();
+            (dirs, files)
+        })
+    }
+}
+
+impl RepoTree for ArgoWalk<'_> {
+    fn directories(&self) -> Vec<String> {
+        self.listing().0.clone()
+    }
+    fn files(&self) -> Vec<String> {
+        self.listing().1.clone()
+    }
+    fn read(&self, path: &str) -> Option<String> {
+        std::fs::read_to_string(paths::secure_join(&self.tree, path)).ok()
+    }
+}
+
+fn list_tree(root: &Path, dir: &Path, dirs: &mut Vec<String>, files: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let Ok(file_type) = entry.file_type() else { continue };
+        let path = entry.path();
+        if file_type.is_dir() {
+            dirs.push(paths::relative(root, &path));
+            list_tree(root, &path, dirs, files);
+        } else if file_type.is_file() {
+            files.push(paths::relative(root, &path));
+        }
+    }
+}
+
+/// The Applications and ApplicationSets declared in the repository's files.
+fn discover(files: &[(String, String)], warnings: &mut Vec<String>) -> Vec<DiskUnit> {
+    let mut units = Vec::new();
+    for (file, text) in files {
+        // Files that are not YAML (templates, CI files) are simply not manifests.
+        let Ok(docs) = yaml::parse_documents(text) else { continue };
+        for manifest in docs {
+            if !(argocd::is_application(&manifest) || argocd::is_application_set(&manifest)) {
+                continue;
+            }
+            let meta = &manifest["metadata"];
+            let Some(name) = meta["name"].as_str().filter(|n| !n.is_empty()) else {
+                warnings.push(format!("{file}: an Argo CD {} without metadata.name is ignored", manifest["kind"]));
+                continue;
+            };
+            let namespace = meta["namespace"].as_str().unwrap_or(ARGOCD_NAMESPACE).to_string();
+            units.push(DiskUnit {
+                file: file.clone(),
+                reference: KustomizationRef { namespace, name: name.to_string() },
+                manifest,
+            });
+        }
+    }
+    units
+}
+
+/// The plain manifests of a directory source, as the repo-server reads them: `.yaml`, `.yml`
+/// and `.json` files (sub-directories only with `recurse`), filtered by `include`/`exclude`.
+fn read_directory(
+    root: &Path,
+    dir: &Path,
+    options: &DirectoryOptions,
+) -> Result<Vec<super::build::BuiltObject>, RenderError> {
+    let glob = |pattern: &Option<String>| -> Result<Option<globset::GlobMatcher>, RenderError> {
+        pattern
+            .as_deref()
+            .map(|p| {
+                globset::Glob::new(p)
+                    .map(|g| g.compile_matcher())
+                    .map_err(|e| RenderError::InvalidSpec(format!("invalid directory glob {p:?}: {e}")))
+            })
+            .transpose()
+    };
+    let (include, exclude) = (glob(&options.include)?, glob(&options.exclude)?);
+    let mut files = Vec::new();
+    collect_manifest_files(dir, options.recurse, &mut files);
+    files.sort();
+    let mut objects = Vec::new();
+    for file in files {
+        let relative = paths::relative(dir, &file);
+        let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let selected = |m: &globset::GlobMatcher| m.is_match(&relative) || m.is_match(&name);
+        if include.as_ref().is_some_and(|m| !selected(m)) || exclude.as_ref().is_some_and(selected) {
+            continue;
+        }
+        let shown = paths::relative(root, &file);
+        if name.ends_with(".jsonnet") || name.ends_with(".libsonnet") {
+            if name.ends_with(".jsonnet") || options.jsonnet {
+                return Err(RenderError::InvalidSource(format!(
+                    "{shown}: Jsonnet is not rendered by fluxplan; exclude it (directory.exclude) or plan this \
+                     Application elsewhere"
+                )));
+            }
+            continue;
+        }
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| RenderError::InvalidSource(format!("cannot read {shown}: {e}")))?;
+        let docs = if name.ends_with(".json") {
+            serde_json::from_str::<Value>(&text).map(|v| vec![v]).map_err(|e| e.to_string())
+        } else {
+            yaml::parse_documents(&text)
+        }
+        .map_err(|e| RenderError::InvalidSource(format!("{shown}: not valid YAML or JSON: {e}")))?;
+        for doc in docs {
+            let items = if doc["kind"].as_str().is_some_and(|k| k.ends_with("List")) && doc["items"].is_array() {
+                doc["items"].as_array().cloned().unwrap_or_default()
+            } else {
+                vec![doc]
+            };
+            for object in items {
+                let has = |field: &str| object.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+                if !(object.is_object() && has("apiVersion") && has("kind")) {
+                    return Err(RenderError::InvalidSource(format!(
+                        "{shown}: a document is not a Kubernetes object (it needs apiVersion and kind)"
+                    )));
+                }
+                objects.push(super::build::BuiltObject { object, origin: Some(shown.clone()) });
+            }
+        }
+    }
+    Ok(objects)
+}
+
+fn collect_manifest_files(dir: &Path, recurse: bool, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.starts_with('.') || name.starts_with(generator::SCRATCH_PREFIX) {
+            continue;
+        }
+        let Ok(file_type) = entry.file_type() else { continue };
+        if file_type.is_dir() && recurse {
+            collect_manifest_files(&entry.path(), true, out);
+        } else if file_type.is_file()
+            && [".yaml", ".yml", ".json", ".jsonnet", ".libsonnet"].iter().any(|ext| name.ends_with(ext))
+        {
+            out.push(entry.path());
+        }
+    }
+}
