@@ -100,6 +100,35 @@ impl ApplicationSet {
         })
     }
 
+    /// The generators as a reader recognizes them: `git services/*, !services/legacy`, `list (2)`.
+    pub fn describe_generators(&self) -> String {
+        let described: Vec<String> = self
+            .generators
+            .iter()
+            .filter_map(|g| g.as_object()?.iter().find(|(k, _)| *k != "selector"))
+            .map(|(kind, body)| match kind.as_str() {
+                "git" => {
+                    let paths: Vec<String> = ["directories", "files"]
+                        .iter()
+                        .flat_map(|field| body[*field].as_array().into_iter().flatten())
+                        .map(|entry| {
+                            let path = entry["path"].as_str().unwrap_or("");
+                            if entry["exclude"] == Value::Bool(true) {
+                                format!("!{path}")
+                            } else {
+                                path.to_string()
+                            }
+                        })
+                        .collect();
+                    format!("git {}", paths.join(", "))
+                }
+                "list" => format!("list ({})", body["elements"].as_array().map_or(0, Vec::len)),
+                other => other.to_string(),
+            })
+            .collect();
+        described.join("; ")
+    }
+
     /// Expands every generator. `is_this_repo` tells whether a git generator reads the
     /// repository being planned (else its elements are external).
     pub fn expand(

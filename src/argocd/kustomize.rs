@@ -31,10 +31,12 @@ pub fn layer(obj: &mut Map<String, Value>, options: &KustomizeOptions) -> Result
     }
     for replica in &options.replicas {
         let count = match &replica["count"] {
-            Value::String(text) => json!(text.parse::<i64>().map_err(|_| GenerateError::InvalidKustomization {
-                file: "the Application's kustomize.replicas".into(),
-                reason: format!("count {text:?} is not a number"),
-            })?),
+            Value::String(text) => {
+                json!(text.parse::<i64>().map_err(|_| GenerateError::InvalidKustomization {
+                    file: "the Application's kustomize.replicas".into(),
+                    reason: format!("count {text:?} is not a number"),
+                })?)
+            }
             other => other.clone(),
         };
         push(obj, "replicas", json!({"name": replica["name"], "count": count}));
@@ -142,7 +144,11 @@ mod tests {
         assert_eq!(obj["namePrefix"], "dev-");
         assert_eq!(obj["namespace"], "dev");
         assert_eq!(obj["images"], json!([{"name": "nginx", "newTag": "1.27"}]));
-        assert_eq!(obj["commonLabels"], json!({"env": "base", "team": "web"}), "existing keys kept unless forced");
+        assert_eq!(
+            obj["commonLabels"],
+            json!({"env": "base", "team": "web"}),
+            "existing keys kept unless forced"
+        );
         assert_eq!(obj["replicas"], json!([{"name": "web", "count": 3}]));
         assert_eq!(obj["components"], json!(["../components/probes"]));
         let remote = KustomizeOptions { components: vec!["https://x/y".into()], ..Default::default() };

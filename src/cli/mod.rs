@@ -60,6 +60,10 @@ pub struct RenderArgs {
     /// tree is pinned: `plan` uses the same tree for base and head (the plan notes it).
     #[arg(long = "source", value_name = "NAMESPACE/NAME=DIR", value_parser = parse_source)]
     pub sources: Vec<(String, PathBuf)>,
+    /// Another URL of this repository (repeatable): Argo CD Applications whose repoURL is one
+    /// of them, or one of the repository's git remotes, are rendered from it.
+    #[arg(long = "repo-url", value_name = "URL", env = "FLUXPLAN_REPO_URL", value_delimiter = ',')]
+    pub repo_urls: Vec<String>,
     /// Cluster snapshot file: values for postBuild.substituteFrom (see README).
     #[arg(long, env = "FLUXPLAN_CLUSTER_SNAPSHOT")]
     pub cluster_snapshot: Option<PathBuf>,
@@ -131,6 +135,7 @@ impl RenderArgs {
     pub fn settings(&self) -> RenderSettings {
         RenderSettings {
             sources: self.sources.iter().cloned().collect::<BTreeMap<_, _>>(),
+            repo_urls: self.repo_urls.clone(),
             strict_substitution: !self.no_strict_substitution,
             jobs: self.jobs,
             cache_dir: self.cache_dir(),
@@ -144,6 +149,7 @@ impl RenderArgs {
         let mut opts = RenderOptions::new(&self.repo);
         opts.rev = rev;
         opts.sources = settings.sources;
+        opts.repo_urls = settings.repo_urls;
         if let Some(snapshot) = snapshot {
             opts.values = snapshot.clone();
             opts.known_scopes = snapshot

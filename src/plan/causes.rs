@@ -9,8 +9,8 @@ use super::{
     blast, Action, Alert, BlastRadius, Cause, Change, KustomizationPlan, KustomizationStatus, Policy,
 };
 use crate::cluster::DataLoss;
-use crate::flux::{KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
-use crate::render::Render;
+use crate::flux::{KustomizationRef, ObjectId};
+use crate::render::{Engine, Render, UnitKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The alerts about deletions, one per cause.
@@ -83,28 +83,27 @@ fn cause_owner(plans: &[KustomizationPlan], deleters: &Deleters, i: usize, depth
     cause_owner(plans, deleters, deleter, depth + 1).or(Some(i))
 }
 
-/// Which plan deletes each Kustomization object: (cluster, Kustomization) → plan index.
-type Deleters = BTreeMap<(String, KustomizationRef), usize>;
+/// Which plan deletes each unit's object (a Kustomization, an Argo CD Application or
+/// ApplicationSet): (cluster, kind, reference) → plan index.
+type Deleters = BTreeMap<(String, UnitKind, KustomizationRef), usize>;
 
 fn deleters(plans: &[KustomizationPlan]) -> Deleters {
     let mut deleters = Deleters::new();
     for (i, plan) in plans.iter().enumerate() {
-        for change in plan.changes.iter().filter(|c| c.action == Action::Delete && c.kind == "Kustomization")
-        {
-            let Some(id) = ObjectId::parse(&change.id).filter(|id| id.group == KUSTOMIZE_GROUP) else {
-                continue;
-            };
+        for change in plan.changes.iter().filter(|c| c.action == Action::Delete) {
+            let Some(id) = ObjectId::parse(&change.id) else { continue };
+            let Some(kind) = super::compute::unit_kind(&id) else { continue };
             let deleted = KustomizationRef { namespace: id.namespace, name: id.name };
-            deleters.entry((plan.cluster.clone(), deleted)).or_insert(i);
+            deleters.entry((plan.cluster.clone(), kind, deleted)).or_insert(i);
         }
     }
     deleters
 }
 
-/// The plan that deletes this Kustomization's object.
+/// The plan that deletes this unit's object.
 fn deleter_of(deleters: &Deleters, plan: &KustomizationPlan) -> Option<usize> {
     let reference = KustomizationRef { namespace: plan.namespace.clone(), name: plan.name.clone() };
-    deleters.get(&(plan.cluster.clone(), reference)).copied()
+    deleters.get(&(plan.cluster.clone(), plan.kind, reference)).copied()
 }
 
 /// Deletions this pull request brings about (its own and their cascades, not stale entries).
@@ -167,6 +166,12 @@ fn group_alert(
     let code = most_severe(policy, &codes)?;
 
     let mut message = match primary {
+        Some("empty-render") if root.kind == UnitKind::ApplicationSet => format!(
+            "its generators ({}) generate no Application while it owns {}: {}",
+            root.path.as_deref().unwrap_or("?"),
+            root.inventory_size,
+            decisions(root)
+        ),
         Some("empty-render") => format!(
             "path {} renders zero objects while its inventory holds {}: {}",
             root.path.as_deref().unwrap_or("?"),
@@ -255,16 +260,31 @@ fn decisions(plan: &KustomizationPlan) -> String {
         parts.push(format!("{} prunes {deleted} of them", plan.controller()));
     }
     if orphaned > 0 {
-        parts.push(format!("stops managing {orphaned} (prune is off)"));
+        parts.push(match plan.engine {
+            Engine::Flux => format!("stops managing {orphaned} (prune is off)"),
+            Engine::ArgoCd => {
+                format!("leaves {orphaned} in the cluster (prune is off: OutOfSync, requires pruning)")
+            }
+        });
     }
     if skipped > 0 {
-        let kept: Vec<String> = plan
-            .changes
+        // Grouped by reason: one refused sync keeps every object for the same reason.
+        let mut by_reason: Vec<(&str, Vec<String>)> = Vec::new();
+        for c in plan.changes.iter().filter(|c| c.cause != Some(Cause::Cascade) && c.action == Action::Skip) {
+            let reason = c.reason.as_deref().unwrap_or("kept");
+            match by_reason.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, names)) => names.push(c.display_name()),
+                None => by_reason.push((reason, vec![c.display_name()])),
+            }
+        }
+        let kept: Vec<String> = by_reason
             .iter()
-            .filter(|c| c.cause != Some(Cause::Cascade) && c.action == Action::Skip)
-            .map(|c| format!("{} ({})", c.display_name(), c.reason.as_deref().unwrap_or("kept")))
+            .map(|(reason, names)| match names.as_slice() {
+                [one] => format!("{one} ({reason})"),
+                many => format!("{} ({reason})", many.join(", ")),
+            })
             .collect();
-        parts.push(format!("keeps {skipped}: {}", kept.join(", ")));
+        parts.push(format!("keeps {skipped}: {}", kept.join("; ")));
     }
     if parts.is_empty() {
         "nothing is deleted".into()
@@ -316,8 +336,17 @@ fn cause_line(inputs: Inputs, root: &KustomizationPlan, deletes: &[&Change]) -> 
     if root.status == KustomizationStatus::Removed {
         let file =
             base.kustomization(&root.cluster, &root.namespace, &root.name).and_then(|k| k.file.clone());
-        if let Some(line) = deleter_of(deleters, root).and_then(|d| spec_change(&plans[d], base, head)) {
+        let deleter = deleter_of(deleters, root).map(|d| &plans[d]);
+        if let Some(line) = deleter.and_then(|d| spec_change(d, base, head)) {
             return Some(line);
+        }
+        if let Some(set) = deleter.filter(|d| d.kind == UnitKind::ApplicationSet) {
+            return Some(format!(
+                "{} no longer generates {} (source path {})",
+                set.label(),
+                root.label(),
+                root.path.as_deref().unwrap_or("?")
+            ));
         }
         return Some(match file {
             Some(file) if head.unreachable.iter().any(|u| u.file == file) => {
@@ -328,6 +357,9 @@ fn cause_line(inputs: Inputs, root: &KustomizationPlan, deletes: &[&Change]) -> 
         });
     }
     if renders_nothing(root) {
+        if root.kind == UnitKind::ApplicationSet {
+            return Some(format!("{}: its generators match nothing", root.label()));
+        }
         return Some(format!("{}: no manifest is left under it", root.path.as_deref().unwrap_or("?")));
     }
     let first = deletes.iter().find(|c| c.cause == Some(Cause::PullRequest))?;
@@ -346,7 +378,8 @@ pub fn spec_change(plan: &KustomizationPlan, base: &Render, head: &Render) -> Op
     let after = head.kustomization(&plan.cluster, &plan.namespace, &plan.name)?;
     (before.path != after.path).then(|| {
         let file = after.file.as_deref().map(|f| format!("{f}: ")).unwrap_or_default();
-        format!("{file}{} path {} → {}", plan.label(), before.path, after.path)
+        let what = if plan.kind == UnitKind::ApplicationSet { "generators" } else { "path" };
+        format!("{file}{} {what} {} → {}", plan.label(), before.path, after.path)
     })
 }
 
@@ -363,9 +396,10 @@ fn stale_alert(policy: &Policy, plan: &KustomizationPlan) -> Option<Alert> {
         &plan.cluster,
         Some(plan.reference()),
         format!(
-            "{} object(s) in the cluster's inventory are not in the base render either: Flux prunes them on its \
+            "{} object(s) in the cluster's inventory are not in the base render either: {} prunes them on its \
              next reconcile whether or not this merges (not caused by this pull request): {}",
             stale.len(),
+            plan.controller(),
             names.join(", ")
         ),
         stale.iter().map(|c| c.id.clone()).collect(),
@@ -374,7 +408,8 @@ fn stale_alert(policy: &Policy, plan: &KustomizationPlan) -> Option<Alert> {
 
 /// Kustomizations this merge deletes (their objects, with their finalizers).
 pub fn deleted_kustomizations(plans: &[KustomizationPlan]) -> Vec<(String, KustomizationRef)> {
-    deleters(plans).into_keys().collect()
+    let keys = deleters(plans).into_keys();
+    keys.filter(|(_, kind, _)| *kind == UnitKind::Kustomization).map(|(cluster, _, k)| (cluster, k)).collect()
 }
 
 #[cfg(test)]

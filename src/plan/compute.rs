@@ -6,9 +6,9 @@ use super::{
     diff, live_diff, Action, Cause, Change, Counts, Drift, InventorySource, KustomizationPlan,
     KustomizationStatus,
 };
+use crate::argocd::sync_options::ObjectOptions;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::flux::control::{self, OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL};
-use crate::argocd::sync_options::ObjectOptions;
 use crate::flux::{order, DeletionPolicy, Kustomization, KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
 use crate::render::{Cluster, Engine, Render, RenderedKustomization, RenderedObject, Status, UnitKind};
 use std::collections::{BTreeMap, BTreeSet};
@@ -263,6 +263,10 @@ impl<'a> ClusterView<'a> {
         match head.status {
             Status::External => {
                 plan.status = KustomizationStatus::External;
+                if head.argocd.is_some() {
+                    plan.notes.extend(head.warnings.first().cloned());
+                    return plan;
+                }
                 let why = if head.source.kind == "ExternalArtifact" {
                     "is not built locally"
                 } else {
@@ -274,9 +278,11 @@ impl<'a> ClusterView<'a> {
             Status::Failed => {
                 plan.status = KustomizationStatus::Failed;
                 plan.error = head.error.clone();
-                plan.notes.push(
-                    "the render fails: Flux applies nothing and prunes nothing of this Kustomization".into(),
-                );
+                plan.notes.push(format!(
+                    "the render fails: {} applies nothing and prunes nothing of this {}",
+                    plan.controller(),
+                    plan.kind.as_str()
+                ));
                 return plan;
             }
             Status::Rendered => {}
@@ -434,7 +440,9 @@ impl<'a> ClusterView<'a> {
             };
             match self.live_object(id) {
                 Live::Unknown => {
-                    if let Some(why) = self.base_object(owner, id).and_then(|o| exemption(&o.object["metadata"])) {
+                    if let Some(why) =
+                        self.base_object(owner, id).and_then(|o| exemption(&o.object["metadata"]))
+                    {
                         change.action = Action::Skip;
                         change.reason = Some(format!("{why} (in the base manifest)"));
                     }
@@ -493,14 +501,17 @@ impl<'a> ClusterView<'a> {
     ) {
         let Some(unit) = head.argocd.as_deref() else { return };
         let Some(app) = &unit.application else { return };
-        if app.automated.is_some_and(|a| a.prune && !a.allow_empty) && desired.is_empty() && !inventory.is_empty() {
+        if app.automated.is_some_and(|a| a.prune && !a.allow_empty)
+            && desired.is_empty()
+            && !inventory.is_empty()
+        {
             for change in plan.changes.iter_mut().filter(|c| c.action == Action::Delete) {
                 change.action = Action::Skip;
-                let why = change.reason.take().unwrap_or_default();
-                change.reason = Some(format!(
-                    "{why}; but Argo CD refuses an automated sync that would leave the Application empty \
-                     (allowEmpty is false), so it is not pruned"
-                ));
+                change.reason = Some(
+                    "not pruned: Argo CD refuses an automated sync that would leave the Application empty \
+                     (allowEmpty is false)"
+                        .into(),
+                );
             }
             plan.notes.push(
                 "renders no resources: Argo CD refuses the automated sync (syncPolicy.automated.allowEmpty is false) \
@@ -509,10 +520,14 @@ impl<'a> ClusterView<'a> {
                     .into(),
             );
         }
-        if let Some(namespace) = app.destination.namespace.as_deref().filter(|_| app.sync_options.create_namespace) {
+        if let Some(namespace) =
+            app.destination.namespace.as_deref().filter(|_| app.sync_options.create_namespace)
+        {
             let id = ObjectId::new("", namespace, "", "Namespace");
-            let before = self.base.get(&head.reference()).and_then(|b| b.argocd.as_deref()?.application.as_ref());
-            let new_destination = before.is_none_or(|b| b.destination.namespace.as_deref() != Some(namespace));
+            let before =
+                self.base.get(&head.reference()).and_then(|b| b.argocd.as_deref()?.application.as_ref());
+            let new_destination =
+                before.is_none_or(|b| b.destination.namespace.as_deref() != Some(namespace));
             let present = matches!(self.live_object(&id), Live::Present(_));
             if new_destination && !present && !self.head_owner.contains_key(&id) {
                 let mut change = new_change(Action::Create, &id);
@@ -549,7 +564,9 @@ impl<'a> ClusterView<'a> {
                 Removal::Keeps(
                     match spec {
                         Some(s) if s.suspend => "it is suspended",
-                        Some(s) if s.deletion_policy == DeletionPolicy::Orphan => "its deletionPolicy is Orphan",
+                        Some(s) if s.deletion_policy == DeletionPolicy::Orphan => {
+                            "its deletionPolicy is Orphan"
+                        }
                         _ => "prune is off",
                     }
                     .into(),
@@ -572,10 +589,9 @@ impl<'a> ClusterView<'a> {
                     Some(_) => Removal::DeletesAll(
                         "its resources finalizer deletes everything it manages (except Delete=false)".into(),
                     ),
-                    None => Removal::Keeps(format!(
-                        "it has no {} finalizer",
-                        crate::argocd::RESOURCES_FINALIZER
-                    )),
+                    None => {
+                        Removal::Keeps(format!("it has no {} finalizer", crate::argocd::RESOURCES_FINALIZER))
+                    }
                 }
             }
         }
@@ -596,14 +612,19 @@ impl<'a> ClusterView<'a> {
                     let id = ObjectId::parse(&c.id)?;
                     let kind = unit_kind(&id)?;
                     let deleter = KustomizationRef { namespace: p.namespace.clone(), name: p.name.clone() };
-                    Some(((kind, KustomizationRef { namespace: id.namespace, name: id.name }), (p.label(), deleter)))
+                    Some((
+                        (kind, KustomizationRef { namespace: id.namespace, name: id.name }),
+                        (p.label(), deleter),
+                    ))
                 })
                 .collect();
             let mut progressed = false;
             for plan in plans.iter_mut().filter(|p| p.status == KustomizationStatus::Removed) {
                 let reference =
                     KustomizationRef { namespace: plan.namespace.clone(), name: plan.name.clone() };
-                let Some((deleter, deleter_ref)) = deleted.get(&(plan.kind, reference.clone())) else { continue };
+                let Some((deleter, deleter_ref)) = deleted.get(&(plan.kind, reference.clone())) else {
+                    continue;
+                };
                 if !expanded.insert((plan.kind, reference.clone())) {
                     continue;
                 }
@@ -659,7 +680,7 @@ enum Removal {
 }
 
 /// The unit kind an object is, if it is one.
-fn unit_kind(id: &ObjectId) -> Option<UnitKind> {
+pub(super) fn unit_kind(id: &ObjectId) -> Option<UnitKind> {
     match (id.group.as_str(), id.kind.as_str()) {
         (KUSTOMIZE_GROUP, "Kustomization") => Some(UnitKind::Kustomization),
         (crate::argocd::GROUP, "Application") => Some(UnitKind::Application),

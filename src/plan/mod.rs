@@ -226,7 +226,10 @@ impl KustomizationPlan {
 
     /// The controller that applies and prunes it, as messages name it.
     pub fn controller(&self) -> &'static str {
-        self.engine.controller()
+        match self.kind {
+            crate::render::UnitKind::ApplicationSet => "the ApplicationSet controller",
+            _ => self.engine.controller(),
+        }
     }
 }
 

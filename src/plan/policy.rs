@@ -344,11 +344,12 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
                 Vec::new(),
             ));
         } else if k.status == Status::External {
-            alerts.extend(alert(
-                "external-source",
-                format!("source {} is not in this repository: not planned", k.source),
-                Vec::new(),
-            ));
+            let message = match (&k.argocd, k.warnings.first()) {
+                // Argo CD units say why: another repository, Helm, a plugin, a generator.
+                (Some(_), Some(why)) => why.clone(),
+                _ => format!("source {} is not in this repository: not planned", k.source),
+            };
+            alerts.extend(alert("external-source", message, Vec::new()));
         }
         if !k.unresolved_variables.is_empty() {
             alerts.extend(alert(

@@ -66,6 +66,8 @@ pub enum Clusters {
 pub struct RenderSettings {
     /// Other sources mapped to local directories, keyed `namespace/name`.
     pub sources: BTreeMap<String, PathBuf>,
+    /// Other URLs of the repository (Argo CD `repoURL`s rendered from it), beyond its remotes.
+    pub repo_urls: Vec<String>,
     /// Undefined variables fail the Kustomization (controller 1.9 on).
     pub strict_substitution: bool,
     /// Parallel kustomize builds; `None`: the number of cores.
@@ -80,6 +82,7 @@ impl Default for RenderSettings {
     fn default() -> Self {
         RenderSettings {
             sources: BTreeMap::new(),
+            repo_urls: Vec::new(),
             strict_substitution: true,
             jobs: None,
             cache_dir: None,
@@ -129,6 +132,7 @@ impl Request {
         let mut opts = RenderOptions::new(&self.repo);
         opts.rev = rev;
         opts.sources = self.render.sources.clone();
+        opts.repo_urls = self.render.repo_urls.clone();
         opts.strict_substitution = self.render.strict_substitution;
         if let Some(jobs) = self.render.jobs {
             opts.jobs = jobs.max(1);

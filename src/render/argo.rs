@@ -6,8 +6,8 @@ use super::build::Builder;
 use super::source::ExportedSource;
 use super::walk::Progress;
 use super::{
-    postbuild, Cluster, ErrorReport, RenderError, RenderOptions, RenderedKustomization, RenderedObject, RootKind,
-    Status, UnitKind,
+    postbuild, Cluster, ErrorReport, RenderError, RenderOptions, RenderedKustomization, RenderedObject,
+    RootKind, Status, UnitKind,
 };
 use crate::argocd::application::{DirectoryOptions, Source};
 use crate::argocd::applicationset::{ApplicationSet, RepoTree};
@@ -119,7 +119,8 @@ impl<'a> ArgoWalk<'a> {
         opts: &'a RenderOptions,
         progress: &'a Progress,
     ) -> Self {
-        let this_repo = remotes.iter().chain(&opts.repo_urls).map(|u| argocd::normalize_repo_url(u)).collect();
+        let this_repo =
+            remotes.iter().chain(&opts.repo_urls).map(|u| argocd::normalize_repo_url(u)).collect();
         ArgoWalk {
             builder,
             source,
@@ -139,7 +140,12 @@ impl<'a> ArgoWalk<'a> {
     /// Renders every Application reachable from the repository's roots: one cluster per root
     /// (an Application or ApplicationSet no other Application renders). `files` are the
     /// repository's YAML files that mention Argo CD (path, text).
-    pub fn walk(&self, pool: &rayon::ThreadPool, files: &[(String, String)], warnings: &mut Vec<String>) -> Vec<Cluster> {
+    pub fn walk(
+        &self,
+        pool: &rayon::ThreadPool,
+        files: &[(String, String)],
+        warnings: &mut Vec<String>,
+    ) -> Vec<Cluster> {
         let disk = discover(files, warnings);
         if disk.is_empty() {
             return Vec::new();
@@ -154,7 +160,9 @@ impl<'a> ArgoWalk<'a> {
                         Err(_) => Vec::new(),
                     };
                     made.into_iter()
-                        .filter(|o| argocd::is_application(&o.object) || argocd::is_application_set(&o.object))
+                        .filter(|o| {
+                            argocd::is_application(&o.object) || argocd::is_application_set(&o.object)
+                        })
                         .filter_map(|o| Some((o.origin?, o.object["metadata"]["name"].as_str()?.to_string())))
                         .filter(|(file, name)| !(*file == d.file && *name == d.reference.name))
                         .collect::<Vec<_>>()
@@ -239,7 +247,8 @@ impl<'a> ArgoWalk<'a> {
         } else {
             match Application::from_value(&node.manifest, &node.reference.namespace) {
                 Ok(app) => {
-                    record.path = app.sources.iter().filter_map(|s| s.path.clone()).collect::<Vec<_>>().join(", ");
+                    record.path =
+                        app.sources.iter().filter_map(|s| s.path.clone()).collect::<Vec<_>>().join(", ");
                     record.source.name =
                         app.sources.iter().map(|s| s.repo_url.clone()).collect::<Vec<_>>().join(", ");
                     let output = self.render_app(&app);
@@ -311,7 +320,7 @@ impl<'a> ArgoWalk<'a> {
 
     /// The Applications an ApplicationSet generates, as its objects.
     fn expand(&self, set: &ApplicationSet, record: &mut RenderedKustomization) -> Output {
-        record.path = format!("{} generator(s)", set.generators.len());
+        record.path = set.describe_generators();
         let expansion = set
             .expand(&|url| self.is_this_repo(url), self)
             .map_err(|e| Unrendered::Failed(RenderError::InvalidSpec(e)))?;
@@ -357,7 +366,8 @@ impl<'a> ArgoWalk<'a> {
                 Some(phases) if phases.iter().all(|p| p == "Skip") => {}
                 Some(phases) => {
                     let meta = &object.object["metadata"];
-                    let namespace = meta["namespace"].as_str().or(app.destination.namespace.as_deref()).unwrap_or("");
+                    let namespace =
+                        meta["namespace"].as_str().or(app.destination.namespace.as_deref()).unwrap_or("");
                     hooks.push(Hook {
                         object: crate::flux::id::display_name(
                             object.object["kind"].as_str().unwrap_or(""),
@@ -373,7 +383,11 @@ impl<'a> ArgoWalk<'a> {
         Ok((objects, hooks))
     }
 
-    fn render_source(&self, app: &Application, source: &Source) -> Result<Vec<super::build::BuiltObject>, Unrendered> {
+    fn render_source(
+        &self,
+        app: &Application,
+        source: &Source,
+    ) -> Result<Vec<super::build::BuiltObject>, Unrendered> {
         let url = crate::git::redact_url(&source.repo_url);
         if let Some(chart) = &source.chart {
             return Err(Unrendered::External(format!(
@@ -386,7 +400,10 @@ impl<'a> ArgoWalk<'a> {
             )));
         }
         let path = source.path.as_deref().ok_or_else(|| {
-            RenderError::InvalidSpec(format!("Application {}/{}: source {url} has no path", app.namespace, app.name))
+            RenderError::InvalidSpec(format!(
+                "Application {}/{}: source {url} has no path",
+                app.namespace, app.name
+            ))
         })?;
         let dir = paths::secure_join(&self.tree, path);
         if !dir.is_dir() {
@@ -399,7 +416,9 @@ impl<'a> ArgoWalk<'a> {
         }
         let kind = match &source.kind {
             SourceKind::Unspecified if dir.join("Chart.yaml").is_file() => SourceKind::Helm,
-            SourceKind::Unspecified if kustomization_file(&dir).is_some() => SourceKind::Kustomize(Default::default()),
+            SourceKind::Unspecified if kustomization_file(&dir).is_some() => {
+                SourceKind::Kustomize(Default::default())
+            }
             SourceKind::Unspecified => SourceKind::Directory(DirectoryOptions::default()),
             declared => declared.clone(),
         };
@@ -479,7 +498,10 @@ fn discover(files: &[(String, String)], warnings: &mut Vec<String>) -> Vec<DiskU
             }
             let meta = &manifest["metadata"];
             let Some(name) = meta["name"].as_str().filter(|n| !n.is_empty()) else {
-                warnings.push(format!("{file}: an Argo CD {} without metadata.name is ignored", manifest["kind"]));
+                warnings.push(format!(
+                    "{file}: an Argo CD {} without metadata.name is ignored",
+                    manifest["kind"]
+                ));
                 continue;
             };
             let namespace = meta["namespace"].as_str().unwrap_or(ARGOCD_NAMESPACE).to_string();
@@ -541,13 +563,15 @@ fn read_directory(
         }
         .map_err(|e| RenderError::InvalidSource(format!("{shown}: not valid YAML or JSON: {e}")))?;
         for doc in docs {
-            let items = if doc["kind"].as_str().is_some_and(|k| k.ends_with("List")) && doc["items"].is_array() {
-                doc["items"].as_array().cloned().unwrap_or_default()
-            } else {
-                vec![doc]
-            };
+            let items =
+                if doc["kind"].as_str().is_some_and(|k| k.ends_with("List")) && doc["items"].is_array() {
+                    doc["items"].as_array().cloned().unwrap_or_default()
+                } else {
+                    vec![doc]
+                };
             for object in items {
-                let has = |field: &str| object.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+                let has =
+                    |field: &str| object.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
                 if !(object.is_object() && has("apiVersion") && has("kind")) {
                     return Err(RenderError::InvalidSource(format!(
                         "{shown}: a document is not a Kubernetes object (it needs apiVersion and kind)"

@@ -831,10 +831,8 @@ fn assign_ids(
     for k in clusters.iter_mut().flat_map(|c| &mut c.kustomizations) {
         let mut missing_namespace = Vec::new();
         // Argo CD applies namespaced objects without a namespace into the destination's.
-        let default_namespace = k
-            .argocd
-            .as_ref()
-            .and_then(|unit| unit.application.as_ref()?.destination.namespace.clone());
+        let default_namespace =
+            k.argocd.as_ref().and_then(|unit| unit.application.as_ref()?.destination.namespace.clone());
         for object in &mut k.objects {
             let (group, _) = flux::split_api_version(object.object["apiVersion"].as_str().unwrap_or(""));
             let kind = object.object["kind"].as_str().unwrap_or("");

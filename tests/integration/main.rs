@@ -1,6 +1,7 @@
 //! Integration tests: real git repositories, real kustomize. One binary shares one build.
 
 mod after_merge;
+mod argocd;
 mod artifacts;
 mod bot;
 mod boundaries;
