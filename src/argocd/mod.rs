@@ -3,6 +3,7 @@
 
 pub mod application;
 pub mod applicationset;
+pub mod ignore_differences;
 pub mod kustomize;
 pub mod sync_options;
 pub mod tracking;

@@ -217,15 +217,24 @@ impl KubeCluster {
     pub async fn snapshot(&self) -> Result<ClusterSnapshot, KubeError> {
         let mut warnings = Vec::new();
         let mut unreadable = Vec::new();
-        let (kustomization_resource, caps) =
-            self.resource(KUSTOMIZE_GROUP, "Kustomization").ok_or_else(|| {
-                KubeError::Api(
-                    "the cluster serves no kustomize.toolkit.fluxcd.io Kustomizations: is Flux installed?"
-                        .into(),
-                )
-            })?;
-        let kustomizations =
-            self.list_all(&kustomization_resource, caps.scope == Scope::Namespaced, None, None).await?;
+        let flux = self.resource(KUSTOMIZE_GROUP, "Kustomization");
+        let argo = self.resource(crate::argocd::GROUP, "Application");
+        if flux.is_none() && argo.is_none() {
+            return Err(KubeError::Api(
+                "the cluster serves neither kustomize.toolkit.fluxcd.io Kustomizations nor argoproj.io \
+                 Applications: is Flux or Argo CD installed?"
+                    .into(),
+            ));
+        }
+        let kustomizations = match &flux {
+            Some((resource, caps)) => self.list_all(resource, caps.scope == Scope::Namespaced, None, None).await?,
+            None => Vec::new(),
+        };
+        let applications = match &argo {
+            Some((resource, caps)) => self.list_all(resource, caps.scope == Scope::Namespaced, None, None).await?,
+            None => Vec::new(),
+        };
+        let argocd_settings = self.argocd_settings(&applications, &mut warnings).await;
 
         // What the inventories hold, by (group, kind, namespace).
         let mut wanted: BTreeMap<(String, String, String), BTreeSet<ObjectId>> = BTreeMap::new();
@@ -250,6 +259,19 @@ impl KubeCluster {
             }
         }
 
+        // What Argo CD Applications manage (`status.resources`): their objects carry no Flux owner
+        // label, so their kinds are listed whole.
+        let mut argo_kinds = BTreeSet::new();
+        for app in &applications {
+            for resource in app["status"]["resources"].as_array().into_iter().flatten() {
+                let field = |k: &str| resource[k].as_str().unwrap_or("").to_string();
+                let id = ObjectId::new(&field("namespace"), &field("name"), &field("group"), &field("kind"));
+                let key = (id.group.clone(), id.kind.clone(), id.namespace.clone());
+                argo_kinds.insert(key.clone());
+                wanted.entry(key).or_default().insert(id);
+            }
+        }
+
         let mut objects: BTreeMap<ObjectId, Value> = BTreeMap::new();
         for ((group, kind, namespace), ids) in &wanted {
             let Some((resource, caps)) = self.resource(group, kind) else {
@@ -261,7 +283,12 @@ impl KubeCluster {
             }
             let namespaced = caps.scope == Scope::Namespaced;
             let ns = (!namespace.is_empty()).then_some(namespace.as_str());
-            match self.list_all(&resource, namespaced, ns, Some(OWNER_NAME_LABEL)).await {
+            let selector = if argo_kinds.contains(&(group.clone(), kind.clone(), namespace.clone())) {
+                None
+            } else {
+                Some(OWNER_NAME_LABEL)
+            };
+            match self.list_all(&resource, namespaced, ns, selector).await {
                 Ok(items) => {
                     for item in items {
                         if let Some(id) = live_id(&item) {
@@ -363,6 +390,8 @@ impl KubeCluster {
             "apiVersion": "fluxplan.dev/v1alpha1",
             "kind": "ClusterSnapshot",
             "kustomizations": kustomizations,
+            "applications": applications,
+            "argocd": argocd_settings,
             "objects": objects.into_values().collect::<Vec<_>>(),
             "namespaces": namespaces,
             "customResourceDefinitions": crds,
@@ -375,6 +404,32 @@ impl KubeCluster {
             document["helmReleases"] = json!(releases);
         }
         ClusterSnapshot::from_document(document).map_err(|e| KubeError::Api(format!("{e:#}")))
+    }
+
+    /// Argo CD's tracking settings from `argocd-cm` in the namespace of the first Application
+    /// (Argo CD's own); the defaults when there is none to read.
+    async fn argocd_settings(&self, applications: &[Value], warnings: &mut Vec<String>) -> Value {
+        let Some(namespace) = applications.iter().find_map(|a| a["metadata"]["namespace"].as_str()) else {
+            return json!({});
+        };
+        match self.fetch_values("ConfigMap", namespace, "argocd-cm").await {
+            Ok(Some(config)) => {
+                let data = &config["data"];
+                let mut settings = json!({});
+                if let Some(method) = data["application.resourceTrackingMethod"].as_str() {
+                    settings["trackingMethod"] = json!(method);
+                }
+                if let Some(key) = data["application.instanceLabelKey"].as_str() {
+                    settings["instanceLabelKey"] = json!(key);
+                }
+                settings
+            }
+            Ok(None) => json!({}),
+            Err(e) => {
+                warnings.push(format!("{e}: Argo CD's tracking method taken as the default (annotation)"));
+                json!({})
+            }
+        }
     }
 
     /// What uninstalling the release of each live HelmRelease would delete, read from Helm's

@@ -6,6 +6,8 @@
 //! kind: ClusterSnapshot
 //! cluster: clusters/production      # optional: the repository root it describes
 //! kustomizations: []                # Flux Kustomizations with spec and status
+//! applications: []                  # Argo CD Applications with spec and status.resources
+//! argocd: {trackingMethod: annotation, instanceLabelKey: app.kubernetes.io/instance}
 //! objects: []                       # live metadata of inventory objects
 //! namespaces: []                    # names, or {metadata: {name, labels}}
 //! customResourceDefinitions: []     # {group, kind, scope}
@@ -18,6 +20,7 @@ use super::helm_storage::StoredReleaseSummary;
 use super::{Lookup, SubstitutionSource};
 use crate::flux::control::{OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL};
 use crate::flux::scope::Scope;
+use crate::argocd::tracking::TrackingMethod;
 use crate::flux::{self, Kustomization, KustomizationRef, ObjectId};
 use anyhow::{Context, Result};
 use base64::Engine;
@@ -34,11 +37,24 @@ pub struct LiveKustomization {
     pub inventory: Vec<ObjectId>,
 }
 
+/// An Argo CD Application as the cluster has it: its spec and the resources its status lists.
+#[derive(Debug, Clone)]
+pub struct LiveApplication {
+    pub application: crate::argocd::Application,
+    /// `status.resources`: what the Application manages now.
+    pub inventory: Vec<ObjectId>,
+    /// Those marked `requiresPruning`: Git no longer holds them.
+    pub requires_pruning: BTreeSet<ObjectId>,
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct ClusterSnapshot {
     /// The repository root (cluster) this snapshot describes; `None` applies to every root.
     pub cluster: Option<String>,
     pub kustomizations: BTreeMap<KustomizationRef, LiveKustomization>,
+    pub applications: BTreeMap<KustomizationRef, LiveApplication>,
+    /// How Argo CD tells which Application an object belongs to (argocd-cm).
+    pub tracking: crate::argocd::tracking::TrackingMethod,
     /// Live metadata (apiVersion, kind, metadata) by inventory id.
     pub objects: BTreeMap<ObjectId, Value>,
     pub namespaces: BTreeSet<String>,
@@ -174,6 +190,34 @@ impl ClusterSnapshot {
                 let scope = if spec["scope"] == "Cluster" { Scope::Cluster } else { Scope::Namespaced };
                 snapshot.crds.insert((group.to_string(), kind.to_string()), scope);
             }
+        }
+        let settings = &doc["argocd"];
+        if let Some(method) = settings["trackingMethod"].as_str() {
+            snapshot.tracking =
+                TrackingMethod::parse(method, settings["instanceLabelKey"].as_str()).ok_or_else(|| {
+                    anyhow::anyhow!("argocd.trackingMethod {method:?} is not annotation, label or annotation+label")
+                })?;
+        }
+        for manifest in list(&doc, "applications") {
+            let application = crate::argocd::Application::from_value(manifest, "argocd")
+                .map_err(|e| anyhow::anyhow!("applications: {e}"))?;
+            let mut inventory = Vec::new();
+            let mut requires_pruning = BTreeSet::new();
+            for resource in list(&manifest["status"], "resources") {
+                let field = |k: &str| resource[k].as_str().unwrap_or("");
+                if field("name").is_empty() || field("kind").is_empty() {
+                    continue;
+                }
+                let id = ObjectId::new(field("namespace"), field("name"), field("group"), field("kind"));
+                if resource["requiresPruning"] == Value::Bool(true) {
+                    requires_pruning.insert(id.clone());
+                }
+                inventory.push(id);
+            }
+            inventory.sort();
+            inventory.dedup();
+            let reference = KustomizationRef { namespace: application.namespace.clone(), name: application.name.clone() };
+            snapshot.applications.insert(reference, LiveApplication { application, inventory, requires_pruning });
         }
         for manifest in list(&doc, "kustomizations") {
             let spec = Kustomization::from_value(manifest, "flux-system")

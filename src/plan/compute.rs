@@ -113,15 +113,19 @@ impl<'a> ClusterView<'a> {
     }
 
     fn references(&self) -> BTreeSet<KustomizationRef> {
-        let live = self.live.into_iter().flat_map(|s| s.kustomizations.keys());
+        let live = self.live.into_iter().flat_map(|s| s.kustomizations.keys().chain(s.applications.keys()));
         self.base.keys().chain(self.head.keys()).chain(live).cloned().collect()
     }
 
     /// The inventory the cluster holds for a Kustomization: the snapshot's when there is one,
     /// else (offline) what the base render produced.
     fn inventory(&self, reference: &KustomizationRef) -> (Vec<ObjectId>, InventorySource) {
-        if let Some(live) = self.live.and_then(|s| s.kustomizations.get(reference)) {
-            return (live.inventory.clone(), InventorySource::Cluster);
+        let live = match self.engine_of(reference) {
+            Engine::Flux => self.live.and_then(|s| s.kustomizations.get(reference)).map(|k| &k.inventory),
+            Engine::ArgoCd => self.live_application(reference).map(|a| &a.inventory),
+        };
+        if let Some(inventory) = live {
+            return (inventory.clone(), InventorySource::Cluster);
         }
         if self.live.is_none() {
             if let Some(base) = self.base.get(reference).filter(|k| k.status == Status::Rendered) {
@@ -153,9 +157,30 @@ impl<'a> ClusterView<'a> {
         self.head.get(reference).or_else(|| self.base.get(reference)).copied()
     }
 
-    /// Whose rules a unit follows (one only the cluster knows is a Flux Kustomization).
+    /// What a unit is: as rendered, else as the cluster has it.
+    fn kind_of(&self, reference: &KustomizationRef) -> UnitKind {
+        match self.unit(reference) {
+            Some(k) => k.kind,
+            None if self.live_application(reference).is_some() => UnitKind::Application,
+            None => UnitKind::Kustomization,
+        }
+    }
+
+    /// Whose rules a unit follows.
     fn engine_of(&self, reference: &KustomizationRef) -> Engine {
-        self.unit(reference).map(|k| k.kind.engine()).unwrap_or(Engine::Flux)
+        self.kind_of(reference).engine()
+    }
+
+    fn live_application(&self, reference: &KustomizationRef) -> Option<&'a crate::cluster::snapshot::LiveApplication> {
+        self.live.and_then(|s| s.applications.get(reference))
+    }
+
+    /// The Application as the cluster runs it, else as base renders it.
+    fn current_application(&self, reference: &KustomizationRef) -> Option<&'a crate::argocd::Application> {
+        if let Some(live) = self.live_application(reference) {
+            return Some(&live.application);
+        }
+        self.base.get(reference).and_then(|k| k.argocd.as_deref()?.application.as_ref())
     }
 
     /// The spec the cluster runs now: the live one, else the base render's.
@@ -224,7 +249,7 @@ impl<'a> ClusterView<'a> {
 
     fn plan_one(&self, reference: &KustomizationRef) -> KustomizationPlan {
         let (inventory, inventory_source) = self.inventory(reference);
-        let kind = self.unit(reference).map(|k| k.kind).unwrap_or_default();
+        let kind = self.kind_of(reference);
         let mut plan = KustomizationPlan {
             cluster: self.name.to_string(),
             engine: kind.engine(),
@@ -254,7 +279,8 @@ impl<'a> ClusterView<'a> {
         };
         plan.path = Some(head.path.clone());
         let known_before = self.base.contains_key(reference)
-            || self.live.is_some_and(|s| s.kustomizations.contains_key(reference));
+            || self.live.is_some_and(|s| s.kustomizations.contains_key(reference))
+            || self.live_application(reference).is_some();
         if head.suspended() {
             plan.status = KustomizationStatus::Suspended;
             plan.notes.push("suspended: Flux applies nothing and prunes nothing until it is resumed".into());
@@ -399,9 +425,19 @@ impl<'a> ClusterView<'a> {
             return None;
         }
         let cluster_scoped = id.namespace.is_empty();
-        let diff = live_diff::drift(&base.object, live, "base", cluster_scoped)?;
+        // Argo CD compares without the fields its Application's ignoreDifferences names.
+        let rules = self
+            .head
+            .get(reference)
+            .and_then(|k| k.argocd.as_deref()?.application.as_ref())
+            .map(|a| a.ignore_differences.as_slice())
+            .unwrap_or_default();
+        let (ignored, _) = crate::argocd::ignore_differences::ignored_fields(rules, id);
+        let strip = |v: &serde_json::Value| crate::argocd::ignore_differences::without(v, &ignored);
+        let (base_object, head_object, live) = (strip(&base.object), strip(&head.object), strip(live));
+        let diff = live_diff::drift(&base_object, &live, "base", cluster_scoped)?;
         let after_merge = (base.digest != head.digest)
-            .then(|| live_diff::drift(&head.object, live, "head", cluster_scoped))
+            .then(|| live_diff::drift(&head_object, &live, "head", cluster_scoped))
             .flatten();
         Some(Drift { id: id.to_string(), display: id.display_name(), diff, after_merge })
     }
@@ -422,7 +458,16 @@ impl<'a> ClusterView<'a> {
         if !prune {
             change.action = Action::Orphan;
             change.reason = Some(match self.unit(owner).and_then(|k| k.argocd.as_deref()) {
-                Some(unit) => argo_prune_off(unit),
+                Some(unit) => {
+                    let ignored = matches!(self.live_object(id), Live::Present(o)
+                        if crate::argocd::sync_options::ignore_extraneous(&o["metadata"]));
+                    let why = argo_prune_off(unit);
+                    if ignored {
+                        format!("{why}; marked IgnoreExtraneous, so it does not make the Application OutOfSync")
+                    } else {
+                        why
+                    }
+                }
                 None => "prune is off: Flux stops managing it and leaves it in the cluster".into(),
             });
             return change;
@@ -452,9 +497,16 @@ impl<'a> ClusterView<'a> {
                     change.reason = Some(NOT_FOUND.into());
                 }
                 Live::Present(object) => {
+                    let tracking = &self.live.map(|s| s.tracking.clone()).unwrap_or_default();
                     if let Some(why) = exemption(&object["metadata"]) {
                         change.action = Action::Skip;
                         change.reason = Some(why.into());
+                    } else if !tracking.tracks(&object["metadata"], &owner.name, &owner.namespace) {
+                        change.action = Action::Skip;
+                        change.reason = Some(format!(
+                            "does not carry Application {owner}'s tracking marker ({}): Argo CD leaves it alone",
+                            tracking.describe()
+                        ));
                     }
                 }
             }
@@ -585,7 +637,7 @@ impl<'a> ClusterView<'a> {
                         set.namespace, set.name
                     ));
                 }
-                match argo(reference).and_then(|u| u.application.as_ref()).and_then(|a| a.finalizer) {
+                match self.current_application(reference).and_then(|a| a.finalizer) {
                     Some(_) => Removal::DeletesAll(
                         "its resources finalizer deletes everything it manages (except Delete=false)".into(),
                     ),

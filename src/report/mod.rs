@@ -352,6 +352,12 @@ fn view(plan: &Plan, color: bool) -> Value {
         "color": color,
         "cause": plan.cause,
         "drift": drift,
+        // Who puts drift back: Flux, Argo CD, or either (each its own).
+        "drift_controller": {
+            let controllers: std::collections::BTreeSet<&str> =
+                plan.kustomizations.iter().filter(|k| !k.drift.is_empty()).map(|k| k.controller()).collect();
+            if controllers.len() == 1 { controllers.into_iter().next().unwrap_or("Flux") } else { "each controller" }
+        },
         "verdict": {"icon": icon, "title": title, "style": style},
         "headline": headline,
         "base_short": short(&plan.base.commit),
