@@ -352,12 +352,7 @@ fn view(plan: &Plan, color: bool) -> Value {
         "color": color,
         "cause": plan.cause,
         "drift": drift,
-        // Who puts drift back: Flux, Argo CD, or either (each its own).
-        "drift_controller": {
-            let controllers: std::collections::BTreeSet<&str> =
-                plan.kustomizations.iter().filter(|k| !k.drift.is_empty()).map(|k| k.controller()).collect();
-            if controllers.len() == 1 { controllers.into_iter().next().unwrap_or("Flux") } else { "each controller" }
-        },
+        "drift_controller": drift_controller(plan),
         "verdict": {"icon": icon, "title": title, "style": style},
         "headline": headline,
         "base_short": short(&plan.base.commit),
@@ -368,6 +363,16 @@ fn view(plan: &Plan, color: bool) -> Value {
         "alerts": alerts,
         "sections": sections,
     })
+}
+
+/// Who puts drift back: Flux, Argo CD, or each its own.
+fn drift_controller(plan: &Plan) -> &'static str {
+    let controllers: std::collections::BTreeSet<&str> =
+        plan.kustomizations.iter().filter(|k| !k.drift.is_empty()).map(|k| k.controller()).collect();
+    match controllers.len() {
+        1 => controllers.into_iter().next().unwrap_or("Flux"),
+        _ => "each controller",
+    }
 }
 
 /// What the plan's units are called: `Kustomization`, `Application`, or both.
