@@ -52,6 +52,17 @@ pub struct ApplicationSet {
     pub preserve_resources_on_deletion: bool,
 }
 
+/// True when a live Application is owned by the ApplicationSet `set` (its controller sets an
+/// owner reference on every Application it generates).
+pub fn owned_by(application: &Value, set: &crate::flux::KustomizationRef) -> bool {
+    application["metadata"]["namespace"].as_str() == Some(set.namespace.as_str())
+        && application["metadata"]["ownerReferences"].as_array().into_iter().flatten().any(|owner| {
+            owner["kind"] == "ApplicationSet"
+                && owner["name"].as_str() == Some(set.name.as_str())
+                && owner["apiVersion"].as_str().is_some_and(|v| v.starts_with(super::GROUP))
+        })
+}
+
 /// What the repository at the planned revision looks like to a git generator.
 pub trait RepoTree {
     /// Every directory, by repository path (`apps/web`).

@@ -101,7 +101,8 @@ mod tests {
         assert_eq!(pointers, ["/data"]);
 
         let object = json!({"metadata": {"annotations": {"deploy/at": "now", "keep": "x"}}, "spec": {"replicas": 3, "paused": false}});
-        let stripped = without(&object, &["/spec/replicas".into(), "/metadata/annotations/deploy~1at".into()]);
+        let stripped =
+            without(&object, &["/spec/replicas".into(), "/metadata/annotations/deploy~1at".into()]);
         assert_eq!(stripped, json!({"metadata": {"annotations": {"keep": "x"}}, "spec": {"paused": false}}));
     }
 }

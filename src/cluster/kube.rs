@@ -227,11 +227,15 @@ impl KubeCluster {
             ));
         }
         let kustomizations = match &flux {
-            Some((resource, caps)) => self.list_all(resource, caps.scope == Scope::Namespaced, None, None).await?,
+            Some((resource, caps)) => {
+                self.list_all(resource, caps.scope == Scope::Namespaced, None, None).await?
+            }
             None => Vec::new(),
         };
         let applications = match &argo {
-            Some((resource, caps)) => self.list_all(resource, caps.scope == Scope::Namespaced, None, None).await?,
+            Some((resource, caps)) => {
+                self.list_all(resource, caps.scope == Scope::Namespaced, None, None).await?
+            }
             None => Vec::new(),
         };
         let argocd_settings = self.argocd_settings(&applications, &mut warnings).await;

@@ -18,9 +18,9 @@
 
 use super::helm_storage::StoredReleaseSummary;
 use super::{Lookup, SubstitutionSource};
+use crate::argocd::tracking::TrackingMethod;
 use crate::flux::control::{OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL};
 use crate::flux::scope::Scope;
-use crate::argocd::tracking::TrackingMethod;
 use crate::flux::{self, Kustomization, KustomizationRef, ObjectId};
 use anyhow::{Context, Result};
 use base64::Engine;
@@ -193,9 +193,11 @@ impl ClusterSnapshot {
         }
         let settings = &doc["argocd"];
         if let Some(method) = settings["trackingMethod"].as_str() {
-            snapshot.tracking =
-                TrackingMethod::parse(method, settings["instanceLabelKey"].as_str()).ok_or_else(|| {
-                    anyhow::anyhow!("argocd.trackingMethod {method:?} is not annotation, label or annotation+label")
+            snapshot.tracking = TrackingMethod::parse(method, settings["instanceLabelKey"].as_str())
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "argocd.trackingMethod {method:?} is not annotation, label or annotation+label"
+                    )
                 })?;
         }
         for manifest in list(&doc, "applications") {
@@ -216,8 +218,11 @@ impl ClusterSnapshot {
             }
             inventory.sort();
             inventory.dedup();
-            let reference = KustomizationRef { namespace: application.namespace.clone(), name: application.name.clone() };
-            snapshot.applications.insert(reference, LiveApplication { application, inventory, requires_pruning });
+            let reference =
+                KustomizationRef { namespace: application.namespace.clone(), name: application.name.clone() };
+            snapshot
+                .applications
+                .insert(reference, LiveApplication { application, inventory, requires_pruning });
         }
         for manifest in list(&doc, "kustomizations") {
             let spec = Kustomization::from_value(manifest, "flux-system")

@@ -120,12 +120,29 @@ impl<'a> ClusterView<'a> {
     /// The inventory the cluster holds for a Kustomization: the snapshot's when there is one,
     /// else (offline) what the base render produced.
     fn inventory(&self, reference: &KustomizationRef) -> (Vec<ObjectId>, InventorySource) {
-        let live = match self.engine_of(reference) {
-            Engine::Flux => self.live.and_then(|s| s.kustomizations.get(reference)).map(|k| &k.inventory),
-            Engine::ArgoCd => self.live_application(reference).map(|a| &a.inventory),
+        let live = match self.kind_of(reference) {
+            UnitKind::Kustomization => {
+                self.live.and_then(|s| s.kustomizations.get(reference)).map(|k| k.inventory.clone())
+            }
+            UnitKind::Application => self.live_application(reference).map(|a| a.inventory.clone()),
+            // The Applications it generated: those it owns.
+            UnitKind::ApplicationSet => self.live.filter(|s| !s.applications.is_empty()).map(|s| {
+                s.applications
+                    .values()
+                    .filter(|a| crate::argocd::applicationset::owned_by(&a.application.raw, reference))
+                    .map(|a| {
+                        ObjectId::new(
+                            &a.application.namespace,
+                            &a.application.name,
+                            crate::argocd::GROUP,
+                            "Application",
+                        )
+                    })
+                    .collect()
+            }),
         };
         if let Some(inventory) = live {
-            return (inventory.clone(), InventorySource::Cluster);
+            return (inventory, InventorySource::Cluster);
         }
         if self.live.is_none() {
             if let Some(base) = self.base.get(reference).filter(|k| k.status == Status::Rendered) {
@@ -171,7 +188,10 @@ impl<'a> ClusterView<'a> {
         self.kind_of(reference).engine()
     }
 
-    fn live_application(&self, reference: &KustomizationRef) -> Option<&'a crate::cluster::snapshot::LiveApplication> {
+    fn live_application(
+        &self,
+        reference: &KustomizationRef,
+    ) -> Option<&'a crate::cluster::snapshot::LiveApplication> {
         self.live.and_then(|s| s.applications.get(reference))
     }
 
@@ -379,11 +399,11 @@ impl<'a> ClusterView<'a> {
                         Some(prune_off) => {
                             format!("stale inventory entry, not in the base render either; {prune_off}")
                         }
-                        None => {
-                            "stale inventory entry: not in the base render either, so Flux prunes it on its \
-                                 next reconcile whether or not this merges"
-                                .into()
-                        }
+                        None => format!(
+                            "stale inventory entry: not in the base render either, so {} prunes it on its next \
+                             reconcile whether or not this merges",
+                            plan.controller()
+                        ),
                     });
                 } else {
                     change.cause = Some(Cause::PullRequest);
@@ -463,7 +483,9 @@ impl<'a> ClusterView<'a> {
                         if crate::argocd::sync_options::ignore_extraneous(&o["metadata"]));
                     let why = argo_prune_off(unit);
                     if ignored {
-                        format!("{why}; marked IgnoreExtraneous, so it does not make the Application OutOfSync")
+                        format!(
+                            "{why}; marked IgnoreExtraneous, so it does not make the Application OutOfSync"
+                        )
                     } else {
                         why
                     }

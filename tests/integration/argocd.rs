@@ -8,7 +8,7 @@ use std::path::Path;
 const REMOTE: &str = "https://github.com/acme/argocd-fleet.git";
 
 /// The example fleet committed as `base`, in a repository whose origin is the fleet's URL.
-fn fleet() -> Repo {
+pub(crate) fn fleet() -> Repo {
     let repo = Repo::new(REMOTE);
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/argocd");
     copy(&example, &example, &repo);
@@ -29,7 +29,7 @@ fn copy(root: &Path, dir: &Path, repo: &Repo) {
 }
 
 /// Rewrites a file of the repository.
-fn edit(repo: &Repo, file: &str, from: &str, to: &str) {
+pub(crate) fn edit(repo: &Repo, file: &str, from: &str, to: &str) {
     let text = std::fs::read_to_string(repo.path().join(file)).unwrap();
     assert!(text.contains(from), "{file} holds no {from:?}");
     repo.write(file, &text.replace(from, to));

@@ -110,7 +110,7 @@ fn cluster_objects() -> Vec<Value> {
     .collect()
 }
 
-fn read(fake: &FakeKube) -> (ClusterSnapshot, usize) {
+pub(crate) fn read(fake: &FakeKube) -> (ClusterSnapshot, usize) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let config = kube::Config::new(fake.url().parse().unwrap());
@@ -121,7 +121,7 @@ fn read(fake: &FakeKube) -> (ClusterSnapshot, usize) {
     })
 }
 
-fn assert_only_gets(fake: &FakeKube) {
+pub(crate) fn assert_only_gets(fake: &FakeKube) {
     let others: Vec<_> = fake.requests().into_iter().filter(|(method, _)| method != "GET").collect();
     assert!(others.is_empty(), "requests other than GET: {others:?}");
 }
@@ -132,7 +132,7 @@ fn ids(snapshot: &ClusterSnapshot, name: &str) -> Vec<String> {
 }
 
 /// `fluxplan plan --kube` through the binary against the fake; returns the JSON plan and exit code.
-fn plan_kube(repo: &Repo, fake: &FakeKube, extra: &[&str]) -> (Value, i32) {
+pub(crate) fn plan_kube(repo: &Repo, fake: &FakeKube, extra: &[&str]) -> (Value, i32) {
     let dir = tempfile::tempdir().unwrap();
     plan_with_kubeconfig(repo, &fake.kubeconfig(dir.path()), extra)
 }

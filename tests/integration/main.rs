@@ -2,6 +2,7 @@
 
 mod after_merge;
 mod argocd;
+mod argocd_live;
 mod artifacts;
 mod bot;
 mod boundaries;
