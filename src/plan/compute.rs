@@ -51,6 +51,8 @@ fn by_reference(cluster: Option<&Cluster>) -> BTreeMap<KustomizationRef, &Render
 }
 
 const NOT_FOUND: &str = "not found in the cluster: already deleted";
+/// How a deletion Argo CD makes last (`PruneLast=true`) ends its reason.
+const PRUNED_LAST: &str = "pruned last (PruneLast=true), once everything else is applied and healthy";
 
 /// What is known of a live object.
 pub(super) enum Live<'a> {
@@ -255,6 +257,10 @@ impl<'a> ClusterView<'a> {
         });
         for plan in &mut plans {
             plan.changes.sort_by_cached_key(display_order);
+            // Argo CD prunes PruneLast objects after everything else is applied and healthy.
+            plan.changes.sort_by_key(|c| {
+                c.action == Action::Delete && c.reason.as_deref().is_some_and(|r| r.ends_with(PRUNED_LAST))
+            });
             let mut counts = Counts { unchanged: plan.counts.unchanged, ..Counts::default() };
             for change in &plan.changes {
                 counts.add(change.action);
@@ -505,6 +511,17 @@ impl<'a> ClusterView<'a> {
                     options.prune_exemption()
                 }
             };
+            let options = match self.live_object(id) {
+                Live::Present(object) => Some(ObjectOptions::of(&object["metadata"])),
+                _ => self.base_object(owner, id).map(|o| ObjectOptions::of(&o.object["metadata"])),
+            };
+            let app_prunes_last = self
+                .unit(owner)
+                .and_then(|k| k.argocd.as_deref()?.application.as_ref())
+                .is_some_and(|a| a.sync_options.prune_last);
+            if cascade.is_none() && (app_prunes_last || options.is_some_and(|o| o.prune_last)) {
+                change.reason = Some(PRUNED_LAST.into());
+            }
             match self.live_object(id) {
                 Live::Unknown => {
                     if let Some(why) =

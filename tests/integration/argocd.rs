@@ -403,3 +403,29 @@ fn a_hostile_path_never_leaves_the_repository() {
     assert!(alerts(&plan).contains(&("danger".into(), "path-not-found".into(), "argocd/legacy".into())));
     assert_eq!(plan["summary"]["delete"], 0, "a failed render prunes nothing");
 }
+
+#[test]
+fn prune_last_objects_are_deleted_after_the_others() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "workloads/shop/shop.yaml",
+        "  name: shop\nspec:\n  replicas: 2",
+        "  name: shop\n  annotations:\n    argocd.argoproj.io/sync-options: PruneLast=true\nspec:\n  replicas: 2",
+    );
+    repo.commit("prune the deployment last");
+    repo.remove("workloads/shop/shop.yaml");
+    repo.commit("retire the shop's workload");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1);
+    // Without PruneLast the Deployment would go first (deletions run in reverse apply order).
+    assert_eq!(
+        changes_of(&plan, "argocd/shop"),
+        [pair("delete", "shop_shop__Service"), pair("delete", "shop_shop_apps_Deployment")]
+    );
+    let last = &kustomization_in(&plan, "argocd/shop")["changes"][1];
+    assert!(
+        last["reason"].as_str().unwrap().ends_with("once everything else is applied and healthy"),
+        "{last}"
+    );
+}
