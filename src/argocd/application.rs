@@ -28,7 +28,7 @@ pub enum SourceKind {
     /// Declared nothing: decided by the files at the path.
     Unspecified,
     Directory(DirectoryOptions),
-    Kustomize(KustomizeOptions),
+    Kustomize(Box<KustomizeOptions>),
     Helm,
     Plugin,
 }
@@ -199,7 +199,7 @@ fn read_source(source: &Value) -> Source {
     } else if source.get("helm").is_some_and(|h| !h.is_null()) || source.get("chart").is_some() {
         SourceKind::Helm
     } else if let Some(k) = source.get("kustomize").filter(|k| k.is_object()) {
-        SourceKind::Kustomize(read_kustomize(k))
+        SourceKind::Kustomize(Box::new(read_kustomize(k)))
     } else if let Some(d) = source.get("directory").filter(|d| d.is_object()) {
         SourceKind::Directory(DirectoryOptions {
             recurse: d["recurse"] == Value::Bool(true),

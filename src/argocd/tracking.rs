@@ -7,18 +7,13 @@ pub const TRACKING_ID_ANNOTATION: &str = "argocd.argoproj.io/tracking-id";
 pub const DEFAULT_INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 
 /// The tracking method (default `annotation` since Argo CD 3.0).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum TrackingMethod {
+    #[default]
     Annotation,
     /// The instance label (`application.instanceLabelKey`, default `app.kubernetes.io/instance`).
     Label(String),
     AnnotationAndLabel(String),
-}
-
-impl Default for TrackingMethod {
-    fn default() -> Self {
-        TrackingMethod::Annotation
-    }
 }
 
 impl TrackingMethod {

@@ -52,12 +52,15 @@ pub fn prepare(
     prepare_with(dir, display, &|obj| layer_spec(obj, dir, root, spec))
 }
 
+/// A controller's overrides, layered onto a kustomization document.
+pub type Layer<'a> = dyn Fn(&mut Map<String, Value>) -> Result<(), GenerateError> + 'a;
+
 /// Prepares the kustomization at `dir` (generated when there is none) with `layer` applied on
 /// top: the overrides of whichever controller builds it.
 pub fn prepare_with(
     dir: &Path,
     display: &dyn Fn(&Path) -> String,
-    layer: &dyn Fn(&mut Map<String, Value>) -> Result<(), GenerateError>,
+    layer: &Layer,
 ) -> Result<Prepared, GenerateError> {
     let (mut doc, generated) = match kustomization_file(dir) {
         Some(file) => {

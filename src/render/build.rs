@@ -113,7 +113,7 @@ impl Builder {
         &self,
         root: &Path,
         dir: &Path,
-        layer: &dyn Fn(&mut serde_json::Map<String, Value>) -> Result<(), generator::GenerateError>,
+        layer: &generator::Layer,
         tree: Option<&TreeIds>,
     ) -> Result<BuildRequest, RenderError> {
         let display = |p: &Path| paths::relative(root, p);
