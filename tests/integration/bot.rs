@@ -1468,3 +1468,42 @@ fn a_merge_request_whose_head_takes_no_status_still_gets_its_plan() {
     assert!(plan.1.contains("GitLab refused a commit status"), "{}", plan.1);
     assert!(gitlab.statuses(project, &head).is_empty());
 }
+
+#[test]
+fn an_argo_cd_repository_gets_the_same_comment_and_blocking_status() {
+    let github = FakeGitHub::start();
+    let repo = crate::argocd::fleet();
+    // The Applications name the repository by the URL the bot fetches it from.
+    for file in [
+        "bootstrap/root.yaml",
+        "apps/guestbook.yaml",
+        "apps/legacy.yaml",
+        "apps/shop.yaml",
+        "apps/platform.yaml",
+    ] {
+        let text = std::fs::read_to_string(repo.path().join(file)).unwrap();
+        let text = text
+            .replace("https://github.com/acme/argocd-fleet.git", &file_url(&repo))
+            .replace("git@github.com:acme/argocd-fleet.git", &file_url(&repo))
+            .replace("https://github.com/acme/argocd-fleet", &file_url(&repo));
+        repo.write(file, &text);
+    }
+    let base = repo.commit("repoURLs as the bot fetches them");
+    repo.git(&["checkout", "-q", "-b", "change"]);
+    crate::argocd::edit(&repo, "apps/shop.yaml", "path: workloads/shop", "path: workloads/nothing");
+    let head = repo.commit("the outage, Argo CD edition");
+    github.add_pull(REPO, 7, &head, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    assert_eq!(
+        bot.github("pull_request", "delivery-argo", &pull_request("opened", &repo, 7, &head, &base)),
+        202
+    );
+    github.wait_until("the final status", || final_status(&github, &head).is_some());
+    assert_eq!(final_status(&github, &head).unwrap()["state"], "failure");
+    let comments = sticky(&github, 7);
+    assert_eq!(comments.len(), 1);
+    let body = &comments[0].1;
+    assert!(body.contains("fluxplan: blocked") && body.contains("| Cluster | Application |"), "{body}");
+    assert!(body.contains("allowEmpty is false"), "{body}");
+}
