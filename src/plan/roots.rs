@@ -168,29 +168,27 @@ mod tests {
     use crate::render::RenderedKustomization;
 
     fn kustomization(name: &str, parent: Option<&str>, file: &str, status: Status) -> RenderedKustomization {
-        RenderedKustomization {
+        let flux_system =
+            |name: &str| KustomizationRef { namespace: "flux-system".into(), name: name.into() };
+        let source = SourceRef {
+            kind: "GitRepository".into(),
             namespace: "flux-system".into(),
-            name: name.into(),
-            path: format!("./{name}"),
-            source: SourceRef {
-                kind: "GitRepository".into(),
-                namespace: "flux-system".into(),
-                name: "flux-system".into(),
-            },
-            parent: parent.map(|p| KustomizationRef { namespace: "flux-system".into(), name: p.into() }),
-            file: Some(file.into()),
-            status,
-            error: (status == Status::Failed).then(|| ErrorReport {
-                code: "invalid-source",
-                message: "broken.yaml: missing metadata.name".into(),
-            }),
-            warnings: Vec::new(),
-            unresolved_variables: Vec::new(),
-            objects: Vec::new(),
-            spec: None,
-            kind: Default::default(),
-            argocd: None,
-        }
+            name: "flux-system".into(),
+        };
+        let mut k = RenderedKustomization::new(
+            UnitKind::Kustomization,
+            flux_system(name),
+            format!("./{name}"),
+            source,
+            parent.map(flux_system),
+            Some(file.into()),
+        );
+        k.status = status;
+        k.error = (status == Status::Failed).then(|| ErrorReport {
+            code: "invalid-source",
+            message: "broken.yaml: missing metadata.name".into(),
+        });
+        k
     }
 
     fn cluster(name: &str, found_by: RootKind, ks: Vec<RenderedKustomization>) -> Cluster {

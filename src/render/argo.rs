@@ -218,22 +218,14 @@ impl<'a> ArgoWalk<'a> {
 
     fn render_node(&self, node: &Node) -> (RenderedKustomization, Vec<Node>) {
         let is_set = argocd::is_application_set(&node.manifest);
-        let mut record = RenderedKustomization {
-            namespace: node.reference.namespace.clone(),
-            name: node.reference.name.clone(),
-            kind: if is_set { UnitKind::ApplicationSet } else { UnitKind::Application },
-            path: String::new(),
-            source: SourceRef { kind: "repoURL".into(), namespace: String::new(), name: String::new() },
-            parent: node.parent.clone(),
-            file: node.file.clone(),
-            status: Status::Rendered,
-            error: None,
-            warnings: Vec::new(),
-            unresolved_variables: Vec::new(),
-            objects: Vec::new(),
-            spec: None,
-            argocd: None,
-        };
+        let mut record = RenderedKustomization::new(
+            if is_set { UnitKind::ApplicationSet } else { UnitKind::Application },
+            node.reference.clone(),
+            String::new(),
+            SourceRef { kind: "repoURL".into(), namespace: String::new(), name: String::new() },
+            node.parent.clone(),
+            node.file.clone(),
+        );
         let mut unit = ArgoUnit { application: None, application_set: None, hooks: Vec::new() };
         let output = if is_set {
             match ApplicationSet::from_value(&node.manifest, &node.reference.namespace) {

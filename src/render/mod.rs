@@ -223,6 +223,33 @@ pub struct RenderedKustomization {
 }
 
 impl RenderedKustomization {
+    /// A unit about to be rendered: nothing rendered, no error yet.
+    pub fn new(
+        kind: UnitKind,
+        reference: KustomizationRef,
+        path: String,
+        source: SourceRef,
+        parent: Option<KustomizationRef>,
+        file: Option<String>,
+    ) -> Self {
+        RenderedKustomization {
+            namespace: reference.namespace,
+            name: reference.name,
+            kind,
+            path,
+            source,
+            parent,
+            file,
+            status: Status::Rendered,
+            error: None,
+            warnings: Vec::new(),
+            unresolved_variables: Vec::new(),
+            objects: Vec::new(),
+            spec: None,
+            argocd: None,
+        }
+    }
+
     pub fn reference(&self) -> KustomizationRef {
         KustomizationRef { namespace: self.namespace.clone(), name: self.name.clone() }
     }

@@ -13,7 +13,7 @@ const FLUX_KUSTOMIZE_GROUP: &str = "kustomize.toolkit.fluxcd.io";
 /// revision rendered (`None`: the working tree); `shown` names `dir` in the message.
 pub fn nothing_found(dir: &Path, shown: &str, rev: Option<&str>, render: &Render) -> String {
     let mut message = if render.unreachable.is_empty() {
-        format!("no Flux Kustomization under {shown}; is this the repository root?")
+        format!("no Flux Kustomization or Argo CD Application under {shown}; is this the repository root?")
     } else {
         format!(
             "no Flux Kustomization under {shown} renders from this repository: the {} found use sources that \

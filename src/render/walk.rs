@@ -647,22 +647,14 @@ impl Context<'_> {
 
     fn render_node(&self, node: &Node) -> (RenderedKustomization, Vec<Node>) {
         let mut spec = node.spec.clone();
-        let mut record = RenderedKustomization {
-            namespace: spec.namespace.clone(),
-            name: spec.name.clone(),
-            kind: super::UnitKind::Kustomization,
-            path: node.shown_path.clone().unwrap_or_else(|| spec.path.clone()),
-            source: spec.source_ref.clone(),
-            parent: node.parent.clone(),
-            file: node.file.clone(),
-            status: Status::Rendered,
-            error: None,
-            warnings: Vec::new(),
-            unresolved_variables: Vec::new(),
-            objects: Vec::new(),
-            spec: None,
-            argocd: None,
-        };
+        let mut record = RenderedKustomization::new(
+            super::UnitKind::Kustomization,
+            spec.reference(),
+            node.shown_path.clone().unwrap_or_else(|| spec.path.clone()),
+            spec.source_ref.clone(),
+            node.parent.clone(),
+            node.file.clone(),
+        );
         if matches!(self.sources.tree(&spec.source_ref, node.file.as_deref()), Ok(None)) {
             record.status = Status::External;
             record.warnings.push(self.sources.external_reason(&spec.source_ref, node.file.as_deref()));

@@ -429,3 +429,30 @@ fn prune_last_objects_are_deleted_after_the_others() {
         "{last}"
     );
 }
+
+#[test]
+fn one_repository_can_hold_flux_and_argo_cd() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/settings.yaml", "settings", "default");
+    repo.write(
+        "argocd/root.yaml",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  namespace: argocd\nspec:\n  project: default\n  source:\n    repoURL: git@github.com:acme/fleet.git\n    path: argocd/web\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: web\n  syncPolicy:\n    automated:\n      prune: true\n",
+    );
+    repo.config_map("argocd/web/settings.yaml", "web-settings", "web");
+    repo.commit("base");
+    repo.config_map("apps/settings.yaml", "settings-v2", "default");
+    repo.config_map("argocd/web/settings.yaml", "web-settings-v2", "web");
+    repo.commit("rename both");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1);
+    assert_eq!(kustomization_in(&plan, "flux-system/apps")["engine"], "flux");
+    assert_eq!(kustomization_in(&plan, "argocd/web")["engine"], "argocd");
+    assert_eq!(
+        changes_of(&plan, "argocd/web"),
+        [pair("create", "web_web-settings-v2__ConfigMap"), pair("delete", "web_web-settings__ConfigMap")]
+    );
+    assert_eq!(changes_of(&plan, "flux-system/apps").len(), 2);
+    let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
+    assert!(markdown.contains("| Cluster | Kustomization / Application |"), "{markdown}");
+}

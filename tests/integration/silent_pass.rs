@@ -42,7 +42,8 @@ fn plan_without_any_kustomization_fails_with_exit_3_and_says_so() {
     assert_eq!(code, 3, "{stdout}\n{stderr}");
     let plan: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(plan["verdict"], "failed");
-    let expected = format!("no Flux Kustomization under {dir}; is this the repository root?");
+    let expected =
+        format!("no Flux Kustomization or Argo CD Application under {dir}; is this the repository root?");
     assert!(plan["error"].as_str().unwrap().contains(&expected), "{}", plan["error"]);
     assert!(stderr.contains(&expected), "{stderr}");
     // Not a subdirectory of anything: no hint to follow.
@@ -62,7 +63,9 @@ fn build_without_any_kustomization_fails_with_exit_3_and_says_so() {
         assert_eq!(code, 3, "{rev:?}: {stdout}\n{stderr}");
         assert_eq!(stdout, "", "nothing rendered, nothing printed");
         assert!(
-            stderr.contains(&format!("no Flux Kustomization under {dir}; is this the repository root?")),
+            stderr.contains(&format!(
+                "no Flux Kustomization or Argo CD Application under {dir}; is this the repository root?"
+            )),
             "{stderr}"
         );
     }
@@ -81,7 +84,7 @@ fn a_subdirectory_without_kustomizations_names_the_repository_root_to_use() {
     assert_eq!(code, 3, "{stdout}\n{stderr}");
     let plan: Value = serde_json::from_str(&stdout).unwrap();
     let error = plan["error"].as_str().unwrap();
-    assert!(error.contains(&format!("no Flux Kustomization under {}", subdir.display())), "{error}");
+    assert!(error.contains(&format!("no Flux Kustomization or Argo CD Application under {}", subdir.display())), "{error}");
     let hint = format!(
         "is a subdirectory of the git repository at {}, which has Flux Kustomizations",
         top.display()
