@@ -456,3 +456,27 @@ fn one_repository_can_hold_flux_and_argo_cd() {
     let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
     assert!(markdown.contains("| Cluster | Kustomization / Application |"), "{markdown}");
 }
+
+#[test]
+fn secret_values_of_an_application_never_reach_the_plan() {
+    let repo = fleet();
+    repo.write(
+        "workloads/shop/credentials.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: shop-db\nstringData:\n  password: hunter2-base\n",
+    );
+    repo.commit("a secret in a directory source");
+    repo.write(
+        "workloads/shop/credentials.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: shop-db\nstringData:\n  password: hunter2-head\n",
+    );
+    repo.commit("rotate it");
+    for format in ["json", "markdown", "text"] {
+        let (out, code) = plan_cli(&repo, "HEAD~1", "HEAD", format, &[]);
+        assert_eq!(code, 1, "{out}");
+        assert!(!out.contains("hunter2"), "{format}: {out}");
+    }
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let change = &kustomization_in(&plan, "argocd/shop")["changes"][0];
+    assert_eq!(change["id"], "shop_shop-db__Secret");
+    assert_eq!(change["hidden_changes"], json!(["Secret stringData.password changed (value hidden)"]));
+}

@@ -84,7 +84,10 @@ fn a_subdirectory_without_kustomizations_names_the_repository_root_to_use() {
     assert_eq!(code, 3, "{stdout}\n{stderr}");
     let plan: Value = serde_json::from_str(&stdout).unwrap();
     let error = plan["error"].as_str().unwrap();
-    assert!(error.contains(&format!("no Flux Kustomization or Argo CD Application under {}", subdir.display())), "{error}");
+    assert!(
+        error.contains(&format!("no Flux Kustomization or Argo CD Application under {}", subdir.display())),
+        "{error}"
+    );
     let hint = format!(
         "is a subdirectory of the git repository at {}, which has Flux Kustomizations",
         top.display()
