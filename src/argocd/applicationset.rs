@@ -196,6 +196,17 @@ impl ApplicationSet {
         let rendered = substitute(&self.template, params, self.go_template)?;
         let mut metadata = rendered["metadata"].as_object().cloned().unwrap_or_default();
         metadata.entry("namespace").or_insert_with(|| json!(self.namespace));
+        // The controller gives every Application it generates the resources finalizer, unless
+        // it is to preserve their resources.
+        if !self.preserve_resources_on_deletion {
+            let finalizers = metadata.entry("finalizers").or_insert_with(|| json!([]));
+            if let Some(list) = finalizers.as_array_mut() {
+                let has = |f: &str| list.iter().any(|v| v == f);
+                if !has(super::RESOURCES_FINALIZER) && !has(super::RESOURCES_FINALIZER_BACKGROUND) {
+                    list.push(json!(super::RESOURCES_FINALIZER));
+                }
+            }
+        }
         let name = metadata.get("name").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() || name.contains("{{") {
             return Err(format!(
@@ -461,9 +472,17 @@ mod tests {
             assert_eq!(app["spec"]["destination"]["namespace"], "api");
             assert_eq!(app["metadata"]["finalizers"][0], "resources-finalizer.argocd.argoproj.io");
         }
-        let appset = set(generators, false);
+        let mut appset = set(generators, false);
         assert_eq!(appset.applications_sync, ApplicationsSync::CreateUpdate);
         assert!(!appset.applications_sync.deletes());
+        // The controller adds the resources finalizer to what it generates...
+        appset.template["metadata"].as_object_mut().unwrap().remove("finalizers");
+        let generated = appset.expand(&|_| true, &tree()).unwrap().applications;
+        assert_eq!(generated[0]["metadata"]["finalizers"], json!(["resources-finalizer.argocd.argoproj.io"]));
+        // ...unless it is to preserve their resources.
+        appset.preserve_resources_on_deletion = true;
+        let generated = appset.expand(&|_| true, &tree()).unwrap().applications;
+        assert_eq!(generated[0]["metadata"].get("finalizers"), None);
     }
 
     #[test]

@@ -7,7 +7,6 @@ pub const SYNC_OPTIONS_ANNOTATION: &str = "argocd.argoproj.io/sync-options";
 pub const HOOK_ANNOTATION: &str = "argocd.argoproj.io/hook";
 pub const HELM_HOOK_ANNOTATION: &str = "helm.sh/hook";
 pub const COMPARE_OPTIONS_ANNOTATION: &str = "argocd.argoproj.io/compare-options";
-pub const SYNC_WAVE_ANNOTATION: &str = "argocd.argoproj.io/sync-wave";
 
 /// The options of `syncPolicy.syncOptions` fluxplan acts on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -16,8 +15,6 @@ pub struct AppSyncOptions {
     pub create_namespace: bool,
     /// `PruneLast=true`: prunes after every other resource is applied and healthy.
     pub prune_last: bool,
-    /// `PrunePropagationPolicy=...` (default foreground).
-    pub propagation: Option<String>,
 }
 
 impl AppSyncOptions {
@@ -27,7 +24,6 @@ impl AppSyncOptions {
             match option.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
                 Some(("CreateNamespace", v)) => parsed.create_namespace = v.eq_ignore_ascii_case("true"),
                 Some(("PruneLast", v)) => parsed.prune_last = v.eq_ignore_ascii_case("true"),
-                Some(("PrunePropagationPolicy", v)) => parsed.propagation = Some(v.to_lowercase()),
                 _ => {}
             }
         }
@@ -124,7 +120,8 @@ pub fn hook_phases(metadata: &Value) -> Option<Vec<String>> {
     let mut phases: Vec<String> = helm
         .split(',')
         .filter_map(|hook| match hook.trim() {
-            "crd-install" | "pre-install" | "pre-upgrade" => Some("PreSync"),
+            // crd-install is not a hook to Argo CD: the CRD is a resource like any other.
+            "pre-install" | "pre-upgrade" => Some("PreSync"),
             "post-install" | "post-upgrade" => Some("PostSync"),
             "post-delete" => Some("PostDelete"),
             _ => None,
@@ -133,11 +130,6 @@ pub fn hook_phases(metadata: &Value) -> Option<Vec<String>> {
         .collect();
     phases.dedup();
     (!phases.is_empty()).then_some(phases)
-}
-
-/// The sync wave (default 0; unreadable waves are 0, as Argo CD reads them).
-pub fn sync_wave(metadata: &Value) -> i64 {
-    metadata["annotations"][SYNC_WAVE_ANNOTATION].as_str().and_then(|w| w.trim().parse().ok()).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -170,7 +162,6 @@ mod tests {
             "PrunePropagationPolicy=background"
         ])));
         assert!(o.create_namespace && o.prune_last);
-        assert_eq!(o.propagation.as_deref(), Some("background"));
         assert_eq!(AppSyncOptions::parse(Some(&json!(["CreateNamespace=false"]))), AppSyncOptions::default());
     }
 
@@ -192,6 +183,10 @@ mod tests {
         );
         assert_eq!(hook(json!({})), None);
         assert!(ignore_extraneous(&json!({"annotations": {COMPARE_OPTIONS_ANNOTATION: "IgnoreExtraneous"}})));
-        assert_eq!(sync_wave(&json!({"annotations": {SYNC_WAVE_ANNOTATION: "-2"}})), -2);
+        assert_eq!(
+            hook(json!({HELM_HOOK_ANNOTATION: "crd-install"})),
+            None,
+            "a CRD is a resource to Argo CD"
+        );
     }
 }

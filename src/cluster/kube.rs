@@ -294,8 +294,10 @@ impl KubeCluster {
             };
             match self.list_all(&resource, namespaced, ns, selector).await {
                 Ok(items) => {
+                    // Kinds listed whole (for Argo CD) keep only what an inventory holds.
+                    let whole = selector.is_none();
                     for item in items {
-                        if let Some(id) = live_id(&item) {
+                        if let Some(id) = live_id(&item).filter(|id| !whole || ids.contains(id)) {
                             objects.insert(id, strip_secret_values(item));
                         }
                     }
@@ -410,14 +412,35 @@ impl KubeCluster {
         ClusterSnapshot::from_document(document).map_err(|e| KubeError::Api(format!("{e:#}")))
     }
 
-    /// Argo CD's tracking settings from `argocd-cm` in the namespace of the first Application
-    /// (Argo CD's own); the defaults when there is none to read.
+    /// Argo CD's tracking settings from `argocd-cm`: in `argocd`, else in a namespace that holds
+    /// Applications; the defaults, with a warning, when there is none to read.
     async fn argocd_settings(&self, applications: &[Value], warnings: &mut Vec<String>) -> Value {
-        let Some(namespace) = applications.iter().find_map(|a| a["metadata"]["namespace"].as_str()) else {
+        if applications.is_empty() {
             return json!({});
-        };
-        match self.fetch_values("ConfigMap", namespace, "argocd-cm").await {
-            Ok(Some(config)) => {
+        }
+        let mut namespaces = vec!["argocd"];
+        for namespace in applications.iter().filter_map(|a| a["metadata"]["namespace"].as_str()) {
+            if !namespaces.contains(&namespace) {
+                namespaces.push(namespace);
+            }
+        }
+        let mut found = None;
+        for namespace in namespaces.iter().take(5) {
+            match self.fetch_values("ConfigMap", namespace, "argocd-cm").await {
+                Ok(Some(config)) => {
+                    found = Some(config);
+                    break;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    warnings
+                        .push(format!("{e}: Argo CD's tracking method taken as the default (annotation)"));
+                    return json!({});
+                }
+            }
+        }
+        match found {
+            Some(config) => {
                 let data = &config["data"];
                 let mut settings = json!({});
                 if let Some(method) = data["application.resourceTrackingMethod"].as_str() {
@@ -428,9 +451,11 @@ impl KubeCluster {
                 }
                 settings
             }
-            Ok(None) => json!({}),
-            Err(e) => {
-                warnings.push(format!("{e}: Argo CD's tracking method taken as the default (annotation)"));
+            None => {
+                warnings.push(format!(
+                    "no argocd-cm ConfigMap in {}: Argo CD's tracking method taken as the default (annotation)",
+                    namespaces.join(", ")
+                ));
                 json!({})
             }
         }

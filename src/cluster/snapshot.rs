@@ -201,8 +201,14 @@ impl ClusterSnapshot {
                 })?;
         }
         for manifest in list(&doc, "applications") {
-            let application = crate::argocd::Application::from_value(manifest, "argocd")
-                .map_err(|e| anyhow::anyhow!("applications: {e}"))?;
+            // One Application fluxplan cannot read (a newer source kind) must not hide the others.
+            let application = match crate::argocd::Application::from_value(manifest, "argocd") {
+                Ok(application) => application,
+                Err(e) => {
+                    snapshot.warnings.push(format!("applications: {e}: left out, planned as unknown"));
+                    continue;
+                }
+            };
             let mut inventory = Vec::new();
             let mut requires_pruning = BTreeSet::new();
             for resource in list(&manifest["status"], "resources") {

@@ -442,7 +442,11 @@ impl<'a> ClusterView<'a> {
     fn drift(&self, reference: &KustomizationRef, id: &ObjectId, head: &RenderedObject) -> Option<Drift> {
         let Live::Present(live) = self.live_object(id) else { return None };
         let base = self.base_object(reference, id)?;
-        let hidden = |o: &RenderedObject| id.kind == "Secret" || o.holds_secret_values;
+        // Nor Argo CD's own objects: values set by hand on a live Application (Helm parameters,
+        // plugin environments) would show.
+        let hidden = |o: &RenderedObject| {
+            id.kind == "Secret" || o.holds_secret_values || id.group == crate::argocd::GROUP
+        };
         if hidden(head)
             || hidden(base)
             || !reverted_by_flux(&live["metadata"])
@@ -498,6 +502,19 @@ impl<'a> ClusterView<'a> {
                 }
                 None => "prune is off: Flux stops managing it and leaves it in the cluster".into(),
             });
+            return change;
+        }
+        if self.kind_of(owner) == UnitKind::ApplicationSet {
+            // Its Applications carry an owner reference, not a tracking marker, and are read as
+            // Applications: one the cluster does not have is already gone.
+            let gone = self.live.filter(|s| !s.applications.is_empty()).is_some_and(|s| {
+                let reference = KustomizationRef { namespace: id.namespace.clone(), name: id.name.clone() };
+                !s.applications.contains_key(&reference)
+            });
+            if gone {
+                change.action = Action::Skip;
+                change.reason = Some(NOT_FOUND.into());
+            }
             return change;
         }
         if self.engine_of(owner) == Engine::ArgoCd {

@@ -188,9 +188,10 @@ fn try_plan(request: &Request) -> Result<Plan> {
     let base_commit =
         crate::git::resolve_commit(&request.repo, &request.base).unwrap_or_else(|_| request.base.clone());
     let declared = request.policy.before_render(&request.repo, &base_commit).unwrap_or_default();
-    let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>| -> Result<Render> {
+    let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept| -> Result<Render> {
         let mut opts = request.render_options(Some(rev.to_string()));
         opts.carried_roots = carried_roots;
+        opts.kept_applications = kept;
         knowledge.apply_to(&mut opts);
         opts.declared_scopes = declared.crd_scopes.clone();
         opts.declared_roots = declared.roots.clone();
@@ -198,22 +199,24 @@ fn try_plan(request: &Request) -> Result<Plan> {
     };
     // Base and head render side by side: exports, discovery and builds of the two overlap.
     let (base, head) = std::thread::scope(|scope| {
-        let head = scope.spawn(|| render(&request.head, &request.head, Vec::new()));
-        let base = render(&base_commit, &request.base, Vec::new());
+        let head = scope.spawn(|| render(&request.head, &request.head, Vec::new(), BTreeMap::new()));
+        let base = render(&base_commit, &request.base, Vec::new(), BTreeMap::new());
         (base, head.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
     });
     let base = base?;
     // A bootstrap root the head no longer declares is still in the cluster, reconciling head:
     // head is rendered again with it (from the cache) when base has a cluster head lacks.
+    // Likewise when an ApplicationSet that never updates what it generated would change an
+    // Application it made: the Application keeps its spec.
     let carried = CarriedRoot::of(&base);
-    let head = if carried
-        .iter()
-        .any(|root| head.as_ref().is_ok_and(|h| h.clusters.iter().all(|c| c.name != root.name)))
-    {
-        render(&request.head, &request.head, carried)?
-    } else {
-        head?
-    };
+    let head = head?;
+    let kept = crate::render::kept_applications(&base, &head);
+    let head =
+        if carried.iter().any(|root| head.clusters.iter().all(|c| c.name != root.name)) || !kept.is_empty() {
+            render(&request.head, &request.head, carried, kept)?
+        } else {
+            head
+        };
     // A plan of nothing is a gate that passes on nothing: a wrong --repo must fail, not pass.
     if base.clusters.is_empty() && head.clusters.is_empty() {
         anyhow::bail!(coverage::nothing_to_plan(request, &head));

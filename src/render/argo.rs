@@ -289,7 +289,9 @@ impl<'a> ArgoWalk<'a> {
                         continue;
                     }
                     let mut manifest = manifest.clone();
-                    manifest["metadata"]["namespace"] = Value::String(reference.namespace.clone());
+                    if let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
+                        meta.insert("namespace".into(), Value::String(reference.namespace.clone()));
+                    }
                     children.push(Node {
                         cluster: node.cluster,
                         manifest,
@@ -324,11 +326,33 @@ impl<'a> ArgoWalk<'a> {
                 expansion.external.join("; ")
             )));
         }
+        let mut kept = Vec::new();
         let built = expansion
             .applications
             .into_iter()
-            .map(|object| super::build::BuiltObject { object, origin: None })
+            .map(|object| {
+                let reference = KustomizationRef {
+                    namespace: object["metadata"]["namespace"].as_str().unwrap_or("").to_string(),
+                    name: object["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                };
+                let object = match self.opts.kept_applications.get(&reference) {
+                    Some(before) if !set.applications_sync.updates() => {
+                        kept.push(reference.to_string());
+                        before.clone()
+                    }
+                    _ => object,
+                };
+                super::build::BuiltObject { object, origin: None }
+            })
             .collect();
+        if !kept.is_empty() {
+            record.warnings.push(format!(
+                "applicationsSync is {}: the controller does not update the Applications it generated, so {} keep \
+                 their current spec (the template's changes apply to new Applications only)",
+                set.applications_sync.as_str(),
+                kept.join(", ")
+            ));
+        }
         Ok((postbuild::plain(built), Vec::new()))
     }
 
@@ -397,6 +421,15 @@ impl<'a> ArgoWalk<'a> {
                 app.namespace, app.name
             ))
         })?;
+        // Argo CD refuses a path that climbs out of the repository; so does fluxplan (the join
+        // below would only clamp it).
+        if paths::normalize(Path::new(path.trim_start_matches('/'))).is_none() {
+            return Err(RenderError::PathNotFound(format!(
+                "application path '{path}' leaves the repository {url}: Argo CD cannot generate the manifests, so it \
+                 syncs and prunes nothing"
+            ))
+            .into());
+        }
         let dir = paths::secure_join(&self.tree, path);
         if !dir.is_dir() {
             let what = if dir.exists() { "is not a directory" } else { "does not exist" };
@@ -462,6 +495,36 @@ impl RepoTree for ArgoWalk<'_> {
     fn read(&self, path: &str) -> Option<String> {
         std::fs::read_to_string(paths::secure_join(&self.tree, path)).ok()
     }
+}
+
+/// The Applications of `head` that an ApplicationSet which does not update what it generated
+/// keeps as `base` generated them: those whose generated spec the merge changes.
+pub fn kept_applications(base: &super::Render, head: &super::Render) -> BTreeMap<KustomizationRef, Value> {
+    let mut kept = BTreeMap::new();
+    for (cluster, set) in head.kustomizations() {
+        let keeps = set
+            .argocd
+            .as_deref()
+            .and_then(|u| u.application_set.as_ref())
+            .is_some_and(|s| !s.applications_sync.updates());
+        let Some(before) = base.kustomization(&cluster.name, &set.namespace, &set.name).filter(|_| keeps)
+        else {
+            continue;
+        };
+        for generated in &set.objects {
+            let earlier =
+                before.objects.iter().find(|o| o.id == generated.id && o.digest != generated.digest);
+            if let Some(earlier) = earlier {
+                let meta = &earlier.object["metadata"];
+                let reference = KustomizationRef {
+                    namespace: meta["namespace"].as_str().unwrap_or("").to_string(),
+                    name: meta["name"].as_str().unwrap_or("").to_string(),
+                };
+                kept.insert(reference, earlier.object.clone());
+            }
+        }
+    }
+    kept
 }
 
 fn list_tree(root: &Path, dir: &Path, dirs: &mut Vec<String>, files: &mut Vec<String>) {
@@ -532,7 +595,8 @@ fn read_directory(
     for file in files {
         let relative = paths::relative(dir, &file);
         let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        let selected = |m: &globset::GlobMatcher| m.is_match(&relative) || m.is_match(&name);
+        // Matched against the path under the directory, as the repo-server matches.
+        let selected = |m: &globset::GlobMatcher| m.is_match(&relative);
         if include.as_ref().is_some_and(|m| !selected(m)) || exclude.as_ref().is_some_and(selected) {
             continue;
         }
@@ -564,9 +628,15 @@ fn read_directory(
             for object in items {
                 let has =
                     |field: &str| object.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
-                if !(object.is_object() && has("apiVersion") && has("kind")) {
+                let named = object["metadata"]["name"].as_str().is_some_and(|n| !n.is_empty());
+                if !(object.is_object()
+                    && has("apiVersion")
+                    && has("kind")
+                    && object["metadata"].is_object()
+                    && named)
+                {
                     return Err(RenderError::InvalidSource(format!(
-                        "{shown}: a document is not a Kubernetes object (it needs apiVersion and kind)"
+                        "{shown}: a document is not a Kubernetes object (it needs apiVersion, kind and metadata.name)"
                     )));
                 }
                 objects.push(super::build::BuiltObject { object, origin: Some(shown.clone()) });

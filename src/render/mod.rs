@@ -19,7 +19,7 @@ pub mod source;
 mod walk;
 pub mod worker;
 
-pub use argo::{ArgoUnit, Hook};
+pub use argo::{kept_applications, ArgoUnit, Hook};
 pub use roots::{DeclaredRoot, RootKind};
 pub use walk::{render, Renderer};
 
@@ -430,6 +430,10 @@ pub struct RenderOptions {
     pub declared_roots: Option<Vec<DeclaredRoot>>,
     /// Bootstrap roots of the plan's base, rendered at head when head no longer declares them.
     pub carried_roots: Vec<roots::CarriedRoot>,
+    /// Applications an ApplicationSet that never updates what it generated (`applicationsSync:
+    /// create-only` or `create-delete`) keeps as the base revision generated them, by reference
+    /// (see `argo::kept_applications`).
+    pub kept_applications: BTreeMap<KustomizationRef, Value>,
     /// Scopes the repository declares (`crdScopes` in the base revision's `.fluxplan.yaml`):
     /// below the cluster's and the render's CRDs, above the built-in catalogue.
     pub declared_scopes: Vec<(String, String, crate::flux::scope::Scope)>,
@@ -456,6 +460,7 @@ impl RenderOptions {
             cluster_values: BTreeMap::new(),
             declared_roots: None,
             carried_roots: Vec::new(),
+            kept_applications: BTreeMap::new(),
             known_scopes: Vec::new(),
             declared_scopes: Vec::new(),
             strict_substitution: true,

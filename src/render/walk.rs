@@ -829,10 +829,12 @@ fn assign_ids(
             let (group, _) = flux::split_api_version(object.object["apiVersion"].as_str().unwrap_or(""));
             let kind = object.object["kind"].as_str().unwrap_or("");
             if let Some(namespace) = &default_namespace {
-                if scopes.scope_of(group, kind) != Scope::Cluster
-                    && object.object["metadata"]["namespace"].as_str().unwrap_or("").is_empty()
-                {
-                    object.object["metadata"]["namespace"] = Value::String(namespace.clone());
+                let namespaced = scopes.scope_of(group, kind) != Scope::Cluster;
+                let meta = object.object.get_mut("metadata").and_then(Value::as_object_mut);
+                if let Some(meta) = meta.filter(|_| namespaced) {
+                    if meta.get("namespace").and_then(Value::as_str).unwrap_or("").is_empty() {
+                        meta.insert("namespace".into(), Value::String(namespace.clone()));
+                    }
                 }
             }
             let manifest = &object.object;

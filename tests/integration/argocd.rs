@@ -398,6 +398,9 @@ fn a_hostile_path_never_leaves_the_repository() {
         let message = crate::fixture::error_of(&render, app, "path-not-found");
         assert!(message.contains("Argo CD cannot generate the manifests"), "{message}");
     }
+    // Climbing out is refused, as Argo CD refuses it, not clamped to somewhere inside.
+    let message = crate::fixture::error_of(&render, "argocd/legacy", "path-not-found");
+    assert!(message.contains("leaves the repository"), "{message}");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2, "an Application that cannot render blocks, as a Kustomization does");
     assert!(alerts(&plan).contains(&("danger".into(), "path-not-found".into(), "argocd/legacy".into())));
@@ -479,4 +482,58 @@ fn secret_values_of_an_application_never_reach_the_plan() {
     let change = &kustomization_in(&plan, "argocd/shop")["changes"][0];
     assert_eq!(change["id"], "shop_shop-db__Secret");
     assert_eq!(change["hidden_changes"], json!(["Secret stringData.password changed (value hidden)"]));
+}
+
+#[test]
+fn an_application_set_that_never_updates_keeps_what_it_generated() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "apps/platform.yaml",
+        "  goTemplate: true",
+        "  goTemplate: true\n  syncPolicy:\n    applicationsSync: create-only",
+    );
+    repo.commit("create-only");
+    edit(
+        &repo,
+        "apps/platform.yaml",
+        "        namespace: '{{ .path.basename }}'",
+        "        namespace: 'svc-{{ .path.basename }}'",
+    );
+    repo.write("services/cache/config.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cache\n");
+    repo.commit("move services to svc- namespaces");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1);
+    // The existing Applications keep their spec: nothing moves.
+    assert_eq!(changes_of(&plan, "argocd/api"), []);
+    assert_eq!(changes_of(&plan, "argocd/worker"), []);
+    // A new one follows the new template.
+    assert_eq!(
+        changes_of(&plan, "argocd/platform"),
+        [pair("create", "argocd_cache_argoproj.io_Application")]
+    );
+    assert_eq!(
+        changes_of(&plan, "argocd/cache"),
+        [pair("create", "_svc-cache__Namespace"), pair("create", "svc-cache_cache__ConfigMap")]
+    );
+}
+
+#[test]
+fn a_malformed_manifest_in_a_directory_source_fails_its_application_only() {
+    let repo = fleet();
+    repo.write(
+        "workloads/shop/broken.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [not, a, mapping]\n",
+    );
+    repo.write(
+        "workloads/legacy/child.yaml",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: 7\n",
+    );
+    repo.commit("broken manifests");
+    let render = repo.render(Some("HEAD"));
+    for app in ["argocd/shop", "argocd/legacy"] {
+        let message = crate::fixture::error_of(&render, app, "invalid-source");
+        assert!(message.contains("is not a Kubernetes object"), "{message}");
+    }
+    assert_eq!(render.find("argocd/guestbook").unwrap().status, fluxplan::render::Status::Rendered);
 }

@@ -232,3 +232,26 @@ fn the_snapshot_holds_applications_and_the_tracking_method_and_plans_alike() {
     let (live, live_code) = plan_kube(&repo, &fake, &[]);
     assert_eq!((code, &from_file["kustomizations"]), (live_code, &live["kustomizations"]));
 }
+
+#[test]
+fn a_generated_application_dropped_live_is_deleted_with_what_it_deployed() {
+    let repo = fleet();
+    repo.remove("services/worker");
+    repo.commit("retire the worker");
+    let fake = FakeKube::start(cluster(&repo));
+    let (plan, code) = plan_kube(&repo, &fake, &[]);
+    assert_only_gets(&fake);
+    assert_eq!(code, 2, "{plan}");
+    assert_eq!(
+        changes_of(&plan, "argocd/platform"),
+        [("delete".to_string(), "argocd_worker_argoproj.io_Application".to_string())]
+    );
+    assert_eq!(
+        changes_of(&plan, "argocd/worker"),
+        [
+            ("delete".to_string(), "worker_worker_apps_Deployment".to_string()),
+            ("delete".to_string(), "worker_worker__Service".to_string()),
+        ]
+    );
+    assert_eq!(kustomization_in(&plan, "argocd/worker")["inventory_source"], "cluster");
+}
