@@ -213,6 +213,18 @@ impl<'a> ArgoWalk<'a> {
                 queue.extend(children);
             }
         }
+        // What only unreached units produce (a cycle of Applications with no root) is never
+        // synced by anything this repository holds: said, not silently dropped.
+        let rendered: BTreeSet<KustomizationRef> =
+            clusters.iter().flat_map(|c| &c.kustomizations).map(|k| k.reference()).collect();
+        for unit in disk.iter().filter(|d| !rendered.contains(&d.reference)) {
+            warnings.push(format!(
+                "{}: {} {} is not reached from any root (only Applications no root reaches render it): not planned",
+                unit.file,
+                unit.manifest["kind"].as_str().unwrap_or("Application"),
+                unit.reference
+            ));
+        }
         clusters
     }
 

@@ -537,3 +537,23 @@ fn a_malformed_manifest_in_a_directory_source_fails_its_application_only() {
     }
     assert_eq!(render.find("argocd/guestbook").unwrap().status, fluxplan::render::Status::Rendered);
 }
+
+#[test]
+fn applications_only_a_cycle_renders_are_said_to_be_unreached() {
+    let repo = fleet();
+    let app = |name: &str, path: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\nspec:\n  project: default\n  source:\n    repoURL: {REMOTE}\n    path: {path}\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: argocd\n"
+        )
+    };
+    // a renders b's directory, b renders a's: no root reaches either.
+    repo.write("loop/a/app.yaml", &app("loop-b", "loop/b"));
+    repo.write("loop/b/app.yaml", &app("loop-a", "loop/a"));
+    repo.commit("a loop");
+    let render = repo.render(Some("HEAD"));
+    assert!(render.find("argocd/loop-a").is_none() && render.find("argocd/loop-b").is_none());
+    let unreached: Vec<&String> =
+        render.warnings.iter().filter(|w| w.contains("not reached from any root")).collect();
+    assert_eq!(unreached.len(), 2, "{:?}", render.warnings);
+    assert!(unreached[0].starts_with("loop/a/app.yaml: Application argocd/loop-b"), "{unreached:?}");
+}
