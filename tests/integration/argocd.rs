@@ -28,6 +28,15 @@ fn copy(root: &Path, dir: &Path, repo: &Repo) {
     }
 }
 
+/// The example fleet with the ApplicationSet's `syncPolicy` set to `policy` (one line), committed.
+fn fleet_with_platform_policy(policy: &str) -> Repo {
+    let repo = fleet();
+    let with_policy = format!("  goTemplate: true\n  syncPolicy:\n    {policy}");
+    edit(&repo, "apps/platform.yaml", "  goTemplate: true", &with_policy);
+    repo.commit(policy);
+    repo
+}
+
 /// Rewrites a file of the repository.
 pub(crate) fn edit(repo: &Repo, file: &str, from: &str, to: &str) {
     let text = std::fs::read_to_string(repo.path().join(file)).unwrap();
@@ -234,14 +243,7 @@ fn a_generator_glob_that_stops_matching_deletes_every_generated_application() {
 
 #[test]
 fn preserve_resources_on_deletion_keeps_a_generated_applications_resources() {
-    let repo = fleet();
-    edit(
-        &repo,
-        "apps/platform.yaml",
-        "  goTemplate: true",
-        "  goTemplate: true\n  syncPolicy:\n    preserveResourcesOnDeletion: true",
-    );
-    repo.commit("preserve");
+    let repo = fleet_with_platform_policy("preserveResourcesOnDeletion: true");
     repo.remove("services/worker");
     repo.commit("retire the worker");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
@@ -256,14 +258,7 @@ fn preserve_resources_on_deletion_keeps_a_generated_applications_resources() {
 
 #[test]
 fn create_only_application_sets_never_delete_what_they_generated() {
-    let repo = fleet();
-    edit(
-        &repo,
-        "apps/platform.yaml",
-        "  goTemplate: true",
-        "  goTemplate: true\n  syncPolicy:\n    applicationsSync: create-only",
-    );
-    repo.commit("create-only");
+    let repo = fleet_with_platform_policy("applicationsSync: create-only");
     repo.remove("services/worker");
     repo.commit("retire the worker");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
@@ -486,14 +481,7 @@ fn secret_values_of_an_application_never_reach_the_plan() {
 
 #[test]
 fn an_application_set_that_never_updates_keeps_what_it_generated() {
-    let repo = fleet();
-    edit(
-        &repo,
-        "apps/platform.yaml",
-        "  goTemplate: true",
-        "  goTemplate: true\n  syncPolicy:\n    applicationsSync: create-only",
-    );
-    repo.commit("create-only");
+    let repo = fleet_with_platform_policy("applicationsSync: create-only");
     edit(
         &repo,
         "apps/platform.yaml",
