@@ -1,6 +1,10 @@
 use clap::Parser;
 use std::process::ExitCode;
 
+/// mimalloc: renders build and drop millions of small JSON values (see Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // A kustomize worker (started confined by a planner): nothing but its frames on stdout.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();

@@ -50,6 +50,13 @@ pub struct BuildRequest {
     /// The kustomization's references, when its key came from git's ids of its inputs: they are
     /// checked before kustomize runs.
     unchecked: Option<Vec<Reference>>,
+    /// git's ids of everything the build reads (see `remember_inputs`), when git knows them all.
+    pub input_ids: Option<BTreeMap<String, String>>,
+}
+
+/// True when every input has the same git id in `tree`.
+pub fn unchanged(ids: &BTreeMap<String, String>, tree: &TreeIds) -> bool {
+    ids.iter().all(|(path, id)| tree.ids.get(path) == Some(id))
 }
 
 /// The inputs of a checked build by git id, and its key (see `Builder::prepare`).
@@ -144,12 +151,16 @@ impl Builder {
             key: String::new(),
             keep_origin_annotations: prepared.wants_origin_annotations,
             unchecked: None,
+            input_ids: None,
         };
         let inputs_key = tree.map(|tree| self.inputs_key(&here, &request.kustomization, &tree.salt));
         // Inputs git says are unchanged since a checked build of this kustomization: its key,
         // without reading them. They are checked before kustomize ever runs on them (`objects`).
-        if let Some(key) = inputs_key.as_deref().zip(tree).and_then(|(at, tree)| self.known_key(at, tree)) {
-            request.key = key;
+        if let Some(known) =
+            inputs_key.as_deref().zip(tree).and_then(|(at, tree)| self.known_inputs(at, tree))
+        {
+            request.key = known.key;
+            request.input_ids = Some(known.ids);
             request.unchecked = Some(top);
             return Ok(request);
         }
@@ -157,7 +168,7 @@ impl Builder {
         self.collect_inputs(root, &request.dir, None, top, &mut inputs, &mut Vec::new())?;
         request.key = self.cache_key(&here, &request.kustomization, &inputs);
         if let Some((at, tree)) = inputs_key.as_deref().zip(tree) {
-            self.remember_inputs(at, tree, &here, &inputs, &request.key);
+            request.input_ids = self.remember_inputs(at, tree, &here, &inputs, &request.key);
         }
         Ok(request)
     }
@@ -171,11 +182,10 @@ impl Builder {
         hex::encode(hasher.finalize())
     }
 
-    /// The build key recorded at `at`, if every input it lists has the same git id in `tree`.
-    fn known_key(&self, at: &str, tree: &TreeIds) -> Option<String> {
+    /// The build recorded at `at`, if every input it lists has the same git id in `tree`.
+    fn known_inputs(&self, at: &str, tree: &TreeIds) -> Option<KnownInputs> {
         let known: KnownInputs = serde_json::from_str(&self.cache.get(at)?).ok()?;
-        let unchanged = known.ids.iter().all(|(path, id)| tree.ids.get(path) == Some(id));
-        unchanged.then_some(known.key)
+        unchanged(&known.ids, tree).then_some(known)
     }
 
     /// Records the git ids of a checked build's inputs: its files, its directory, and the
@@ -188,7 +198,7 @@ impl Builder {
         dir: &str,
         inputs: &BTreeMap<String, String>,
         key: &str,
-    ) {
+    ) -> Option<BTreeMap<String, String>> {
         let mut paths: BTreeSet<&str> = inputs.keys().map(String::as_str).collect();
         paths.insert(if dir == "." { "" } else { dir });
         for file in inputs.keys() {
@@ -197,12 +207,13 @@ impl Builder {
                 paths.insert(parent);
             }
         }
-        let ids: Option<BTreeMap<String, String>> =
-            paths.into_iter().map(|p| Some((p.to_string(), tree.ids.get(p)?.clone()))).collect();
-        if let Some(ids) = ids {
-            let known = KnownInputs { key: key.to_string(), ids };
-            self.cache.put(at, Arc::new(serde_json::to_string(&known).expect("JSON strings serialize")));
-        }
+        let ids: BTreeMap<String, String> = paths
+            .into_iter()
+            .map(|p| Some((p.to_string(), tree.ids.get(p)?.clone())))
+            .collect::<Option<_>>()?;
+        let known = KnownInputs { key: key.to_string(), ids };
+        self.cache.put(at, Arc::new(serde_json::to_string(&known).expect("JSON strings serialize")));
+        Some(known.ids)
     }
 
     /// The objects of a prepared build: from the cache, else from kustomize. kustomize's output

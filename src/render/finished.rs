@@ -23,6 +23,33 @@ pub fn key(build_key: &str, spec: &Kustomization, vars: &Variables, strict: bool
     Some(hex::encode(Sha256::digest(yaml::canonical_json(&inputs).as_bytes())))
 }
 
+/// The same for warm records.
+const WARM_FORMAT: &str = "fluxplan-warm-v1";
+
+/// Where the finished render of `spec` with `vars` from a tree salted `salt` is recorded with
+/// git's ids of its build's inputs (see `Warm`); `None` when it must not be cached.
+pub fn warm_key(
+    kustomize: &str,
+    salt: &str,
+    spec: &Kustomization,
+    vars: &Variables,
+    strict: bool,
+) -> Option<String> {
+    if !vars.secret_names.is_empty() {
+        return None;
+    }
+    let inputs = json!([WARM_FORMAT, kustomize, salt, spec.raw, vars.values, vars.unknown_sources, strict]);
+    Some(hex::encode(Sha256::digest(yaml::canonical_json(&inputs).as_bytes())))
+}
+
+/// A finished render found by its inputs' git ids: while none changed, the render is the one
+/// under `finished`, and the build need not even be prepared.
+#[derive(Serialize, Deserialize)]
+pub struct Warm {
+    pub ids: BTreeMap<String, String>,
+    pub finished: String,
+}
+
 #[derive(Serialize, Deserialize)]
 struct Entry {
     objects: Vec<Object>,

@@ -541,19 +541,47 @@ impl Context<'_> {
         inherited_secrets: &BTreeSet<String>,
     ) -> Rendered {
         let builder = &self.renderer.builder;
-        let request = builder.prepare(root, spec, self.sources.this_repo.tree_ids(root).as_ref())?;
+        let tree = self.sources.this_repo.tree_ids(root);
         let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
         let vars = postbuild::resolve_variables(spec, values.as_ref(), inherited_secrets);
         let strict = self.opts.strict_substitution;
+        // Inputs git says are unchanged since this spec was finished with these values: the
+        // finished render, without preparing the build.
+        let warm_key = tree
+            .as_ref()
+            .zip(vars.as_ref().ok())
+            .filter(|_| spec.source_ref.kind != artifacts::KIND)
+            .and_then(|(tree, vars)| {
+                finished::warm_key(&builder.kustomize.version, &tree.salt, spec, vars, strict)
+            });
+        let warm_hit = warm_key
+            .as_ref()
+            .and_then(|key| serde_json::from_str::<finished::Warm>(&builder.cache.get(key)?).ok())
+            .filter(|warm| tree.as_ref().is_some_and(|tree| super::build::unchanged(&warm.ids, tree)))
+            .and_then(|warm| finished::decode(&builder.cache.get(&warm.finished)?));
+        if let Some(hit) = warm_hit {
+            self.progress.tick(true);
+            return Ok((hit.objects, hit.unresolved.into_iter().collect()));
+        }
+        let request = builder.prepare(root, spec, tree.as_ref())?;
         // An artifact's origins depend on its generator's layout, not only on the build.
         let finished_key = vars
             .as_ref()
             .ok()
             .filter(|_| spec.source_ref.kind != artifacts::KIND)
             .and_then(|vars| finished::key(&request.key, spec, vars, strict));
+        let remember_warm = |finished_key: &str| {
+            if let Some((key, ids)) = warm_key.as_deref().zip(request.input_ids.clone()) {
+                let warm = finished::Warm { ids, finished: finished_key.to_string() };
+                builder
+                    .cache
+                    .put(key, std::sync::Arc::new(serde_json::to_string(&warm).expect("JSON serializes")));
+            }
+        };
         if let Some(hit) =
             finished_key.as_ref().and_then(|key| builder.cache.get(key)).and_then(|t| finished::decode(&t))
         {
+            remember_warm(finished_key.as_deref().unwrap_or_default());
             self.progress.tick(true);
             return Ok((hit.objects, hit.unresolved.into_iter().collect()));
         }
@@ -572,6 +600,7 @@ impl Context<'_> {
         let finished = postbuild::finish(built.objects, spec, &vars, strict)?;
         if let Some(key) = finished_key {
             builder.cache.put(&key, std::sync::Arc::new(finished::encode(&finished)));
+            remember_warm(&key);
         }
         Ok((finished.objects, finished.unresolved.into_iter().collect()))
     }

@@ -793,8 +793,8 @@ fn builds_known_by_git_ids_are_checked_before_kustomize_runs_again() {
     // Keep only the records of inputs by git id: every output is gone.
     let records = std::fs::read_dir(cache_dir.path()).unwrap().flatten().filter(|entry| {
         let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        let is_record =
-            serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v.get("ids").is_some());
+        let is_record = serde_json::from_str::<serde_json::Value>(&text)
+            .is_ok_and(|v| v.get("ids").is_some() && v.get("key").is_some());
         if !is_record {
             std::fs::remove_file(entry.path()).unwrap();
         }
@@ -805,6 +805,41 @@ fn builds_known_by_git_ids_are_checked_before_kustomize_runs_again() {
     assert_eq!(again.stats.builds - again.stats.cache_hits, 3, "{:?}", again.stats);
     assert_eq!(objects(&again), objects(&cold));
     assert!(again.kustomizations().all(|(_, k)| k.status == Status::Rendered));
+}
+
+#[test]
+fn finished_renders_known_by_git_ids_skip_preparing_the_build_until_an_input_changes() {
+    let repo = Repo::bootstrap("prod");
+    for app in ["a", "b"] {
+        repo.kustomization(&format!("clusters/prod/{app}.yaml"), app, &format!("./apps/{app}"), "");
+        repo.write(&format!("apps/{app}/kustomization.yaml"), "resources: [cm.yaml]\n");
+        repo.config_map(&format!("apps/{app}/cm.yaml"), &format!("cm-{app}"), "default");
+    }
+    repo.commit("fleet");
+    let cache_dir = tempfile::tempdir().unwrap();
+    let render = || {
+        let renderer = Renderer::new(Duration::from_secs(60), Some(cache_dir.path().to_path_buf())).unwrap();
+        renderer.render(&repo.options(Some("HEAD"))).unwrap()
+    };
+    let cold = render();
+    // Without the records of the builds' inputs, only the finished renders' records by git id
+    // can answer: they do, for every Kustomization, and nothing is built.
+    for entry in std::fs::read_dir(cache_dir.path()).unwrap().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v.get("key").is_some()) {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    let warm = render();
+    assert_eq!(warm.stats.builds, warm.stats.cache_hits, "{:?}", warm.stats);
+    assert_eq!(warm.find("flux-system/a").unwrap().ids(), cold.find("flux-system/a").unwrap().ids());
+    // One input changes: that Kustomization is built again and shows it; the other is not.
+    repo.config_map("apps/a/cm.yaml", "cm-a-renamed", "default");
+    repo.commit("rename a's ConfigMap");
+    let changed = render();
+    assert_eq!(changed.stats.builds - changed.stats.cache_hits, 1, "{:?}", changed.stats);
+    assert_eq!(changed.find("flux-system/a").unwrap().ids(), ["default_cm-a-renamed__ConfigMap"]);
+    assert_eq!(changed.find("flux-system/b").unwrap().ids(), ["default_cm-b__ConfigMap"]);
 }
 
 /// The same inputs by git id are not the same tree when the ignore rules change: a
