@@ -5,6 +5,11 @@ use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// A git command run in `repo`, never prompting.
+pub fn git_command(repo: &Path) -> Command {
+    git(repo)
+}
+
 fn git(repo: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(repo).env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());

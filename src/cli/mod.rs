@@ -150,6 +150,7 @@ impl RenderArgs {
         opts.rev = rev;
         opts.sources = settings.sources;
         opts.repo_urls = settings.repo_urls;
+        opts.keep_exports = settings.cache_dir.is_some();
         if let Some(snapshot) = snapshot {
             opts.values = snapshot.clone();
             opts.known_scopes = snapshot

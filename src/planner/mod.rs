@@ -133,6 +133,7 @@ impl Request {
         opts.rev = rev;
         opts.sources = self.render.sources.clone();
         opts.repo_urls = self.render.repo_urls.clone();
+        opts.keep_exports = self.render.cache_dir.is_some();
         opts.strict_substitution = self.render.strict_substitution;
         if let Some(jobs) = self.render.jobs {
             opts.jobs = jobs.max(1);

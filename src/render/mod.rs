@@ -6,6 +6,7 @@ mod artifacts;
 pub mod build;
 pub mod cache;
 mod finished;
+mod kept;
 pub mod kustomize;
 pub mod library;
 pub mod masking;
@@ -439,6 +440,9 @@ pub struct RenderOptions {
     pub declared_scopes: Vec<(String, String, crate::flux::scope::Scope)>,
     /// Values of particular clusters (by root path), when each root has its own cluster.
     pub cluster_values: BTreeMap<String, Arc<dyn SubstitutionSource>>,
+    /// Keep this export for the next one of the same repository, and start from the one an
+    /// earlier export kept (see `kept`): set where an on-disk cache is.
+    pub keep_exports: bool,
     /// Strict substitution (undefined variables fail), the controller's default since 1.9.
     pub strict_substitution: bool,
     pub jobs: usize,
@@ -456,6 +460,7 @@ impl RenderOptions {
             rev: None,
             sources: BTreeMap::new(),
             repo_urls: Vec::new(),
+            keep_exports: false,
             values: Arc::new(crate::cluster::Offline),
             cluster_values: BTreeMap::new(),
             declared_roots: None,

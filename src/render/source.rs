@@ -45,7 +45,7 @@ impl Default for SourceLimits {
 pub struct SourceLimitExceeded(pub String);
 
 /// Counts what an export has taken so far against the limits.
-struct Budget {
+pub(super) struct Budget {
     limits: SourceLimits,
     bytes: u64,
     files: u64,
@@ -59,7 +59,7 @@ impl Budget {
     }
 
     /// Whether to write the file; an error when the whole source is over its limits.
-    fn admit(&mut self, path: &Path, size: u64) -> Result<bool, SourceLimitExceeded> {
+    pub(super) fn admit(&mut self, path: &Path, size: u64) -> Result<bool, SourceLimitExceeded> {
         if size > self.limits.max_file_size {
             self.oversized.push((path.display().to_string(), size));
             return Ok(false);
@@ -100,6 +100,16 @@ pub struct ExportedSource {
     filtered: Mutex<BTreeMap<Option<String>, PathBuf>>,
     /// git's object ids of the exported commit and of its `.sourceignore` files (see `tree_ids`).
     object_ids: Option<(Arc<HashMap<String, String>>, String)>,
+    /// The kept tree this export took (see `kept`), put back when it drops.
+    kept: Option<Kept>,
+}
+
+/// A kept tree in use: where it is, what it holds, and where it goes back to.
+struct Kept {
+    claimed: PathBuf,
+    state: super::kept::State,
+    root: PathBuf,
+    key: String,
 }
 
 /// A tree of an export named by content: git's object id of every file and directory of the
@@ -138,6 +148,12 @@ pub fn scratch_dir(limits: &SourceLimits) -> PathBuf {
 impl ExportedSource {
     /// Exports `rev` of `repo` (or its working tree when `rev` is `None`).
     pub fn export(repo: &Path, rev: Option<&str>, limits: SourceLimits) -> Result<Self> {
+        Self::export_keeping(repo, rev, limits, false)
+    }
+
+    /// Exports `rev` of `repo`; with `keep`, from the tree an earlier export of it left (only the
+    /// files that differ are written), and leaves this one for the next.
+    pub fn export_keeping(repo: &Path, rev: Option<&str>, limits: SourceLimits, keep: bool) -> Result<Self> {
         let scratch = scratch_dir(&limits);
         let workdir = tempfile::Builder::new()
             .prefix("fluxplan-src-")
@@ -150,6 +166,13 @@ impl ExportedSource {
         let mut object_ids = None;
         let mut flux_manifests = Vec::new();
         let commit = match rev {
+            Some(rev) if keep => {
+                let commit = git::resolve_commit(repo, rev)?;
+                if let Some(export) = Self::from_kept(repo, &commit, &scratch, workdir, limits).transpose() {
+                    return export;
+                }
+                return Self::export_keeping(repo, Some(&commit), limits, false);
+            }
             Some(rev) => {
                 let commit = git::resolve_commit(repo, rev)?;
                 // git lists the tree's object ids while the archive is written.
@@ -191,7 +214,69 @@ impl ExportedSource {
             limits,
             filtered: Mutex::default(),
             object_ids,
+            kept: None,
         })
+    }
+
+    /// The export of `commit` from a kept tree (or a fresh one to keep); `None` when the commit
+    /// cannot be exported that way (`.gitattributes` may leave files out of an archive).
+    fn from_kept(
+        repo: &Path,
+        commit: &str,
+        scratch: &Path,
+        workdir: tempfile::TempDir,
+        limits: SourceLimits,
+    ) -> Result<Option<Self>> {
+        let entries = super::kept::entries(repo, commit)?;
+        if entries.iter().any(|e| e.path.rsplit('/').next() == Some(".gitattributes")) {
+            return Ok(None);
+        }
+        let (root, key) = super::kept::location(scratch, repo);
+        let claimed = match super::kept::claim(&root, &key, workdir.path()) {
+            Some(claimed) => claimed,
+            None => super::kept::fresh(workdir.path())?,
+        };
+        let mut budget = Budget::new(limits);
+        let updated = if let Some(before) = &claimed.state {
+            super::kept::update(repo, commit, &entries, &claimed.tree(), before, &mut budget)?
+        } else {
+            // Nothing known to start from: every file is written, and the archive is the
+            // quicker way to write them all.
+            let tree = claimed.tree();
+            let _ = std::fs::remove_dir_all(&tree);
+            std::fs::create_dir_all(&tree)?;
+            let (mut warnings, mut manifests) = (Vec::new(), Vec::new());
+            git::archive_into(repo, commit, |tar| {
+                unpack(tar, &tree, &mut budget, &mut warnings, &mut manifests)
+            })?;
+            super::kept::Updated {
+                state: super::kept::State::of(commit, &entries, &budget.oversized, manifests),
+                warnings,
+            }
+        };
+        let mut ids: HashMap<String, String> =
+            entries.iter().map(|e| (e.path.clone(), e.id.clone())).collect();
+        let mut cmd = git::git_command(repo);
+        cmd.args(["rev-parse", "--verify", "--end-of-options"]).arg(format!("{commit}^{{tree}}"));
+        let out = cmd.output()?;
+        ids.insert(String::new(), String::from_utf8_lossy(&out.stdout).trim().to_string());
+        let mut ignores: Vec<(&String, &String)> =
+            ids.iter().filter(|(path, _)| path.rsplit('/').next() == Some(".sourceignore")).collect();
+        ignores.sort();
+        let ignores = format!("{ignores:?}");
+        let raw = claimed.tree();
+        Ok(Some(ExportedSource {
+            raw,
+            commit: Some(commit.to_string()),
+            warnings: updated.warnings,
+            oversized: budget.oversized,
+            flux_manifests: updated.state.manifests(),
+            limits,
+            filtered: Mutex::default(),
+            object_ids: Some((Arc::new(ids), ignores)),
+            kept: Some(Kept { claimed: claimed.dir, state: updated.state, root, key }),
+            workdir,
+        }))
     }
 
     /// One message per file left out for its size, unless the source's ignore rules leave it
@@ -217,8 +302,11 @@ impl ExportedSource {
 
     /// The repository path of a file in one of this export's trees.
     pub fn repo_path(&self, file: &Path) -> Option<String> {
+        if let Ok(inside) = file.strip_prefix(&self.raw) {
+            return Some(inside.to_string_lossy().replace('\\', "/")).filter(|p| !p.is_empty());
+        }
         let mut parts = file.strip_prefix(self.workdir.path()).ok()?.components();
-        parts.next()?; // the tree: raw or one filtered variant
+        parts.next()?; // the tree: one filtered variant
         Some(parts.as_path().to_string_lossy().replace('\\', "/")).filter(|p| !p.is_empty())
     }
 
@@ -253,6 +341,12 @@ impl ExportedSource {
     }
 }
 
+/// The trees kept for `repo` (see `ExportedSource::export_keeping`), each with its state file.
+pub fn kept_trees(repo: &Path, limits: &SourceLimits) -> Vec<PathBuf> {
+    let (root, key) = super::kept::location(&scratch_dir(limits), repo);
+    (0..2).map(|slot| root.join(format!("{key}-{slot}"))).filter(|dir| dir.is_dir()).collect()
+}
+
 /// Set by the command line: exports are deleted by a detached `rm`, so the user does not wait
 /// for thousands of unlinks once the answer is known. A long-lived process (the bot) deletes them
 /// itself.
@@ -268,6 +362,9 @@ impl Drop for ExportedSource {
     /// directory itself removes what is left when it drops).
     fn drop(&mut self) {
         use rayon::prelude::*;
+        if let Some(kept) = self.kept.take() {
+            super::kept::put_back(&kept.claimed, &kept.state, &kept.root, &kept.key);
+        }
         if DELETE_DETACHED.load(Ordering::Relaxed) {
             let rm = Command::new("rm")
                 .env_clear()
@@ -309,7 +406,7 @@ fn collect_subtrees(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, bool)>) {
 const MAX_PENDING_WRITES: u64 = 64 * 1024 * 1024;
 
 /// Keeps the text of a YAML file that mentions Flux (see `ExportedSource::flux_manifests`).
-fn note_manifest(path: &Path, content: &[u8], manifests: &mut Vec<(String, String)>) {
+pub(super) fn note_manifest(path: &Path, content: &[u8], manifests: &mut Vec<(String, String)>) {
     let name = path.to_string_lossy();
     let mentions = |word: &str| memchr::memmem::find(content, word.as_bytes()).is_some();
     if (name.ends_with(".yaml") || name.ends_with(".yml"))

@@ -214,7 +214,8 @@ impl Renderer {
         let started = std::time::Instant::now();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.jobs.max(1)).build()?;
         crate::sandbox::announce();
-        let this_repo = ExportedSource::export(&opts.repo, opts.rev.as_deref(), opts.limits)?;
+        let this_repo =
+            ExportedSource::export_keeping(&opts.repo, opts.rev.as_deref(), opts.limits, opts.keep_exports)?;
         let mut warnings = this_repo.warnings.clone();
         let mut source_limits = this_repo.oversized_messages("")?;
         let mut mapped = BTreeMap::new();

@@ -933,3 +933,74 @@ fn a_kustomization_at_the_source_root_renders_in_the_sandbox() {
     assert!(everything.error.is_none(), "{:?}", everything.error);
     assert_eq!(everything.ids(), vec!["default_at-root__ConfigMap"]);
 }
+
+/// Every file and directory under `dir` with its content (directories: none), sorted.
+fn listing(dir: &std::path::Path) -> Vec<(String, Option<Vec<u8>>)> {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<(String, Option<Vec<u8>>)>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            let relative = path.strip_prefix(root).unwrap().to_string_lossy().to_string();
+            if entry.file_type().unwrap().is_dir() {
+                out.push((relative, None));
+                walk(root, &path, out);
+            } else {
+                out.push((relative, Some(std::fs::read(&path).unwrap())));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn a_kept_export_holds_exactly_the_commit_it_was_brought_to() {
+    use fluxplan::render::source::{kept_trees, ExportedSource, SourceLimits};
+    let repo = Repo::bootstrap("prod");
+    repo.write("a/keep.yaml", "kind: Kustomization\napiVersion: kustomize.toolkit.fluxcd.io/v1\n");
+    repo.write("a/change.yaml", "x: 1\n");
+    repo.write("gone/deep/file.yaml", "x: 1\n");
+    repo.write("swap", "a file first\n");
+    let first = repo.commit("first");
+    repo.write("a/change.yaml", "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\n");
+    repo.remove("gone");
+    repo.remove("swap");
+    repo.write("swap/inside.yaml", "now a directory\n");
+    repo.write("new/dir/file.yaml", "x: 2\n");
+    repo.write("big.yaml", &"x".repeat(2048));
+    std::os::unix::fs::symlink("../a/keep.yaml", repo.path().join("new/link.yaml")).unwrap();
+    let second = repo.commit("second");
+    let limits = SourceLimits { max_file_size: 1024, ..SourceLimits::default() };
+    let same = |kept: &ExportedSource, fresh: &ExportedSource| {
+        assert!(kept.tree(None).unwrap().to_string_lossy().contains("kept"), "the kept tree was used");
+        assert_eq!(listing(&kept.tree(None).unwrap()), listing(&fresh.tree(None).unwrap()));
+        let sorted = |e: &ExportedSource| {
+            let mut m = e.flux_manifests.clone();
+            m.sort();
+            m
+        };
+        assert_eq!(sorted(kept), sorted(fresh));
+        assert_eq!((&kept.oversized, &kept.warnings), (&fresh.oversized, &fresh.warnings));
+        assert_eq!(
+            kept.tree_ids(&kept.tree(None).unwrap()).unwrap().ids,
+            fresh.tree_ids(&fresh.tree(None).unwrap()).unwrap().ids
+        );
+    };
+    drop(ExportedSource::export_keeping(repo.path(), Some(&first), limits, true).unwrap());
+    assert_eq!(kept_trees(repo.path(), &limits).len(), 1, "the first export is kept");
+    let kept = ExportedSource::export_keeping(repo.path(), Some(&second), limits, true).unwrap();
+    assert!(kept_trees(repo.path(), &limits).is_empty(), "taken while in use");
+    same(&kept, &ExportedSource::export(repo.path(), Some(&second), limits).unwrap());
+    drop(kept);
+    // Back to the first commit, from the second's tree.
+    let back = ExportedSource::export_keeping(repo.path(), Some(&first), limits, true).unwrap();
+    same(&back, &ExportedSource::export(repo.path(), Some(&first), limits).unwrap());
+    drop(back);
+    // A kept tree whose state cannot be read is never trusted: it is exported afresh.
+    let slot = kept_trees(repo.path(), &limits).pop().unwrap();
+    std::fs::write(slot.join("state.json"), "{not json").unwrap();
+    std::fs::write(slot.join("tree/a/keep.yaml"), "tampered\n").unwrap();
+    let rebuilt = ExportedSource::export_keeping(repo.path(), Some(&second), limits, true).unwrap();
+    same(&rebuilt, &ExportedSource::export(repo.path(), Some(&second), limits).unwrap());
+}

@@ -1,0 +1,342 @@
+//! Exports kept between runs: a later export of the same repository takes the tree an earlier
+//! one left and rewrites only the files whose git ids differ, instead of unpacking every file of
+//! the commit again (most of a warm render's time on large repositories).
+//!
+//! A kept tree is claimed by renaming it into the new export's scratch directory, so no two
+//! exports ever share one, and it is put back only with the state that describes it: a crash
+//! leaves nothing to misread, only a tree that is exported afresh next time.
+
+use super::source::{note_manifest, Budget};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// Trees kept per repository: a plan exports base and head side by side.
+const SLOTS: usize = 2;
+/// Trees kept in all; the oldest go first.
+const MAX_KEPT: usize = 6;
+const STATE_FILE: &str = "state.json";
+/// File contents held before they are written, at most.
+const MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
+const TREE_DIR: &str = "tree";
+
+/// What a kept tree holds.
+#[derive(Serialize, Deserialize)]
+pub(super) struct State {
+    commit: String,
+    /// Every file by repository path: git's blob id.
+    files: BTreeMap<String, String>,
+    /// The texts of the files that mention Flux or Argo CD (see `ExportedSource::flux_manifests`).
+    manifests: BTreeMap<String, String>,
+}
+
+/// A kept tree claimed by an export: `dir/tree` is the export's raw tree.
+pub(super) struct Claimed {
+    pub dir: PathBuf,
+    pub state: Option<State>,
+}
+
+impl Claimed {
+    pub fn tree(&self) -> PathBuf {
+        self.dir.join(TREE_DIR)
+    }
+}
+
+/// One entry of `git ls-tree -r -t -l`.
+pub(super) struct Entry {
+    pub mode: String,
+    pub kind: String,
+    pub id: String,
+    pub size: u64,
+    pub path: String,
+}
+
+/// Every blob and tree of `commit`, in git's order (the order `git archive` writes them).
+pub(super) fn entries(repo: &Path, commit: &str) -> Result<Vec<Entry>> {
+    let out = crate::git::git_command(repo)
+        .args(["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", "--end-of-options", commit])
+        .stderr(Stdio::piped())
+        .output()
+        .context("cannot run git ls-tree")?;
+    if !out.status.success() {
+        bail!("cannot list the tree of {commit}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let mut entries = Vec::new();
+    for record in out.stdout.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+        // `<mode> <type> <id> <size>\t<path>` (size `-` for trees)
+        let text = String::from_utf8_lossy(record);
+        let Some((meta, path)) = text.split_once('\t') else { continue };
+        let fields: Vec<&str> = meta.split_whitespace().collect();
+        let [mode, kind, id, size] = fields[..] else { continue };
+        entries.push(Entry {
+            mode: mode.to_string(),
+            kind: kind.to_string(),
+            id: id.to_string(),
+            size: size.parse().unwrap_or(0),
+            path: path.to_string(),
+        });
+    }
+    Ok(entries)
+}
+
+/// The directory kept trees live in, and the name of a repository's.
+pub(super) fn location(scratch: &Path, repo: &Path) -> (PathBuf, String) {
+    use sha2::{Digest, Sha256};
+    let repo = std::fs::canonicalize(repo).unwrap_or_else(|_| repo.to_path_buf());
+    let key = hex::encode(&Sha256::digest(repo.to_string_lossy().as_bytes())[..12]);
+    (scratch.join("fluxplan-kept"), key)
+}
+
+/// True when `root` is this user's alone (created so when missing): what another user could
+/// write there is never taken for a repository's content.
+fn private(root: &Path) -> bool {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(root);
+    std::fs::symlink_metadata(root).is_ok_and(|meta| {
+        // SAFETY: getuid cannot fail and touches no memory.
+        let uid = unsafe { libc::getuid() };
+        meta.is_dir() && meta.uid() == uid && meta.mode() & 0o077 == 0
+    })
+}
+
+/// Takes a kept tree of the repository `key` into `workdir` (renamed: no one else can have it).
+pub(super) fn claim(root: &Path, key: &str, workdir: &Path) -> Option<Claimed> {
+    if !private(root) {
+        return None;
+    }
+    let dir = workdir.join("kept");
+    for slot in 0..SLOTS {
+        if std::fs::rename(root.join(format!("{key}-{slot}")), &dir).is_ok() {
+            // The state goes now: a crash while the tree is rewritten leaves no state to trust.
+            let state_file = dir.join(STATE_FILE);
+            let state = std::fs::read(&state_file).ok().and_then(|text| serde_json::from_slice(&text).ok());
+            let _ = std::fs::remove_file(&state_file);
+            return Some(Claimed { dir, state });
+        }
+    }
+    None
+}
+
+/// A fresh, empty tree to keep after this export.
+pub(super) fn fresh(workdir: &Path) -> Result<Claimed> {
+    let dir = workdir.join("kept");
+    std::fs::create_dir_all(dir.join(TREE_DIR))?;
+    Ok(Claimed { dir, state: None })
+}
+
+/// What updating a tree found: the texts of the manifests, and the files left out.
+pub(super) struct Updated {
+    pub state: State,
+    pub warnings: Vec<String>,
+}
+
+/// Brings a claimed tree that holds `before` to `commit` (whose `entries` are given): files
+/// whose id changed are rewritten, files gone are deleted, symlinks and oversized files left out
+/// as `unpack` leaves them out.
+pub(super) fn update(
+    repo: &Path,
+    commit: &str,
+    entries: &[Entry],
+    tree: &Path,
+    before: &State,
+    budget: &mut Budget,
+) -> Result<Updated> {
+    let mut warnings = Vec::new();
+    let mut files = BTreeMap::new();
+    let mut dirs = BTreeSet::new();
+    for entry in entries {
+        match (entry.mode.as_str(), entry.kind.as_str()) {
+            ("120000", _) => {
+                warnings.push(format!("{}: symlink left out, as Flux never archives symlinks", entry.path))
+            }
+            (_, "tree") => {
+                dirs.insert(entry.path.clone());
+            }
+            (_, "blob") if budget.admit(Path::new(&entry.path), entry.size)? => {
+                files.insert(entry.path.clone(), entry.id.clone());
+            }
+            _ => {} // submodules: not in an archive either
+        }
+    }
+    // Out with what changed or went; directories gone go after their files, deepest first.
+    for (path, id) in &before.files {
+        if files.get(path) != Some(id) {
+            remove_file(&tree.join(path))?;
+        }
+    }
+    let mut old_dirs: Vec<&str> = before.files.keys().flat_map(|path| ancestors(path)).collect();
+    old_dirs.sort_by_key(|dir| std::cmp::Reverse(dir.matches('/').count()));
+    old_dirs.dedup();
+    for dir in old_dirs.into_iter().filter(|dir| !dirs.contains(*dir)) {
+        let _ = std::fs::remove_dir_all(tree.join(dir));
+    }
+    for dir in dirs.iter().filter(|dir| !tree.join(dir).is_dir()) {
+        std::fs::create_dir_all(tree.join(dir))?;
+    }
+    // In with what is new or changed, read from git in one stream.
+    let wanted: Vec<(&String, &String)> =
+        files.iter().filter(|(path, id)| before.files.get(*path) != Some(*id)).collect();
+    let mut manifests: BTreeMap<String, String> = before
+        .manifests
+        .iter()
+        .filter(|(path, _)| before.files.get(*path).is_some_and(|id| files.get(*path) == Some(id)))
+        .map(|(path, text)| (path.clone(), text.clone()))
+        .collect();
+    let mut noted = Vec::new();
+    // Creating many small files is the kernel's work: they are written in parallel, a bounded
+    // batch at a time.
+    let mut batch: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let mut batched = 0;
+    let flush = |batch: &mut Vec<(PathBuf, Vec<u8>)>| -> Result<()> {
+        use rayon::prelude::*;
+        let written: Result<()> = batch.par_iter().try_for_each(|(target, content)| {
+            std::fs::write(target, content).with_context(|| format!("cannot write {}", target.display()))
+        });
+        batch.clear();
+        written
+    };
+    read_blobs(repo, &wanted, |path, content| {
+        note_manifest(Path::new(path), content, &mut noted);
+        batched += content.len();
+        batch.push((tree.join(path), content.to_vec()));
+        if batched > MAX_BATCH_BYTES {
+            batched = 0;
+            flush(&mut batch)?;
+        }
+        Ok(())
+    })?;
+    flush(&mut batch)?;
+    manifests.extend(noted);
+    Ok(Updated { state: State { commit: commit.to_string(), files, manifests }, warnings })
+}
+
+impl State {
+    /// What a tree unpacked whole from `commit`'s archive holds: every blob but symlinks and the
+    /// files left out for their size.
+    pub fn of(
+        commit: &str,
+        entries: &[Entry],
+        oversized: &[(String, u64)],
+        manifests: Vec<(String, String)>,
+    ) -> Self {
+        let left_out: BTreeSet<&str> = oversized.iter().map(|(path, _)| path.as_str()).collect();
+        let files = entries
+            .iter()
+            .filter(|e| e.kind == "blob" && e.mode != "120000" && !left_out.contains(e.path.as_str()))
+            .map(|e| (e.path.clone(), e.id.clone()))
+            .collect();
+        State { commit: commit.to_string(), files, manifests: manifests.into_iter().collect() }
+    }
+
+    /// The texts of the manifests discovery reads (repository path, text).
+    pub fn manifests(&self) -> Vec<(String, String)> {
+        self.manifests.iter().map(|(path, text)| (path.clone(), text.clone())).collect()
+    }
+}
+
+/// Puts a claimed tree back with its state, for the next export to take; the oldest kept trees
+/// beyond the limit are deleted.
+pub(super) fn put_back(claimed_dir: &Path, state: &State, root: &Path, key: &str) {
+    let put = || -> Result<()> {
+        if !private(root) {
+            bail!("{} is not private", root.display());
+        }
+        std::fs::write(claimed_dir.join(STATE_FILE), serde_json::to_vec(state)?)?;
+        for slot in 0..SLOTS {
+            if std::fs::rename(claimed_dir, root.join(format!("{key}-{slot}"))).is_ok() {
+                return Ok(());
+            }
+        }
+        bail!("every slot is taken");
+    };
+    if put().is_err() {
+        return; // the scratch directory deletes it with the rest
+    }
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    let mut kept: Vec<(std::time::SystemTime, PathBuf)> =
+        entries.flatten().filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path()))).collect();
+    kept.sort();
+    let excess = kept.len().saturating_sub(MAX_KEPT);
+    for (_, path) in kept.into_iter().take(excess) {
+        let _ = std::fs::remove_dir_all(path);
+    }
+}
+
+fn remove_file(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(anyhow::Error::new(e).context(format!("cannot remove {}", path.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `a/b/c.yaml` → `a/b`, `a`.
+fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    let mut rest = path;
+    std::iter::from_fn(move || {
+        let (parent, _) = rest.rsplit_once('/')?;
+        rest = parent;
+        Some(parent)
+    })
+}
+
+/// Streams the blobs `wanted` (path, id) out of git into `write`.
+fn read_blobs(
+    repo: &Path,
+    wanted: &[(&String, &String)],
+    mut write: impl FnMut(&str, &[u8]) -> Result<()>,
+) -> Result<()> {
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let mut child = crate::git::git_command(repo)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot run git cat-file")?;
+    let mut stdin = child.stdin.take().context("git cat-file has no input")?;
+    let ids: Vec<String> = wanted.iter().map(|(_, id)| format!("{id}\n")).collect();
+    // Written on another thread: git answers while it reads, and both pipes are bounded.
+    let feeder = std::thread::spawn(move || {
+        for id in ids {
+            if stdin.write_all(id.as_bytes()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut out =
+        BufReader::with_capacity(256 * 1024, child.stdout.take().context("git cat-file has no output")?);
+    let mut result = Ok(());
+    for (path, id) in wanted {
+        let mut header = String::new();
+        out.read_line(&mut header)?;
+        // `<id> blob <size>`
+        let fields: Vec<&str> = header.split_whitespace().collect();
+        let size = match fields[..] {
+            [got, "blob", size] if got == id.as_str() => size.parse::<usize>().context("bad blob size")?,
+            _ => {
+                result =
+                    Err(anyhow::anyhow!("git cat-file did not give blob {id} ({path}): {}", header.trim()));
+                break;
+            }
+        };
+        let mut content = vec![0; size + 1];
+        out.read_exact(&mut content)?;
+        content.truncate(size);
+        if let Err(e) = write(path, &content) {
+            result = Err(e);
+            break;
+        }
+    }
+    drop(out);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = feeder.join();
+    result
+}
