@@ -37,6 +37,27 @@ pub fn kustomize_api_version(path: &Path) -> Option<String> {
     facts(path).ok()?.api_version
 }
 
+/// The version a worker of `program` reported for the library at `path`, when a stamp records
+/// it for these very files (see `remember_worker_version`): the probe worker need not start.
+pub fn known_worker_version(path: &Path, program: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(stamp_path(path)).ok()?;
+    let mut lines = text.lines();
+    (lines.next()? == identity(path).ok()?).then_some(())?;
+    let (for_program, version) = lines.nth(2)?.split_once('\t')?;
+    (for_program == identity(program).ok()? && !version.is_empty()).then(|| version.to_string())
+}
+
+/// Records what a worker of `program` reported for the library at `path` (best effort).
+pub fn remember_worker_version(path: &Path, program: &Path, version: &str) {
+    let (Ok(facts), Ok(library), Ok(program)) = (facts(path), identity(path), identity(program)) else {
+        return;
+    };
+    if version.contains(['\n', '\t']) {
+        return;
+    }
+    write_stamp(&stamp_path(path), &library, &facts, Some(&format!("{program}\t{version}")));
+}
+
 /// What reading a library file teaches: its sha256 and kustomize's version.
 #[derive(Debug, Clone, PartialEq)]
 struct Facts {
@@ -68,7 +89,7 @@ fn read_facts(path: &Path) -> Result<Facts, String> {
     let facts = Facts { sha256: hex::encode(Sha256::digest(&bytes)), api_version: api_version_in(&bytes) };
     // The file must not have changed while it was read, or the stamp would vouch for it.
     if identity(path).ok().as_deref() == Some(before.as_str()) {
-        write_stamp(&stamp, &before, &facts);
+        write_stamp(&stamp, &before, &facts, None);
     }
     Ok(facts)
 }
@@ -95,7 +116,8 @@ fn identity(path: &Path) -> std::io::Result<String> {
     ))
 }
 
-/// Stamp format: the identity line, the sha256, the API version (empty when unknown).
+/// Stamp format: the identity line, the sha256, the API version (empty when unknown), and
+/// optionally the worker's report: the worker program's identity, a tab, the version it said.
 fn read_stamp(stamp: &Path, identity: &str) -> Option<Facts> {
     let text = std::fs::read_to_string(stamp).ok()?;
     let mut lines = text.lines();
@@ -108,8 +130,12 @@ fn read_stamp(stamp: &Path, identity: &str) -> Option<Facts> {
 }
 
 /// Best effort (the library's directory may be read-only): written whole, then renamed.
-fn write_stamp(stamp: &Path, identity: &str, facts: &Facts) {
-    let text = format!("{identity}\n{}\n{}\n", facts.sha256, facts.api_version.as_deref().unwrap_or(""));
+fn write_stamp(stamp: &Path, identity: &str, facts: &Facts, worker: Option<&str>) {
+    let mut text = format!("{identity}\n{}\n{}\n", facts.sha256, facts.api_version.as_deref().unwrap_or(""));
+    if let Some(worker) = worker {
+        text.push_str(worker);
+        text.push('\n');
+    }
     let Some(dir) = stamp.parent() else { return };
     if let Ok(mut file) = tempfile::NamedTempFile::new_in(dir) {
         if std::io::Write::write_all(&mut file, text.as_bytes()).is_ok() {

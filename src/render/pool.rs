@@ -66,7 +66,8 @@ impl Drop for Worker {
 }
 
 impl WorkerPool {
-    /// Starts one worker to check that the library loads, and learns its version.
+    /// Starts one worker to check that the library loads, and learns its version (once per
+    /// library and program: a stamp beside the library remembers it).
     pub fn start(program: &Path, library: &Path, landlock: bool) -> anyhow::Result<Self> {
         let mut pool = WorkerPool {
             program: program.to_path_buf(),
@@ -75,12 +76,17 @@ impl WorkerPool {
             idle: Mutex::default(),
             max_idle: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
         };
+        if let Some(version) = super::library::known_worker_version(library, program) {
+            pool.version = version;
+            return Ok(pool);
+        }
         // The probe may read nothing but the library's own directory.
         let probe_root = library.parent().unwrap_or(Path::new("/nonexistent"));
         let (worker, version) = pool
             .spawn(probe_root, landlock, Instant::now() + START_TIMEOUT)
             .map_err(|e| anyhow::anyhow!("the kustomize library {} does not work: {e}", library.display()))?;
         drop(worker);
+        super::library::remember_worker_version(library, program, &version);
         pool.version = version;
         Ok(pool)
     }

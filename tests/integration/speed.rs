@@ -474,3 +474,43 @@ fn the_fetch_script_and_the_binary_pin_the_same_library() {
             .unwrap();
     assert!(script.contains(&format!("lib_sha256={}", library::PINNED_SHA256)), "{script}");
 }
+
+/// The probe that learns the library's version runs once per library and worker program: later
+/// processes read it from the stamp beside the library, until either file changes.
+#[test]
+fn the_library_is_probed_once_per_library_and_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = dir.path().join("libpykustomize.so");
+    std::fs::copy(library_path(), &library).unwrap();
+    // The probe may read only the library's directory: the switch that breaks it lies there.
+    let broken = dir.path().join("broken");
+    let script = dir.path().join("worker");
+    let greeting = |version: &str| {
+        format!(
+            "#!/bin/sh
+[ -e {} ] && exit 1
+printf 'V\\000\\000\\000\\000\\000\\000\\000\\004{version}'
+cat >/dev/null
+",
+            broken.display()
+        )
+    };
+    let write_script = |text: String| {
+        let _ = std::fs::remove_file(&script);
+        std::fs::write(&script, text).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    write_script(greeting("fake"));
+    let first = Kustomize::library_in(&script, &library, TIMEOUT).unwrap();
+    assert!(first.version.ends_with("(fake)"), "{}", first.version);
+    // A probe now would fail: the next start does not probe, it reads the stamp.
+    std::fs::write(&broken, "").unwrap();
+    let second = Kustomize::library_in(&script, &library, TIMEOUT).unwrap();
+    assert_eq!(second.version, first.version);
+    // Another worker program is probed again (and fails, being broken).
+    write_script(greeting("fak2"));
+    assert!(Kustomize::library_in(&script, &library, TIMEOUT).is_err());
+    std::fs::remove_file(&broken).unwrap();
+    let third = Kustomize::library_in(&script, &library, TIMEOUT).unwrap();
+    assert!(third.version.ends_with("(fak2)"), "{}", third.version);
+}
