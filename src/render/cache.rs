@@ -10,6 +10,32 @@ use std::sync::{Arc, Mutex};
 pub struct RenderCache {
     memory: Mutex<HashMap<String, Arc<String>>>,
     disk: Option<PathBuf>,
+    /// Entries go to disk on a thread of their own: on slow disks a file costs a millisecond,
+    /// which builds should not wait for. Joined (everything written) when the cache drops.
+    writer: Option<Writer>,
+}
+
+struct Writer {
+    queue: std::sync::mpsc::Sender<(PathBuf, Arc<String>)>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Drop for RenderCache {
+    fn drop(&mut self) {
+        if let Some(Writer { queue, thread }) = self.writer.take() {
+            drop(queue);
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Written to a temporary file and renamed: a crash never leaves half an entry.
+fn write_entry(dir: &std::path::Path, path: &std::path::Path, output: &str) {
+    if let Ok(mut file) = tempfile::NamedTempFile::new_in(dir) {
+        if file.write_all(output.as_bytes()).is_ok() {
+            let _ = file.persist(path);
+        }
+    }
 }
 
 impl RenderCache {
@@ -17,7 +43,19 @@ impl RenderCache {
     /// outputs may hold Secret manifests).
     pub fn new(dir: Option<PathBuf>) -> Self {
         let disk = dir.filter(|d| create_private_dir(d).is_ok());
-        RenderCache { memory: Mutex::default(), disk }
+        let writer = disk.clone().and_then(|dir| {
+            let (queue, entries) = std::sync::mpsc::channel::<(PathBuf, Arc<String>)>();
+            let thread = std::thread::Builder::new()
+                .name("cache-writer".into())
+                .spawn(move || {
+                    for (path, output) in entries {
+                        write_entry(&dir, &path, &output);
+                    }
+                })
+                .ok()?;
+            Some(Writer { queue, thread })
+        });
+        RenderCache { memory: Mutex::default(), disk, writer }
     }
 
     /// The default on-disk location: `$FLUXPLAN_CACHE_DIR`, else `$XDG_CACHE_HOME/fluxplan`,
@@ -44,11 +82,10 @@ impl RenderCache {
 
     pub fn put(&self, key: &str, output: Arc<String>) {
         if let Some(dir) = &self.disk {
-            // Written to a temporary file and renamed: a crash never leaves half an entry.
-            if let Ok(mut file) = tempfile::NamedTempFile::new_in(dir) {
-                if file.write_all(output.as_bytes()).is_ok() {
-                    let _ = file.persist(dir.join(key));
-                }
+            let queued =
+                self.writer.as_ref().is_some_and(|w| w.queue.send((dir.join(key), output.clone())).is_ok());
+            if !queued {
+                write_entry(dir, &dir.join(key), &output);
             }
         }
         self.put_in_memory(key, output);
