@@ -29,6 +29,8 @@ pub(super) struct State {
     commit: String,
     /// Every file by repository path: git's blob id.
     files: BTreeMap<String, String>,
+    /// Every directory, those holding no file written (only symlinks, oversized files) too.
+    dirs: BTreeSet<String>,
     /// The texts of the files that mention Flux or Argo CD (see `ExportedSource::flux_manifests`).
     manifests: BTreeMap<String, String>,
 }
@@ -167,7 +169,12 @@ pub(super) fn update(
             remove_file(&tree.join(path))?;
         }
     }
-    let mut old_dirs: Vec<&str> = before.files.keys().flat_map(|path| ancestors(path)).collect();
+    let mut old_dirs: Vec<&str> = before
+        .files
+        .keys()
+        .flat_map(|path| ancestors(path))
+        .chain(before.dirs.iter().map(String::as_str))
+        .collect();
     old_dirs.sort_by_key(|dir| std::cmp::Reverse(dir.matches('/').count()));
     old_dirs.dedup();
     for dir in old_dirs.into_iter().filter(|dir| !dirs.contains(*dir)) {
@@ -210,7 +217,7 @@ pub(super) fn update(
     })?;
     flush(&mut batch)?;
     manifests.extend(noted);
-    Ok(Updated { state: State { commit: commit.to_string(), files, manifests }, warnings })
+    Ok(Updated { state: State { commit: commit.to_string(), files, dirs, manifests }, warnings })
 }
 
 impl State {
@@ -228,7 +235,8 @@ impl State {
             .filter(|e| e.kind == "blob" && e.mode != "120000" && !left_out.contains(e.path.as_str()))
             .map(|e| (e.path.clone(), e.id.clone()))
             .collect();
-        State { commit: commit.to_string(), files, manifests: manifests.into_iter().collect() }
+        let dirs = entries.iter().filter(|e| e.kind == "tree").map(|e| e.path.clone()).collect();
+        State { commit: commit.to_string(), files, dirs, manifests: manifests.into_iter().collect() }
     }
 
     /// The texts of the manifests discovery reads (repository path, text).

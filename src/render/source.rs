@@ -238,7 +238,15 @@ impl ExportedSource {
         };
         let mut budget = Budget::new(limits);
         let updated = if let Some(before) = &claimed.state {
-            super::kept::update(repo, commit, &entries, &claimed.tree(), before, &mut budget)?
+            // A tree that cannot be brought forward (git failed, a limit) is exported afresh,
+            // which says what went wrong the usual way.
+            match super::kept::update(repo, commit, &entries, &claimed.tree(), before, &mut budget) {
+                Ok(updated) => updated,
+                Err(e) => {
+                    tracing::debug!("kept export not reused: {e:#}");
+                    return Ok(None);
+                }
+            }
         } else {
             // Nothing known to start from: every file is written, and the archive is the
             // quicker way to write them all.

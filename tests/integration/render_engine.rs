@@ -962,6 +962,8 @@ fn a_kept_export_holds_exactly_the_commit_it_was_brought_to() {
     repo.write("a/change.yaml", "x: 1\n");
     repo.write("gone/deep/file.yaml", "x: 1\n");
     repo.write("swap", "a file first\n");
+    // A directory holding nothing written: only a file over the size limit.
+    repo.write("huge/only.yaml", &"y".repeat(4096));
     let first = repo.commit("first");
     repo.write("a/change.yaml", "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\n");
     repo.remove("gone");
@@ -969,6 +971,7 @@ fn a_kept_export_holds_exactly_the_commit_it_was_brought_to() {
     repo.write("swap/inside.yaml", "now a directory\n");
     repo.write("new/dir/file.yaml", "x: 2\n");
     repo.write("big.yaml", &"x".repeat(2048));
+    repo.remove("huge");
     std::os::unix::fs::symlink("../a/keep.yaml", repo.path().join("new/link.yaml")).unwrap();
     let second = repo.commit("second");
     let limits = SourceLimits { max_file_size: 1024, ..SourceLimits::default() };
