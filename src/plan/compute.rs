@@ -518,20 +518,19 @@ impl<'a> ClusterView<'a> {
             return change;
         }
         if self.engine_of(owner) == Engine::ArgoCd {
-            // Argo CD reads the object's own sync options: Prune= when Git drops it, Delete= when
-            // its Application is deleted.
-            let exemption = |meta: &serde_json::Value| {
-                let options = ObjectOptions::of(meta);
-                if cascade.is_some() {
-                    options.delete_exemption()
-                } else {
-                    options.prune_exemption()
+            // Argo CD reads the object's own sync options (the live object's, else offline the
+            // base manifest's): Prune= when Git drops it, Delete= when its Application is deleted.
+            let live = self.live_object(id);
+            let (metadata, from_base) = match live {
+                Live::Missing => {
+                    change.action = Action::Skip;
+                    change.reason = Some(NOT_FOUND.into());
+                    return change;
                 }
+                Live::Present(object) => (Some(&object["metadata"]), false),
+                Live::Unknown => (self.base_object(owner, id).map(|o| &o.object["metadata"]), true),
             };
-            let options = match self.live_object(id) {
-                Live::Present(object) => Some(ObjectOptions::of(&object["metadata"])),
-                _ => self.base_object(owner, id).map(|o| ObjectOptions::of(&o.object["metadata"])),
-            };
+            let options = metadata.map(ObjectOptions::of);
             let app_prunes_last = self
                 .unit(owner)
                 .and_then(|k| k.argocd.as_deref()?.application.as_ref())
@@ -539,31 +538,23 @@ impl<'a> ClusterView<'a> {
             if cascade.is_none() && (app_prunes_last || options.is_some_and(|o| o.prune_last)) {
                 change.reason = Some(PRUNED_LAST.into());
             }
-            match self.live_object(id) {
-                Live::Unknown => {
-                    if let Some(why) =
-                        self.base_object(owner, id).and_then(|o| exemption(&o.object["metadata"]))
-                    {
-                        change.action = Action::Skip;
-                        change.reason = Some(format!("{why} (in the base manifest)"));
-                    }
-                }
-                Live::Missing => {
+            let exemption = options.and_then(|o| match cascade {
+                Some(_) => o.delete_exemption(),
+                None => o.prune_exemption(),
+            });
+            let default_tracking = crate::argocd::tracking::TrackingMethod::default();
+            let tracking = self.live.map_or(&default_tracking, |s| &s.tracking);
+            if let Some(why) = exemption {
+                change.action = Action::Skip;
+                change.reason =
+                    Some(if from_base { format!("{why} (in the base manifest)") } else { why.into() });
+            } else if let Live::Present(object) = live {
+                if !tracking.tracks(&object["metadata"], &owner.name, &owner.namespace) {
                     change.action = Action::Skip;
-                    change.reason = Some(NOT_FOUND.into());
-                }
-                Live::Present(object) => {
-                    let tracking = &self.live.map(|s| s.tracking.clone()).unwrap_or_default();
-                    if let Some(why) = exemption(&object["metadata"]) {
-                        change.action = Action::Skip;
-                        change.reason = Some(why.into());
-                    } else if !tracking.tracks(&object["metadata"], &owner.name, &owner.namespace) {
-                        change.action = Action::Skip;
-                        change.reason = Some(format!(
-                            "does not carry Application {owner}'s tracking marker ({}): Argo CD leaves it alone",
-                            tracking.describe()
-                        ));
-                    }
+                    change.reason = Some(format!(
+                        "does not carry Application {owner}'s tracking marker ({}): Argo CD leaves it alone",
+                        tracking.describe()
+                    ));
                 }
             }
             return change;

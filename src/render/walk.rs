@@ -214,8 +214,10 @@ impl Renderer {
         let started = std::time::Instant::now();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.jobs.max(1)).build()?;
         crate::sandbox::announce();
-        let this_repo =
-            ExportedSource::export_keeping(&opts.repo, opts.rev.as_deref(), opts.limits, opts.keep_exports)?;
+        // A tree kept for later renders must be one no build could write to: only where the
+        // sandbox confines builds to reading it.
+        let keep = opts.keep_exports && crate::sandbox::status().filesystem;
+        let this_repo = ExportedSource::export_keeping(&opts.repo, opts.rev.as_deref(), opts.limits, keep)?;
         let mut warnings = this_repo.warnings.clone();
         let mut source_limits = this_repo.oversized_messages("")?;
         let mut mapped = BTreeMap::new();
