@@ -52,7 +52,16 @@ impl Worker {
         let key = (repo.forge.as_str(), repo.full_name.as_str(), m.number as i64);
         // A retried merge job finds its run: it only (re)queues the follow-ups, which collapse.
         if let Some(run) = self.store.merge_run(key.0, key.1, key.2, &m.merge_sha).await? {
-            return self.enqueue_followups(&m, run.id, run.prediction.as_deref()).await;
+            // A stored prediction that does not read watches nothing: said, not silent.
+            let prediction = match run.prediction.as_deref().map(serde_json::from_str::<Prediction>) {
+                Some(Ok(prediction)) => prediction,
+                Some(Err(e)) => {
+                    tracing::warn!(run = run.id, error = %e, "stored prediction unreadable: no follow-ups");
+                    Prediction::default()
+                }
+                None => Prediction::default(),
+            };
+            return self.enqueue_followups(&m, run.id, &prediction).await;
         }
         let (forge, token) = self.forge(repo)?;
         let mirror = self.fetch(forge, repo, token.clone(), &[&m.merge_sha]).await?;
@@ -155,7 +164,7 @@ impl Worker {
             base_sha: landed_on.clone().or(merge_plan.outcome.base_sha.clone()),
             merge_sha: Some(m.merge_sha.clone()),
             notes: Some(serde_json::to_string(&merge_plan.notes).unwrap_or_default()),
-            prediction: Some(prediction.clone()),
+            prediction: Some(prediction),
             followup,
             ..merge_plan.outcome
         };
@@ -164,7 +173,7 @@ impl Worker {
             tracing::info!(run = run_id, %note, "merge run note");
         }
         tracing::info!(run = run_id, watched = watched.len(), "merge recorded");
-        self.enqueue_followups(&m, run_id, Some(&prediction)).await
+        self.enqueue_followups(&m, run_id, &merge_plan.prediction).await
     }
 
     /// A merge that cannot be planned is still recorded, with why (nothing is watched).
@@ -200,13 +209,11 @@ impl Worker {
         &self,
         m: &MergedPull,
         run_id: i64,
-        prediction: Option<&str>,
+        prediction: &Prediction,
     ) -> Result<(), JobError> {
-        let prediction: Prediction =
-            prediction.and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
         let deadline_at = now_ms() + self.config.followup.deadline.as_millis() as i64;
         let jobs: Vec<_> = self
-            .watched(&prediction)
+            .watched(prediction)
             .into_iter()
             .map(|(_, (k, context))| {
                 JobPayload::Followup(FollowupTarget {

@@ -132,17 +132,16 @@ pub fn landed_on(mirror: &Path, merge: &str, head: &str) -> Result<Option<String
     if !crate::git::is_commit_id(head) {
         return first_parent(mirror, merge);
     }
-    let Some(parent) = first_parent(mirror, merge)? else { return Ok(None) };
+    // `<merge> <parent>...`, read once: a merge commit has two parents or more.
     let parents = output(mirror, &["rev-list", "--parents", "-n", "1", merge, "--"])?;
-    if parents.split_whitespace().count() > 2 {
+    let parents: Vec<&str> = parents.split_whitespace().skip(1).collect();
+    let Some(parent) = parents.first().map(|p| p.to_string()) else { return Ok(None) };
+    if parents.len() > 1 {
         return Ok(Some(parent));
     }
-    // The pull request's own commits, since it forked from the base.
-    let fork = output(mirror, &["merge-base", head, merge])?;
+    // The pull request's own commits, since it forked from the base (no common history: none).
+    let Ok(fork) = output(mirror, &["merge-base", head, merge]) else { return Ok(Some(parent)) };
     let fork = fork.trim();
-    if fork.is_empty() {
-        return Ok(Some(parent));
-    }
     let own = patch_ids(mirror, &["--no-merges", &format!("{fork}..{head}")])?;
     if own.is_empty() {
         return Ok(Some(parent));
