@@ -4,9 +4,16 @@ c-shared build fluxplan's workers load) in one process, THREADS at a time. Print
 of the builds and checks each one succeeded. Usage: library-floor.py LIB REPO PATHS_FILE THREADS"""
 import ctypes
 import json
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+# The Go runtime reads its settings when the library loads: the same as fluxplan's workers
+# (GO_RUNTIME_ENV in src/render/pool.rs), so the floor is kustomize's cost under the same collector.
+GO_RUNTIME_ENV = {"GOGC": "800", "GOMEMLIMIT": "1GiB"}
+if any(os.environ.get(k) != v for k, v in GO_RUNTIME_ENV.items()):
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **GO_RUNTIME_ENV})
 
 lib_path, repo, paths_file, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 started = time.monotonic()

@@ -20,6 +20,52 @@ pub fn to_yaml(value: &Value) -> String {
     serde_norway::to_string(value).unwrap_or_else(|e| format!("# unprintable: {e}\n"))
 }
 
+/// Writes values one after another as YAML documents through one emitter: starting an emitter
+/// costs more than emitting a small manifest, and a render emits thousands.
+pub struct DocumentWriter {
+    written: std::rc::Rc<std::cell::RefCell<Vec<u8>>>,
+    serializer: Option<serde_norway::Serializer<Shared>>,
+}
+
+/// The emitter's output, readable while the emitter lives.
+struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Default for DocumentWriter {
+    fn default() -> Self {
+        DocumentWriter { written: Default::default(), serializer: None }
+    }
+}
+
+impl DocumentWriter {
+    /// `value` as one YAML document (after the first, it starts with `---`).
+    pub fn to_yaml(&mut self, value: &Value) -> String {
+        let written = self.written.clone();
+        let serializer =
+            self.serializer.get_or_insert_with(|| serde_norway::Serializer::new(Shared(written)));
+        let emitted = serde::Serialize::serialize(value, &mut *serializer).and_then(|()| serializer.flush());
+        let text = String::from_utf8(std::mem::take(&mut *self.written.borrow_mut()));
+        match (emitted, text) {
+            (Ok(()), Ok(text)) => text,
+            // An emitter that failed mid-document is not reused.
+            _ => {
+                self.serializer = None;
+                to_yaml(value)
+            }
+        }
+    }
+}
+
 /// Several values as one YAML stream separated by `---`.
 pub fn to_yaml_stream<'a>(values: impl IntoIterator<Item = &'a Value>) -> String {
     values.into_iter().map(to_yaml).collect::<Vec<_>>().join("---\n")
@@ -52,6 +98,22 @@ mod tests {
     fn skips_empty_documents() {
         let docs = parse_documents("---\na: 1\n---\n---\n# only a comment\n---\nb: [1, 2]\n").unwrap();
         assert_eq!(docs, vec![serde_json::json!({"a": 1}), serde_json::json!({"b": [1, 2]})]);
+    }
+
+    #[test]
+    fn documents_written_through_one_emitter_read_back_one_by_one() {
+        let values = [
+            serde_json::json!({"kind": "ConfigMap", "data": {"a": "${x}", "b": "1"}}),
+            serde_json::json!({"kind": "Service", "spec": {"ports": [{"port": 80}]}}),
+            serde_json::json!({"text": "line one\nline two\n", "yes": "yes"}),
+            serde_json::json!({"kept": "trailing lines\n\n\n"}),
+            serde_json::json!({"after": "an open-ended document", "n": 1.5}),
+        ];
+        let mut writer = DocumentWriter::default();
+        for value in &values {
+            let text = writer.to_yaml(value);
+            assert_eq!(parse_documents(&text).unwrap(), vec![value.clone()], "{text}");
+        }
     }
 
     #[test]

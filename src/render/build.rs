@@ -71,6 +71,10 @@ pub struct Builder {
     pub kustomize: Kustomize,
     pub cache: RenderCache,
     file_hashes: Mutex<BTreeMap<PathBuf, String>>,
+    /// The references of nested kustomization files already checked and rewritten, by file and
+    /// whether a plugin declared them: a component many builds share is parsed once.
+    nested: Mutex<HashMap<(PathBuf, bool), Vec<Reference>>>,
+    resolver: references::Resolver,
     shadow_counter: AtomicU64,
     /// Cache keys being built: a second build of the same inputs waits for the first and reads
     /// its result from the cache, so kustomize runs once per key.
@@ -87,6 +91,8 @@ impl Builder {
             kustomize,
             cache,
             file_hashes: Mutex::default(),
+            nested: Mutex::default(),
+            resolver: references::Resolver::default(),
             shadow_counter: AtomicU64::new(0),
             in_flight: Mutex::default(),
             failed: Mutex::default(),
@@ -327,7 +333,7 @@ impl Builder {
     ) -> Result<(), RenderError> {
         let here = paths::relative(root, dir);
         for reference in refs {
-            let local = references::check(root, dir, &reference, &here)?;
+            let local = references::check(root, dir, &reference, &here, &self.resolver)?;
             if local.inline {
                 continue; // checked in place; its path names nothing
             }
@@ -355,29 +361,44 @@ impl Builder {
             } else if let Some(file) = kustomization_file(&target) {
                 let shown = paths::relative(root, &file);
                 inputs.insert(shown.clone(), self.file_hash(&file)?);
-                let text = std::fs::read_to_string(&file)
-                    .map_err(|e| RenderError::InvalidSource(format!("cannot read {shown}: {e}")))?;
-                let mut document = match yaml::parse_documents(&text) {
-                    Ok(mut docs) if docs.len() <= 1 && docs.iter().all(Value::is_object) => {
-                        docs.pop().unwrap_or_else(|| json!({}))
-                    }
-                    Ok(_) => {
-                        return Err(RenderError::InvalidSource(format!(
-                            "{shown} is not one YAML mapping, as a kustomization must be"
-                        )))
-                    }
-                    Err(e) => {
-                        return Err(RenderError::InvalidSource(format!("{shown} is not valid YAML: {e}")))
-                    }
-                };
-                let nested = references::of_kustomization(&document, &shown, local.plugin)?;
-                references::canonical_kustomization(&mut document);
-                references::rewrite(&file, &yaml::to_yaml(&document))?;
+                let nested = self.nested_references(&file, &shown, local.plugin)?;
                 self.collect_inputs(root, &target, base.as_deref(), nested, inputs, visiting)?;
             }
             // A directory without a kustomization file: kustomize refuses it, reading nothing.
         }
         Ok(())
+    }
+
+    /// The references of the nested kustomization `file`, which is rewritten as parsed (once per
+    /// render: the rewritten text parses the same).
+    fn nested_references(
+        &self,
+        file: &Path,
+        shown: &str,
+        plugin: bool,
+    ) -> Result<Vec<Reference>, RenderError> {
+        let memo = (file.to_path_buf(), plugin);
+        if let Some(known) = self.nested.lock().unwrap_or_else(|e| e.into_inner()).get(&memo) {
+            return Ok(known.clone());
+        }
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| RenderError::InvalidSource(format!("cannot read {shown}: {e}")))?;
+        let mut document = match yaml::parse_documents(&text) {
+            Ok(mut docs) if docs.len() <= 1 && docs.iter().all(Value::is_object) => {
+                docs.pop().unwrap_or_else(|| json!({}))
+            }
+            Ok(_) => {
+                return Err(RenderError::InvalidSource(format!(
+                    "{shown} is not one YAML mapping, as a kustomization must be"
+                )))
+            }
+            Err(e) => return Err(RenderError::InvalidSource(format!("{shown} is not valid YAML: {e}"))),
+        };
+        let nested = references::of_kustomization(&document, shown, plugin)?;
+        references::canonical_kustomization(&mut document);
+        references::rewrite(file, &yaml::to_yaml(&document))?;
+        self.nested.lock().unwrap_or_else(|e| e.into_inner()).insert(memo, nested.clone());
+        Ok(nested)
     }
 
     /// Runs kustomize on a shadow of `dir`: a sibling directory holding the prepared

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 /// How long a new worker may take to load the library and say hello.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-/// The Go runtime's settings in a worker (see `spawn`).
-const GO_RUNTIME_ENV: &[(&str, &str)] = &[("GOGC", "400"), ("GOMEMLIMIT", "1GiB")];
+/// The Go runtime's settings in a worker (see `spawn`; `bench/library-floor.py` uses the same).
+const GO_RUNTIME_ENV: &[(&str, &str)] = &[("GOGC", "800"), ("GOMEMLIMIT", "1GiB")];
 /// The most of a dead worker's stderr quoted in the build's error.
 const STDERR_TAIL: u64 = 2048;
 
@@ -175,7 +175,9 @@ impl WorkerPool {
         };
         confinement.apply(&mut cmd).map_err(|e| BuildError::Failed(e.to_string()))?;
         // A worker's heap is small, so Go's default collector (GOGC=100) runs every few MB and
-        // took a third of a build's time; the soft limit makes it collect hard again near 1 GiB.
+        // took a third of a build's time. GOGC=800 against 400: a tenth less CPU for about 17 MiB
+        // more per worker (bench/library-floor.py and bench/render.sh, 500 Kustomizations); the
+        // soft limit makes it collect hard again near 1 GiB. bench/library-floor.py mirrors this.
         cmd.envs(GO_RUNTIME_ENV.iter().copied());
         let mut child =
             cmd.spawn().map_err(|e| failed(&format!("cannot run {}", self.program.display()), &e))?;

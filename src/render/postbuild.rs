@@ -125,10 +125,11 @@ pub fn finish(
     let owner = spec.reference();
     let mut unresolved = BTreeSet::new();
     let mut objects = Vec::with_capacity(built.len());
+    let mut writer = yaml::DocumentWriter::default();
     for BuiltObject { object, origin } in built {
         let mut kept = BTreeSet::new();
         let (real, shown) = if substitutes && mentions_dollar(&object) && !substitution_disabled(&object) {
-            let text = yaml::to_yaml(&object);
+            let text = writer.to_yaml(&object);
             let real = substitute_object(&text, &vars.values, on_undefined, &object, &mut kept)?;
             let shown = if vars.secret_names.is_empty() {
                 None

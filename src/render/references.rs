@@ -232,7 +232,13 @@ pub fn of_plugin_config(document: &Value, file: &str) -> Result<Vec<Reference>, 
 /// Checks one reference made from `dir`: URLs fail with `remote-base`; absolute paths, paths
 /// that climb out of `root` (lexically, or through a symlink) and paths that cannot be
 /// normalised fail with `invalid-source`.
-pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Result<Local, RenderError> {
+pub fn check(
+    root: &Path,
+    dir: &Path,
+    reference: &Reference,
+    here: &str,
+    resolver: &Resolver,
+) -> Result<Local, RenderError> {
     let Reference { field, value, plugin, inline } = reference;
     if *inline {
         return check_inline(root, dir, reference, here);
@@ -261,7 +267,7 @@ pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Resu
     let path = lexical.ok_or_else(outside)?;
     // Only what exists is read: anything else would be kustomize's to interpret (as a remote
     // repository, for one), and it would fail the build anyway.
-    let Ok(real) = path.canonicalize() else {
+    let Ok(real) = resolver.canonicalize(&path) else {
         return Err(if looks_remote(value) {
             RenderError::RemoteBase(format!(
                 "{field} entry '{value}' in {here} is not in the source and looks like a remote location: \
@@ -282,6 +288,39 @@ pub fn check(root: &Path, dir: &Path, reference: &Reference, here: &str) -> Resu
         }
     }
     Ok(Local { field: field.clone(), path, plugin: *plugin, inline: false })
+}
+
+/// Canonical paths of one render's trees, with each directory resolved once: thousands of
+/// references land in the same few directories. Trees do not change while they are rendered
+/// (builds cannot write to them), so a resolved directory stays resolved.
+#[derive(Default)]
+pub struct Resolver {
+    dirs: std::sync::Mutex<std::collections::HashMap<PathBuf, PathBuf>>,
+}
+
+impl Resolver {
+    /// What `path.canonicalize()` gives, for an existing path without `.` or `..` components.
+    pub fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return path.canonicalize();
+        };
+        if path.symlink_metadata()?.file_type().is_symlink() {
+            return path.canonicalize();
+        }
+        let known = self.dirs.lock().unwrap_or_else(|e| e.into_inner()).get(parent).cloned();
+        let parent_real = match known {
+            Some(real) => real,
+            None => {
+                let real = parent.canonicalize()?;
+                self.dirs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(parent.to_path_buf(), real.clone());
+                real
+            }
+        };
+        Ok(parent_real.join(name))
+    }
 }
 
 /// An inline entry read as a path, as kustomize does when it cannot read it in place: it must
@@ -631,7 +670,9 @@ mod tests {
             plugin: false,
             inline: true,
         };
-        let message = check(root.path(), root.path(), &reference, "apps").unwrap_err().to_string();
+        let message = check(root.path(), root.path(), &reference, "apps", &Resolver::default())
+            .unwrap_err()
+            .to_string();
         assert!(!message.contains("hunter2") && message.contains("<inline Secret/db>"), "{message}");
     }
 
@@ -642,10 +683,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::create_dir_all(root.path().join("apps/base")).unwrap();
         std::fs::create_dir_all(root.path().join("other")).unwrap();
+        // One resolver for every check: directories it resolved before must not hide a symlink.
+        let resolver = Resolver::default();
         let check = |value: &str| {
             let reference =
                 Reference { field: "resources".into(), value: value.into(), plugin: false, inline: false };
-            check(root.path(), &dir, &reference, "apps/prod")
+            check(root.path(), &dir, &reference, "apps/prod", &resolver)
         };
         assert!(check("../base").is_ok());
         assert!(check("../../other").is_ok());
@@ -666,5 +709,9 @@ mod tests {
         }
         std::os::unix::fs::symlink("/etc", dir.join("link")).unwrap();
         assert_eq!(check("link/passwd").unwrap_err().code(), "invalid-source");
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("passwd.yaml")).unwrap();
+        assert_eq!(check("passwd.yaml").unwrap_err().code(), "invalid-source");
+        std::os::unix::fs::symlink("../base", dir.join("inside")).unwrap();
+        assert!(check("inside").is_ok());
     }
 }
