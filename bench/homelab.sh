@@ -61,7 +61,7 @@ report=bench/out/homelab.md
   echo
   echo "| what | wall (s) |"
   echo "|---|---|"
-  echo "| \`fluxplan build --no-cache\` (cold; $runs_cold kustomize builds; peak RSS $((cold_rss / 1024)) MiB in the largest process, $summed_rss MiB with its workers) | $cold_s |"
+  echo "| \`fluxplan build --no-cache\` (cold; $runs_cold kustomize builds; peak RSS $((cold_rss / 1024)) MiB in the largest process; $summed_rss MiB PSS with its workers) | $cold_s |"
   echo "| \`kubectl kustomize\` per path, 2 in parallel (subprocess floor) | $kubectl_floor |"
   echo "| kustomize library in one process, 2 threads (in-process floor) | $library_floor |"
   echo "| cold / subprocess floor (target ≤ 0.5) | $(ratio "$cold_s" "$kubectl_floor") |"

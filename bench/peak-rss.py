@@ -1,15 +1,13 @@
 #!/usr/bin/env python3
-"""Runs a command (its output discarded) and prints the peak of its whole process tree's summed
-resident memory in MiB: fluxplan and its kustomize workers together, which `/usr/bin/time`'s
-maximum of single processes does not show. Sampled from /proc every 20 ms, so a peak shorter
-than that can be missed. Usage: peak-rss.py COMMAND [ARG...]"""
+"""Runs a command (its output discarded) and prints the peak of its whole process tree's memory
+in MiB: fluxplan and its kustomize workers together, which `/usr/bin/time`'s maximum of single
+processes does not show. Each process counts its proportional set size (PSS), so the library's
+pages that the workers share are counted once, not once per worker. Sampled from /proc every
+20 ms, so a peak shorter than that can be missed. Usage: peak-rss.py COMMAND [ARG...]"""
 import os
 import subprocess
 import sys
 import time
-
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
 
 def tree(root):
     """The pids of `root` and all its descendants."""
@@ -30,18 +28,22 @@ def tree(root):
     return found
 
 
-def resident(pid):
+def proportional(pid):
+    """The process's PSS in bytes (0 once it is gone)."""
     try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * PAGE
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
     except (OSError, IndexError, ValueError):
-        return 0
+        pass
+    return 0
 
 
 proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 peak = 0
 while proc.poll() is None:
-    peak = max(peak, sum(resident(pid) for pid in tree(proc.pid)))
+    peak = max(peak, sum(proportional(pid) for pid in tree(proc.pid)))
     time.sleep(0.02)
 if proc.returncode != 0:
     sys.exit(f"{sys.argv[1]} failed with exit code {proc.returncode}")

@@ -25,7 +25,7 @@ engine=$(FLUXPLAN_LOG=fluxplan=info "$bin" build --repo examples/fleet --no-cach
   echo
   echo "kustomize: $engine. Reproduce: \`${FLUXPLAN_KUSTOMIZE_LIB:+FLUXPLAN_KUSTOMIZE_LIB=$FLUXPLAN_KUSTOMIZE_LIB }bench/render.sh $objects ${sizes[*]}\`"
   echo
-  echo "| Kustomizations | objects | cold (s) | cold peak RSS, largest process (MiB) | cold peak RSS, all processes (MiB) | in-process floor, apps only (s) | warm, 1 changed (s) | kustomize runs warm |"
+  echo "| Kustomizations | objects | cold (s) | cold peak RSS, largest process (MiB) | cold peak memory with workers, PSS (MiB) | in-process floor, apps only (s) | warm, 1 changed (s) | kustomize runs warm |"
   echo "|---|---|---|---|---|---|---|---|"
 } > "$report"
 for n in "${sizes[@]}"; do
@@ -34,7 +34,7 @@ for n in "${sizes[@]}"; do
   python3 bench/gen-fleet.py "$fleet" "$n" "$objects"
   /usr/bin/time -o "$out/time" -f "%e %M" "$bin" build --repo "$fleet" --rev HEAD --format ids --cache-dir "$cache" > "$out/ids-$n.txt" 2>/dev/null || true
   cold=$(tail -1 "$out/time")
-  # fluxplan and its workers together (a separate cold run: sampling slows the timed one).
+  # fluxplan and its workers together, by PSS (a separate cold run: sampling slows the timed one).
   summed=$(python3 bench/peak-rss.py "$bin" build --repo "$fleet" --rev HEAD --format ids --no-cache || echo "?")
   (cd "$fleet" && ls -d apps/app-* | sed 's|^|./|') > "$out/paths.txt"
   floor=$( (/usr/bin/time -f "%e" -o "$out/floor" python3 bench/library-floor.py "$lib" "$fleet" "$out/paths.txt" 2 >/dev/null 2>&1 && tail -1 "$out/floor") || echo "?")

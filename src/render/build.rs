@@ -75,6 +75,9 @@ pub struct Builder {
     /// whether a plugin declared them: a component many builds share is parsed once.
     nested: Mutex<HashMap<(PathBuf, bool), Vec<Reference>>>,
     resolver: references::Resolver,
+    /// kustomize's outputs as printed, by cache key, for builds whose output is not cached (their
+    /// finished renders are): another Kustomization of the same build reads them here.
+    printed: Mutex<HashMap<String, Arc<String>>>,
     shadow_counter: AtomicU64,
     /// Cache keys being built: a second build of the same inputs waits for the first and reads
     /// its result from the cache, so kustomize runs once per key.
@@ -93,6 +96,7 @@ impl Builder {
             file_hashes: Mutex::default(),
             nested: Mutex::default(),
             resolver: references::Resolver::default(),
+            printed: Mutex::default(),
             shadow_counter: AtomicU64::new(0),
             in_flight: Mutex::default(),
             failed: Mutex::default(),
@@ -237,7 +241,14 @@ impl Builder {
             return Err(error.clone());
         }
         // The cache holds kustomize's output as a JSON array: much faster to read back than YAML.
-        let cached = self.cache.get(key).and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok());
+        // An output kept in memory only is kept as printed: read again far less often than built.
+        let cached =
+            self.cache.get(key).and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok()).or_else(
+                || {
+                    let printed = self.printed.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned()?;
+                    yaml::parse_documents(&printed).ok()
+                },
+            );
         let cache_hit = cached.is_some();
         let documents = match cached {
             Some(documents) => documents,
@@ -257,11 +268,16 @@ impl Builder {
                 })?;
                 let documents = yaml::parse_documents(&output)
                     .map_err(|e| RenderError::Kustomize(format!("kustomize output is not YAML: {e}")))?;
-                let json = Arc::new(serde_json::to_string(&documents).expect("JSON values serialize"));
                 if keep_on_disk {
-                    self.cache.put(key, json);
+                    self.cache.put(
+                        key,
+                        Arc::new(serde_json::to_string(&documents).expect("JSON values serialize")),
+                    );
                 } else {
-                    self.cache.put_in_memory(key, json);
+                    self.printed
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key.clone(), Arc::new(output));
                 }
                 documents
             }

@@ -91,8 +91,7 @@ impl RenderCache {
         self.put_in_memory(key, output);
     }
 
-    /// Kept for this process only.
-    pub fn put_in_memory(&self, key: &str, output: Arc<String>) {
+    fn put_in_memory(&self, key: &str, output: Arc<String>) {
         self.memory.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_string(), output);
     }
 }

@@ -9,6 +9,7 @@ use crate::yaml;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Changes whenever what an entry holds changes, so old entries are never misread.
@@ -50,20 +51,21 @@ pub struct Warm {
     pub finished: String,
 }
 
+/// Borrowed when written (a render's objects are not copied to be cached), owned when read.
 #[derive(Serialize, Deserialize)]
-struct Entry {
-    objects: Vec<Object>,
-    unresolved: BTreeSet<String>,
+struct Entry<'a> {
+    objects: Vec<Object<'a>>,
+    unresolved: Cow<'a, BTreeSet<String>>,
 }
 
 #[derive(Serialize, Deserialize)]
-struct Object {
-    object: Value,
-    origin: Option<String>,
-    digest: String,
-    secret_digests: BTreeMap<String, String>,
-    real: Option<Value>,
-    real_name: Option<RealName>,
+struct Object<'a> {
+    object: Cow<'a, Value>,
+    origin: Cow<'a, Option<String>>,
+    digest: Cow<'a, str>,
+    secret_digests: Cow<'a, BTreeMap<String, String>>,
+    real: Cow<'a, Option<Value>>,
+    real_name: Cow<'a, Option<RealName>>,
     holds_secret_values: bool,
 }
 
@@ -72,16 +74,16 @@ pub fn encode(finished: &Finished) -> String {
         .objects
         .iter()
         .map(|o| Object {
-            object: o.object.clone(),
-            origin: o.origin.clone(),
-            digest: o.digest.clone(),
-            secret_digests: o.secret_digests.clone(),
-            real: o.real.clone(),
-            real_name: o.real_name.clone(),
+            object: Cow::Borrowed(&o.object),
+            origin: Cow::Borrowed(&o.origin),
+            digest: Cow::Borrowed(&o.digest),
+            secret_digests: Cow::Borrowed(&o.secret_digests),
+            real: Cow::Borrowed(&o.real),
+            real_name: Cow::Borrowed(&o.real_name),
             holds_secret_values: o.holds_secret_values,
         })
         .collect();
-    let entry = Entry { objects, unresolved: finished.unresolved.clone() };
+    let entry = Entry { objects, unresolved: Cow::Borrowed(&finished.unresolved) };
     serde_json::to_string(&entry).expect("JSON values serialize")
 }
 
@@ -94,14 +96,51 @@ pub fn decode(text: &str) -> Option<Finished> {
         .map(|o| RenderedObject {
             shown_id: None,
             id: None,
-            real_name: o.real_name,
-            origin: o.origin,
-            object: o.object,
-            digest: o.digest,
-            secret_digests: o.secret_digests,
-            real: o.real,
+            real_name: o.real_name.into_owned(),
+            origin: o.origin.into_owned(),
+            object: o.object.into_owned(),
+            digest: o.digest.into_owned(),
+            secret_digests: o.secret_digests.into_owned(),
+            real: o.real.into_owned(),
             holds_secret_values: o.holds_secret_values,
         })
         .collect();
-    Some(Finished { objects, unresolved: entry.unresolved })
+    Some(Finished { objects, unresolved: entry.unresolved.into_owned() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_reads_back_as_the_render_it_was_written_from() {
+        let object = RenderedObject {
+            shown_id: None,
+            id: None,
+            real_name: Some(RealName { namespace: Some("apps".into()), name: "real".into() }),
+            origin: Some("apps/podinfo/secret.yaml".into()),
+            object: json!({"kind": "Secret", "metadata": {"name": "shown"}, "data": {"k": "(masked)"}}),
+            digest: "d1".into(),
+            secret_digests: BTreeMap::from([("data.k".into(), "d2".into())]),
+            real: Some(json!({"kind": "Kustomization"})),
+            holds_secret_values: true,
+        };
+        let finished = Finished { objects: vec![object.clone()], unresolved: BTreeSet::from(["X".into()]) };
+        let read = decode(&encode(&finished)).expect("an entry");
+        assert_eq!(read.unresolved, finished.unresolved);
+        let [back] = &read.objects[..] else { panic!("one object") };
+        assert_eq!(
+            (&back.real_name, &back.origin, &back.object, &back.digest, &back.secret_digests, &back.real),
+            (
+                &object.real_name,
+                &object.origin,
+                &object.object,
+                &object.digest,
+                &object.secret_digests,
+                &object.real
+            )
+        );
+        assert!(back.holds_secret_values);
+        assert!(decode("{\"objects\": 1}").is_none());
+    }
 }
