@@ -22,6 +22,7 @@ pub fn to_yaml(value: &Value) -> String {
 
 /// Writes values one after another as YAML documents through one emitter: starting an emitter
 /// costs more than emitting a small manifest, and a render emits thousands.
+#[derive(Default)]
 pub struct DocumentWriter {
     written: std::rc::Rc<std::cell::RefCell<Vec<u8>>>,
     serializer: Option<serde_norway::Serializer<Shared>>,
@@ -38,12 +39,6 @@ impl std::io::Write for Shared {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
-    }
-}
-
-impl Default for DocumentWriter {
-    fn default() -> Self {
-        DocumentWriter { written: Default::default(), serializer: None }
     }
 }
 
