@@ -282,7 +282,7 @@ pub fn check(
     // The export holds no symlinks; a tree that does (a working-tree render) must not lead out.
     // The root is resolved only when needed (it is itself reached through a symlink).
     if !real.starts_with(root) {
-        let real_root = root.canonicalize().map_err(|e| RenderError::InvalidSource(e.to_string()))?;
+        let real_root = resolver.canonicalize(root).map_err(|e| RenderError::InvalidSource(e.to_string()))?;
         if !real.starts_with(real_root) {
             return Err(outside());
         }
@@ -713,5 +713,28 @@ mod tests {
         assert_eq!(check("passwd.yaml").unwrap_err().code(), "invalid-source");
         std::os::unix::fs::symlink("../base", dir.join("inside")).unwrap();
         assert!(check("inside").is_ok());
+    }
+
+    #[test]
+    fn a_root_reached_through_a_symlink_still_holds_its_own_paths_and_nothing_else() {
+        let place = tempfile::tempdir().unwrap();
+        let real = place.path().join("real");
+        std::fs::create_dir_all(real.join("apps/prod")).unwrap();
+        std::fs::create_dir_all(real.join("apps/base")).unwrap();
+        std::os::unix::fs::symlink(&real, place.path().join("root")).unwrap();
+        let root = place.path().join("root");
+        let dir = root.join("apps/prod");
+        let resolver = Resolver::default();
+        let check = |value: &str| {
+            let reference =
+                Reference { field: "resources".into(), value: value.into(), plugin: false, inline: false };
+            check(&root, &dir, &reference, "apps/prod", &resolver)
+        };
+        assert!(check("../base").is_ok());
+        assert!(check("../base").is_ok(), "the resolved root is remembered");
+        std::fs::create_dir(place.path().join("outside")).unwrap();
+        std::os::unix::fs::symlink(place.path(), dir.join("up")).unwrap();
+        assert!(check("up/real/apps/base").is_ok(), "back into the source");
+        assert_eq!(check("up/outside").unwrap_err().code(), "invalid-source");
     }
 }
