@@ -47,6 +47,17 @@ impl Claimed {
     }
 }
 
+/// True when `path` is plain and relative (no `..`, `.`, root or empty component): a tree entry
+/// git accepted without fsck may be named `..`, and a kept tree joins these paths to its own.
+pub(super) fn is_plain(path: &str) -> bool {
+    !path.is_empty() && Path::new(path).components().all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
+/// Entries `git archive` writes as directories: trees, and submodules (an empty directory).
+fn is_dir(entry: &Entry) -> bool {
+    entry.kind == "tree" || entry.mode == "160000"
+}
+
 /// One entry of `git ls-tree -r -t -l`.
 pub(super) struct Entry {
     pub mode: String,
@@ -154,13 +165,13 @@ pub(super) fn update(
             ("120000", _) => {
                 warnings.push(format!("{}: symlink left out, as Flux never archives symlinks", entry.path))
             }
-            (_, "tree") => {
+            _ if is_dir(entry) => {
                 dirs.insert(entry.path.clone());
             }
             (_, "blob") if budget.admit(Path::new(&entry.path), entry.size)? => {
                 files.insert(entry.path.clone(), entry.id.clone());
             }
-            _ => {} // submodules: not in an archive either
+            _ => {}
         }
     }
     // Out with what changed or went; directories gone go after their files, deepest first.
@@ -235,7 +246,7 @@ impl State {
             .filter(|e| e.kind == "blob" && e.mode != "120000" && !left_out.contains(e.path.as_str()))
             .map(|e| (e.path.clone(), e.id.clone()))
             .collect();
-        let dirs = entries.iter().filter(|e| e.kind == "tree").map(|e| e.path.clone()).collect();
+        let dirs = entries.iter().filter(|e| is_dir(e)).map(|e| e.path.clone()).collect();
         State { commit: commit.to_string(), files, dirs, manifests: manifests.into_iter().collect() }
     }
 

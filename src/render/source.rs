@@ -228,7 +228,12 @@ impl ExportedSource {
         limits: SourceLimits,
     ) -> Result<Option<Self>> {
         let entries = super::kept::entries(repo, commit)?;
-        if entries.iter().any(|e| e.path.rsplit('/').next() == Some(".gitattributes")) {
+        // A path that is not plain (an entry named `..`) must never be joined to the kept tree:
+        // the archive leaves such entries out, with a warning.
+        if entries
+            .iter()
+            .any(|e| e.path.rsplit('/').next() == Some(".gitattributes") || !super::kept::is_plain(&e.path))
+        {
             return Ok(None);
         }
         let (root, key) = super::kept::location(scratch, repo);

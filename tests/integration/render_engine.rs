@@ -1007,3 +1007,59 @@ fn a_kept_export_holds_exactly_the_commit_it_was_brought_to() {
     let rebuilt = ExportedSource::export_keeping(repo.path(), Some(&second), limits, true).unwrap();
     same(&rebuilt, &ExportedSource::export(repo.path(), Some(&second), limits).unwrap());
 }
+
+/// A commit can hold tree entries named `..` (git accepts them unless fsck runs): bringing a kept
+/// tree forward to it must never write outside the tree. git's archive refuses the path.
+#[test]
+fn a_tree_entry_named_dot_dot_never_leads_a_kept_export_out_of_its_tree() {
+    use fluxplan::render::source::{kept_trees, ExportedSource, SourceLimits};
+    let repo = Repo::bootstrap("prod");
+    let first = repo.commit("first");
+    let git = |args: &[&str], input: &str| {
+        let mut child = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let blob = git(&["hash-object", "-w", "--stdin"], "pwned\n");
+    let mut tree = git(&["mktree"], &format!("100644 blob {blob}\tpwned.txt\n"));
+    for _ in 0..4 {
+        tree = git(&["mktree"], &format!("040000 tree {tree}\t..\n"));
+    }
+    // The hostile directory beside everything the first commit holds.
+    let mut listing = git(&["ls-tree", &first], "");
+    listing.push_str(&format!("\n040000 tree {tree}\tx\n"));
+    let root = git(&["mktree"], &listing);
+    let hostile = git(&["commit-tree", &root, "-p", &first, "-m", "hostile"], "");
+    let limits = SourceLimits::default();
+    drop(ExportedSource::export_keeping(repo.path(), Some(&first), limits, true).unwrap());
+    let slot = kept_trees(repo.path(), &limits).pop().expect("the first export is kept");
+    // The kept tree is not brought forward; the fresh export fails, saying why.
+    let Err(error) = ExportedSource::export_keeping(repo.path(), Some(&hostile), limits, true) else {
+        panic!("the hostile commit was exported");
+    };
+    assert!(format!("{error:#}").contains("invalid path 'x/../"), "{error:#}");
+    let scratch = slot.parent().and_then(std::path::Path::parent).unwrap();
+    let mut written = Vec::new();
+    find_named(scratch, "pwned.txt", 6, &mut written);
+    assert!(written.is_empty(), "written outside the tree: {written:?}");
+}
+
+fn find_named(dir: &std::path::Path, name: &str, depth: usize, found: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if entry.file_name() == name {
+            found.push(path);
+        } else if depth > 0 && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            find_named(&path, name, depth - 1, found);
+        }
+    }
+}
