@@ -139,8 +139,21 @@ pub fn landed_on(mirror: &Path, merge: &str, head: &str) -> Result<Option<String
     if parents.len() > 1 {
         return Ok(Some(parent));
     }
-    // The pull request's own commits, since it forked from the base (no common history: none).
-    let Ok(fork) = output(mirror, &["merge-base", head, merge]) else { return Ok(Some(parent)) };
+    // The pull request's own commits, since it forked from the base. merge-base exits 1 when
+    // there is no common history (none are its own); any other failure is an error.
+    let base = Command::new("git")
+        .arg("-C")
+        .arg(mirror)
+        .args(["merge-base", head, merge])
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run git (is it installed?)")?;
+    match base.status.code() {
+        Some(0) => {}
+        Some(1) if base.stderr.is_empty() => return Ok(Some(parent)),
+        _ => bail!("git merge-base failed: {}", String::from_utf8_lossy(&base.stderr).trim()),
+    }
+    let fork = String::from_utf8_lossy(&base.stdout);
     let fork = fork.trim();
     let own = patch_ids(mirror, &["--no-merges", &format!("{fork}..{head}")])?;
     if own.is_empty() {
@@ -318,6 +331,14 @@ mod tests {
         // Only commit ids reach git.
         assert!(landed_on(up, "--output=/tmp/x", &head).is_err());
         assert_eq!(landed_on(up, &rebased, "--all").unwrap(), first_parent(up, &rebased).unwrap());
+        // A head with no history in common: the merge's first parent.
+        git(&["checkout", "-q", "--orphan", "lone"]);
+        let lone = commit("lone", "4", "lone");
+        git(&["checkout", "-q", "main"]);
+        assert_eq!(landed_on(up, &rebased, &lone).unwrap(), first_parent(up, &rebased).unwrap());
+        // A head the mirror lacks is an error, not a base.
+        let missing = "0123456789abcdef0123456789abcdef01234567";
+        assert!(landed_on(up, &rebased, missing).is_err());
     }
 
     #[test]

@@ -640,7 +640,13 @@ fn read_directory(
             for object in items {
                 let has =
                     |field: &str| object.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
-                let named = object["metadata"]["name"].as_str().is_some_and(|n| !n.is_empty());
+                let meta = &object["metadata"];
+                let text = |v: &Value| v.as_str().is_some_and(|s| !s.is_empty());
+                // Hooks may be named by generateName (Argo CD creates them anew on each sync).
+                let hook = ["argocd.argoproj.io/hook", "helm.sh/hook"]
+                    .iter()
+                    .any(|key| meta["annotations"].get(*key).is_some());
+                let named = text(&meta["name"]) || (hook && text(&meta["generateName"]));
                 if !(object.is_object()
                     && has("apiVersion")
                     && has("kind")
@@ -648,7 +654,7 @@ fn read_directory(
                     && named)
                 {
                     return Err(RenderError::InvalidSource(format!(
-                        "{shown}: a document is not a Kubernetes object (it needs apiVersion, kind and metadata.name)"
+                        "{shown}: a document is not a Kubernetes object (it needs apiVersion, kind and metadata.name, or metadata.generateName for a hook)"
                     )));
                 }
                 objects.push(super::build::BuiltObject { object, origin: Some(shown.clone()) });

@@ -331,28 +331,27 @@ fn read_blobs(
     });
     let mut out =
         BufReader::with_capacity(256 * 1024, child.stdout.take().context("git cat-file has no output")?);
-    let mut result = Ok(());
-    for (path, id) in wanted {
-        let mut header = String::new();
-        out.read_line(&mut header)?;
-        // `<id> blob <size>`
-        let fields: Vec<&str> = header.split_whitespace().collect();
-        let size = match fields[..] {
-            [got, "blob", size] if got == id.as_str() => size.parse::<usize>().context("bad blob size")?,
-            _ => {
-                result =
-                    Err(anyhow::anyhow!("git cat-file did not give blob {id} ({path}): {}", header.trim()));
-                break;
-            }
-        };
-        let mut content = vec![0; size + 1];
-        out.read_exact(&mut content)?;
-        content.truncate(size);
-        if let Err(e) = write(path, &content) {
-            result = Err(e);
-            break;
+    // Every way out of the loop goes through the clean-up below (no `?` inside).
+    let mut read = || -> Result<()> {
+        for (path, id) in wanted {
+            let mut header = String::new();
+            out.read_line(&mut header)?;
+            // `<id> blob <size>`
+            let fields: Vec<&str> = header.split_whitespace().collect();
+            let size = match fields[..] {
+                [got, "blob", size] if got == id.as_str() => {
+                    size.parse::<usize>().context("bad blob size")?
+                }
+                _ => bail!("git cat-file did not give blob {id} ({path}): {}", header.trim()),
+            };
+            let mut content = vec![0; size + 1];
+            out.read_exact(&mut content)?;
+            content.truncate(size);
+            write(path, &content)?;
         }
-    }
+        Ok(())
+    };
+    let result = read();
     drop(out);
     let _ = child.kill();
     let _ = child.wait();

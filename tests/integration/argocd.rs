@@ -526,6 +526,36 @@ fn a_malformed_manifest_in_a_directory_source_fails_its_application_only() {
     assert_eq!(render.find("argocd/guestbook").unwrap().status, fluxplan::render::Status::Rendered);
 }
 
+/// Argo CD names a hook by `generateName` anew on each sync; only hooks may go without a name.
+#[test]
+fn a_hook_named_by_generate_name_is_a_hook_and_a_resource_without_a_name_is_refused() {
+    let repo = fleet();
+    repo.write(
+        "workloads/shop/smoke.yaml",
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: smoke-\n  annotations:\n    \
+         argocd.argoproj.io/hook: PostSync\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      \
+         containers:\n      - name: smoke\n        image: busybox\n",
+    );
+    repo.commit("a smoke test hook");
+    let render = repo.render(Some("HEAD"));
+    let shop = render.find("argocd/shop").unwrap();
+    assert_eq!(shop.status, fluxplan::render::Status::Rendered, "{:?}", shop.error);
+    let hooks = &shop.argocd.as_ref().unwrap().hooks;
+    assert!(
+        hooks.iter().any(|h| h.object.ends_with("/smoke-") && h.phases == ["PostSync".to_string()]),
+        "{:?}",
+        hooks.iter().map(|h| &h.object).collect::<Vec<_>>()
+    );
+    repo.write(
+        "workloads/shop/unnamed.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: x-\n",
+    );
+    repo.commit("a resource named by generateName");
+    let render = repo.render(Some("HEAD"));
+    let message = crate::fixture::error_of(&render, "argocd/shop", "invalid-source");
+    assert!(message.contains("generateName for a hook"), "{message}");
+}
+
 #[test]
 fn applications_only_a_cycle_renders_are_said_to_be_unreached() {
     let repo = fleet();
