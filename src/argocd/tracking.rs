@@ -6,10 +6,13 @@ use serde_json::Value;
 pub const TRACKING_ID_ANNOTATION: &str = "argocd.argoproj.io/tracking-id";
 pub const DEFAULT_INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 
-/// The tracking method (default `annotation` since Argo CD 3.0).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// The tracking method. Argo CD's default is `annotation` since 3.0 and was `label` before, so a
+/// cluster that does not say (or cannot be read) may use either.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TrackingMethod {
-    #[default]
+    /// Not configured or not known: either marker names the owner. Taking one default would
+    /// skip every deletion the other version makes, and let a dangerous plan pass.
+    Either(String),
     Annotation,
     /// The instance label (`application.instanceLabelKey`, default `app.kubernetes.io/instance`).
     Label(String),
@@ -21,7 +24,8 @@ impl TrackingMethod {
     pub fn parse(method: &str, label_key: Option<&str>) -> Option<Self> {
         let label = label_key.filter(|k| !k.is_empty()).unwrap_or(DEFAULT_INSTANCE_LABEL).to_string();
         match method.trim() {
-            "" | "annotation" => Some(TrackingMethod::Annotation),
+            "" => Some(TrackingMethod::Either(label)),
+            "annotation" => Some(TrackingMethod::Annotation),
             "label" => Some(TrackingMethod::Label(label)),
             "annotation+label" => Some(TrackingMethod::AnnotationAndLabel(label)),
             _ => None,
@@ -42,6 +46,7 @@ impl TrackingMethod {
         match self {
             TrackingMethod::Annotation | TrackingMethod::AnnotationAndLabel(_) => by_annotation(),
             TrackingMethod::Label(key) => by_label(key),
+            TrackingMethod::Either(key) => by_annotation() || by_label(key),
         }
     }
 
@@ -50,7 +55,14 @@ impl TrackingMethod {
             TrackingMethod::Annotation => format!("annotation {TRACKING_ID_ANNOTATION}"),
             TrackingMethod::Label(key) => format!("label {key}"),
             TrackingMethod::AnnotationAndLabel(_) => format!("annotation {TRACKING_ID_ANNOTATION}"),
+            TrackingMethod::Either(key) => format!("annotation {TRACKING_ID_ANNOTATION} or label {key}"),
         }
+    }
+}
+
+impl Default for TrackingMethod {
+    fn default() -> Self {
+        TrackingMethod::Either(DEFAULT_INSTANCE_LABEL.to_string())
     }
 }
 
@@ -63,7 +75,7 @@ mod tests {
     fn an_object_belongs_to_the_app_its_marker_names() {
         let annotated = json!({"annotations": {TRACKING_ID_ANNOTATION: "web:apps/Deployment:web/web"}});
         let labelled = json!({"labels": {DEFAULT_INSTANCE_LABEL: "web"}});
-        let annotation = TrackingMethod::default();
+        let annotation = TrackingMethod::parse("annotation", None).unwrap();
         assert!(annotation.tracks(&annotated, "web", "argocd"));
         assert!(!annotation.tracks(&annotated, "api", "argocd"));
         assert!(!annotation.tracks(&labelled, "web", "argocd"), "the label alone is not the annotation");
@@ -75,5 +87,14 @@ mod tests {
         let namespaced = json!({"annotations": {TRACKING_ID_ANNOTATION: "team-a_web:/ConfigMap:web/c"}});
         assert!(annotation.tracks(&namespaced, "web", "team-a"));
         assert_eq!(TrackingMethod::parse("bogus", None), None);
+        // A cluster that does not say: either marker counts, a marker naming another app does not.
+        let unknown = TrackingMethod::default();
+        assert!(unknown.tracks(&annotated, "web", "argocd") && unknown.tracks(&labelled, "web", "argocd"));
+        assert!(!unknown.tracks(&labelled, "api", "argocd"));
+        assert!(!unknown.tracks(&json!({}), "web", "argocd"));
+        assert_eq!(
+            TrackingMethod::parse("", Some("team/app")),
+            Some(TrackingMethod::Either("team/app".into()))
+        );
     }
 }

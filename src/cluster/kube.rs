@@ -434,7 +434,7 @@ impl KubeCluster {
                 Ok(None) => {}
                 Err(e) => {
                     warnings
-                        .push(format!("{e}: Argo CD's tracking method taken as the default (annotation)"));
+                        .push(format!("{e}: Argo CD's tracking method is not known, so either marker (tracking annotation or instance label) counts"));
                     return json!({});
                 }
             }
@@ -453,7 +453,7 @@ impl KubeCluster {
             }
             None => {
                 warnings.push(format!(
-                    "no argocd-cm ConfigMap in {}: Argo CD's tracking method taken as the default (annotation)",
+                    "no argocd-cm ConfigMap in {}: Argo CD's tracking method is not known, so either marker (tracking annotation or instance label) counts",
                     namespaces.join(", ")
                 ));
                 json!({})

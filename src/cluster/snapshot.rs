@@ -192,7 +192,8 @@ impl ClusterSnapshot {
             }
         }
         let settings = &doc["argocd"];
-        if let Some(method) = settings["trackingMethod"].as_str() {
+        if settings.is_object() {
+            let method = settings["trackingMethod"].as_str().unwrap_or("");
             snapshot.tracking = TrackingMethod::parse(method, settings["instanceLabelKey"].as_str())
                 .ok_or_else(|| {
                     anyhow::anyhow!(
