@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 /// Trees kept per repository: a plan exports base and head side by side.
-const SLOTS: usize = 2;
+pub(super) const SLOTS: usize = 2;
 /// Trees kept in all; the oldest go first.
 const MAX_KEPT: usize = 6;
 const STATE_FILE: &str = "state.json";

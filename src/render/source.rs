@@ -272,6 +272,10 @@ impl ExportedSource {
         let mut cmd = git::git_command(repo);
         cmd.args(["rev-parse", "--verify", "--end-of-options"]).arg(format!("{commit}^{{tree}}"));
         let out = cmd.output()?;
+        if !out.status.success() {
+            // The fresh export says what git cannot do; an empty id would match nothing anyway.
+            return Ok(None);
+        }
         ids.insert(String::new(), String::from_utf8_lossy(&out.stdout).trim().to_string());
         let mut ignores: Vec<(&String, &String)> =
             ids.iter().filter(|(path, _)| path.rsplit('/').next() == Some(".sourceignore")).collect();
@@ -357,7 +361,7 @@ impl ExportedSource {
 /// The trees kept for `repo` (see `ExportedSource::export_keeping`), each with its state file.
 pub fn kept_trees(repo: &Path, limits: &SourceLimits) -> Vec<PathBuf> {
     let (root, key) = super::kept::location(&scratch_dir(limits), repo);
-    (0..2).map(|slot| root.join(format!("{key}-{slot}"))).filter(|dir| dir.is_dir()).collect()
+    (0..super::kept::SLOTS).map(|slot| root.join(format!("{key}-{slot}"))).filter(|dir| dir.is_dir()).collect()
 }
 
 /// Set by the command line: exports are deleted by a detached `rm`, so the user does not wait
