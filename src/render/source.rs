@@ -361,7 +361,10 @@ impl ExportedSource {
 /// The trees kept for `repo` (see `ExportedSource::export_keeping`), each with its state file.
 pub fn kept_trees(repo: &Path, limits: &SourceLimits) -> Vec<PathBuf> {
     let (root, key) = super::kept::location(&scratch_dir(limits), repo);
-    (0..super::kept::SLOTS).map(|slot| root.join(format!("{key}-{slot}"))).filter(|dir| dir.is_dir()).collect()
+    (0..super::kept::SLOTS)
+        .map(|slot| root.join(format!("{key}-{slot}")))
+        .filter(|dir| dir.is_dir())
+        .collect()
 }
 
 /// Set by the command line: exports are deleted by a detached `rm`, so the user does not wait
