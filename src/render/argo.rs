@@ -69,6 +69,8 @@ struct DiskUnit {
 /// One unit waiting to be rendered.
 struct Node {
     cluster: usize,
+    /// The cluster's name (its root's reference): what kept Applications are looked up under.
+    cluster_name: String,
     manifest: Value,
     reference: KustomizationRef,
     parent: Option<KustomizationRef>,
@@ -174,6 +176,7 @@ impl<'a> ArgoWalk<'a> {
         for unit in disk.iter().filter(|d| !produced.contains(&(d.file.clone(), d.reference.name.clone()))) {
             queue.push(Node {
                 cluster: clusters.len(),
+                cluster_name: unit.reference.to_string(),
                 manifest: unit.manifest.clone(),
                 reference: unit.reference.clone(),
                 parent: None,
@@ -242,7 +245,7 @@ impl<'a> ArgoWalk<'a> {
         let output = if is_set {
             match ApplicationSet::from_value(&node.manifest, &node.reference.namespace) {
                 Ok(set) => {
-                    let output = self.expand(&set, &mut record);
+                    let output = self.expand(&node.cluster_name, &set, &mut record);
                     unit.application_set = Some(set);
                     output
                 }
@@ -306,6 +309,7 @@ impl<'a> ArgoWalk<'a> {
                     }
                     children.push(Node {
                         cluster: node.cluster,
+                        cluster_name: node.cluster_name.clone(),
                         manifest,
                         reference,
                         parent: Some(node.reference.clone()),
@@ -325,7 +329,7 @@ impl<'a> ArgoWalk<'a> {
     }
 
     /// The Applications an ApplicationSet generates, as its objects.
-    fn expand(&self, set: &ApplicationSet, record: &mut RenderedKustomization) -> Output {
+    fn expand(&self, cluster: &str, set: &ApplicationSet, record: &mut RenderedKustomization) -> Output {
         record.path = set.describe_generators();
         let expansion = set
             .expand(&|url| self.is_this_repo(url), self)
@@ -343,13 +347,11 @@ impl<'a> ArgoWalk<'a> {
             .applications
             .into_iter()
             .map(|object| {
-                let reference = KustomizationRef {
-                    namespace: object["metadata"]["namespace"].as_str().unwrap_or("").to_string(),
-                    name: object["metadata"]["name"].as_str().unwrap_or("").to_string(),
-                };
+                let reference =
+                    KeptApplication::new(cluster, set.namespace.clone(), set.name.clone(), &object);
                 let object = match self.opts.kept_applications.get(&reference) {
                     Some(before) if !set.applications_sync.updates() => {
-                        kept.push(reference.to_string());
+                        kept.push(reference.application.to_string());
                         before.clone()
                     }
                     _ => object,
@@ -509,9 +511,32 @@ impl RepoTree for ArgoWalk<'_> {
     }
 }
 
+/// An Application an ApplicationSet generated, in one cluster: the same name may be generated in
+/// several clusters, or by several ApplicationSets, each keeping its own.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KeptApplication {
+    pub cluster: String,
+    pub set: KustomizationRef,
+    pub application: KustomizationRef,
+}
+
+impl KeptApplication {
+    fn new(cluster: &str, set_namespace: String, set_name: String, application: &Value) -> Self {
+        let meta = &application["metadata"];
+        KeptApplication {
+            cluster: cluster.to_string(),
+            set: KustomizationRef { namespace: set_namespace, name: set_name },
+            application: KustomizationRef {
+                namespace: meta["namespace"].as_str().unwrap_or("").to_string(),
+                name: meta["name"].as_str().unwrap_or("").to_string(),
+            },
+        }
+    }
+}
+
 /// The Applications of `head` that an ApplicationSet which does not update what it generated
 /// keeps as `base` generated them: those whose generated spec the merge changes.
-pub fn kept_applications(base: &super::Render, head: &super::Render) -> BTreeMap<KustomizationRef, Value> {
+pub fn kept_applications(base: &super::Render, head: &super::Render) -> BTreeMap<KeptApplication, Value> {
     let mut kept = BTreeMap::new();
     for (cluster, set) in head.kustomizations() {
         let keeps = set
@@ -527,11 +552,12 @@ pub fn kept_applications(base: &super::Render, head: &super::Render) -> BTreeMap
             let earlier =
                 before.objects.iter().find(|o| o.id == generated.id && o.digest != generated.digest);
             if let Some(earlier) = earlier {
-                let meta = &earlier.object["metadata"];
-                let reference = KustomizationRef {
-                    namespace: meta["namespace"].as_str().unwrap_or("").to_string(),
-                    name: meta["name"].as_str().unwrap_or("").to_string(),
-                };
+                let reference = KeptApplication::new(
+                    &cluster.name,
+                    set.namespace.clone(),
+                    set.name.clone(),
+                    &earlier.object,
+                );
                 kept.insert(reference, earlier.object.clone());
             }
         }

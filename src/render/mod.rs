@@ -20,7 +20,7 @@ pub mod source;
 mod walk;
 pub mod worker;
 
-pub use argo::{kept_applications, ArgoUnit, Hook};
+pub use argo::{kept_applications, ArgoUnit, Hook, KeptApplication};
 pub use roots::{DeclaredRoot, RootKind};
 pub use walk::{render, Renderer};
 
@@ -432,9 +432,9 @@ pub struct RenderOptions {
     /// Bootstrap roots of the plan's base, rendered at head when head no longer declares them.
     pub carried_roots: Vec<roots::CarriedRoot>,
     /// Applications an ApplicationSet that never updates what it generated (`applicationsSync:
-    /// create-only` or `create-delete`) keeps as the base revision generated them, by reference
-    /// (see `argo::kept_applications`).
-    pub kept_applications: BTreeMap<KustomizationRef, Value>,
+    /// create-only` or `create-delete`) keeps as the base revision generated them, by cluster,
+    /// ApplicationSet and Application (see `argo::kept_applications`).
+    pub kept_applications: BTreeMap<KeptApplication, Value>,
     /// Scopes the repository declares (`crdScopes` in the base revision's `.fluxplan.yaml`):
     /// below the cluster's and the render's CRDs, above the built-in catalogue.
     pub declared_scopes: Vec<(String, String, crate::flux::scope::Scope)>,

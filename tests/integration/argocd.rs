@@ -507,6 +507,40 @@ fn an_application_set_that_never_updates_keeps_what_it_generated() {
 }
 
 #[test]
+fn a_kept_application_stays_in_its_own_cluster() {
+    // A second root (another cluster) whose create-only ApplicationSet generates Applications of
+    // the same names, into namespaces of its own.
+    let repo = fleet_with_platform_policy("applicationsSync: create-only");
+    let staging = std::fs::read_to_string(repo.path().join("apps/platform.yaml"))
+        .unwrap()
+        .replace("name: platform", "name: staging-platform")
+        .replace("namespace: '{{ .path.basename }}'", "namespace: 'staging-{{ .path.basename }}'")
+        .replace("server: https://kubernetes.default.svc", "server: https://staging.example.com");
+    repo.write("clusters/staging.yaml", &staging);
+    repo.commit("a staging cluster");
+    edit(
+        &repo,
+        "apps/platform.yaml",
+        "        namespace: '{{ .path.basename }}'",
+        "        namespace: 'svc-{{ .path.basename }}'",
+    );
+    repo.commit("move services to svc- namespaces");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1);
+    let changed: Vec<String> = plan["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| !k["changes"].as_array().unwrap().is_empty())
+        .map(|k| {
+            format!("{} {}/{}", k["cluster"].as_str().unwrap(), k["namespace"], k["name"]).replace('"', "")
+        })
+        .collect();
+    // Only the ApplicationSet changes: the Applications keep their spec in both clusters.
+    assert_eq!(changed, ["argocd/root argocd/root"]);
+}
+
+#[test]
 fn a_malformed_manifest_in_a_directory_source_fails_its_application_only() {
     let repo = fleet();
     repo.write(
