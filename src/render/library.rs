@@ -38,24 +38,54 @@ pub fn kustomize_api_version(path: &Path) -> Option<String> {
 }
 
 /// The version a worker of `program` reported for the library at `path`, when a stamp records
-/// it for these very files (see `remember_worker_version`): the probe worker need not start.
+/// it for these very files on this kernel (see `remember_worker_version`): the probe worker need
+/// not start.
 pub fn known_worker_version(path: &Path, program: &Path) -> Option<String> {
+    known_worker_version_on(path, program, &host())
+}
+
+fn known_worker_version_on(path: &Path, program: &Path, host: &str) -> Option<String> {
     let text = std::fs::read_to_string(stamp_path(path)).ok()?;
     let mut lines = text.lines();
     (lines.next()? == identity(path).ok()?).then_some(())?;
-    let (for_program, version) = lines.nth(2)?.split_once('\t')?;
-    (for_program == identity(program).ok()? && !version.is_empty()).then(|| version.to_string())
+    let (for_worker, version) = lines.nth(2)?.split_once('\t')?;
+    (for_worker == worker_identity(program, host).ok()? && !version.is_empty()).then(|| version.to_string())
 }
 
 /// Records what a worker of `program` reported for the library at `path` (best effort).
 pub fn remember_worker_version(path: &Path, program: &Path, version: &str) {
-    let (Ok(facts), Ok(library), Ok(program)) = (facts(path), identity(path), identity(program)) else {
+    remember_worker_version_on(path, program, version, &host());
+}
+
+fn remember_worker_version_on(path: &Path, program: &Path, version: &str, host: &str) {
+    let (Ok(facts), Ok(library), Ok(worker)) = (facts(path), identity(path), worker_identity(program, host))
+    else {
         return;
     };
     if version.contains(['\n', '\t']) {
         return;
     }
-    write_stamp(&stamp_path(path), &library, &facts, Some(&format!("{program}\t{version}")));
+    write_stamp(&stamp_path(path), &library, &facts, Some(&format!("{worker}\t{version}")));
+}
+
+/// Forgets what a worker reported for the library at `path`, after a worker the stamp vouched
+/// for failed to start: the next process probes again, and falls back to the kustomize binary
+/// if the library still does not work.
+pub fn forget_worker_version(path: &Path) {
+    if let (Ok(facts), Ok(library)) = (facts(path), identity(path)) {
+        write_stamp(&stamp_path(path), &library, &facts, None);
+    }
+}
+
+/// The worker program's identity on this kernel: a worker that started under one kernel (or
+/// Landlock ABI) says nothing about another.
+fn worker_identity(program: &Path, host: &str) -> std::io::Result<String> {
+    Ok(format!("{} {host}", identity(program)?))
+}
+
+fn host() -> String {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{} landlock {}", release.trim(), crate::sandbox::status().landlock_abi)
 }
 
 /// What reading a library file teaches: its sha256 and kustomize's version.
@@ -222,5 +252,26 @@ mod tests {
         // A stamp that is not one is ignored.
         std::fs::write(&stamp, "garbage").unwrap();
         assert_eq!(read_facts(&lib).unwrap(), again);
+    }
+
+    #[test]
+    fn a_workers_version_is_remembered_for_its_program_and_kernel_until_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lib, program) = (dir.path().join("lib.so"), dir.path().join("fluxplan"));
+        std::fs::write(&lib, b"\x7fELF...").unwrap();
+        std::fs::write(&program, b"#!/bin/sh\n").unwrap();
+        remember_worker_version_on(&lib, &program, "v0.1.4", "6.8.0 landlock 7");
+        assert_eq!(known_worker_version_on(&lib, &program, "6.8.0 landlock 7").as_deref(), Some("v0.1.4"));
+        // Another kernel, or the same without Landlock, starts a probe worker again.
+        assert_eq!(known_worker_version_on(&lib, &program, "6.1.0 landlock 7"), None);
+        assert_eq!(known_worker_version_on(&lib, &program, "6.8.0 landlock 0"), None);
+        // So does another program.
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"#!/bin/sh\nexit 1\n").unwrap();
+        assert_eq!(known_worker_version_on(&lib, &other, "6.8.0 landlock 7"), None);
+        // A forgotten report is gone; the library's facts stay.
+        forget_worker_version(&lib);
+        assert_eq!(known_worker_version_on(&lib, &program, "6.8.0 landlock 7"), None);
+        assert!(read_stamp(&stamp_path(&lib), &identity(&lib).unwrap()).is_some());
     }
 }

@@ -31,6 +31,8 @@ pub struct WorkerPool {
     pub version: String,
     idle: Mutex<Vec<Worker>>,
     max_idle: usize,
+    /// Started on a stamp's word, without a probe worker (see `start`).
+    vouched: bool,
 }
 
 impl std::fmt::Debug for WorkerPool {
@@ -75,9 +77,11 @@ impl WorkerPool {
             version: String::new(),
             idle: Mutex::default(),
             max_idle: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            vouched: false,
         };
         if let Some(version) = super::library::known_worker_version(library, program) {
             pool.version = version;
+            pool.vouched = true;
             return Ok(pool);
         }
         // The probe may read nothing but the library's own directory.
@@ -105,7 +109,7 @@ impl WorkerPool {
         let deadline = Instant::now() + timeout;
         let mut worker = match self.take_idle(readable, landlock) {
             Some(worker) => worker,
-            None => self.spawn(readable, landlock, deadline)?.0,
+            None => self.spawn(readable, landlock, deadline).map_err(|e| self.failed_start(e))?.0,
         };
         let tracked = cancel.track(worker.child.id() as i32);
         let answer = worker.request(dir, deadline, max_output);
@@ -133,6 +137,21 @@ impl WorkerPool {
                 "kustomize printed more than {limit} bytes: the build is not used"
             ))),
             Err(Failure::Broken(why)) => Err(BuildError::Failed(worker.death(&why))),
+        }
+    }
+
+    /// A worker the stamp vouched for did not start: the stamp is forgotten, so the next run
+    /// probes the library and falls back to the kustomize binary if it still fails.
+    fn failed_start(&self, error: BuildError) -> BuildError {
+        match error {
+            BuildError::Failed(why) if self.vouched => {
+                super::library::forget_worker_version(&self.library);
+                BuildError::Failed(format!(
+                    "{why} (the kustomize library worked here before; the next run checks it again and \
+                     falls back to the kustomize binary if it still fails)"
+                ))
+            }
+            other => other,
         }
     }
 
@@ -303,6 +322,25 @@ impl Read for TimedReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_vouched_worker_that_cannot_start_fails_its_build_and_the_stamp_is_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lib, program) = (dir.path().join("lib.so"), dir.path().join("fluxplan"));
+        std::fs::write(&lib, b"\x7fELF...").unwrap();
+        std::fs::write(&program, "#!/bin/sh\necho 'cannot load the library' >&2\nexit 3\n").unwrap();
+        std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        super::super::library::remember_worker_version(&lib, &program, "pykustomize-v0.1.4");
+        let pool = WorkerPool::start(&program, &lib, false).expect("started on the stamp's word");
+        assert_eq!(pool.version, "pykustomize-v0.1.4");
+        let error = pool
+            .build(dir.path(), dir.path(), false, Duration::from_secs(60), 1024, &CancelToken::new())
+            .expect_err("the worker cannot start");
+        let message = error.to_string();
+        assert!(message.contains("cannot load the library"), "{message}");
+        assert!(message.contains("checks it again"), "{message}");
+        assert_eq!(super::super::library::known_worker_version(&lib, &program), None);
+    }
 
     /// The benchmark's floor is kustomize's cost under the same collector as the workers'.
     #[test]
