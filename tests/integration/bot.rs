@@ -4,7 +4,9 @@
 use crate::fake_github::FakeGitHub;
 use crate::fake_github::{BOT_LOGIN, PR_AUTHOR};
 use crate::fake_gitlab::{FakeGitLab, BOT_USERNAME, BOT_USER_ID};
-use crate::fixture::{fluxplan_bin, process_running, stand_in_kustomize, wait_for, Repo, WAIT};
+use crate::fixture::{
+    cache_entries, fluxplan_bin, process_running, stand_in_kustomize, wait_for, Repo, WAIT,
+};
 use fluxplan::forge::webhook::github_signature;
 use fluxplan::store::Store;
 use serde_json::{json, Value};
@@ -1078,6 +1080,7 @@ fn a_hostile_pull_request_leaks_nothing_into_the_comment_the_run_or_the_cache() 
     for entry in std::fs::read_dir(&cache).into_iter().flatten().flatten() {
         everything.push(String::from_utf8_lossy(&std::fs::read(entry.path()).unwrap()).into_owned());
     }
+    everything.extend(cache_entries(&cache).into_iter().map(|(_, text)| text));
     for text in &everything {
         for secret in ["test-token", SECRET, "root:x:0:0"] {
             assert!(!text.contains(secret), "'{secret}' leaked into: {text}");

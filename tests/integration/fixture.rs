@@ -244,3 +244,24 @@ pub fn changes_of(plan: &serde_json::Value, reference: &str) -> Vec<(String, Str
         .map(|c| (c["action"].as_str().unwrap().to_string(), c["id"].as_str().unwrap().to_string()))
         .collect()
 }
+
+/// Every entry of the render cache under `dir`, as (key, text), read with SQLite itself: a
+/// search of the database's raw pages could miss a value split across two pages.
+pub fn cache_entries(dir: &Path) -> Vec<(String, String)> {
+    let path = dir.join(fluxplan::render::cache::DATABASE);
+    let db = rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut query = db.prepare("SELECT key, value FROM entries ORDER BY key").unwrap();
+    let rows = query.query_map([], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// Removes the render cache's entries under `dir` whose text `matches`.
+pub fn remove_cache_entries(dir: &Path, matches: impl Fn(&str) -> bool) {
+    let db = rusqlite::Connection::open(dir.join(fluxplan::render::cache::DATABASE)).unwrap();
+    for (key, text) in cache_entries(dir) {
+        if matches(&text) {
+            db.execute("DELETE FROM entries WHERE key = ?1", [key]).unwrap();
+        }
+    }
+}

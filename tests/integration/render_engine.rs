@@ -1,6 +1,6 @@
 //! The render engine against real git and real kustomize.
 
-use crate::fixture::{error_of, render_with, Repo};
+use crate::fixture::{cache_entries, error_of, remove_cache_entries, render_with, Repo};
 use fluxplan::cluster::snapshot::ClusterSnapshot;
 use fluxplan::render::{Renderer, Status};
 use std::sync::Arc;
@@ -662,9 +662,11 @@ fn substitute_from_a_snapshot_and_secret_values_are_masked() {
     assert!(!everything.contains("s3cr3t-value"), "a secret value reached the output");
 }
 
-/// Everything the on-disk cache holds, as text.
+/// Everything the on-disk cache holds, as text: its entries and its files' bytes.
 fn cache_contents(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(dir).unwrap().flatten().filter_map(|e| std::fs::read_to_string(e.path()).ok()).collect()
+    let files = std::fs::read_dir(dir).unwrap().flatten().map(|e| std::fs::read(e.path()).unwrap());
+    let files = files.map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    cache_entries(dir).into_iter().map(|(_, text)| text).chain(files).collect()
 }
 
 #[test]
@@ -791,16 +793,14 @@ fn builds_known_by_git_ids_are_checked_before_kustomize_runs_again() {
     };
     let cold = render();
     // Keep only the records of inputs by git id: every output is gone.
-    let records = std::fs::read_dir(cache_dir.path()).unwrap().flatten().filter(|entry| {
-        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        let is_record = serde_json::from_str::<serde_json::Value>(&text)
-            .is_ok_and(|v| v.get("ids").is_some() && v.get("key").is_some());
-        if !is_record {
-            std::fs::remove_file(entry.path()).unwrap();
-        }
-        is_record
-    });
-    assert_eq!(records.count(), 3, "one record per Kustomization");
+    let is_record = |text: &str| {
+        serde_json::from_str::<serde_json::Value>(text)
+            .is_ok_and(|v| v.get("ids").is_some() && v.get("key").is_some())
+    };
+    remove_cache_entries(cache_dir.path(), |text| !is_record(text));
+    let entries = cache_entries(cache_dir.path());
+    assert_eq!(entries.len(), 3, "one record per Kustomization");
+    assert!(entries.iter().all(|(_, text)| is_record(text)));
     let again = render();
     assert_eq!(again.stats.builds - again.stats.cache_hits, 3, "{:?}", again.stats);
     assert_eq!(objects(&again), objects(&cold));
@@ -824,12 +824,11 @@ fn finished_renders_known_by_git_ids_skip_preparing_the_build_until_an_input_cha
     let cold = render();
     // Without the records of the builds' inputs, only the finished renders' records by git id
     // can answer: they do, for every Kustomization, and nothing is built.
-    for entry in std::fs::read_dir(cache_dir.path()).unwrap().flatten() {
-        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        if serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v.get("key").is_some()) {
-            std::fs::remove_file(entry.path()).unwrap();
-        }
-    }
+    let before = cache_entries(cache_dir.path()).len();
+    remove_cache_entries(cache_dir.path(), |text| {
+        serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.get("key").is_some())
+    });
+    assert_eq!(cache_entries(cache_dir.path()).len(), before - 3, "one record per Kustomization");
     let warm = render();
     assert_eq!(warm.stats.builds, warm.stats.cache_hits, "{:?}", warm.stats);
     assert_eq!(warm.find("flux-system/a").unwrap().ids(), cold.find("flux-system/a").unwrap().ids());
