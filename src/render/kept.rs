@@ -22,6 +22,8 @@ const STATE_FILE: &str = "state.json";
 /// File contents held before they are written, at most.
 const MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
 const TREE_DIR: &str = "tree";
+/// Where kept trees live in a scratch directory.
+const KEPT_DIR: &str = "fluxplan-kept";
 
 /// What a kept tree holds.
 #[derive(Serialize, Deserialize)]
@@ -100,7 +102,42 @@ pub(super) fn location(scratch: &Path, repo: &Path) -> (PathBuf, String) {
     use sha2::{Digest, Sha256};
     let repo = std::fs::canonicalize(repo).unwrap_or_else(|_| repo.to_path_buf());
     let key = hex::encode(&Sha256::digest(repo.to_string_lossy().as_bytes())[..12]);
-    (scratch.join("fluxplan-kept"), key)
+    (scratch.join(KEPT_DIR), key)
+}
+
+/// Deletes every kept tree under the scratch directory `scratch`; true when there was one.
+pub(super) fn evict_all(scratch: &Path) -> bool {
+    let root = scratch.join(KEPT_DIR);
+    let Ok(entries) = std::fs::read_dir(&root) else { return false };
+    if !private(&root) {
+        return false;
+    }
+    let mut evicted = false;
+    for entry in entries.flatten() {
+        evicted |= evict(&entry.path());
+    }
+    evicted
+}
+
+/// Deletes the kept tree at `path`, first renamed to a name of its own: an export claiming it at
+/// the same moment gets it whole or not at all, never half deleted.
+fn evict(path: &Path) -> bool {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static EVICTED: AtomicU64 = AtomicU64::new(0);
+    let number = EVICTED.fetch_add(1, Ordering::Relaxed);
+    let trash = path.with_file_name(format!(".evicted-{}-{number}", std::process::id()));
+    std::fs::rename(path, &trash).is_ok() && std::fs::remove_dir_all(&trash).is_ok()
+}
+
+/// A kept tree of the repository `key` under `scratch` holding one file, as an export leaves it.
+#[cfg(test)]
+pub(super) fn plant_for_test(scratch: &Path, key: &str) {
+    use std::os::unix::fs::DirBuilderExt;
+    let root = scratch.join(KEPT_DIR);
+    std::fs::DirBuilder::new().mode(0o700).create(&root).unwrap();
+    let tree = root.join(format!("{key}-0")).join(TREE_DIR);
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("app.yaml"), "kind: ConfigMap\n").unwrap();
 }
 
 /// True when `root` is this user's alone (created so when missing): what another user could
@@ -280,7 +317,7 @@ pub(super) fn put_back(claimed_dir: &Path, state: &State, root: &Path, key: &str
     kept.sort();
     let excess = kept.len().saturating_sub(MAX_KEPT);
     for (_, path) in kept.into_iter().take(excess) {
-        let _ = std::fs::remove_dir_all(path);
+        evict(&path);
     }
 }
 

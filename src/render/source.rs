@@ -135,14 +135,16 @@ pub fn scratch_dir(limits: &SourceLimits) -> PathBuf {
     }
     let memory_backed =
         [std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from), Some(PathBuf::from("/dev/shm"))];
-    memory_backed
-        .into_iter()
-        .flatten()
-        .find(|dir| {
-            let needed = limits.max_total_bytes.saturating_mul(2).saturating_add(SCRATCH_HEADROOM);
-            fs4::available_space(dir).is_ok_and(|free| free >= needed)
-        })
-        .unwrap_or_else(std::env::temp_dir)
+    let needed = limits.max_total_bytes.saturating_mul(2).saturating_add(SCRATCH_HEADROOM);
+    memory_backed_with_room(memory_backed.into_iter().flatten(), needed).unwrap_or_else(std::env::temp_dir)
+}
+
+/// The first of `candidates` with `needed` bytes free. Kept trees (memory that only speeds up
+/// later exports) are deleted from a candidate that lacks the room: they would otherwise hold
+/// it for good, unused, while exports go elsewhere.
+fn memory_backed_with_room(candidates: impl IntoIterator<Item = PathBuf>, needed: u64) -> Option<PathBuf> {
+    let has_room = |dir: &Path| fs4::available_space(dir).is_ok_and(|free| free >= needed);
+    candidates.into_iter().find(|dir| has_room(dir) || (super::kept::evict_all(dir) && has_room(dir)))
 }
 
 impl ExportedSource {
@@ -574,4 +576,26 @@ fn link_filtered(raw: &Path, dir: &Path, dest: &Path, rules: &SourceIgnore) -> R
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_trees_in_a_directory_without_room_are_deleted_and_others_are_not() {
+        let (roomy, full) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for scratch in [&roomy, &full] {
+            super::super::kept::plant_for_test(scratch.path(), "repo");
+        }
+        let tree = |scratch: &tempfile::TempDir| scratch.path().join("fluxplan-kept/repo-0/tree/app.yaml");
+        // Room enough: the directory is taken and its kept tree stays.
+        let chosen = memory_backed_with_room([roomy.path().to_path_buf()], 0);
+        assert_eq!(chosen.as_deref(), Some(roomy.path()));
+        assert!(tree(&roomy).exists());
+        // No room: the export goes elsewhere, and the kept tree goes too.
+        assert_eq!(memory_backed_with_room([full.path().to_path_buf()], u64::MAX), None);
+        assert!(!tree(&full).exists());
+        assert_eq!(std::fs::read_dir(full.path().join("fluxplan-kept")).unwrap().count(), 0);
+    }
 }
