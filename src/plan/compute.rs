@@ -462,14 +462,21 @@ impl<'a> ClusterView<'a> {
             .and_then(|k| k.argocd.as_deref()?.application.as_ref())
             .map(|a| a.ignore_differences.as_slice())
             .unwrap_or_default();
-        let (ignored, _) = crate::argocd::ignore_differences::ignored_fields(rules, id);
+        let (ignored, ignore_rules_not_applied) =
+            crate::argocd::ignore_differences::ignored_fields(rules, id);
         let strip = |v: &serde_json::Value| crate::argocd::ignore_differences::without(v, &ignored);
         let (base_object, head_object, live) = (strip(&base.object), strip(&head.object), strip(live));
         let diff = live_diff::drift(&base_object, &live, "base", cluster_scoped)?;
         let after_merge = (base.digest != head.digest)
             .then(|| live_diff::drift(&head_object, &live, "head", cluster_scoped))
             .flatten();
-        Some(Drift { id: id.to_string(), display: id.display_name(), diff, after_merge })
+        Some(Drift {
+            id: id.to_string(),
+            display: id.display_name(),
+            diff,
+            after_merge,
+            ignore_rules_not_applied,
+        })
     }
 
     /// What happens to an object in `owner`'s inventory that it no longer desires.

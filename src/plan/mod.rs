@@ -112,6 +112,10 @@ pub struct Drift {
     /// the merge does to the live object, drift reverted and change applied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after_merge: Option<String>,
+    /// Argo CD `ignoreDifferences` rules for the object that could not be applied to the diffs
+    /// (jq beyond plain paths, managed-fields managers): what they leave alone may show.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignore_rules_not_applied: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -344,6 +344,7 @@ fn view(plan: &Plan, color: bool) -> Value {
                 "diff": d.diff, "diff_lines": d.diff.lines().collect::<Vec<_>>(),
                 "after_merge": d.after_merge,
                 "after_merge_lines": d.after_merge.as_deref().map(|t| t.lines().collect::<Vec<_>>()).unwrap_or_default(),
+                "ignore_rules_not_applied": d.ignore_rules_not_applied.join("; "),
             })
         })
         .collect();

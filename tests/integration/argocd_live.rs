@@ -255,3 +255,37 @@ fn a_generated_application_dropped_live_is_deleted_with_what_it_deployed() {
     );
     assert_eq!(kustomization_in(&plan, "argocd/worker")["inventory_source"], "cluster");
 }
+
+#[test]
+fn drift_says_which_ignore_differences_rules_it_could_not_apply() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "apps/guestbook.yaml",
+        "      jsonPointers:\n        - /spec/replicas",
+        "      jsonPointers:\n        - /spec/replicas\n      managedFieldsManagers:\n        - team-labeller",
+    );
+    repo.commit("leave the team label to the labeller");
+    edit(&repo, "apps/guestbook.yaml", "nginx:1.27", "nginx:1.28");
+    repo.commit("bump guestbook");
+    // The labeller moved the Deployment's team: Argo CD ignores what it owns, but fluxplan cannot
+    // tell which fields a manager owns, so the drift shows and says so.
+    let mut objects = cluster(&repo);
+    let deployment = objects
+        .iter_mut()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "guestbook")
+        .unwrap();
+    deployment["metadata"]["labels"]["team"] = json!("platform");
+    let fake = FakeKube::start(objects);
+    let (plan, code) = plan_kube(&repo, &fake, &[]);
+    assert_eq!(code, 1, "{plan}");
+    let drift = &kustomization_in(&plan, "argocd/guestbook")["drift"][0];
+    assert!(drift["diff"].as_str().unwrap().contains("team: platform"), "{drift}");
+    assert_eq!(drift["ignore_rules_not_applied"], json!(["managedFieldsManagers team-labeller"]));
+    let note =
+        "not applied here, so what they leave alone may show above: managedFieldsManagers team-labeller";
+    for format in ["markdown", "text"] {
+        let shown = crate::kube_view::plan_kube_as(&repo, &fake, format);
+        assert!(shown.contains(note), "{format}: {shown}");
+    }
+}

@@ -139,6 +139,19 @@ pub(crate) fn plan_kube(repo: &Repo, fake: &FakeKube, extra: &[&str]) -> (Value,
 
 /// Like `plan_kube`, with any kubeconfig.
 fn plan_with_kubeconfig(repo: &Repo, kubeconfig: &std::path::Path, extra: &[&str]) -> (Value, i32) {
+    let (stdout, stderr, code) = plan_as(repo, kubeconfig, "json", extra);
+    let plan = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    (plan, code)
+}
+
+/// The plan of `HEAD~1..HEAD` against the fake API server, in `format`.
+pub(crate) fn plan_kube_as(repo: &Repo, fake: &FakeKube, format: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    plan_as(repo, &fake.kubeconfig(dir.path()), format, &[]).0
+}
+
+/// stdout, stderr and exit code of `fluxplan plan --kube` in `format`.
+fn plan_as(repo: &Repo, kubeconfig: &std::path::Path, format: &str, extra: &[&str]) -> (String, String, i32) {
     let out = Command::new(fluxplan_bin())
         .args([
             "plan",
@@ -149,7 +162,7 @@ fn plan_with_kubeconfig(repo: &Repo, kubeconfig: &std::path::Path, extra: &[&str
             "--head",
             "HEAD",
             "--format",
-            "json",
+            format,
             "--repo",
         ])
         .arg(repo.path())
@@ -157,10 +170,8 @@ fn plan_with_kubeconfig(repo: &Repo, kubeconfig: &std::path::Path, extra: &[&str
         .env("KUBECONFIG", kubeconfig)
         .output()
         .unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let plan = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
-    (plan, out.status.code().unwrap())
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (String::from_utf8(out.stdout).unwrap(), stderr, out.status.code().unwrap())
 }
 
 fn changes_of(plan: &Value, name: &str) -> Vec<(String, String)> {
