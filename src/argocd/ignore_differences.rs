@@ -56,8 +56,11 @@ fn jq_path_as_pointer(expression: &str) -> Option<String> {
     (!pointer.is_empty()).then_some(pointer)
 }
 
-/// A copy of `object` without the fields at `pointers`.
-pub fn without(object: &Value, pointers: &[String]) -> Value {
+/// `object` without the fields at `pointers` (borrowed when there are none).
+pub fn without<'a>(object: &'a Value, pointers: &[String]) -> std::borrow::Cow<'a, Value> {
+    if pointers.is_empty() {
+        return std::borrow::Cow::Borrowed(object);
+    }
     let mut object = object.clone();
     for pointer in pointers {
         let Some((parent, last)) = pointer.rsplit_once('/') else { continue };
@@ -76,7 +79,7 @@ pub fn without(object: &Value, pointers: &[String]) -> Value {
             _ => {}
         }
     }
-    object
+    std::borrow::Cow::Owned(object)
 }
 
 #[cfg(test)]

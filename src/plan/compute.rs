@@ -464,8 +464,9 @@ impl<'a> ClusterView<'a> {
             .unwrap_or_default();
         let (ignored, ignore_rules_not_applied) =
             crate::argocd::ignore_differences::ignored_fields(rules, id);
-        let strip = |v: &serde_json::Value| crate::argocd::ignore_differences::without(v, &ignored);
-        let (base_object, head_object, live) = (strip(&base.object), strip(&head.object), strip(live));
+        use crate::argocd::ignore_differences::without;
+        let (base_object, head_object, live) =
+            (without(&base.object, &ignored), without(&head.object, &ignored), without(live, &ignored));
         let diff = live_diff::drift(&base_object, &live, "base", cluster_scoped)?;
         let after_merge = (base.digest != head.digest)
             .then(|| live_diff::drift(&head_object, &live, "head", cluster_scoped))
