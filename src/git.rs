@@ -41,23 +41,59 @@ pub fn resolve_commit(repo: &Path, rev: &str) -> Result<String> {
 /// The object id of every file and directory of `commit`'s tree by path ("" is the root): git's
 /// own content addresses, so unchanged content is known without reading it.
 pub fn object_ids(repo: &Path, commit: &str) -> Result<std::collections::HashMap<String, String>> {
-    let mut cmd = git(repo);
-    cmd.args(["ls-tree", "-r", "-t", "-z", "--full-tree", "--end-of-options", commit]);
-    let listing = output(cmd, &format!("list the tree of {commit}"))?;
-    let mut ids = std::collections::HashMap::new();
-    for entry in listing.split(|b| *b == 0).filter(|e| !e.is_empty()) {
-        // `<mode> <type> <id>\t<path>`
-        let text = String::from_utf8_lossy(entry);
-        let Some((meta, path)) = text.split_once('\t') else { continue };
-        if let Some(id) = meta.split(' ').nth(2) {
-            ids.insert(path.to_string(), id.to_string());
-        }
-    }
+    let mut ids: std::collections::HashMap<String, String> =
+        tree_entries(repo, commit, false)?.into_iter().map(|e| (e.path, e.id)).collect();
+    ids.insert(String::new(), root_tree(repo, commit)?);
+    Ok(ids)
+}
+
+/// The id of the root tree of `commit`.
+pub fn root_tree(repo: &Path, commit: &str) -> Result<String> {
     let mut cmd = git(repo);
     cmd.args(["rev-parse", "--verify", "--end-of-options"]).arg(format!("{commit}^{{tree}}"));
     let root = output(cmd, &format!("find the tree of {commit}"))?;
-    ids.insert(String::new(), String::from_utf8_lossy(&root).trim().to_string());
-    Ok(ids)
+    Ok(String::from_utf8_lossy(&root).trim().to_string())
+}
+
+/// One entry of `git ls-tree -r -t`.
+pub struct TreeEntry {
+    pub mode: String,
+    /// `blob`, `tree` or `commit` (a submodule).
+    pub kind: String,
+    pub id: String,
+    /// The blob's size, when asked for (0 for trees and submodules).
+    pub size: u64,
+    pub path: String,
+}
+
+/// Every blob and tree of `commit` (with blob sizes when `sizes`), in git's order: the order
+/// `git archive` writes them.
+pub fn tree_entries(repo: &Path, commit: &str, sizes: bool) -> Result<Vec<TreeEntry>> {
+    let mut cmd = git(repo);
+    cmd.args(["ls-tree", "-r", "-t", "-z", "--full-tree"]);
+    if sizes {
+        cmd.arg("-l");
+    }
+    cmd.args(["--end-of-options", commit]);
+    let listing = output(cmd, &format!("list the tree of {commit}"))?;
+    let mut entries = Vec::new();
+    for record in listing.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+        // `<mode> <type> <id>[ <size>]\t<path>` (size `-` for trees)
+        let text = String::from_utf8_lossy(record);
+        let Some((meta, path)) = text.split_once('\t') else { continue };
+        let mut fields = meta.split_whitespace();
+        let (Some(mode), Some(kind), Some(id)) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        entries.push(TreeEntry {
+            mode: mode.to_string(),
+            kind: kind.to_string(),
+            id: id.to_string(),
+            size: fields.next().and_then(|s| s.parse().ok()).unwrap_or(0),
+            path: path.to_string(),
+        });
+    }
+    Ok(entries)
 }
 
 /// Streams the tree of `commit` as a tar archive into `consume` (never held in memory whole: a

@@ -7,6 +7,7 @@
 //! leaves nothing to misread, only a tree that is exported afresh next time.
 
 use super::source::{note_manifest, Budget};
+use crate::git::TreeEntry as Entry;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,43 +59,6 @@ pub(super) fn is_plain(path: &str) -> bool {
 /// Entries `git archive` writes as directories: trees, and submodules (an empty directory).
 fn is_dir(entry: &Entry) -> bool {
     entry.kind == "tree" || entry.mode == "160000"
-}
-
-/// One entry of `git ls-tree -r -t -l`.
-pub(super) struct Entry {
-    pub mode: String,
-    pub kind: String,
-    pub id: String,
-    pub size: u64,
-    pub path: String,
-}
-
-/// Every blob and tree of `commit`, in git's order (the order `git archive` writes them).
-pub(super) fn entries(repo: &Path, commit: &str) -> Result<Vec<Entry>> {
-    let out = crate::git::git_command(repo)
-        .args(["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", "--end-of-options", commit])
-        .stderr(Stdio::piped())
-        .output()
-        .context("cannot run git ls-tree")?;
-    if !out.status.success() {
-        bail!("cannot list the tree of {commit}: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    let mut entries = Vec::new();
-    for record in out.stdout.split(|b| *b == 0).filter(|r| !r.is_empty()) {
-        // `<mode> <type> <id> <size>\t<path>` (size `-` for trees)
-        let text = String::from_utf8_lossy(record);
-        let Some((meta, path)) = text.split_once('\t') else { continue };
-        let fields: Vec<&str> = meta.split_whitespace().collect();
-        let [mode, kind, id, size] = fields[..] else { continue };
-        entries.push(Entry {
-            mode: mode.to_string(),
-            kind: kind.to_string(),
-            id: id.to_string(),
-            size: size.parse().unwrap_or(0),
-            path: path.to_string(),
-        });
-    }
-    Ok(entries)
 }
 
 /// The directory kept trees live in, and the name of a repository's.

@@ -122,6 +122,15 @@ pub struct TreeIds {
     pub salt: String,
 }
 
+/// Every `.sourceignore` of a tree with its git id, as one string: the ignore rules' part of what
+/// builds known by git ids are keyed by.
+fn sourceignores_of(ids: &HashMap<String, String>) -> String {
+    let mut ignores: Vec<(&String, &String)> =
+        ids.iter().filter(|(path, _)| path.rsplit('/').next() == Some(".sourceignore")).collect();
+    ignores.sort();
+    format!("{ignores:?}")
+}
+
 /// Free space a memory-backed scratch directory keeps beyond what exports may take.
 const SCRATCH_HEADROOM: u64 = 1024 * 1024 * 1024;
 
@@ -190,12 +199,7 @@ impl ExportedSource {
                     .inspect_err(|e| tracing::debug!("no object ids for {commit}: {e:#}"))
                     .ok()
                     .map(|ids| {
-                        let mut ignores: Vec<(&String, &String)> = ids
-                            .iter()
-                            .filter(|(path, _)| path.rsplit('/').next() == Some(".sourceignore"))
-                            .collect();
-                        ignores.sort();
-                        let ignores = format!("{ignores:?}");
+                        let ignores = sourceignores_of(&ids);
                         (Arc::new(ids), ignores)
                     });
                 Some(commit)
@@ -229,7 +233,7 @@ impl ExportedSource {
         workdir: tempfile::TempDir,
         limits: SourceLimits,
     ) -> Result<Option<Self>> {
-        let entries = super::kept::entries(repo, commit)?;
+        let entries = git::tree_entries(repo, commit, true)?;
         // A path that is not plain (an entry named `..`) must never be joined to the kept tree:
         // the archive leaves such entries out, with a warning.
         if entries
@@ -271,18 +275,10 @@ impl ExportedSource {
         };
         let mut ids: HashMap<String, String> =
             entries.iter().map(|e| (e.path.clone(), e.id.clone())).collect();
-        let mut cmd = git::git_command(repo);
-        cmd.args(["rev-parse", "--verify", "--end-of-options"]).arg(format!("{commit}^{{tree}}"));
-        let out = cmd.output()?;
-        if !out.status.success() {
-            // The fresh export says what git cannot do; an empty id would match nothing anyway.
-            return Ok(None);
-        }
-        ids.insert(String::new(), String::from_utf8_lossy(&out.stdout).trim().to_string());
-        let mut ignores: Vec<(&String, &String)> =
-            ids.iter().filter(|(path, _)| path.rsplit('/').next() == Some(".sourceignore")).collect();
-        ignores.sort();
-        let ignores = format!("{ignores:?}");
+        // Without it, the fresh export says what git cannot do.
+        let Ok(root_tree) = git::root_tree(repo, commit) else { return Ok(None) };
+        ids.insert(String::new(), root_tree);
+        let ignores = sourceignores_of(&ids);
         let raw = claimed.tree();
         Ok(Some(ExportedSource {
             raw,
