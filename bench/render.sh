@@ -31,7 +31,10 @@ engine=$(FLUXPLAN_LOG=fluxplan=info "$bin" build --repo examples/fleet --no-cach
 for n in "${sizes[@]}"; do
   fleet=$(mktemp -d)
   cache=$(mktemp -d)
-  python3 bench/gen-fleet.py "$fleet" "$n" "$objects"
+  # No automatic gc in the background while measuring (10,000 loose objects start one): packed
+  # once, here.
+  GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=gc.auto GIT_CONFIG_VALUE_0=0 python3 bench/gen-fleet.py "$fleet" "$n" "$objects"
+  git -C "$fleet" config gc.auto 0
   git -C "$fleet" gc --quiet
   # Cold: each run with an empty cache directory; the last one's cache stays for the warm runs.
   cold=$(for _ in 1 2 3; do
