@@ -289,3 +289,42 @@ fn drift_says_which_ignore_differences_rules_it_could_not_apply() {
         assert!(shown.contains(note), "{format}: {shown}");
     }
 }
+
+/// A 2.x cluster tracks by label without saying so: with `argocd-cm` silent or missing, a
+/// label-tracked deletion must still be a deletion (a `skip` would let the plan pass).
+#[test]
+fn a_cluster_that_does_not_name_its_tracking_method_counts_the_label_too() {
+    let repo = fleet();
+    edit(&repo, "apps/guestbook.yaml", "nginx:1.27", "nginx:1.28");
+    repo.commit("bump guestbook");
+    let is_argocd_cm = |o: &Value| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "argocd-cm";
+    let silent: Vec<Value> = cluster(&repo)
+        .into_iter()
+        .map(|mut o| {
+            if is_argocd_cm(&o) {
+                o["data"] = json!({});
+            }
+            o
+        })
+        .collect();
+    let missing: Vec<Value> = cluster(&repo).into_iter().filter(|o| !is_argocd_cm(o)).collect();
+    for (what, objects) in [("silent", silent), ("missing", missing)] {
+        let fake = FakeKube::start(objects);
+        let (plan, code) = plan_kube(&repo, &fake, &[]);
+        assert_eq!(code, 1, "{what}: {plan}");
+        assert_eq!(
+            changes_of(&plan, "argocd/guestbook"),
+            [
+                ("update".to_string(), "guestbook_guestbook_apps_Deployment".to_string()),
+                ("delete".to_string(), "guestbook_old-config__ConfigMap".to_string()),
+            ],
+            "{what}"
+        );
+        // Still no marker at all: Argo CD leaves it.
+        assert_eq!(
+            changes_of(&plan, "argocd/shop"),
+            [("skip".to_string(), "shop_handmade__ConfigMap".to_string())],
+            "{what}"
+        );
+    }
+}
