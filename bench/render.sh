@@ -36,12 +36,17 @@ for n in "${sizes[@]}"; do
   GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=gc.auto GIT_CONFIG_VALUE_0=0 python3 bench/gen-fleet.py "$fleet" "$n" "$objects"
   git -C "$fleet" config gc.auto 0
   git -C "$fleet" gc --quiet
-  # Cold: each run with an empty cache directory; the last one's cache stays for the warm runs.
-  cold=$(for _ in 1 2 3; do
-    rm -rf "$cache"
-    /usr/bin/time -o "$out/time" -f "%e %M" "$bin" build --repo "$fleet" --rev HEAD --format ids --cache-dir "$cache" > "$out/ids-$n.txt" 2>/dev/null || true
+  # Cold: each run with an empty cache directory and an empty scratch directory (no export kept
+  # from the run before); the last run's cache and kept export stay for the warm runs.
+  scratch=""
+  for _ in 1 2 3; do
+    rm -rf "$cache" "$scratch"
+    scratch=$(mktemp -d -p "${XDG_RUNTIME_DIR:-/dev/shm}")
+    FLUXPLAN_WORKDIR=$scratch /usr/bin/time -o "$out/time" -f "%e %M" "$bin" build --repo "$fleet" --rev HEAD --format ids --cache-dir "$cache" > "$out/ids-$n.txt" 2>/dev/null || true
     tail -1 "$out/time"
-  done | sort -n | sed -n 2p)
+  done > "$out/cold"
+  cold=$(sort -n "$out/cold" | sed -n 2p)
+  export FLUXPLAN_WORKDIR=$scratch
   # fluxplan and its workers together, by PSS (a separate cold run: sampling slows the timed one).
   summed=$(python3 bench/peak-rss.py "$bin" build --repo "$fleet" --rev HEAD --format ids --no-cache || echo "?")
   (cd "$fleet" && ls -d apps/app-* | sed 's|^|./|') > "$out/paths.txt"
@@ -58,7 +63,8 @@ for n in "${sizes[@]}"; do
   read -r cold_s cold_kb <<< "$cold"
   read -r warm_s _ <<< "$warm"
   echo "| $n | $total | $cold_s | $((cold_kb / 1024)) | $summed | $floor | $warm_s | ${runs#kustomize_runs=} |" >> "$report"
-  rm -rf "$fleet" "$cache"
+  unset FLUXPLAN_WORKDIR
+  rm -rf "$fleet" "$cache" "$scratch"
 done
 echo >> "$report"
 echo "Cold and warm: medians of 3 runs. Load while measured: $(cut -d' ' -f1-3 /proc/loadavg)." >> "$report"

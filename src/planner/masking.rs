@@ -109,6 +109,7 @@ fn mask_kustomization(k: &mut KustomizationPlan, mask: &impl Fn(&mut String)) {
             mask(text);
         }
         drift.after_merge.iter_mut().for_each(mask);
+        drift.ignore_rules_not_applied.iter_mut().for_each(mask);
     }
 }
 
@@ -133,12 +134,9 @@ mod tests {
         plan
     }
 
-    #[test]
-    fn a_predicted_id_holding_a_secret_value_is_kept_only_as_its_hash() {
+    fn kustomization_plan() -> crate::plan::KustomizationPlan {
         use crate::plan::{Counts, InventorySource, KustomizationPlan, KustomizationStatus};
-        let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
-        let mut plan = plan_showing("nothing");
-        plan.kustomizations.push(KustomizationPlan {
+        KustomizationPlan {
             cluster: "prod".into(),
             engine: crate::render::Engine::Flux,
             kind: crate::render::UnitKind::Kustomization,
@@ -153,14 +151,44 @@ mod tests {
             error: None,
             drift: Vec::new(),
             notes: Vec::new(),
-            desired: vec!["default_app-zq7secret__ConfigMap".into(), "default_plain__ConfigMap".into()],
-            unmanaged: vec!["default_app-zq7secret__ConfigMap".into()],
-        });
+            desired: Vec::new(),
+            unmanaged: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_predicted_id_holding_a_secret_value_is_kept_only_as_its_hash() {
+        let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
+        let mut plan = plan_showing("nothing");
+        let mut k = kustomization_plan();
+        k.desired = vec!["default_app-zq7secret__ConfigMap".into(), "default_plain__ConfigMap".into()];
+        k.unmanaged = vec!["default_app-zq7secret__ConfigMap".into()];
+        plan.kustomizations.push(k);
         apply(&mut plan, &masks);
         let k = &plan.kustomizations[0];
         let hashed = crate::plan::actual::hashed_id("default_app-zq7secret__ConfigMap");
         assert_eq!(k.desired, [hashed.clone(), "default_plain__ConfigMap".to_string()]);
         assert_eq!(k.unmanaged, [hashed]);
+    }
+
+    #[test]
+    fn drift_and_the_rules_it_could_not_apply_are_masked() {
+        let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
+        let mut plan = plan_showing("nothing");
+        let mut k = kustomization_plan();
+        k.drift.push(crate::plan::Drift {
+            id: "default_app__ConfigMap".into(),
+            display: "ConfigMap default/app".into(),
+            diff: "-  name: app-zq7secret".into(),
+            after_merge: None,
+            ignore_rules_not_applied: vec!["managedFieldsManagers app-zq7secret".into()],
+        });
+        plan.kustomizations.push(k);
+        apply(&mut plan, &masks);
+        assert_eq!(plan.verdict, Verdict::Changes);
+        let drift = &plan.kustomizations[0].drift[0];
+        assert_eq!(drift.diff, "-  name: app-(masked:SUFFIX)");
+        assert_eq!(drift.ignore_rules_not_applied, ["managedFieldsManagers app-(masked:SUFFIX)"]);
     }
 
     #[test]

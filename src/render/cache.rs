@@ -53,11 +53,7 @@ impl RenderCache {
         let disk = dir.and_then(|dir| match Disk::open(&dir) {
             Ok(disk) => Some(disk),
             Err(e) => {
-                tracing::warn!(
-                    "the render cache at {} cannot be used ({e}): rendering without it; remove the \
-                     directory to start it afresh",
-                    dir.display()
-                );
+                tracing::warn!("rendering without the disk cache: {e:#}");
                 None
             }
         });
@@ -95,22 +91,32 @@ impl RenderCache {
 
 impl Disk {
     fn open(dir: &Path) -> anyhow::Result<Self> {
-        create_private_dir(dir)?;
+        use anyhow::Context;
+        create_private_dir(dir)
+            .with_context(|| format!("cannot create the cache directory {}", dir.display()))?;
         let path = dir.join(DATABASE);
-        let reader = connect(&path)?;
-        let writer = connect(&path).ok().and_then(|connection| {
-            let (queue, entries) = std::sync::mpsc::channel();
-            let dir = dir.to_path_buf();
-            let thread = std::thread::Builder::new()
-                .name("cache-writer".into())
-                .spawn(move || {
+        let created = !path.exists();
+        let cannot = |what: &str| {
+            format!(
+                "cannot {what} the render cache {} (if it is damaged, remove it and its -wal and -shm \
+                 files: it is only a cache)",
+                path.display()
+            )
+        };
+        let reader = connect(&path).with_context(|| cannot("open"))?;
+        let writer = connect(&path).with_context(|| cannot("open for writing"))?;
+        let (queue, entries) = std::sync::mpsc::channel();
+        let dir = dir.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("cache-writer".into())
+            .spawn(move || {
+                if created {
                     remove_entry_files(&dir);
-                    write_all(connection, entries)
-                })
-                .ok()?;
-            Some(Writer { queue, thread })
-        });
-        Ok(Disk { reader: Mutex::new(reader), writer })
+                }
+                write_all(writer, entries, &path)
+            })
+            .context("cannot start the render cache's writer")?;
+        Ok(Disk { reader: Mutex::new(reader), writer: Some(Writer { queue, thread }) })
     }
 
     fn read(&self, key: &str) -> Option<String> {
@@ -142,17 +148,31 @@ fn connect(path: &Path) -> anyhow::Result<Connection> {
     // power cut may lose the last entries, never corrupt the others (a cache can lose entries).
     connection.pragma_update(None, "journal_mode", "WAL")?;
     connection.pragma_update(None, "synchronous", "NORMAL")?;
+    // Temporary files (a large transaction's statement journal) stay in memory: entries may hold
+    // Secret manifests, which must not reach a file outside the owner-only directory.
+    connection.pragma_update(None, "temp_store", "MEMORY")?;
     connection
         .execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)", [])?;
     Ok(connection)
 }
 
-/// Writes what is queued, each wake-up's worth in one transaction, until the queue closes.
-fn write_all(mut connection: Connection, entries: std::sync::mpsc::Receiver<(String, Arc<String>)>) {
+/// Writes what is queued, each wake-up's worth in one transaction, until the queue closes. The
+/// first failure is said (a cache that stops keeping entries makes every later run slow).
+fn write_all(
+    mut connection: Connection,
+    entries: std::sync::mpsc::Receiver<(String, Arc<String>)>,
+    path: &Path,
+) {
+    let mut said = false;
     while let Ok(first) = entries.recv() {
         let batch: Vec<_> = std::iter::once(first).chain(entries.try_iter()).collect();
-        if let Err(e) = write_batch(&mut connection, &batch) {
-            tracing::debug!("render cache: {} entries not written: {e}", batch.len());
+        match write_batch(&mut connection, &batch) {
+            Err(e) if !said => {
+                said = true;
+                tracing::warn!("render cache {}: {} entries not written: {e}", path.display(), batch.len());
+            }
+            Err(e) => tracing::debug!("render cache: {} entries not written: {e}", batch.len()),
+            Ok(()) => {}
         }
     }
 }
@@ -170,15 +190,28 @@ fn write_batch(connection: &mut Connection, batch: &[(String, Arc<String>)]) -> 
 }
 
 /// Removes the entry files (named by their 64-digit hex key) an older fluxplan wrote, one file
-/// per entry, in the cache directory: nothing reads them any more.
+/// per entry, when the database is new in a directory that holds nothing else but fluxplan's own
+/// (`lib/`, where the kustomize library is installed, and temporary files): a cache directory
+/// pointed at someone else's files never loses any.
 fn remove_entry_files(dir: &Path) {
     let Ok(listing) = std::fs::read_dir(dir) else { return };
-    for entry in listing.flatten() {
+    let listing: Vec<_> = listing.flatten().collect();
+    let is_entry = |entry: &std::fs::DirEntry| {
         let name = entry.file_name();
-        let is_entry = name.len() == 64 && name.as_encoded_bytes().iter().all(|b| b.is_ascii_hexdigit());
-        if is_entry && entry.file_type().is_ok_and(|t| t.is_file()) {
-            let _ = std::fs::remove_file(entry.path());
-        }
+        name.len() == 64
+            && name.as_encoded_bytes().iter().all(|b| b.is_ascii_hexdigit())
+            && entry.file_type().is_ok_and(|t| t.is_file())
+    };
+    let ours = |entry: &std::fs::DirEntry| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        is_entry(entry) || name == "lib" || name.starts_with(DATABASE) || name.starts_with(".tmp")
+    };
+    if !listing.iter().all(ours) {
+        return;
+    }
+    for entry in listing.iter().filter(|e| is_entry(e)) {
+        let _ = std::fs::remove_file(entry.path());
     }
 }
 
@@ -235,15 +268,48 @@ mod tests {
     }
 
     #[test]
-    fn entry_files_of_an_older_fluxplan_are_removed_and_nothing_else() {
-        let dir = tempfile::tempdir().unwrap();
-        let old = dir.path().join("0a".repeat(32));
-        let other = dir.path().join("notes.txt");
+    fn entry_files_of_an_older_fluxplan_are_removed_only_from_a_directory_of_its_own() {
+        let ours = tempfile::tempdir().unwrap();
+        let old = ours.path().join("0a".repeat(32));
         std::fs::write(&old, "[]").unwrap();
-        std::fs::write(&other, "mine").unwrap();
-        drop(RenderCache::new(Some(dir.path().to_path_buf())));
+        std::fs::create_dir(ours.path().join("lib")).unwrap();
+        drop(RenderCache::new(Some(ours.path().to_path_buf())));
         assert!(!old.exists());
-        assert!(other.exists());
+        assert!(ours.path().join("lib").is_dir());
+        // A directory that also holds what is not fluxplan's keeps every file.
+        let shared = tempfile::tempdir().unwrap();
+        let (looks_like_one, other) = (shared.path().join("0b".repeat(32)), shared.path().join("notes.txt"));
+        std::fs::write(&looks_like_one, "an object of another tool").unwrap();
+        std::fs::write(&other, "mine").unwrap();
+        drop(RenderCache::new(Some(shared.path().to_path_buf())));
+        assert!(looks_like_one.exists() && other.exists());
+    }
+
+    #[test]
+    fn the_database_and_its_journal_files_are_owner_only_while_in_use() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let cache = RenderCache::new(Some(dir.path().to_path_buf()));
+        cache.put("a", Arc::new("kind: Secret".into()));
+        // The writer commits on its own thread: wait until another connection sees the entry.
+        let path = dir.path().join(DATABASE);
+        let other = connect(&path).unwrap();
+        let seen =
+            || other.query_row("SELECT count(*) FROM entries", [], |row| row.get::<_, i64>(0)).unwrap() == 1;
+        while !seen() {
+            std::thread::yield_now();
+        }
+        let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.path()).collect();
+        assert!(files.iter().any(|f| f.to_string_lossy().ends_with("-wal")), "{files:?}");
+        for file in files {
+            assert_eq!(
+                std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+                0o600,
+                "{}",
+                file.display()
+            );
+        }
+        assert_eq!(std::fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777, 0o700);
     }
 
     #[test]

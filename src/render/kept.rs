@@ -25,6 +25,8 @@ const MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
 const TREE_DIR: &str = "tree";
 /// Where kept trees live in a scratch directory.
 const KEPT_DIR: &str = "fluxplan-kept";
+/// What a tree being evicted is renamed to begin with.
+const EVICTED: &str = ".evicted-";
 
 /// What a kept tree holds.
 #[derive(Serialize, Deserialize)]
@@ -76,9 +78,15 @@ pub(super) fn evict_all(scratch: &Path) -> bool {
     if !private(&root) {
         return false;
     }
+    let entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
     let mut evicted = false;
-    for entry in entries.flatten() {
-        evicted |= evict(&entry.path());
+    for path in entries {
+        if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(EVICTED)) {
+            // Left by an eviction that stopped half-way (another may be deleting it now).
+            let _ = std::fs::remove_dir_all(&path);
+        } else {
+            evicted |= evict(&path);
+        }
     }
     evicted
 }
@@ -87,9 +95,9 @@ pub(super) fn evict_all(scratch: &Path) -> bool {
 /// the same moment gets it whole or not at all, never half deleted.
 fn evict(path: &Path) -> bool {
     use std::sync::atomic::{AtomicU64, Ordering};
-    static EVICTED: AtomicU64 = AtomicU64::new(0);
-    let number = EVICTED.fetch_add(1, Ordering::Relaxed);
-    let trash = path.with_file_name(format!(".evicted-{}-{number}", std::process::id()));
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let number = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let trash = path.with_file_name(format!("{EVICTED}{}-{number}", std::process::id()));
     std::fs::rename(path, &trash).is_ok() && std::fs::remove_dir_all(&trash).is_ok()
 }
 

@@ -33,6 +33,9 @@ pub struct WorkerPool {
     max_idle: usize,
     /// Started on a stamp's word, without a probe worker (see `start`).
     vouched: bool,
+    /// Why a worker the stamp vouched for did not start: the run's later builds fail at once
+    /// with it instead of trying again (see `failed_start`).
+    start_failed: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for WorkerPool {
@@ -78,6 +81,7 @@ impl WorkerPool {
             idle: Mutex::default(),
             max_idle: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             vouched: false,
+            start_failed: std::sync::OnceLock::new(),
         };
         if let Some(version) = super::library::known_worker_version(library, program) {
             pool.version = version;
@@ -109,7 +113,13 @@ impl WorkerPool {
         let deadline = Instant::now() + timeout;
         let mut worker = match self.take_idle(readable, landlock) {
             Some(worker) => worker,
-            None => self.spawn(readable, landlock, deadline).map_err(|e| self.failed_start(e))?.0,
+            None => {
+                if let Some(why) = self.start_failed.get() {
+                    return Err(BuildError::Failed(why.clone()));
+                }
+                let started = deadline.min(Instant::now() + START_TIMEOUT);
+                self.spawn(readable, landlock, started).map_err(|e| self.failed_start(e))?.0
+            }
         };
         let tracked = cancel.track(worker.child.id() as i32);
         let answer = worker.request(dir, deadline, max_output);
@@ -140,16 +150,20 @@ impl WorkerPool {
         }
     }
 
-    /// A worker the stamp vouched for did not start: the stamp is forgotten, so the next run
-    /// probes the library and falls back to the kustomize binary if it still fails.
+    /// A worker the stamp vouched for did not start (it failed or never said hello): the stamp
+    /// is forgotten, so the next run probes the library and falls back to the kustomize binary
+    /// if it still fails, and this run's later builds fail at once with the same words.
     fn failed_start(&self, error: BuildError) -> BuildError {
         match error {
-            BuildError::Failed(why) if self.vouched => {
+            BuildError::Failed(why) | BuildError::Limit(why) if self.vouched => {
                 super::library::forget_worker_version(&self.library);
-                BuildError::Failed(format!(
-                    "{why} (the kustomize library worked here before; the next run checks it again and \
-                     falls back to the kustomize binary if it still fails)"
-                ))
+                let why = self.start_failed.get_or_init(|| {
+                    format!(
+                        "{why} (the kustomize library worked here before; the next run checks it again and \
+                         falls back to the kustomize binary if it still fails)"
+                    )
+                });
+                BuildError::Failed(why.clone())
             }
             other => other,
         }
@@ -340,6 +354,13 @@ mod tests {
         assert!(message.contains("cannot load the library"), "{message}");
         assert!(message.contains("checks it again"), "{message}");
         assert_eq!(super::super::library::known_worker_version(&lib, &program), None);
+        // The run's next build fails at once with the same words, without starting a worker
+        // (the program is gone: a start would fail in other words).
+        std::fs::remove_file(&program).unwrap();
+        let again = pool
+            .build(dir.path(), dir.path(), false, Duration::from_secs(60), 1024, &CancelToken::new())
+            .expect_err("the run's builds fail");
+        assert_eq!(again.to_string(), message);
     }
 
     /// The benchmark's floor is kustomize's cost under the same collector as the workers'.

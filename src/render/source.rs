@@ -139,21 +139,35 @@ const SCRATCH_HEADROOM: u64 = 1024 * 1024 * 1024;
 /// spare, else the system temporary directory. Exports create and delete thousands of small
 /// files; on some disks that costs seconds.
 pub fn scratch_dir(limits: &SourceLimits) -> PathBuf {
+    scratch_dir_for(limits, false)
+}
+
+/// `scratch_dir`; with `make_room` (an export about to start, before its own files take any),
+/// kept trees are deleted from a memory-backed directory that lacks the room (see
+/// `memory_backed_with_room`).
+fn scratch_dir_for(limits: &SourceLimits, make_room: bool) -> PathBuf {
     if let Some(dir) = std::env::var_os("FLUXPLAN_WORKDIR") {
         return PathBuf::from(dir);
     }
     let memory_backed =
         [std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from), Some(PathBuf::from("/dev/shm"))];
     let needed = limits.max_total_bytes.saturating_mul(2).saturating_add(SCRATCH_HEADROOM);
-    memory_backed_with_room(memory_backed.into_iter().flatten(), needed).unwrap_or_else(std::env::temp_dir)
+    memory_backed_with_room(memory_backed.into_iter().flatten(), needed, make_room)
+        .unwrap_or_else(std::env::temp_dir)
 }
 
-/// The first of `candidates` with `needed` bytes free. Kept trees (memory that only speeds up
-/// later exports) are deleted from a candidate that lacks the room: they would otherwise hold
-/// it for good, unused, while exports go elsewhere.
-fn memory_backed_with_room(candidates: impl IntoIterator<Item = PathBuf>, needed: u64) -> Option<PathBuf> {
+/// The first of `candidates` with `needed` bytes free. With `make_room`, kept trees (memory that
+/// only speeds up later exports) are deleted from a candidate that lacks the room: they would
+/// otherwise hold it for good, unused, while exports go elsewhere.
+fn memory_backed_with_room(
+    candidates: impl IntoIterator<Item = PathBuf>,
+    needed: u64,
+    make_room: bool,
+) -> Option<PathBuf> {
     let has_room = |dir: &Path| fs4::available_space(dir).is_ok_and(|free| free >= needed);
-    candidates.into_iter().find(|dir| has_room(dir) || (super::kept::evict_all(dir) && has_room(dir)))
+    candidates
+        .into_iter()
+        .find(|dir| has_room(dir) || (make_room && super::kept::evict_all(dir) && has_room(dir)))
 }
 
 impl ExportedSource {
@@ -165,7 +179,7 @@ impl ExportedSource {
     /// Exports `rev` of `repo`; with `keep`, from the tree an earlier export of it left (only the
     /// files that differ are written), and leaves this one for the next.
     pub fn export_keeping(repo: &Path, rev: Option<&str>, limits: SourceLimits, keep: bool) -> Result<Self> {
-        let scratch = scratch_dir(&limits);
+        let scratch = scratch_dir_for(&limits, true);
         let workdir = tempfile::Builder::new()
             .prefix("fluxplan-src-")
             .tempdir_in(&scratch)
@@ -586,11 +600,14 @@ mod tests {
         }
         let tree = |scratch: &tempfile::TempDir| scratch.path().join("fluxplan-kept/repo-0/tree/app.yaml");
         // Room enough: the directory is taken and its kept tree stays.
-        let chosen = memory_backed_with_room([roomy.path().to_path_buf()], 0);
+        let chosen = memory_backed_with_room([roomy.path().to_path_buf()], 0, true);
         assert_eq!(chosen.as_deref(), Some(roomy.path()));
         assert!(tree(&roomy).exists());
-        // No room: the export goes elsewhere, and the kept tree goes too.
-        assert_eq!(memory_backed_with_room([full.path().to_path_buf()], u64::MAX), None);
+        // No room, but only looking (not about to export): nothing is deleted.
+        assert_eq!(memory_backed_with_room([full.path().to_path_buf()], u64::MAX, false), None);
+        assert!(tree(&full).exists());
+        // No room for an export: it goes elsewhere, and the kept tree goes too.
+        assert_eq!(memory_backed_with_room([full.path().to_path_buf()], u64::MAX, true), None);
         assert!(!tree(&full).exists());
         assert_eq!(std::fs::read_dir(full.path().join("fluxplan-kept")).unwrap().count(), 0);
     }

@@ -344,7 +344,8 @@ fn view(plan: &Plan, color: bool) -> Value {
                 "diff": d.diff, "diff_lines": d.diff.lines().collect::<Vec<_>>(),
                 "after_merge": d.after_merge,
                 "after_merge_lines": d.after_merge.as_deref().map(|t| t.lines().collect::<Vec<_>>()).unwrap_or_default(),
-                "ignore_rules_not_applied": d.ignore_rules_not_applied.join("; "),
+                // Rules are the pull request's text: one line each, whatever it holds.
+                "ignore_rules_not_applied": d.ignore_rules_not_applied.join("; ").replace(['\n', '\r'], " "),
             })
         })
         .collect();
