@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// A git command run in `repo`, never prompting.
@@ -38,13 +38,14 @@ pub fn resolve_commit(repo: &Path, rev: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out).trim().to_string())
 }
 
-/// The object id of every file and directory of `commit`'s tree by path ("" is the root): git's
-/// own content addresses, so unchanged content is known without reading it.
-pub fn object_ids(repo: &Path, commit: &str) -> Result<std::collections::HashMap<String, String>> {
-    let mut ids: std::collections::HashMap<String, String> =
-        tree_entries(repo, commit, false)?.into_iter().map(|e| (e.path, e.id)).collect();
-    ids.insert(String::new(), root_tree(repo, commit)?);
-    Ok(ids)
+/// The repository's own attributes file (`info/attributes`), when it holds any: they apply to
+/// every archive of it.
+pub fn attributes_file(repo: &Path) -> Result<Option<PathBuf>> {
+    let mut cmd = git(repo);
+    cmd.args(["rev-parse", "--git-path", "info/attributes"]);
+    let path = PathBuf::from(String::from_utf8_lossy(&output(cmd, "find the attributes file")?).trim());
+    let path = if path.is_absolute() { path } else { repo.join(path) };
+    Ok(std::fs::metadata(&path).is_ok_and(|m| m.len() > 0).then_some(path))
 }
 
 /// The id of the root tree of `commit`.
@@ -97,14 +98,25 @@ pub fn tree_entries(repo: &Path, commit: &str, sizes: bool) -> Result<Vec<TreeEn
 }
 
 /// Streams the tree of `commit` as a tar archive into `consume` (never held in memory whole: a
-/// hostile revision cannot exhaust it).
+/// hostile revision cannot exhaust it). The caller makes sure no `.gitattributes` applies (see
+/// `attributes_file`); the user's and the system's attributes and line-ending settings are off
+/// here, so the archive holds the committed blobs as a clone does.
 pub fn archive_into<T>(
     repo: &Path,
     commit: &str,
     consume: impl FnOnce(&mut dyn Read) -> Result<T>,
 ) -> Result<T> {
     let mut child = git(repo)
-        .args(["archive", "--format=tar", commit])
+        .env("GIT_ATTR_NOSYSTEM", "1")
+        .args([
+            "-c",
+            "core.attributesFile=/dev/null",
+            "-c",
+            "core.autocrlf=false",
+            "archive",
+            "--format=tar",
+            commit,
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

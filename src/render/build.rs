@@ -24,7 +24,9 @@ use std::sync::{Arc, Condvar, Mutex};
 const CACHE_FORMAT: &str = "fluxplan-cache-v2-json";
 const ORIGIN_ANNOTATION: &str = "config.kubernetes.io/origin";
 /// The same for records of a build's inputs by git id.
-const INPUTS_FORMAT: &str = "fluxplan-inputs-v1";
+/// v2: records of trees whose `.gitattributes` made their archive differ from their blobs (files
+/// left out, rewritten) are never read.
+const INPUTS_FORMAT: &str = "fluxplan-inputs-v2";
 
 /// One object as kustomize produced it, with the repository file it came from.
 #[derive(Debug, Clone)]

@@ -24,8 +24,8 @@ pub fn key(build_key: &str, spec: &Kustomization, vars: &Variables, strict: bool
     Some(hex::encode(Sha256::digest(yaml::canonical_json(&inputs).as_bytes())))
 }
 
-/// The same for warm records.
-const WARM_FORMAT: &str = "fluxplan-warm-v1";
+/// The same for warm records (v2: as `INPUTS_FORMAT`'s v2).
+const WARM_FORMAT: &str = "fluxplan-warm-v2";
 
 /// Where the finished render of `spec` with `vars` from a tree salted `salt` is recorded with
 /// git's ids of its build's inputs (see `Warm`); `None` when it must not be cached.

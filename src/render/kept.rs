@@ -241,6 +241,16 @@ pub(super) fn update(
 }
 
 impl State {
+    /// An empty tree's: updating it writes every file.
+    pub fn empty(commit: &str) -> Self {
+        State {
+            commit: commit.to_string(),
+            files: BTreeMap::new(),
+            dirs: BTreeSet::new(),
+            manifests: BTreeMap::new(),
+        }
+    }
+
     /// What a tree unpacked whole from `commit`'s archive holds: every blob but symlinks and the
     /// files left out for their size.
     pub fn of(

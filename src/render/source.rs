@@ -122,13 +122,41 @@ pub struct TreeIds {
     pub salt: String,
 }
 
-/// Every `.sourceignore` of a tree with its git id, as one string: the ignore rules' part of what
-/// builds known by git ids are keyed by.
-fn sourceignores_of(ids: &HashMap<String, String>) -> String {
+/// git's id of every path of a tree (the root tree's under `""`), and every `.sourceignore` with
+/// its id as one string: the ignore rules' part of what builds known by git ids are keyed by.
+fn ids_of(entries: &[git::TreeEntry], root_tree: String) -> (Arc<HashMap<String, String>>, String) {
+    let mut ids: HashMap<String, String> = entries.iter().map(|e| (e.path.clone(), e.id.clone())).collect();
+    ids.insert(String::new(), root_tree);
     let mut ignores: Vec<(&String, &String)> =
         ids.iter().filter(|(path, _)| path.rsplit('/').next() == Some(".sourceignore")).collect();
     ignores.sort();
-    format!("{ignores:?}")
+    let ignores = format!("{ignores:?}");
+    (Arc::new(ids), ignores)
+}
+
+/// True when git attributes would make an archive of the tree (`entries`) differ from its
+/// blobs: a `.gitattributes` anywhere in it (which the pull request writes), or the
+/// repository's own `info/attributes`. Flux clones, so no attribute means anything to it: an
+/// archive would leave out what `export-ignore` names, rewrite what `export-subst` names and run
+/// filters (a `git-crypt` one would decrypt what Flux reads encrypted).
+fn attributes_apply(repo: &Path, entries: &[git::TreeEntry]) -> Result<bool> {
+    Ok(entries.iter().any(|e| e.path.rsplit('/').next() == Some(".gitattributes"))
+        || git::attributes_file(repo)?.is_some())
+}
+
+/// Writes every blob of `commit` (whose tree is `entries`) into the empty `tree`, as a clone
+/// holds them: what the archive does where no attribute applies, the same files left out.
+fn write_blobs(
+    repo: &Path,
+    commit: &str,
+    entries: &[git::TreeEntry],
+    tree: &Path,
+    budget: &mut Budget,
+) -> Result<super::kept::Updated> {
+    if let Some(entry) = entries.iter().find(|e| !super::kept::is_plain(&e.path)) {
+        anyhow::bail!("{commit} holds a path git does not check out: {:?}", entry.path);
+    }
+    super::kept::update(repo, commit, entries, tree, &super::kept::State::empty(commit), budget)
 }
 
 /// Free space a memory-backed scratch directory keeps beyond what exports may take.
@@ -200,22 +228,21 @@ impl ExportedSource {
             }
             Some(rev) => {
                 let commit = git::resolve_commit(repo, rev)?;
-                // git lists the tree's object ids while the archive is written.
-                let ids = std::thread::scope(|scope| {
-                    let ids = scope.spawn(|| git::object_ids(repo, &commit));
+                let entries = git::tree_entries(repo, &commit, true)?;
+                if attributes_apply(repo, &entries)? {
+                    let written = write_blobs(repo, &commit, &entries, &raw, &mut budget)?;
+                    warnings = written.warnings;
+                    flux_manifests = written.state.manifests();
+                } else {
                     git::archive_into(repo, &commit, |tar| {
                         unpack(tar, &raw, &mut budget, &mut warnings, &mut flux_manifests)
                     })?;
-                    anyhow::Ok(ids.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                })?;
+                }
                 // Only an optimisation: without them every build reads its inputs.
-                object_ids = ids
+                object_ids = git::root_tree(repo, &commit)
                     .inspect_err(|e| tracing::debug!("no object ids for {commit}: {e:#}"))
                     .ok()
-                    .map(|ids| {
-                        let ignores = sourceignores_of(&ids);
-                        (Arc::new(ids), ignores)
-                    });
+                    .map(|root| ids_of(&entries, root));
                 Some(commit)
             }
             None => {
@@ -239,7 +266,7 @@ impl ExportedSource {
     }
 
     /// The export of `commit` from a kept tree (or a fresh one to keep); `None` when the commit
-    /// cannot be exported that way (`.gitattributes` may leave files out of an archive).
+    /// cannot be exported that way.
     fn from_kept(
         repo: &Path,
         commit: &str,
@@ -249,11 +276,8 @@ impl ExportedSource {
     ) -> Result<Option<Self>> {
         let entries = git::tree_entries(repo, commit, true)?;
         // A path that is not plain (an entry named `..`) must never be joined to the kept tree:
-        // the archive leaves such entries out, with a warning.
-        if entries
-            .iter()
-            .any(|e| e.path.rsplit('/').next() == Some(".gitattributes") || !super::kept::is_plain(&e.path))
-        {
+        // the archive refuses such a commit, with an error that says why.
+        if entries.iter().any(|e| !super::kept::is_plain(&e.path)) {
             return Ok(None);
         }
         let (root, key) = super::kept::location(scratch, repo);
@@ -274,25 +298,26 @@ impl ExportedSource {
             }
         } else {
             // Nothing known to start from: every file is written, and the archive is the
-            // quicker way to write them all.
+            // quicker way to write them all where no attribute applies.
             let tree = claimed.tree();
             let _ = std::fs::remove_dir_all(&tree);
             std::fs::create_dir_all(&tree)?;
-            let (mut warnings, mut manifests) = (Vec::new(), Vec::new());
-            git::archive_into(repo, commit, |tar| {
-                unpack(tar, &tree, &mut budget, &mut warnings, &mut manifests)
-            })?;
-            super::kept::Updated {
-                state: super::kept::State::of(commit, &entries, &budget.oversized, manifests),
-                warnings,
+            if attributes_apply(repo, &entries)? {
+                write_blobs(repo, commit, &entries, &tree, &mut budget)?
+            } else {
+                let (mut warnings, mut manifests) = (Vec::new(), Vec::new());
+                git::archive_into(repo, commit, |tar| {
+                    unpack(tar, &tree, &mut budget, &mut warnings, &mut manifests)
+                })?;
+                super::kept::Updated {
+                    state: super::kept::State::of(commit, &entries, &budget.oversized, manifests),
+                    warnings,
+                }
             }
         };
-        let mut ids: HashMap<String, String> =
-            entries.iter().map(|e| (e.path.clone(), e.id.clone())).collect();
         // Without it, the fresh export says what git cannot do.
         let Ok(root_tree) = git::root_tree(repo, commit) else { return Ok(None) };
-        ids.insert(String::new(), root_tree);
-        let ignores = sourceignores_of(&ids);
+        let (ids, ignores) = ids_of(&entries, root_tree);
         let raw = claimed.tree();
         Ok(Some(ExportedSource {
             raw,
@@ -302,7 +327,7 @@ impl ExportedSource {
             flux_manifests: updated.state.manifests(),
             limits,
             filtered: Mutex::default(),
-            object_ids: Some((Arc::new(ids), ignores)),
+            object_ids: Some((ids, ignores)),
             kept: Some(Kept { claimed: claimed.dir, state: updated.state, root, key }),
             workdir,
         }))

@@ -496,3 +496,59 @@ fn check_renders(h: Hostile) {
         outcome.plan["kustomizations"].as_array().unwrap().iter().find(|k| k["name"] == "apps").unwrap();
     assert!(apps["error"].is_null(), "{apps}");
 }
+
+/// Flux clones the repository: `.gitattributes` means nothing to it. `git archive` would leave
+/// out what `export-ignore` names and rewrite what `export-subst` names, so a pull request could
+/// hide an object from its own plan. Planned and built with and without the disk cache (kept
+/// exports).
+#[test]
+fn gitattributes_never_hide_a_file_from_the_plan() {
+    let backdoor = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: backdoor\n\
+                    roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\n\
+                    subjects:\n- kind: User\n  name: mallory\n  apiGroup: rbac.authorization.k8s.io\n";
+    let stamped = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stamped\n  namespace: default\n\
+                   data:\n  commit: $Format:%H$\n";
+    let h = hostile(&[
+        (".gitattributes", "apps/backdoor.yaml export-ignore\napps/stamped.yaml export-subst filter=upper\n"),
+        ("apps/nested/.gitattributes", "* export-ignore\n"),
+        ("apps/backdoor.yaml", backdoor),
+        ("apps/stamped.yaml", stamped),
+        (
+            "apps/nested/extra.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nested\n  namespace: default\n",
+        ),
+    ]);
+    // A filter the repository's configuration defines (as git-crypt's does): a clone without it
+    // holds the blob, and so does the export.
+    h.repo.git(&["config", "filter.upper.smudge", "tr a-z A-Z"]);
+    let created = [
+        "_backdoor_rbac.authorization.k8s.io_ClusterRoleBinding",
+        "default_nested__ConfigMap",
+        "default_stamped__ConfigMap",
+    ];
+    let cache = tempfile::tempdir().unwrap();
+    let cache_dir = cache.path().to_str().unwrap();
+    // Each plan has a cache of its own; the second brings forward the exports the first kept.
+    for extra in [&["--no-cache"][..], &["--cache-dir", cache_dir], &["--cache-dir", cache_dir]] {
+        let outcome = h.plan(&[]);
+        assert_eq!(outcome.code, 1, "{extra:?}: {}", outcome.stdout);
+        let apps =
+            outcome.plan["kustomizations"].as_array().unwrap().iter().find(|k| k["name"] == "apps").unwrap();
+        let changes = apps["changes"].as_array().unwrap().iter();
+        let actual: Vec<&str> =
+            changes.filter(|c| c["action"] == "create").map(|c| c["id"].as_str().unwrap()).collect();
+        assert_eq!(actual, created, "{extra:?}");
+        // The file as committed, not as an archive rewrites it.
+        let out = Command::new(fluxplan_bin())
+            .args(["build", "--format", "json", "--rev", &h.head, "--repo"])
+            .arg(h.repo.path())
+            .args(extra)
+            .output()
+            .unwrap();
+        let render: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let objects = render.pointer("/clusters/0/kustomizations").unwrap().as_array().unwrap().iter();
+        let objects = objects.flat_map(|k| k["objects"].as_array().unwrap());
+        let stamped = objects.map(|o| &o["manifest"]).find(|o| o["metadata"]["name"] == "stamped").unwrap();
+        assert_eq!(stamped["data"]["commit"], "$Format:%H$", "{extra:?}");
+    }
+}
