@@ -41,11 +41,18 @@ pub fn resolve_commit(repo: &Path, rev: &str) -> Result<String> {
 /// The repository's own attributes file (`info/attributes`), when it holds any: they apply to
 /// every archive of it.
 pub fn attributes_file(repo: &Path) -> Result<Option<PathBuf>> {
+    use std::os::unix::ffi::OsStrExt;
     let mut cmd = git(repo);
     cmd.args(["rev-parse", "--git-path", "info/attributes"]);
-    let path = PathBuf::from(String::from_utf8_lossy(&output(cmd, "find the attributes file")?).trim());
+    let out = output(cmd, "find the attributes file")?;
+    let path = PathBuf::from(std::ffi::OsStr::from_bytes(out.strip_suffix(b"\n").unwrap_or(&out)));
     let path = if path.is_absolute() { path } else { repo.join(path) };
-    Ok(std::fs::metadata(&path).is_ok_and(|m| m.len() > 0).then_some(path))
+    // Fails closed: a file that cannot be read may still hold attributes git reads.
+    match std::fs::metadata(&path) {
+        Ok(meta) => Ok((meta.len() > 0).then_some(path)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(_) => Ok(Some(path)),
+    }
 }
 
 /// The id of the root tree of `commit`.
@@ -68,7 +75,8 @@ pub struct TreeEntry {
 }
 
 /// Every blob and tree of `commit` (with blob sizes when `sizes`), in git's order: the order
-/// `git archive` writes them.
+/// `git archive` writes them. A path that is not UTF-8 is an error: read lossily, two names could
+/// become one, and the export would hold one file where a clone holds two.
 pub fn tree_entries(repo: &Path, commit: &str, sizes: bool) -> Result<Vec<TreeEntry>> {
     let mut cmd = git(repo);
     cmd.args(["ls-tree", "-r", "-t", "-z", "--full-tree"]);
@@ -80,7 +88,12 @@ pub fn tree_entries(repo: &Path, commit: &str, sizes: bool) -> Result<Vec<TreeEn
     let mut entries = Vec::new();
     for record in listing.split(|b| *b == 0).filter(|r| !r.is_empty()) {
         // `<mode> <type> <id>[ <size>]\t<path>` (size `-` for trees)
-        let text = String::from_utf8_lossy(record);
+        let Ok(text) = std::str::from_utf8(record) else {
+            bail!(
+                "{commit} holds a path that is not UTF-8 ({:?}): fluxplan cannot plan it; rename the file",
+                String::from_utf8_lossy(record).split_once('\t').map_or("", |(_, path)| path)
+            );
+        };
         let Some((meta, path)) = text.split_once('\t') else { continue };
         let mut fields = meta.split_whitespace();
         let (Some(mode), Some(kind), Some(id)) = (fields.next(), fields.next(), fields.next()) else {

@@ -20,6 +20,12 @@ pub(super) const SLOTS: usize = 2;
 /// Trees kept in all; the oldest go first.
 const MAX_KEPT: usize = 6;
 const STATE_FILE: &str = "state.json";
+
+/// v2: trees written from git's blobs, never converted by attributes or line-ending settings.
+#[derive(Serialize, Deserialize)]
+enum StateFormat {
+    V2,
+}
 /// File contents held before they are written, at most.
 const MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
 const TREE_DIR: &str = "tree";
@@ -28,9 +34,11 @@ const KEPT_DIR: &str = "fluxplan-kept";
 /// What a tree being evicted is renamed to begin with.
 const EVICTED: &str = ".evicted-";
 
-/// What a kept tree holds.
+/// What a kept tree holds (in `STATE_FILE`: a state of another format is no state, and the tree
+/// is exported afresh).
 #[derive(Serialize, Deserialize)]
 pub(super) struct State {
+    format: StateFormat,
     commit: String,
     /// Every file by repository path: git's blob id.
     files: BTreeMap<String, String>,
@@ -52,10 +60,26 @@ impl Claimed {
     }
 }
 
-/// True when `path` is plain and relative (no `..`, `.`, root or empty component): a tree entry
-/// git accepted without fsck may be named `..`, and a kept tree joins these paths to its own.
-pub(super) fn is_plain(path: &str) -> bool {
-    !path.is_empty() && Path::new(path).components().all(|c| matches!(c, std::path::Component::Normal(_)))
+/// True when `path` is one git checks out: relative, no empty, `.`, `..` or `.git` component (in
+/// any case). A tree entry git accepted without fsck may be named `..`, and a kept tree joins
+/// these paths to its own; `a/./x` would be written over `a/x`.
+fn is_plain(path: &str) -> bool {
+    path.split('/').all(|part| !matches!(part, "" | "." | "..") && !part.eq_ignore_ascii_case(".git"))
+}
+
+/// Why the tree `entries` cannot be written path by path, if it cannot: a path git would not
+/// check out, or one listed twice (a malformed tree: one would silently replace the other).
+pub(super) fn unwritable(entries: &[Entry]) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    entries.iter().find_map(|e| {
+        if !is_plain(&e.path) {
+            Some(format!("it holds a path git does not check out: {:?}", e.path))
+        } else if !seen.insert(e.path.as_str()) {
+            Some(format!("it lists {:?} twice", e.path))
+        } else {
+            None
+        }
+    })
 }
 
 /// Entries `git archive` writes as directories: trees, and submodules (an empty directory).
@@ -237,13 +261,17 @@ pub(super) fn update(
     })?;
     flush(&mut batch)?;
     manifests.extend(noted);
-    Ok(Updated { state: State { commit: commit.to_string(), files, dirs, manifests }, warnings })
+    Ok(Updated {
+        state: State { format: StateFormat::V2, commit: commit.to_string(), files, dirs, manifests },
+        warnings,
+    })
 }
 
 impl State {
     /// An empty tree's: updating it writes every file.
     pub fn empty(commit: &str) -> Self {
         State {
+            format: StateFormat::V2,
             commit: commit.to_string(),
             files: BTreeMap::new(),
             dirs: BTreeSet::new(),
@@ -266,7 +294,13 @@ impl State {
             .map(|e| (e.path.clone(), e.id.clone()))
             .collect();
         let dirs = entries.iter().filter(|e| is_dir(e)).map(|e| e.path.clone()).collect();
-        State { commit: commit.to_string(), files, dirs, manifests: manifests.into_iter().collect() }
+        State {
+            format: StateFormat::V2,
+            commit: commit.to_string(),
+            files,
+            dirs,
+            manifests: manifests.into_iter().collect(),
+        }
     }
 
     /// The texts of the manifests discovery reads (repository path, text).
@@ -376,4 +410,24 @@ fn read_blobs(
     let _ = child.wait();
     let _ = feeder.join();
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str) -> Entry {
+        Entry { mode: "100644".into(), kind: "blob".into(), id: "0".repeat(40), size: 1, path: path.into() }
+    }
+
+    #[test]
+    fn a_tree_is_written_path_by_path_only_when_git_would_check_every_path_out() {
+        assert_eq!(unwritable(&[entry("apps/x.yaml"), entry("apps/.gitkeep"), entry("a.git/x")]), None);
+        for path in ["..", "x/../y", "a/./x", "a//x", "/etc/x", "x/", ".git/config", "a/.GIT/hooks/x"] {
+            let why = unwritable(&[entry("ok.yaml"), entry(path)]);
+            assert!(why.as_deref().is_some_and(|w| w.contains("does not check out")), "{path}: {why:?}");
+        }
+        let twice = unwritable(&[entry("x.yaml"), entry("x.yaml")]);
+        assert_eq!(twice.as_deref(), Some("it lists \"x.yaml\" twice"));
+    }
 }

@@ -153,8 +153,8 @@ fn write_blobs(
     tree: &Path,
     budget: &mut Budget,
 ) -> Result<super::kept::Updated> {
-    if let Some(entry) = entries.iter().find(|e| !super::kept::is_plain(&e.path)) {
-        anyhow::bail!("{commit} holds a path git does not check out: {:?}", entry.path);
+    if let Some(why) = super::kept::unwritable(entries) {
+        anyhow::bail!("{commit} cannot be exported: {why}");
     }
     super::kept::update(repo, commit, entries, tree, &super::kept::State::empty(commit), budget)
 }
@@ -277,7 +277,7 @@ impl ExportedSource {
         let entries = git::tree_entries(repo, commit, true)?;
         // A path that is not plain (an entry named `..`) must never be joined to the kept tree:
         // the archive refuses such a commit, with an error that says why.
-        if entries.iter().any(|e| !super::kept::is_plain(&e.path)) {
+        if super::kept::unwritable(&entries).is_some() {
             return Ok(None);
         }
         let (root, key) = super::kept::location(scratch, repo);

@@ -499,8 +499,7 @@ fn check_renders(h: Hostile) {
 
 /// Flux clones the repository: `.gitattributes` means nothing to it. `git archive` would leave
 /// out what `export-ignore` names and rewrite what `export-subst` names, so a pull request could
-/// hide an object from its own plan. Planned and built with and without the disk cache (kept
-/// exports).
+/// hide an object from its own plan.
 #[test]
 fn gitattributes_never_hide_a_file_from_the_plan() {
     let backdoor = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: backdoor\n\
@@ -510,35 +509,19 @@ fn gitattributes_never_hide_a_file_from_the_plan() {
                    data:\n  commit: $Format:%H$\n";
     let h = hostile(&[
         (".gitattributes", "apps/backdoor.yaml export-ignore\napps/stamped.yaml export-subst filter=upper\n"),
-        ("apps/nested/.gitattributes", "* export-ignore\n"),
         ("apps/backdoor.yaml", backdoor),
         ("apps/stamped.yaml", stamped),
-        (
-            "apps/nested/extra.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nested\n  namespace: default\n",
-        ),
     ]);
     // A filter the repository's configuration defines (as git-crypt's does): a clone without it
     // holds the blob, and so does the export.
     h.repo.git(&["config", "filter.upper.smudge", "tr a-z A-Z"]);
-    let created = [
-        "_backdoor_rbac.authorization.k8s.io_ClusterRoleBinding",
-        "default_nested__ConfigMap",
-        "default_stamped__ConfigMap",
-    ];
+    assert_nothing_hidden(
+        &h,
+        &["_backdoor_rbac.authorization.k8s.io_ClusterRoleBinding", "default_stamped__ConfigMap"],
+    );
+    // The file as committed, not as an archive rewrites it.
     let cache = tempfile::tempdir().unwrap();
-    let cache_dir = cache.path().to_str().unwrap();
-    // Each plan has a cache of its own; the second brings forward the exports the first kept.
-    for extra in [&["--no-cache"][..], &["--cache-dir", cache_dir], &["--cache-dir", cache_dir]] {
-        let outcome = h.plan(&[]);
-        assert_eq!(outcome.code, 1, "{extra:?}: {}", outcome.stdout);
-        let apps =
-            outcome.plan["kustomizations"].as_array().unwrap().iter().find(|k| k["name"] == "apps").unwrap();
-        let changes = apps["changes"].as_array().unwrap().iter();
-        let actual: Vec<&str> =
-            changes.filter(|c| c["action"] == "create").map(|c| c["id"].as_str().unwrap()).collect();
-        assert_eq!(actual, created, "{extra:?}");
-        // The file as committed, not as an archive rewrites it.
+    for extra in [&["--no-cache"][..], &["--cache-dir", cache.path().to_str().unwrap()]] {
         let out = Command::new(fluxplan_bin())
             .args(["build", "--format", "json", "--rev", &h.head, "--repo"])
             .arg(h.repo.path())
@@ -551,4 +534,54 @@ fn gitattributes_never_hide_a_file_from_the_plan() {
         let stamped = objects.map(|o| &o["manifest"]).find(|o| o["metadata"]["name"] == "stamped").unwrap();
         assert_eq!(stamped["data"]["commit"], "$Format:%H$", "{extra:?}");
     }
+}
+
+/// A `.gitattributes` deep in the tree applies to an archive as the top one does.
+#[test]
+fn a_nested_gitattributes_never_hides_a_directory_from_the_plan() {
+    let h = hostile(&[
+        ("apps/nested/.gitattributes", "* export-ignore\n"),
+        (
+            "apps/nested/extra.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nested\n  namespace: default\n",
+        ),
+    ]);
+    assert_nothing_hidden(&h, &["default_nested__ConfigMap"]);
+}
+
+/// The plan creates exactly `created` in `apps`: planned twice, so the second plan brings forward
+/// the exports the first kept (where Landlock lets exports be kept).
+fn assert_nothing_hidden(h: &Hostile, created: &[&str]) {
+    for run in ["fresh", "kept"] {
+        let outcome = h.plan(&[]);
+        assert_eq!(outcome.code, 1, "{run}: {}", outcome.stdout);
+        let apps =
+            outcome.plan["kustomizations"].as_array().unwrap().iter().find(|k| k["name"] == "apps").unwrap();
+        let changes = apps["changes"].as_array().unwrap().iter();
+        let actual: Vec<&str> =
+            changes.filter(|c| c["action"] == "create").map(|c| c["id"].as_str().unwrap()).collect();
+        assert_eq!(actual, created, "{run}");
+    }
+}
+
+/// Two file names that read alike once their bytes are decoded lossily (`\xff` and U+FFFD):
+/// written by name, one would replace the other. A path that is not UTF-8 is refused by name.
+#[test]
+fn a_file_name_that_is_not_utf8_is_refused_not_merged_with_another() {
+    use std::os::unix::ffi::OsStrExt;
+    let h = hostile(&[
+        (".gitattributes", "*.txt text\n"),
+        (
+            "apps/x\u{FFFD}.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hidden\n  namespace: default\n",
+        ),
+    ]);
+    let odd = h.repo.path().join(std::ffi::OsStr::from_bytes(b"apps/x\xff.yaml"));
+    std::fs::write(&odd, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: decoy\n  namespace: default\n")
+        .unwrap();
+    let head = h.repo.commit("a name that is not UTF-8");
+    let h = Hostile { repo: h.repo, base: h.base, head };
+    let outcome = h.plan(&[]);
+    assert_eq!(outcome.code, 3, "{}", outcome.stdout);
+    assert!(outcome.stdout.contains("not UTF-8"), "{}", outcome.stdout);
 }
