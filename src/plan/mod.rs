@@ -329,6 +329,12 @@ pub struct Revision {
     pub commit: Option<String>,
 }
 
+/// Changes when a fix changes what a plan of the same commits says. 2: `.gitattributes` and file
+/// names that are not UTF-8 no longer hide files from the plan. The bot plans again every open
+/// pull request whose latest plan is of an older generation (its status may rest on what a
+/// pull request hid).
+pub const GENERATION: u64 = 2;
+
 /// The whole plan.
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
@@ -358,6 +364,8 @@ pub struct Plan {
     /// The kustomize that rendered both revisions (its version decides the manifests' fidelity).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kustomize: Option<String>,
+    /// The `GENERATION` of the fluxplan that made the plan.
+    pub generation: u64,
 }
 
 impl Plan {
@@ -406,6 +414,7 @@ impl Plan {
             blast_radius: Default::default(),
             error: Some(error),
             kustomize: None,
+            generation: GENERATION,
         }
     }
 }
@@ -496,6 +505,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         blast_radius,
         error: nothing_rendered,
         kustomize: Some(request.head.kustomize.clone()),
+        generation: GENERATION,
     }
 }
 

@@ -827,6 +827,34 @@ fn open_pull_requests_are_replanned_when_the_base_moves_or_the_cluster_changes()
     assert_eq!(h.github.comments(REPO, 1).len(), 1, "one sticky comment, updated in place");
 }
 
+/// A plan made by an older fluxplan, whose plans of the same commits may say something else (a
+/// fix closed a way to hide files from a plan), is stale: the resync plans the pull request again.
+#[test]
+fn plans_of_an_older_generation_are_planned_again() {
+    let fleet = fleet();
+    let h = Harness::new(&fleet, Duration::from_secs(3600));
+    let resync = fluxplan::jobs::resync::Resync::new(h.store.clone(), h.forges.clone(), false);
+    let pass = || h.runtime.block_on(resync.pass()).unwrap();
+    h.enqueue(&[plan_payload(&fleet)]);
+    assert!(h.step(), "the first plan");
+    assert_eq!(pass(), 0, "the plan is current");
+    // As an older fluxplan stored it: without the field.
+    let db = rusqlite::Connection::open(h._data.path().join("fluxplan.db")).unwrap();
+    let stripped = db
+        .execute(
+            "UPDATE runs SET plan_json = json_remove(plan_json, '$.generation') WHERE plan_json IS NOT NULL",
+            [],
+        )
+        .unwrap();
+    assert_eq!(stripped, 1);
+    assert_eq!(pass(), 1, "a plan of an older generation is stale");
+    assert!(h.step(), "the re-plan");
+    assert_eq!(pass(), 0, "current again");
+    let runs = h.runtime.block_on(h.store.runs_of("github", REPO, 1)).unwrap();
+    let plan: Value = serde_json::from_str(runs.last().unwrap().plan_json.as_deref().unwrap()).unwrap();
+    assert_eq!(plan["generation"], fluxplan::plan::GENERATION);
+}
+
 /// The whole path through the real `fluxplan serve` process: signed webhooks in, the plan read
 /// from the fake cluster with `--kube`, the merge, the follow-up polling the fake API server until
 /// the Kustomization moves to the merge commit, the comment, and the metric.
