@@ -93,6 +93,32 @@ struct DiskGitRepository {
     key: String,
     url: String,
     ignore: Option<String>,
+    /// What its artifact holds beyond its own tree, if anything (see `adds_to_its_tree`).
+    adds: Option<String>,
+}
+
+/// Why a GitRepository's artifact holds more than its own tree: other repositories' artifacts
+/// (`spec.include`) or its submodules (`spec.recurseSubmodules`). Neither is in the export, so
+/// rendering it from this repository alone would plan what Flux does not apply.
+fn adds_to_its_tree(spec: &Value) -> Option<String> {
+    let included: Vec<&str> = spec["include"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| i["repository"]["name"].as_str().unwrap_or("?"))
+        .collect();
+    if !included.is_empty() {
+        return Some(format!("spec.include adds {}", included.join(", ")));
+    }
+    (spec["recurseSubmodules"] == true).then(|| "spec.recurseSubmodules adds its submodules".to_string())
+}
+
+/// A source of this repository: its `spec.ignore`, and what its artifact adds (see
+/// `adds_to_its_tree`).
+#[derive(Default)]
+struct ThisRepo {
+    ignore: Option<String>,
+    adds: Option<String>,
 }
 
 /// One Kustomization waiting to be rendered.
@@ -114,30 +140,29 @@ struct Node {
 /// Where each source lives locally.
 struct Sources<'a> {
     this_repo: &'a ExportedSource,
-    this_repo_keys: BTreeMap<String, Option<String>>,
+    this_repo_keys: BTreeMap<String, ThisRepo>,
     mapped: &'a BTreeMap<String, ExportedSource>,
     generators: &'a Generators,
 }
 
-/// The sources that denote the repository being rendered, with their `spec.ignore`:
-/// `flux-system/flux-system`, and every GitRepository or operator sync whose URL is one of the
-/// repository's remotes.
+/// The sources that denote the repository being rendered: `flux-system/flux-system`, and every
+/// GitRepository or operator sync whose URL is one of the repository's remotes.
 fn this_repo_keys(
     repositories: &[DiskGitRepository],
     syncs: &[InstanceSync],
     remotes: &BTreeSet<String>,
-) -> BTreeMap<String, Option<String>> {
+) -> BTreeMap<String, ThisRepo> {
     let bootstrap_key = format!("{}/{}", BOOTSTRAP_SOURCE.0, BOOTSTRAP_SOURCE.1);
-    let mut keys: BTreeMap<String, Option<String>> = BTreeMap::new();
-    keys.insert(bootstrap_key.clone(), None);
+    let mut keys: BTreeMap<String, ThisRepo> = BTreeMap::new();
+    keys.insert(bootstrap_key.clone(), ThisRepo::default());
     for sync in syncs.iter().filter(|s| s.source_kind == "GitRepository") {
         if remotes.contains(&git::normalize_url(&sync.url)) {
-            keys.entry(sync.source_key()).or_insert(None);
+            keys.entry(sync.source_key()).or_default();
         }
     }
     for repo in repositories {
         if repo.key == bootstrap_key || remotes.contains(&git::normalize_url(&repo.url)) {
-            keys.insert(repo.key.clone(), repo.ignore.clone());
+            keys.insert(repo.key.clone(), ThisRepo { ignore: repo.ignore.clone(), adds: repo.adds.clone() });
         }
     }
     keys
@@ -178,6 +203,13 @@ impl Sources<'_> {
     /// Why a source is external, for the Kustomization's warning.
     fn external_reason(&self, source: &flux::SourceRef, near: Option<&str>) -> String {
         let map = format!("map it with --source {}/{}=DIR", source.namespace, source.name);
+        let key = format!("{}/{}", source.namespace, source.name);
+        if let Some(adds) = self.this_repo_keys.get(&key).and_then(|r| r.adds.as_deref()) {
+            return format!(
+                "source {source} is this repository and more ({adds}): what Flux applies from it is not in \
+                 this repository alone, so it is not planned ({map}, a directory holding the whole artifact)"
+            );
+        }
         match self.artifact(source, near) {
             Ok(Some(Resolved::Unavailable(why))) => {
                 format!("source {source} is not built locally, so it is not planned: {why}; or map the artifact itself with --source {}/{}=DIR", source.namespace, source.name)
@@ -199,8 +231,11 @@ impl Sources<'_> {
             mapped.tree(None)
         } else if source.kind != "GitRepository" {
             return Ok(None);
-        } else if let Some(ignore) = self.this_repo_keys.get(&key) {
-            self.this_repo.tree(ignore.as_deref())
+        } else if let Some(repo) = self.this_repo_keys.get(&key) {
+            if repo.adds.is_some() {
+                return Ok(None);
+            }
+            self.this_repo.tree(repo.ignore.as_deref())
         } else {
             return Ok(None);
         };
@@ -953,6 +988,7 @@ fn discover(root: &Path, flux_files: &[(PathBuf, String)]) -> Discovered {
                     ),
                     url: doc["spec"]["url"].as_str().unwrap_or("").to_string(),
                     ignore: doc["spec"]["ignore"].as_str().map(str::to_string),
+                    adds: adds_to_its_tree(&doc["spec"]),
                 });
             } else if matches!(kind, "FluxInstance" | "HelmRelease" | "OCIRepository") {
                 operator_objects.push((doc, rel.clone()));

@@ -136,6 +136,50 @@ fn sources_mapped_to_directories_are_rendered_others_are_external() {
     assert_eq!(unmapped.find("flux-system/platform").unwrap().status, Status::External);
 }
 
+/// A GitRepository of this repository whose artifact also holds other repositories
+/// (`spec.include`) or its submodules (`spec.recurseSubmodules`) is more than this repository:
+/// rendering it from this repository alone would plan what Flux does not apply.
+#[test]
+fn a_source_that_adds_to_this_repository_is_not_rendered_as_this_repository_alone() {
+    let repo = Repo::bootstrap("prod");
+    for (name, extra) in [
+        ("with-include", "  include:\n  - repository:\n      name: platform\n    toPath: apps\n"),
+        ("with-submodules", "  recurseSubmodules: true\n"),
+        ("plain", ""),
+    ] {
+        repo.write(
+            &format!("clusters/prod/{name}-source.yaml"),
+            &format!(
+                "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: {name}\n  \
+                 namespace: flux-system\nspec:\n  url: ssh://git@github.com/acme/fleet\n{extra}"
+            ),
+        );
+        repo.kustomization_of(
+            &format!("clusters/prod/{name}.yaml"),
+            name,
+            "./apps",
+            ("GitRepository", name),
+            "",
+        );
+    }
+    repo.config_map("apps/cm.yaml", "app", "default");
+    repo.commit("sources");
+    let render = repo.render(Some("HEAD"));
+    assert_eq!(ids(&render, "flux-system/plain"), vec!["default_app__ConfigMap"]);
+    for (name, adds) in
+        [("with-include", "spec.include adds platform"), ("with-submodules", "spec.recurseSubmodules")]
+    {
+        let k = render.find(&format!("flux-system/{name}")).unwrap();
+        assert_eq!(k.status, Status::External, "{name}");
+        assert!(k.objects.is_empty(), "{name}");
+        assert!(
+            k.warnings.iter().any(|w| w.contains(adds) && w.contains("not planned")),
+            "{name}: {:?}",
+            k.warnings
+        );
+    }
+}
+
 #[test]
 fn unreachable_kustomization_files_are_listed() {
     let repo = Repo::bootstrap("prod");
