@@ -6,7 +6,8 @@
 //! Kustomizations), and the same entries in one transaction take 60 ms. SQLite also makes
 //! concurrent processes and crashes safe: an entry is committed whole or not at all.
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use backon::{BlockingRetryable, ExponentialBuilder};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -144,15 +145,26 @@ fn connect(path: &Path) -> anyhow::Result<Connection> {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     }
     connection.busy_timeout(BUSY_TIMEOUT)?;
-    // WAL: readers never wait for the writer. NORMAL: a commit is not synced to the disk, so a
-    // power cut may lose the last entries, never corrupt the others (a cache can lose entries).
-    connection.pragma_update(None, "journal_mode", "WAL")?;
-    connection.pragma_update(None, "synchronous", "NORMAL")?;
-    // Temporary files (a large transaction's statement journal) stay in memory: entries may hold
-    // Secret manifests, which must not reach a file outside the owner-only directory.
-    connection.pragma_update(None, "temp_store", "MEMORY")?;
-    connection
-        .execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)", [])?;
+    // Switching a new database to WAL while another process opens it fails at once ("database is
+    // locked"), busy timeout or not: tried again, briefly.
+    let setup = || -> rusqlite::Result<()> {
+        // WAL: readers never wait for the writer. NORMAL: a commit is not synced to the disk, so a
+        // power cut may lose the last entries, never corrupt the others (a cache can lose them).
+        connection.pragma_update(None, "journal_mode", "WAL")?;
+        connection.pragma_update(None, "synchronous", "NORMAL")?;
+        // Temporary files (a large transaction's statement journal) stay in memory: entries may
+        // hold Secret manifests, which must not reach a file outside the owner-only directory.
+        connection.pragma_update(None, "temp_store", "MEMORY")?;
+        connection
+            .execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)", [])?;
+        Ok(())
+    };
+    let busy = |e: &rusqlite::Error| {
+        e.sqlite_error_code()
+            .is_some_and(|c| matches!(c, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+    };
+    let backoff = ExponentialBuilder::default().with_min_delay(Duration::from_millis(5)).with_max_times(10);
+    setup.retry(backoff).sleep(std::thread::sleep).when(busy).call()?;
     Ok(connection)
 }
 
@@ -178,7 +190,10 @@ fn write_all(
 }
 
 fn write_batch(connection: &mut Connection, batch: &[(String, Arc<String>)]) -> rusqlite::Result<()> {
-    let transaction = connection.transaction()?;
+    // IMMEDIATE: the write lock is taken (waiting out other writers) before anything is read. A
+    // deferred transaction upgrading a stale read snapshot fails at once in WAL mode, busy
+    // timeout or not: entries were lost when several processes wrote at the same moment.
+    let transaction = connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
         let mut insert =
             transaction.prepare_cached("INSERT OR REPLACE INTO entries (key, value) VALUES (?1, ?2)")?;
@@ -252,6 +267,10 @@ mod tests {
                 let dir = dir.path().to_path_buf();
                 scope.spawn(move || {
                     let cache = RenderCache::new(Some(dir));
+                    assert!(
+                        cache.disk.is_some(),
+                        "a new database opened by several at once is opened by all"
+                    );
                     for i in 0..200 {
                         cache.put(&format!("{writer}-{i}"), Arc::new(format!("{writer} wrote {i}")));
                     }
