@@ -55,6 +55,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("roots-changed", Severity::Danger),
     ("source-pinned", Severity::Info),
     ("external-artifact", Severity::Warning),
+    ("source-adds-content", Severity::Danger),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =
@@ -343,6 +344,17 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
                     .unwrap_or_else(|| format!("source {} is not built locally: not planned", k.source)),
                 Vec::new(),
             ));
+        } else if let Some(why) = (k.status == Status::External)
+            .then(|| k.warnings.iter().find(|w| w.contains(crate::render::MORE_THAN_THIS_REPOSITORY)))
+            .flatten()
+        {
+            // Planned at base, not now: what the source adds (another repository, submodules) may
+            // be anything, and nothing of it is shown.
+            let planned_before = base
+                .kustomization(&plan.cluster, &plan.namespace, &plan.name)
+                .is_some_and(|b| b.status != Status::External);
+            let code = if planned_before { "source-adds-content" } else { "external-source" };
+            alerts.extend(alert(code, why.clone(), Vec::new()));
         } else if k.status == Status::External {
             let message = match (&k.argocd, k.warnings.first()) {
                 // Argo CD units say why: another repository, Helm, a plugin, a generator.

@@ -17,6 +17,8 @@ use std::time::Duration;
 pub const DATABASE: &str = "entries.sqlite3";
 /// How long a write or read waits for another process's transaction.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long setting up a new database is tried again while another process sets it up.
+const SETUP_RETRIES_FOR: Duration = Duration::from_secs(5);
 
 #[derive(Default)]
 pub struct RenderCache {
@@ -144,7 +146,6 @@ fn connect(path: &Path) -> anyhow::Result<Connection> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     }
-    connection.busy_timeout(BUSY_TIMEOUT)?;
     // Switching a new database to WAL while another process opens it fails at once ("database is
     // locked"), busy timeout or not: tried again, briefly.
     let setup = || -> rusqlite::Result<()> {
@@ -163,8 +164,15 @@ fn connect(path: &Path) -> anyhow::Result<Connection> {
         e.sqlite_error_code()
             .is_some_and(|c| matches!(c, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
     };
-    let backoff = ExponentialBuilder::default().with_min_delay(Duration::from_millis(5)).with_max_times(10);
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(5))
+        .with_jitter()
+        .with_max_times(20)
+        .with_total_delay(Some(SETUP_RETRIES_FOR));
+    // Each try waits briefly on its own: the retries, not the busy timeout, bound the setup.
+    connection.busy_timeout(Duration::from_millis(200))?;
     setup.retry(backoff).sleep(std::thread::sleep).when(busy).call()?;
+    connection.busy_timeout(BUSY_TIMEOUT)?;
     Ok(connection)
 }
 

@@ -22,7 +22,7 @@ pub mod worker;
 
 pub use argo::{kept_applications, ArgoUnit, Hook, KeptApplication};
 pub use roots::{DeclaredRoot, RootKind};
-pub use walk::{render, Renderer};
+pub use walk::{render, Renderer, MORE_THAN_THIS_REPOSITORY};
 
 use crate::cluster::SubstitutionSource;
 use crate::flux::{Kustomization, KustomizationRef, ObjectId, SourceRef};

@@ -5,7 +5,7 @@
 
 use crate::flux::sourceignore::SourceIgnore;
 use crate::git;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -154,7 +154,7 @@ fn write_blobs(
     budget: &mut Budget,
 ) -> Result<super::kept::Updated> {
     if let Some(why) = super::kept::unwritable(entries) {
-        anyhow::bail!("{commit} cannot be exported: {why}");
+        bail!("{commit} cannot be exported: {why}");
     }
     super::kept::update(repo, commit, entries, tree, &super::kept::State::empty(commit), budget)
 }
@@ -229,6 +229,10 @@ impl ExportedSource {
             Some(rev) => {
                 let commit = git::resolve_commit(repo, rev)?;
                 let entries = git::tree_entries(repo, &commit, true)?;
+                // git archive writes a path listed twice twice, in no order a plan can trust.
+                if let Some(why) = super::kept::unwritable(&entries) {
+                    bail!("{commit} cannot be exported: {why}");
+                }
                 if attributes_apply(repo, &entries)? {
                     let written = write_blobs(repo, &commit, &entries, &raw, &mut budget)?;
                     warnings = written.warnings;

@@ -97,6 +97,10 @@ struct DiskGitRepository {
     adds: Option<String>,
 }
 
+/// How a Kustomization's warning says its source is this repository and more (see
+/// `adds_to_its_tree`): policy raises `source-adds-content` for it.
+pub const MORE_THAN_THIS_REPOSITORY: &str = "is this repository and more";
+
 /// Why a GitRepository's artifact holds more than its own tree: other repositories' artifacts
 /// (`spec.include`) or its submodules (`spec.recurseSubmodules`). Neither is in the export, so
 /// rendering it from this repository alone would plan what Flux does not apply.
@@ -110,7 +114,9 @@ fn adds_to_its_tree(spec: &Value) -> Option<String> {
     if !included.is_empty() {
         return Some(format!("spec.include adds {}", included.join(", ")));
     }
-    (spec["recurseSubmodules"] == true).then(|| "spec.recurseSubmodules adds its submodules".to_string())
+    // Anything but false or nothing fails closed (Flux's schema takes a boolean).
+    (!matches!(spec["recurseSubmodules"], Value::Null | Value::Bool(false)))
+        .then(|| "spec.recurseSubmodules adds its submodules".to_string())
 }
 
 /// A source of this repository: its `spec.ignore`, and what its artifact adds (see
@@ -147,10 +153,14 @@ struct Sources<'a> {
 
 /// The sources that denote the repository being rendered: `flux-system/flux-system`, and every
 /// GitRepository or operator sync whose URL is one of the repository's remotes.
+/// `learned` holds what rendered GitRepositories of this repository add (see `learned_adds`):
+/// files read as written miss what patches give them. Once any definition of a source adds
+/// content, it stays marked: a later plain definition of the same name never clears it.
 fn this_repo_keys(
     repositories: &[DiskGitRepository],
     syncs: &[InstanceSync],
     remotes: &BTreeSet<String>,
+    learned: &BTreeMap<String, String>,
 ) -> BTreeMap<String, ThisRepo> {
     let bootstrap_key = format!("{}/{}", BOOTSTRAP_SOURCE.0, BOOTSTRAP_SOURCE.1);
     let mut keys: BTreeMap<String, ThisRepo> = BTreeMap::new();
@@ -162,10 +172,41 @@ fn this_repo_keys(
     }
     for repo in repositories {
         if repo.key == bootstrap_key || remotes.contains(&git::normalize_url(&repo.url)) {
-            keys.insert(repo.key.clone(), ThisRepo { ignore: repo.ignore.clone(), adds: repo.adds.clone() });
+            let entry = keys.entry(repo.key.clone()).or_default();
+            entry.ignore = repo.ignore.clone();
+            entry.adds = entry.adds.take().or_else(|| repo.adds.clone());
+        }
+    }
+    for (key, adds) in learned {
+        if let Some(repo) = keys.get_mut(key) {
+            repo.adds.get_or_insert_with(|| adds.clone());
         }
     }
     keys
+}
+
+/// GitRepositories of this repository, as the walk rendered them (patches applied), whose
+/// artifact adds content that `sources` does not know of yet, with what they add.
+fn learned_adds(clusters: &[Cluster], sources: &Sources) -> BTreeMap<String, String> {
+    clusters
+        .iter()
+        .flat_map(|c| &c.kustomizations)
+        .flat_map(|k| &k.objects)
+        .map(|o| o.real.as_ref().unwrap_or(&o.object))
+        .filter(|o| o["kind"] == "GitRepository")
+        .filter(|o| flux::split_api_version(o["apiVersion"].as_str().unwrap_or("")).0 == flux::SOURCE_GROUP)
+        .filter_map(|o| {
+            let meta = &o["metadata"];
+            let key = format!(
+                "{}/{}",
+                meta["namespace"].as_str().unwrap_or(BOOTSTRAP_SOURCE.0),
+                meta["name"].as_str().unwrap_or("")
+            );
+            let known = sources.this_repo_keys.get(&key)?;
+            known.adds.is_none().then_some(())?;
+            Some((key, adds_to_its_tree(&o["spec"])?))
+        })
+        .collect()
 }
 
 impl Sources<'_> {
@@ -206,7 +247,7 @@ impl Sources<'_> {
         let key = format!("{}/{}", source.namespace, source.name);
         if let Some(adds) = self.this_repo_keys.get(&key).and_then(|r| r.adds.as_deref()) {
             return format!(
-                "source {source} is this repository and more ({adds}): what Flux applies from it is not in \
+                "source {source} {MORE_THAN_THIS_REPOSITORY} ({adds}): what Flux applies from it is not in \
                  this repository alone, so it is not planned ({map}, a directory holding the whole artifact)"
             );
         }
@@ -283,7 +324,12 @@ impl Renderer {
             git::remote_urls(&opts.repo).iter().map(|u| git::normalize_url(u)).collect();
         let sources = Sources {
             this_repo: &this_repo,
-            this_repo_keys: this_repo_keys(&discovered.git_repositories, &discovered.syncs, &remotes),
+            this_repo_keys: this_repo_keys(
+                &discovered.git_repositories,
+                &discovered.syncs,
+                &remotes,
+                &BTreeMap::new(),
+            ),
             mapped: &mapped,
             generators: &generators,
         };
@@ -398,13 +444,14 @@ impl Renderer {
             .collect();
         let known_syncs = roots::dedup_syncs(rendered_syncs, discovered.syncs.clone());
         let mut syncs = known_syncs.clone();
+        let mut learned = BTreeMap::new();
         let mut round = 1;
         let (sources, mut clusters, reached) = loop {
             let roots = roots::choose(opts.declared_roots.as_deref(), &root_candidates, &syncs);
             // Syncs found only in renders may name sources of this repository discovery missed.
             let sources = Sources {
                 this_repo: &this_repo,
-                this_repo_keys: this_repo_keys(&discovered.git_repositories, &syncs, &remotes),
+                this_repo_keys: this_repo_keys(&discovered.git_repositories, &syncs, &remotes, &learned),
                 mapped: &mapped,
                 generators: &generators,
             };
@@ -416,10 +463,23 @@ impl Renderer {
             // from the syncs the roots were chosen by, the roots are chosen again (the renders are
             // memoized).
             let found = roots::dedup_syncs(declared_syncs(&clusters, &chart_sources), known_syncs.clone());
-            if found == syncs || round == SYNC_ROUNDS {
+            // Likewise when a GitRepository of this repository renders with content its file
+            // did not show (a patch adds `spec.include`): walked again with it marked.
+            let adds = learned_adds(&clusters, &sources);
+            if (found == syncs && adds.is_empty()) || round == SYNC_ROUNDS {
+                if !adds.is_empty() {
+                    // Out of rounds: said, never rendered as this repository alone unnoticed.
+                    for (key, why) in &adds {
+                        warnings.push(format!(
+                            "GitRepository {key} renders with {why}: the Kustomizations it feeds were planned \
+                             from this repository alone"
+                        ));
+                    }
+                }
                 break (sources, clusters, reached);
             }
             syncs = found;
+            learned.extend(adds);
             round += 1;
         };
         if let Err(reason) = opts.cancel.check() {

@@ -163,6 +163,12 @@ fn a_source_that_adds_to_this_repository_is_not_rendered_as_this_repository_alon
         );
     }
     repo.config_map("apps/cm.yaml", "app", "default");
+    // A plain definition of the same name, read later, never clears what the first one adds.
+    repo.write(
+        "zz/decoy.yaml",
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: with-include\n  \
+         namespace: flux-system\nspec:\n  url: ssh://git@github.com/acme/fleet\n",
+    );
     repo.commit("sources");
     let render = repo.render(Some("HEAD"));
     assert_eq!(ids(&render, "flux-system/plain"), vec!["default_app__ConfigMap"]);
@@ -178,6 +184,38 @@ fn a_source_that_adds_to_this_repository_is_not_rendered_as_this_repository_alon
             k.warnings
         );
     }
+}
+
+/// What a patch gives a GitRepository counts, not only its file as written: a pull request that
+/// patches `spec.include` onto a source of this repository gets a blocking alert, not a plan
+/// of this repository alone.
+#[test]
+fn a_source_patched_to_add_content_is_not_planned_and_the_merge_is_blocked() {
+    let repo = Repo::bootstrap("prod");
+    repo.write(
+        "clusters/prod/sources/patched.yaml",
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: patched\n  \
+         namespace: flux-system\nspec:\n  url: ssh://git@github.com/acme/fleet\n",
+    );
+    repo.write("clusters/prod/sources/kustomization.yaml", "resources: [patched.yaml]\n");
+    repo.kustomization_of("clusters/prod/apps.yaml", "apps", "./apps", ("GitRepository", "patched"), "");
+    repo.config_map("apps/cm.yaml", "app", "default");
+    repo.commit("base");
+    repo.write(
+        "clusters/prod/sources/kustomization.yaml",
+        "resources: [patched.yaml]\npatches:\n- target: {kind: GitRepository, name: patched}\n  patch: |-\n    \
+         - op: add\n      path: /spec/include\n      value: [{repository: {name: platform}, toPath: apps}]\n",
+    );
+    repo.commit("include another repository's artifact");
+    let render = repo.render(Some("HEAD"));
+    let apps = render.find("flux-system/apps").unwrap();
+    assert_eq!(apps.status, Status::External);
+    assert!(apps.warnings.iter().any(|w| w.contains("spec.include adds platform")), "{:?}", apps.warnings);
+    let (plan, code) = crate::fixture::plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    let codes: Vec<&str> =
+        plan["alerts"].as_array().unwrap().iter().map(|a| a["code"].as_str().unwrap()).collect();
+    assert!(codes.contains(&"source-adds-content"), "{codes:?}");
 }
 
 #[test]
