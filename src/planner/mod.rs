@@ -150,7 +150,13 @@ impl Request {
 /// failure over a limit also carries a `source-limit` alert, so it is never mistaken for an
 /// infrastructure hiccup.
 pub fn plan(request: &Request) -> Plan {
-    let revision = |rev: &str| Revision { rev: rev.to_string(), commit: None };
+    // The commits, where git knows them: the bot's resync compares the base it planned against
+    // with the branch tip, so a plan that fails the same way each time is not made again and
+    // again while the base stands still.
+    let revision = |rev: &str| Revision {
+        rev: rev.to_string(),
+        commit: crate::git::resolve_commit(&request.repo, rev).ok(),
+    };
     let _deadline = request.cancel.deadline(request.limits.plan_timeout.max(Duration::from_secs(1)));
     match try_plan(request) {
         Ok(plan) => plan,

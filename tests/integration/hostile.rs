@@ -584,4 +584,7 @@ fn a_file_name_that_is_not_utf8_is_refused_not_merged_with_another() {
     let outcome = h.plan(&[]);
     assert_eq!(outcome.code, 3, "{}", outcome.stdout);
     assert!(outcome.stdout.contains("not UTF-8"), "{}", outcome.stdout);
+    // A failed plan still names the commits it was asked for (the bot's resync compares them).
+    assert_eq!(outcome.plan["base"]["commit"], h.base.as_str());
+    assert_eq!(outcome.plan["head"]["commit"], h.head.as_str());
 }

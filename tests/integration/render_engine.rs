@@ -1127,7 +1127,7 @@ fn a_tree_entry_named_dot_dot_never_leads_a_kept_export_out_of_its_tree() {
     let Err(error) = ExportedSource::export_keeping(repo.path(), Some(&hostile), limits, true) else {
         panic!("the hostile commit was exported");
     };
-    assert!(format!("{error:#}").contains("invalid path 'x/../"), "{error:#}");
+    assert!(format!("{error:#}").contains("holds a path git does not check out: \"x/..\""), "{error:#}");
     let scratch = slot.parent().and_then(std::path::Path::parent).unwrap();
     let mut written = Vec::new();
     find_named(scratch, "pwned.txt", 6, &mut written);
