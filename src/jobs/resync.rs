@@ -148,11 +148,7 @@ impl Resync {
 /// something else (see `plan::GENERATION`; plans before the field existed are generation 1). A
 /// run without a plan is left to the other tests, or it would be planned again every pass.
 fn of_an_older_generation(run: &crate::store::RunRow) -> bool {
-    let Some(plan) = run.plan_json.as_deref().and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
-    else {
-        return false;
-    };
-    plan["generation"].as_u64().unwrap_or(1) < crate::plan::GENERATION
+    super::stale::generation(run).is_some_and(|g| g < crate::plan::GENERATION)
 }
 
 /// `every` ±10%.

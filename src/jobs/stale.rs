@@ -18,7 +18,12 @@ pub(super) fn changed_line(
     if previous.plan_digest.as_deref() == Some(digest) || previous.plan_digest.is_none() {
         return None;
     }
+    let before = generation(previous).unwrap_or(plan.generation);
     let reason = match (&previous.base_sha, &plan.base.commit) {
+        _ if before < plan.generation => format!(
+            "fluxplan was upgraded and plans the same commits more truly now (generation {before} → {})",
+            plan.generation
+        ),
         (Some(before), Some(now)) if before != now => format!(
             "the base branch {} moved from {} to {}",
             crate::report::escape(base_ref),
@@ -40,6 +45,13 @@ pub(super) fn changed_line(
         "\n🔄 **The plan changed since the last one posted for {}** because {reason}{verdict}: review it again.\n",
         short(&previous.head_sha)
     ))
+}
+
+/// The `generation` of the plan a run holds (plans before the field existed are 1); `None`
+/// when the run holds no plan.
+pub(super) fn generation(run: &RunRow) -> Option<u64> {
+    let plan: serde_json::Value = serde_json::from_str(run.plan_json.as_deref()?).ok()?;
+    Some(plan["generation"].as_u64().unwrap_or(1))
 }
 
 #[cfg(test)]
@@ -97,5 +109,13 @@ mod tests {
         assert!(moved.contains("(verdict changes → failed)"), "{moved}");
         let cluster = changed_line(Some(&previous("bbbbbbbbbbbb", "other")), &now, &digest, "main").unwrap();
         assert!(cluster.contains("what the cluster holds changed"), "{cluster}");
+        let mut older = previous("bbbbbbbbbbbb", "other");
+        older.plan_json = Some(r#"{"verdict": "changes"}"#.into());
+        let upgraded = changed_line(Some(&older), &now, &digest, "main").unwrap();
+        let expected = format!(
+            "fluxplan was upgraded and plans the same commits more truly now (generation 1 → {})",
+            crate::plan::GENERATION
+        );
+        assert!(upgraded.contains(&expected), "{upgraded}");
     }
 }
