@@ -56,6 +56,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("source-pinned", Severity::Info),
     ("external-artifact", Severity::Warning),
     ("source-adds-content", Severity::Danger),
+    ("source-ref-pinned", Severity::Danger),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =
@@ -280,6 +281,15 @@ pub fn evaluate(
     alerts
 }
 
+/// What a GitRepository's `spec.ref` pins other than a branch (a commit, tag, semver range or
+/// ref name), if anything.
+fn pinned(reference: &serde_json::Value) -> Option<String> {
+    ["commit", "tag", "semver", "name"].iter().find_map(|key| {
+        let value = reference[*key].as_str().filter(|v| !v.is_empty())?;
+        Some(format!("{key} {value}"))
+    })
+}
+
 /// Most severe first, then by cluster, Kustomization and code.
 pub fn sort(alerts: &mut [Alert]) {
     alerts.sort_by(|a, b| {
@@ -420,6 +430,27 @@ fn spec_change_alerts(policy: &Policy, base: &Render, head: &Render) -> Vec<Aler
                     "resumed: Flux applies (and prunes) everything it drifted from while suspended".into()
                 },
             );
+        }
+        for object in &k.objects {
+            let Some(id) = object
+                .id
+                .as_ref()
+                .filter(|id| id.kind == "GitRepository" && id.group == crate::flux::SOURCE_GROUP)
+            else {
+                continue;
+            };
+            let Some(earlier) = base.object(&cluster.name, &id.to_string()) else { continue };
+            let (was, now) = (&earlier.object["spec"]["ref"], &object.object["spec"]["ref"]);
+            if let (None, Some(pin)) = (pinned(was), pinned(now)) {
+                push(
+                    "source-ref-pinned",
+                    format!(
+                        "GitRepository {}/{} now pins spec.ref to {pin}: Flux applies that revision, not what \
+                         this merge leaves on the branch, so this plan does not show what Flux applies",
+                        id.namespace, id.name
+                    ),
+                );
+            }
         }
         if before.target_namespace != after.target_namespace {
             push(

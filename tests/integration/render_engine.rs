@@ -218,6 +218,36 @@ fn a_source_patched_to_add_content_is_not_planned_and_the_merge_is_blocked() {
     assert!(codes.contains(&"source-adds-content"), "{codes:?}");
 }
 
+/// A pull request that pins this repository's source to a commit (or tag) makes Flux apply that
+/// revision, whatever the tree it shows: blocked, by name.
+#[test]
+fn a_pull_request_that_pins_the_source_revision_is_blocked() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/cm.yaml", "app", "default");
+    let base = repo.commit("base");
+    let sync = "clusters/prod/flux-system/gotk-sync.yaml";
+    let text = std::fs::read_to_string(repo.path().join(sync)).unwrap();
+    repo.write(sync, &text.replace("    branch: main", &format!("    commit: {base}")));
+    repo.commit("pin the source");
+    let (plan, code) = crate::fixture::plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    let pinned = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "source-ref-pinned");
+    let message =
+        pinned.unwrap_or_else(|| panic!("no source-ref-pinned alert: {plan:#}"))["message"].as_str().unwrap();
+    assert!(
+        message
+            .contains(&format!("GitRepository flux-system/flux-system now pins spec.ref to commit {base}")),
+        "{message}"
+    );
+    // A source pinned already, moved to another tag: the plan was never of the branch; no alert.
+    let text = std::fs::read_to_string(repo.path().join(sync)).unwrap();
+    repo.write(sync, &text.replace(&format!("    commit: {base}"), "    tag: v2"));
+    repo.commit("another pin");
+    let (plan, _) = crate::fixture::plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert!(plan["alerts"].as_array().unwrap().iter().all(|a| a["code"] != "source-ref-pinned"), "{plan:#}");
+}
+
 #[test]
 fn unreachable_kustomization_files_are_listed() {
     let repo = Repo::bootstrap("prod");
