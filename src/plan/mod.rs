@@ -331,7 +331,7 @@ pub struct Revision {
 
 /// Changes when a fix changes what a plan of the same commits says. 2: `.gitattributes`, file
 /// names that are not UTF-8 and sources that add other repositories' content no longer hide
-/// files from the plan. The bot plans again every open
+/// files from the plan, and a pull request that pins its source's revision is blocked. The bot plans again every open
 /// pull request whose latest plan is of an older generation (its status may rest on what a
 /// pull request hid).
 pub const GENERATION: u64 = 2;
