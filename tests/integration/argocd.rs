@@ -1,7 +1,7 @@
 //! Argo CD repositories end to end: the example fleet in `examples/argocd` planned through the
 //! real CLI, real git and real kustomize, with golden plans for the shapes that cause outages.
 
-use crate::fixture::{changes_of, kustomization_in, plan_cli, plan_json, Repo};
+use crate::fixture::{changes_of, edit, kustomization_in, plan_cli, plan_json, Repo};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -35,13 +35,6 @@ fn fleet_with_platform_policy(policy: &str) -> Repo {
     edit(&repo, "apps/platform.yaml", "  goTemplate: true", &with_policy);
     repo.commit(policy);
     repo
-}
-
-/// Rewrites a file of the repository.
-pub(crate) fn edit(repo: &Repo, file: &str, from: &str, to: &str) {
-    let text = std::fs::read_to_string(repo.path().join(file)).unwrap();
-    assert!(text.contains(from), "{file} holds no {from:?}");
-    repo.write(file, &text.replace(from, to));
 }
 
 fn alerts(plan: &Value) -> Vec<(String, String, String)> {

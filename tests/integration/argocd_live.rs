@@ -2,8 +2,9 @@
 //! the inventory, argocd-cm's tracking method decides what an Application owns, and nothing but
 //! GET requests is ever sent.
 
-use crate::argocd::{edit, fleet};
+use crate::argocd::fleet;
 use crate::fake_kube::FakeKube;
+use crate::fixture::edit;
 use crate::fixture::{changes_of, fluxplan_bin, kustomization_in, plan_json};
 use crate::kube_view::{assert_only_gets, plan_kube, read};
 use serde_json::{json, Value};

@@ -1493,7 +1493,7 @@ fn an_argo_cd_repository_gets_the_same_comment_and_blocking_status() {
     }
     let base = repo.commit("repoURLs as the bot fetches them");
     repo.git(&["checkout", "-q", "-b", "change"]);
-    crate::argocd::edit(&repo, "apps/shop.yaml", "path: workloads/shop", "path: workloads/nothing");
+    crate::fixture::edit(&repo, "apps/shop.yaml", "path: workloads/shop", "path: workloads/nothing");
     let head = repo.commit("the outage, Argo CD edition");
     github.add_pull(REPO, 7, &head, "change", "main", &base, &file_url(&repo));
     let data = tempfile::tempdir().unwrap();

@@ -265,3 +265,10 @@ pub fn remove_cache_entries(dir: &Path, matches: impl Fn(&str) -> bool) {
         }
     }
 }
+
+/// Rewrites a file of the repository: `from` (which it must hold) becomes `to`.
+pub fn edit(repo: &Repo, file: &str, from: &str, to: &str) {
+    let text = std::fs::read_to_string(repo.path().join(file)).unwrap();
+    assert!(text.contains(from), "{file} holds no {from:?}");
+    repo.write(file, &text.replace(from, to));
+}

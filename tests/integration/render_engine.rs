@@ -227,8 +227,7 @@ fn a_pull_request_that_pins_the_source_revision_is_blocked() {
     repo.config_map("apps/cm.yaml", "app", "default");
     let base = repo.commit("base");
     let sync = "clusters/prod/flux-system/gotk-sync.yaml";
-    let text = std::fs::read_to_string(repo.path().join(sync)).unwrap();
-    repo.write(sync, &text.replace("    branch: main", &format!("    commit: {base}")));
+    crate::fixture::edit(&repo, sync, "    branch: main", &format!("    commit: {base}"));
     repo.commit("pin the source");
     let (plan, code) = crate::fixture::plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2, "{plan:#}");
@@ -241,8 +240,7 @@ fn a_pull_request_that_pins_the_source_revision_is_blocked() {
         "{message}"
     );
     // A source pinned already, moved to another tag: the plan was never of the branch; no alert.
-    let text = std::fs::read_to_string(repo.path().join(sync)).unwrap();
-    repo.write(sync, &text.replace(&format!("    commit: {base}"), "    tag: v2"));
+    crate::fixture::edit(&repo, sync, &format!("    commit: {base}"), "    tag: v2");
     repo.commit("another pin");
     let (plan, _) = crate::fixture::plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert!(plan["alerts"].as_array().unwrap().iter().all(|a| a["code"] != "source-ref-pinned"), "{plan:#}");
