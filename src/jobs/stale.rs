@@ -50,8 +50,13 @@ pub(super) fn changed_line(
 /// The `generation` of the plan a run holds (plans before the field existed are 1); `None`
 /// when the run holds no plan.
 pub(super) fn generation(run: &RunRow) -> Option<u64> {
-    let plan: serde_json::Value = serde_json::from_str(run.plan_json.as_deref()?).ok()?;
-    Some(plan["generation"].as_u64().unwrap_or(1))
+    // Only the one field is read: the rest of a large plan is skipped, not built.
+    #[derive(serde::Deserialize)]
+    struct Generation {
+        generation: Option<u64>,
+    }
+    let plan: Generation = serde_json::from_str(run.plan_json.as_deref()?).ok()?;
+    Some(plan.generation.unwrap_or(1))
 }
 
 #[cfg(test)]
