@@ -228,6 +228,7 @@ pub fn evaluate(
             ));
         }
     }
+    alerts.extend(source_ref_alerts(policy, base, head));
     alerts.extend(
         spec_change_alerts(policy, base, head)
             .into_iter()
@@ -281,13 +282,59 @@ pub fn evaluate(
     alerts
 }
 
-/// What a GitRepository's `spec.ref` pins other than a branch (a commit, tag, semver range or
-/// ref name), if anything.
-fn pinned(reference: &serde_json::Value) -> Option<String> {
-    ["commit", "tag", "semver", "name"].iter().find_map(|key| {
-        let value = reference[*key].as_str().filter(|v| !v.is_empty())?;
-        Some(format!("{key} {value}"))
-    })
+/// A GitRepository rendered as this repository that followed a branch and whose `spec.ref` the
+/// pull request changes: Flux then applies another revision (a pinned commit or tag, another
+/// branch) than the tree this plan shows. A source pinned at base was never planned as what
+/// Flux applies (its plans show the tree the next pin would take); moving its pin is not said.
+fn source_ref_alerts(policy: &Policy, base: &Render, head: &Render) -> Vec<Alert> {
+    let mut alerts = Vec::new();
+    for (cluster, k) in head.kustomizations() {
+        for object in &k.objects {
+            let Some(id) = object.id.as_ref() else { continue };
+            let key = format!("{}/{}", id.namespace, id.name);
+            let ours = id.kind == "GitRepository" && id.group == crate::flux::SOURCE_GROUP;
+            if !ours || !head.this_repo_sources.contains(&key) {
+                continue;
+            }
+            // Wherever base defined it: the pull request may move it to another Kustomization.
+            let Some(earlier) = base.object(&cluster.name, &id.to_string()) else { continue };
+            let (was, now) = (&earlier.object["spec"]["ref"], &object.object["spec"]["ref"]);
+            if was == now || pin_of(was).is_some() {
+                continue;
+            }
+            let change = match pin_of(now) {
+                Some(pin) => format!("now pins spec.ref to {pin} (it followed {})", describe_ref(was)),
+                None => format!("now follows {} instead of {}", describe_ref(now), describe_ref(was)),
+            };
+            let message = format!(
+                "GitRepository {key} {change}: Flux applies that revision, not what this merge leaves on the \
+                 branch the plan was made against, so this plan does not show what Flux applies"
+            );
+            let reference = Some(k.reference().to_string());
+            alerts.extend(policy.alert("source-ref-pinned", &cluster.name, reference, message, Vec::new()));
+        }
+    }
+    alerts
+}
+
+/// What a `spec.ref` pins other than a branch (`tag v1`, `commit abc…`), if anything.
+fn pin_of(reference: &serde_json::Value) -> Option<String> {
+    ["tag", "semver", "name", "commit"]
+        .iter()
+        .find_map(|key| Some(format!("{key} {}", reference[*key].as_str().filter(|v| !v.is_empty())?)))
+}
+
+/// `branch main`, `tag v1`, … (the fields set), or `the default branch`.
+fn describe_ref(reference: &serde_json::Value) -> String {
+    let set: Vec<String> = ["branch", "tag", "semver", "name", "commit"]
+        .iter()
+        .filter_map(|key| Some(format!("{key} {}", reference[*key].as_str().filter(|v| !v.is_empty())?)))
+        .collect();
+    if set.is_empty() {
+        "the default branch".into()
+    } else {
+        set.join(", ")
+    }
 }
 
 /// Most severe first, then by cluster, Kustomization and code.
@@ -354,17 +401,18 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
                     .unwrap_or_else(|| format!("source {} is not built locally: not planned", k.source)),
                 Vec::new(),
             ));
-        } else if let Some(why) = (k.status == Status::External)
-            .then(|| k.warnings.iter().find(|w| w.contains(crate::render::MORE_THAN_THIS_REPOSITORY)))
-            .flatten()
-        {
+        } else if let Some(adds) = k.source_adds.as_ref().filter(|_| k.status == Status::External) {
             // Planned at base, not now: what the source adds (another repository, submodules) may
             // be anything, and nothing of it is shown.
             let planned_before = base
                 .kustomization(&plan.cluster, &plan.namespace, &plan.name)
                 .is_some_and(|b| b.status != Status::External);
             let code = if planned_before { "source-adds-content" } else { "external-source" };
-            alerts.extend(alert(code, why.clone(), Vec::new()));
+            let message = format!(
+                "source {} is this repository and more ({adds}): what Flux applies from it is not planned",
+                k.source
+            );
+            alerts.extend(alert(code, message, Vec::new()));
         } else if k.status == Status::External {
             let message = match (&k.argocd, k.warnings.first()) {
                 // Argo CD units say why: another repository, Helm, a plugin, a generator.
@@ -430,27 +478,6 @@ fn spec_change_alerts(policy: &Policy, base: &Render, head: &Render) -> Vec<Aler
                     "resumed: Flux applies (and prunes) everything it drifted from while suspended".into()
                 },
             );
-        }
-        for object in &k.objects {
-            let Some(id) = object
-                .id
-                .as_ref()
-                .filter(|id| id.kind == "GitRepository" && id.group == crate::flux::SOURCE_GROUP)
-            else {
-                continue;
-            };
-            let Some(earlier) = base.object(&cluster.name, &id.to_string()) else { continue };
-            let (was, now) = (&earlier.object["spec"]["ref"], &object.object["spec"]["ref"]);
-            if let (None, Some(pin)) = (pinned(was), pinned(now)) {
-                push(
-                    "source-ref-pinned",
-                    format!(
-                        "GitRepository {}/{} now pins spec.ref to {pin}: Flux applies that revision, not what \
-                         this merge leaves on the branch, so this plan does not show what Flux applies",
-                        id.namespace, id.name
-                    ),
-                );
-            }
         }
         if before.target_namespace != after.target_namespace {
             push(

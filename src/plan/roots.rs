@@ -205,6 +205,7 @@ mod tests {
             source_limits: Vec::new(),
             stats: Default::default(),
             kustomize: String::new(),
+            this_repo_sources: Default::default(),
         }
     }
 

@@ -669,9 +669,7 @@ fn read_directory(
                 let meta = &object["metadata"];
                 let text = |v: &Value| v.as_str().is_some_and(|s| !s.is_empty());
                 // Hooks may be named by generateName (Argo CD creates them anew on each sync).
-                let hook = ["argocd.argoproj.io/hook", "helm.sh/hook"]
-                    .iter()
-                    .any(|key| meta["annotations"].get(*key).is_some());
+                let hook = argocd::sync_options::hook_phases(meta).is_some();
                 let named = text(&meta["name"]) || (hook && text(&meta["generateName"]));
                 if !(object.is_object()
                     && has("apiVersion")

@@ -242,15 +242,14 @@ impl Builder {
         if let Some(error) = self.failed.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
             return Err(error.clone());
         }
-        // The cache holds kustomize's output as a JSON array: much faster to read back than YAML.
-        // An output kept in memory only is kept as printed: read again far less often than built.
-        let cached =
-            self.cache.get(key).and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok()).or_else(
-                || {
-                    let printed = self.printed.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned()?;
-                    yaml::parse_documents(&printed).ok()
-                },
-            );
+        // An output kept in memory only is kept as printed (read again far less often than
+        // built), and looked for first: the disk cache never holds it. The cache holds kustomize's
+        // output as a JSON array: much faster to read back than YAML.
+        let printed = self.printed.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned();
+        let cached = match printed {
+            Some(printed) => yaml::parse_documents(&printed).ok(),
+            None => self.cache.get(key).and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok()),
+        };
         let cache_hit = cached.is_some();
         let documents = match cached {
             Some(documents) => documents,

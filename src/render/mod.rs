@@ -22,13 +22,13 @@ pub mod worker;
 
 pub use argo::{kept_applications, ArgoUnit, Hook, KeptApplication};
 pub use roots::{DeclaredRoot, RootKind};
-pub use walk::{render, Renderer, MORE_THAN_THIS_REPOSITORY};
+pub use walk::{render, Renderer};
 
 use crate::cluster::SubstitutionSource;
 use crate::flux::{Kustomization, KustomizationRef, ObjectId, SourceRef};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -221,6 +221,10 @@ pub struct RenderedKustomization {
     /// What Argo CD knows of an Application or ApplicationSet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub argocd: Option<Box<ArgoUnit>>,
+    /// Not planned because its source, a GitRepository of this repository, adds content from
+    /// elsewhere: what it adds (`spec.include …`, `spec.recurseSubmodules …`).
+    #[serde(skip)]
+    pub source_adds: Option<String>,
 }
 
 impl RenderedKustomization {
@@ -248,6 +252,7 @@ impl RenderedKustomization {
             objects: Vec::new(),
             spec: None,
             argocd: None,
+            source_adds: None,
         }
     }
 
@@ -325,6 +330,9 @@ pub struct Render {
     pub kustomize: String,
     #[serde(skip)]
     pub stats: RenderStats,
+    /// The GitRepositories (`namespace/name`) rendered as this repository.
+    #[serde(skip)]
+    pub this_repo_sources: BTreeSet<String>,
 }
 
 impl Render {

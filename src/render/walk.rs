@@ -97,10 +97,6 @@ struct DiskGitRepository {
     adds: Option<String>,
 }
 
-/// How a Kustomization's warning says its source is this repository and more (see
-/// `adds_to_its_tree`): policy raises `source-adds-content` for it.
-pub const MORE_THAN_THIS_REPOSITORY: &str = "is this repository and more";
-
 /// Why a GitRepository's artifact holds more than its own tree: other repositories' artifacts
 /// (`spec.include`) or its submodules (`spec.recurseSubmodules`). Neither is in the export, so
 /// rendering it from this repository alone would plan what Flux does not apply.
@@ -192,7 +188,7 @@ fn learned_adds(clusters: &[Cluster], sources: &Sources) -> BTreeMap<String, Str
         .iter()
         .flat_map(|c| &c.kustomizations)
         .flat_map(|k| &k.objects)
-        .map(|o| o.real.as_ref().unwrap_or(&o.object))
+        .map(|o| &o.object)
         .filter(|o| o["kind"] == "GitRepository")
         .filter(|o| flux::split_api_version(o["apiVersion"].as_str().unwrap_or("")).0 == flux::SOURCE_GROUP)
         .filter_map(|o| {
@@ -241,13 +237,20 @@ impl Sources<'_> {
         self.generators.resolve(source, near, &|s| self.local_tree(s)).map(Some)
     }
 
+    /// What a GitRepository of this repository adds to its artifact (see `adds_to_its_tree`).
+    fn adds_of(&self, source: &flux::SourceRef) -> Option<&str> {
+        let key = format!("{}/{}", source.namespace, source.name);
+        (source.kind == "GitRepository" && !self.mapped.contains_key(&key))
+            .then(|| self.this_repo_keys.get(&key)?.adds.as_deref())
+            .flatten()
+    }
+
     /// Why a source is external, for the Kustomization's warning.
     fn external_reason(&self, source: &flux::SourceRef, near: Option<&str>) -> String {
         let map = format!("map it with --source {}/{}=DIR", source.namespace, source.name);
-        let key = format!("{}/{}", source.namespace, source.name);
-        if let Some(adds) = self.this_repo_keys.get(&key).and_then(|r| r.adds.as_deref()) {
+        if let Some(adds) = self.adds_of(source) {
             return format!(
-                "source {source} {MORE_THAN_THIS_REPOSITORY} ({adds}): what Flux applies from it is not in \
+                "source {source} is this repository and more ({adds}): what Flux applies from it is not in \
                  this repository alone, so it is not planned ({map}, a directory holding the whole artifact)"
             );
         }
@@ -464,18 +467,11 @@ impl Renderer {
             // memoized).
             let found = roots::dedup_syncs(declared_syncs(&clusters, &chart_sources), known_syncs.clone());
             // Likewise when a GitRepository of this repository renders with content its file
-            // did not show (a patch adds `spec.include`): walked again with it marked.
+            // did not show (a patch adds `spec.include`): walked again with it marked, however
+            // many rounds the syncs took (each such round marks one more source at least, and
+            // there are finitely many).
             let adds = learned_adds(&clusters, &sources);
-            if (found == syncs && adds.is_empty()) || round == SYNC_ROUNDS {
-                if !adds.is_empty() {
-                    // Out of rounds: said, never rendered as this repository alone unnoticed.
-                    for (key, why) in &adds {
-                        warnings.push(format!(
-                            "GitRepository {key} renders with {why}: the Kustomizations it feeds were planned \
-                             from this repository alone"
-                        ));
-                    }
-                }
+            if (found == syncs || round >= SYNC_ROUNDS) && adds.is_empty() {
                 break (sources, clusters, reached);
             }
             syncs = found;
@@ -581,6 +577,7 @@ impl Renderer {
             source_limits,
             kustomize: self.builder.kustomize.version.clone(),
             stats: RenderStats { builds, cache_hits },
+            this_repo_sources: sources.this_repo_keys.keys().cloned().collect(),
         })
     }
 }
@@ -785,6 +782,7 @@ impl Context<'_> {
         if matches!(self.sources.tree(&spec.source_ref, node.file.as_deref()), Ok(None)) {
             record.status = Status::External;
             record.warnings.push(self.sources.external_reason(&spec.source_ref, node.file.as_deref()));
+            record.source_adds = self.sources.adds_of(&spec.source_ref).map(str::to_string);
             record.spec = Some(spec);
             return (record, Vec::new());
         }

@@ -581,6 +581,15 @@ fn a_hook_named_by_generate_name_is_a_hook_and_a_resource_without_a_name_is_refu
     let render = repo.render(Some("HEAD"));
     let message = crate::fixture::error_of(&render, "argocd/shop", "invalid-source");
     assert!(message.contains("generateName for a hook"), "{message}");
+    // crd-install is no hook to Argo CD: a resource like any other, so it needs a name too.
+    repo.write(
+        "workloads/shop/unnamed.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: x-\n  annotations:\n    helm.sh/hook: crd-install\n",
+    );
+    repo.commit("a crd-install resource named by generateName");
+    let render = repo.render(Some("HEAD"));
+    let message = crate::fixture::error_of(&render, "argocd/shop", "invalid-source");
+    assert!(message.contains("generateName for a hook"), "{message}");
 }
 
 #[test]
