@@ -117,8 +117,15 @@ impl WorkerPool {
                 if let Some(why) = self.start_failed.get() {
                     return Err(BuildError::Failed(why.clone()));
                 }
-                let started = deadline.min(Instant::now() + START_TIMEOUT);
-                self.spawn(readable, landlock, started).map_err(|e| self.failed_start(e))?.0
+                let launched = self.launch(readable, landlock)?;
+                // Running out of a build deadline shorter than the start timeout says nothing of
+                // the library.
+                let start_deadline = Instant::now() + START_TIMEOUT;
+                match launched.greet(deadline.min(start_deadline)) {
+                    Ok((worker, _)) => worker,
+                    Err(error @ BuildError::Limit(_)) if deadline < start_deadline => return Err(error),
+                    Err(error) => return Err(self.failed_start(error)),
+                }
             }
         };
         let tracked = cancel.track(worker.child.id() as i32);
@@ -150,7 +157,7 @@ impl WorkerPool {
         }
     }
 
-    /// A worker the stamp vouched for did not start (it failed or never said hello): the stamp
+    /// A worker the stamp vouched for started but did not say hello (it died or timed out): the stamp
     /// is forgotten, so the next run probes the library and falls back to the kustomize binary
     /// if it still fails, and this run's later builds fail at once with the same words.
     fn failed_start(&self, error: BuildError) -> BuildError {
@@ -192,6 +199,12 @@ impl WorkerPool {
         landlock: bool,
         deadline: Instant,
     ) -> Result<(Worker, String), BuildError> {
+        self.launch(readable, landlock)?.greet(deadline)
+    }
+
+    /// Starts a worker confined to `readable`. What fails here (a scratch file, the sandbox's
+    /// rules, the process table) is not the library's doing.
+    fn launch(&self, readable: &Path, landlock: bool) -> Result<Worker, BuildError> {
         let failed = |what: &str, e: &dyn std::fmt::Display| BuildError::Failed(format!("{what}: {e}"));
         let log = tempfile::tempfile().map_err(|e| failed("cannot start a kustomize worker", &e))?;
         let mut cmd = Command::new(&self.program);
@@ -216,21 +229,24 @@ impl WorkerPool {
         let mut child =
             cmd.spawn().map_err(|e| failed(&format!("cannot run {}", self.program.display()), &e))?;
         let (stdin, stdout) = (child.stdin.take().expect("piped"), child.stdout.take().expect("piped"));
-        let mut worker =
-            Worker { child, stdin, stdout, log, readable: readable.to_path_buf(), landlock, reaped: false };
-        match worker.read_frame(deadline, 4096) {
-            Ok((HELLO, version)) => Ok((worker, String::from_utf8_lossy(&version).trim().to_string())),
-            Ok((tag, _)) => Err(BuildError::Failed(worker.death(&format!("it greeted with frame {tag}")))),
-            Err(Failure::TimedOut) => {
-                Err(BuildError::Limit("the kustomize worker did not start in time".into()))
-            }
-            Err(Failure::TooLarge(_)) => Err(BuildError::Failed(worker.death("its greeting was too long"))),
-            Err(Failure::Broken(why)) => Err(BuildError::Failed(worker.death(&why))),
-        }
+        Ok(Worker { child, stdin, stdout, log, readable: readable.to_path_buf(), landlock, reaped: false })
     }
 }
 
 impl Worker {
+    /// Waits for a new worker's hello (its library loaded) and its version.
+    fn greet(mut self, deadline: Instant) -> Result<(Worker, String), BuildError> {
+        match self.read_frame(deadline, 4096) {
+            Ok((HELLO, version)) => Ok((self, String::from_utf8_lossy(&version).trim().to_string())),
+            Ok((tag, _)) => Err(BuildError::Failed(self.death(&format!("it greeted with frame {tag}")))),
+            Err(Failure::TimedOut) => {
+                Err(BuildError::Limit("the kustomize worker did not start in time".into()))
+            }
+            Err(Failure::TooLarge(_)) => Err(BuildError::Failed(self.death("its greeting was too long"))),
+            Err(Failure::Broken(why)) => Err(BuildError::Failed(self.death(&why))),
+        }
+    }
+
     fn alive(&mut self) -> bool {
         match self.child.try_wait() {
             Ok(None) => true,
@@ -336,6 +352,26 @@ impl Read for TimedReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_that_cannot_even_be_launched_says_nothing_of_the_library() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lib, program) = (dir.path().join("lib.so"), dir.path().join("fluxplan"));
+        std::fs::write(&lib, b"\x7fELF...").unwrap();
+        std::fs::write(&program, "#!/bin/sh\n").unwrap();
+        super::super::library::remember_worker_version(&lib, &program, "pykustomize-v0.1.4");
+        let pool = WorkerPool::start(&program, &lib, false).expect("started on the stamp's word");
+        // The sandbox cannot be set up for a directory that is gone: no worker ever started.
+        let gone = dir.path().join("gone");
+        let error = pool
+            .build(&gone, &gone, true, Duration::from_secs(60), 1024, &CancelToken::new())
+            .expect_err("nothing to confine the worker to");
+        assert!(!error.to_string().contains("checks it again"), "{error}");
+        assert_eq!(
+            super::super::library::known_worker_version(&lib, &program).as_deref(),
+            Some("pykustomize-v0.1.4")
+        );
+    }
 
     #[test]
     fn a_vouched_worker_that_cannot_start_fails_its_build_and_the_stamp_is_forgotten() {
