@@ -150,19 +150,22 @@ impl Request {
 /// failure over a limit also carries a `source-limit` alert, so it is never mistaken for an
 /// infrastructure hiccup.
 pub fn plan(request: &Request) -> Plan {
-    // The commits, where git knows them: the bot's resync compares the base it planned against
-    // with the branch tip, so a plan that fails the same way each time is not made again and
-    // again while the base stands still.
-    let revision = |rev: &str| Revision {
-        rev: rev.to_string(),
-        commit: crate::git::resolve_commit(&request.repo, rev).ok(),
-    };
+    // The base commit, resolved once: the policy read before rendering, the base render and a
+    // failed plan must name the same one, whatever a fetch does to the branch meanwhile. A failed
+    // plan names its commits, where git knows them: the bot's resync compares the base it
+    // planned against with the branch tip, so a plan that fails the same way each time is not
+    // made again and again while the base stands still.
+    let base_commit = crate::git::resolve_commit(&request.repo, &request.base).ok();
     let _deadline = request.cancel.deadline(request.limits.plan_timeout.max(Duration::from_secs(1)));
-    match try_plan(request) {
+    match try_plan(request, base_commit.as_deref()) {
         Ok(plan) => plan,
         Err(error) => {
-            let mut plan =
-                Plan::failed(revision(&request.base), revision(&request.head), format!("{error:#}"));
+            let base = Revision { rev: request.base.clone(), commit: base_commit };
+            let head = Revision {
+                rev: request.head.clone(),
+                commit: crate::git::resolve_commit(&request.repo, &request.head).ok(),
+            };
+            let mut plan = Plan::failed(base, head, format!("{error:#}"));
             if let Some(limit) = limit_breach(&error) {
                 plan.alerts.extend(Policy::default().general_alert("source-limit", limit));
             }
@@ -184,16 +187,13 @@ fn limit_breach(error: &anyhow::Error) -> Option<String> {
     })
 }
 
-fn try_plan(request: &Request) -> Result<Plan> {
+fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
     let sources = cluster_sources(&request.clusters)?;
     let listed_roots: BTreeSet<String> = sources.keys().filter(|root| !root.is_empty()).cloned().collect();
     let knowledge = ClusterKnowledge::gather(sources)?;
     let renderer = Renderer::new(request.limits.kustomize_timeout, request.render.cache_dir.clone())?;
-    // The base commit, resolved once: the policy read before rendering and the base render must
-    // see the same one, whatever a fetch does to the branch meanwhile. An unknown revision is
-    // left for the render to report.
-    let base_commit =
-        crate::git::resolve_commit(&request.repo, &request.base).unwrap_or_else(|_| request.base.clone());
+    // An unknown revision is left for the render to report.
+    let base_commit = base_commit.map_or_else(|| request.base.clone(), str::to_string);
     let declared = request.policy.before_render(&request.repo, &base_commit).unwrap_or_default();
     let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept| -> Result<Render> {
         let mut opts = request.render_options(Some(rev.to_string()));
