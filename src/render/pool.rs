@@ -353,14 +353,23 @@ impl Read for TimedReader<'_> {
 mod tests {
     use super::*;
 
+    /// A pool of the worker `script` (a shell script), started on a stamp's word, without a
+    /// probe worker; with the library and the program.
+    fn vouched_pool(dir: &Path, script: &str) -> (WorkerPool, PathBuf, PathBuf) {
+        let (lib, program) = (dir.join("lib.so"), dir.join("fluxplan"));
+        std::fs::write(&lib, b"\x7fELF...").unwrap();
+        std::fs::write(&program, format!("#!/bin/sh\n{script}")).unwrap();
+        std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        super::super::library::remember_worker_version(&lib, &program, "pykustomize-v0.1.4");
+        let pool = WorkerPool::start(&program, &lib, false).expect("started on the stamp's word");
+        assert_eq!(pool.version, "pykustomize-v0.1.4");
+        (pool, lib, program)
+    }
+
     #[test]
     fn a_worker_that_cannot_even_be_launched_says_nothing_of_the_library() {
         let dir = tempfile::tempdir().unwrap();
-        let (lib, program) = (dir.path().join("lib.so"), dir.path().join("fluxplan"));
-        std::fs::write(&lib, b"\x7fELF...").unwrap();
-        std::fs::write(&program, "#!/bin/sh\n").unwrap();
-        super::super::library::remember_worker_version(&lib, &program, "pykustomize-v0.1.4");
-        let pool = WorkerPool::start(&program, &lib, false).expect("started on the stamp's word");
+        let (pool, lib, program) = vouched_pool(dir.path(), "");
         // The sandbox cannot be set up for a directory that is gone: no worker ever started.
         let gone = dir.path().join("gone");
         let error = pool
@@ -376,13 +385,7 @@ mod tests {
     #[test]
     fn a_vouched_worker_that_cannot_start_fails_its_build_and_the_stamp_is_forgotten() {
         let dir = tempfile::tempdir().unwrap();
-        let (lib, program) = (dir.path().join("lib.so"), dir.path().join("fluxplan"));
-        std::fs::write(&lib, b"\x7fELF...").unwrap();
-        std::fs::write(&program, "#!/bin/sh\necho 'cannot load the library' >&2\nexit 3\n").unwrap();
-        std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        super::super::library::remember_worker_version(&lib, &program, "pykustomize-v0.1.4");
-        let pool = WorkerPool::start(&program, &lib, false).expect("started on the stamp's word");
-        assert_eq!(pool.version, "pykustomize-v0.1.4");
+        let (pool, lib, program) = vouched_pool(dir.path(), "echo 'cannot load the library' >&2\nexit 3\n");
         let error = pool
             .build(dir.path(), dir.path(), false, Duration::from_secs(60), 1024, &CancelToken::new())
             .expect_err("the worker cannot start");

@@ -573,23 +573,20 @@ fn a_hook_named_by_generate_name_is_a_hook_and_a_resource_without_a_name_is_refu
         "{:?}",
         hooks.iter().map(|h| &h.object).collect::<Vec<_>>()
     );
-    repo.write(
-        "workloads/shop/unnamed.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: x-\n",
-    );
-    repo.commit("a resource named by generateName");
-    let render = repo.render(Some("HEAD"));
-    let message = crate::fixture::error_of(&render, "argocd/shop", "invalid-source");
-    assert!(message.contains("generateName for a hook"), "{message}");
-    // crd-install is no hook to Argo CD: a resource like any other, so it needs a name too.
-    repo.write(
-        "workloads/shop/unnamed.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: x-\n  annotations:\n    helm.sh/hook: crd-install\n",
-    );
-    repo.commit("a crd-install resource named by generateName");
-    let render = repo.render(Some("HEAD"));
-    let message = crate::fixture::error_of(&render, "argocd/shop", "invalid-source");
-    assert!(message.contains("generateName for a hook"), "{message}");
+    // Neither a resource nor one whose Helm hook is crd-install (no hook to Argo CD) goes without
+    // a name.
+    for (what, annotations) in
+        [("a resource", ""), ("a crd-install resource", "  annotations:\n    helm.sh/hook: crd-install\n")]
+    {
+        repo.write(
+            "workloads/shop/unnamed.yaml",
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: x-\n{annotations}"),
+        );
+        repo.commit(&format!("{what} named by generateName"));
+        let render = repo.render(Some("HEAD"));
+        let message = crate::fixture::error_of(&render, "argocd/shop", "invalid-source");
+        assert!(message.contains("generateName for a hook"), "{what}: {message}");
+    }
 }
 
 #[test]
