@@ -20,15 +20,30 @@ pub enum GenerateError {
     RemoteComponent(String),
     #[error("cannot read {file}: {reason}")]
     Io { file: String, reason: String },
+    #[error("Found multiple kustomization files under: {0} (kustomize reads exactly one of {names}; remove the others)", names = KUSTOMIZATION_FILES.join(", "))]
+    MultipleKustomizations(String),
 }
 
-/// Name prefix of the scratch directories fluxplan creates beside a build path while kustomize
-/// runs; the generator never lists them.
-pub const SCRATCH_PREFIX: &str = ".fluxplan-build-";
-
-/// The kustomization file of a directory, if it has one (as a file, not a directory).
+/// The kustomization file of a directory, if it has one (as a file, not a directory): the first
+/// of kustomize's names. Enough to tell a kustomization directory; a build reads the file through
+/// `the_kustomization_file`, which refuses a directory holding several.
 pub fn kustomization_file(dir: &Path) -> Option<PathBuf> {
     KUSTOMIZATION_FILES.iter().map(|name| dir.join(name)).find(|p| p.is_file())
+}
+
+/// The one kustomization file kustomize reads in `dir`, if any. Like kustomize, a directory
+/// holding more than one of its names is refused before any is read: the build fails in the
+/// controller, and whichever file a lookup picked would not describe the directory.
+pub fn the_kustomization_file(
+    dir: &Path,
+    display: &dyn Fn(&Path) -> String,
+) -> Result<Option<PathBuf>, GenerateError> {
+    let mut found = KUSTOMIZATION_FILES.iter().map(|name| dir.join(name)).filter(|p| p.is_file());
+    let first = found.next();
+    if first.is_some() && found.next().is_some() {
+        return Err(GenerateError::MultipleKustomizations(display(dir)));
+    }
+    Ok(first)
 }
 
 /// The prepared kustomization for `dir` and the files it was derived from.
@@ -62,7 +77,7 @@ pub fn prepare_with(
     display: &dyn Fn(&Path) -> String,
     layer: &Layer,
 ) -> Result<Prepared, GenerateError> {
-    let (mut doc, generated) = match kustomization_file(dir) {
+    let (mut doc, generated) = match the_kustomization_file(dir, display)? {
         Some(file) => {
             let text = std::fs::read_to_string(&file)
                 .map_err(|e| GenerateError::Io { file: display(&file), reason: e.to_string() })?;
@@ -105,7 +120,7 @@ pub fn prepare_with(
 /// with its own kustomization becomes one resource.
 fn generate(dir: &Path, display: &dyn Fn(&Path) -> String) -> Result<Value, GenerateError> {
     let mut resources = Vec::new();
-    collect_resources(dir, dir, &mut resources, display)?;
+    collect_resources(dir, &mut resources, display)?;
     let mut doc = json!({
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
@@ -119,27 +134,33 @@ fn generate(dir: &Path, display: &dyn Fn(&Path) -> String) -> Result<Value, Gene
     Ok(doc)
 }
 
+/// The controller's walk (filepath.Walk): depth first, entries in lexical order, a directory with
+/// a kustomization file taken whole. An explicit stack, so no depth of directories can exhaust a
+/// thread's.
 fn collect_resources(
     base: &Path,
-    dir: &Path,
     out: &mut Vec<String>,
     display: &dyn Fn(&Path) -> String,
 ) -> Result<(), GenerateError> {
-    let io = |e: std::io::Error| GenerateError::Io { file: display(dir), reason: e.to_string() };
-    let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect::<Result<_, _>>().map_err(io)?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        if entry.file_name().to_string_lossy().starts_with(SCRATCH_PREFIX) {
+    let mut stack = vec![sorted_entries(base, display)?.into_iter()];
+    while let Some(entries) = stack.last_mut() {
+        let Some(entry) = entries.next() else {
+            stack.pop();
+            continue;
+        };
+        if crate::render::is_fluxplan_scratch(&entry.file_name()) {
             continue;
         }
         let path = entry.path();
         let relative = format!("./{}", path.strip_prefix(base).unwrap_or(&path).display());
-        let file_type = entry.file_type().map_err(io)?;
+        let file_type = entry
+            .file_type()
+            .map_err(|e| GenerateError::Io { file: display(&path), reason: e.to_string() })?;
         if file_type.is_dir() {
             if kustomization_file(&path).is_some() {
                 out.push(relative);
             } else {
-                collect_resources(base, &path, out, display)?;
+                stack.push(sorted_entries(&path, display)?.into_iter());
             }
         } else if file_type.is_file() {
             let name = entry.file_name();
@@ -151,6 +172,16 @@ fn collect_resources(
         }
     }
     Ok(())
+}
+
+fn sorted_entries(
+    dir: &Path,
+    display: &dyn Fn(&Path) -> String,
+) -> Result<Vec<std::fs::DirEntry>, GenerateError> {
+    let io = |e: std::io::Error| GenerateError::Io { file: display(dir), reason: e.to_string() };
+    let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect::<Result<_, _>>().map_err(io)?;
+    entries.sort_by_key(|e| e.file_name());
+    Ok(entries)
 }
 
 /// Every non-empty document must be a Kubernetes object with `kind` and `metadata.name` (kinds

@@ -12,7 +12,7 @@ use super::{
 use crate::argocd::application::{DirectoryOptions, Source};
 use crate::argocd::applicationset::{ApplicationSet, RepoTree};
 use crate::argocd::{self, sync_options, Application, SourceKind};
-use crate::flux::generator::{self, kustomization_file};
+use crate::flux::generator::kustomization_file;
 use crate::flux::{KustomizationRef, SourceRef};
 use crate::{paths, yaml};
 use rayon::prelude::*;
@@ -692,7 +692,7 @@ fn collect_manifest_files(dir: &Path, recurse: bool, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
-        if name.starts_with('.') || name.starts_with(generator::SCRATCH_PREFIX) {
+        if name.starts_with('.') || super::is_fluxplan_scratch(&entry.file_name()) {
             continue;
         }
         let Ok(file_type) = entry.file_type() else { continue };

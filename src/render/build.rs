@@ -7,7 +7,7 @@ use super::references::{self, Reference};
 use super::source::TreeIds;
 use super::RenderError;
 use crate::cancel::CancelToken;
-use crate::flux::generator::{self, kustomization_file};
+use crate::flux::generator;
 use crate::flux::Kustomization;
 use crate::paths;
 use crate::yaml;
@@ -375,7 +375,10 @@ impl Builder {
                     let base = base.as_deref().unwrap_or(dir);
                     self.collect_inputs(root, base, None, data, inputs, visiting)?;
                 }
-            } else if let Some(file) = kustomization_file(&target) {
+            } else if let Some(file) =
+                generator::the_kustomization_file(&target, &|p| paths::relative(root, p))
+                    .map_err(|e| RenderError::InvalidSource(e.to_string()))?
+            {
                 let shown = paths::relative(root, &file);
                 inputs.insert(shown.clone(), self.file_hash(&file)?);
                 let nested = self.nested_references(&file, &shown, local.plugin)?;
@@ -430,15 +433,17 @@ impl Builder {
     ) -> Result<String, RenderError> {
         let parent = dir.parent().unwrap_or(root);
         let n = self.shadow_counter.fetch_add(1, Ordering::Relaxed);
-        let shadow = parent.join(format!("{}{}-{n}", generator::SCRATCH_PREFIX, std::process::id()));
+        let shadow = parent.join(super::scratch::shadow_name(n));
         let io = |e: std::io::Error| RenderError::Kustomize(format!("cannot prepare the build: {e}"));
         std::fs::create_dir(&shadow).map_err(io)?;
         let result = (|| {
             for entry in std::fs::read_dir(dir).map_err(io)? {
                 let entry = entry.map_err(io)?;
                 let name = entry.file_name();
+                // The directory's own kustomization is replaced by the prepared one (it held one
+                // at most: `prepare` refused more); other shadows are not the directory's.
                 if generator::KUSTOMIZATION_FILES.iter().any(|k| name == *k)
-                    || name.to_string_lossy().starts_with(generator::SCRATCH_PREFIX)
+                    || super::is_fluxplan_scratch(&name)
                 {
                     continue;
                 }

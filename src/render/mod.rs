@@ -16,12 +16,14 @@ mod reach;
 pub mod references;
 pub mod repo_root;
 pub mod roots;
+mod scratch;
 pub mod source;
 mod walk;
 pub mod worker;
 
 pub use argo::{kept_applications, ArgoUnit, Hook, KeptApplication};
 pub use roots::{DeclaredRoot, RootKind};
+pub use scratch::is_fluxplan_scratch;
 pub use walk::{render, Renderer};
 
 use crate::cluster::SubstitutionSource;

@@ -137,11 +137,12 @@ impl WorkerPool {
         match answer {
             Ok((tag, payload)) => {
                 self.give_back(worker);
-                let text = String::from_utf8(payload)
-                    .map_err(|_| BuildError::Failed("kustomize printed output that is not UTF-8".into()))?;
                 if tag == OUTPUT {
-                    Ok(text)
+                    String::from_utf8(payload)
+                        .map_err(|_| BuildError::Failed("kustomize printed output that is not UTF-8".into()))
                 } else {
+                    // Read as the caller reads the shadow's name it may hold (which is not UTF-8).
+                    let text = String::from_utf8_lossy(&payload);
                     Err(BuildError::Failed(text.trim().trim_start_matches("Error: ").to_string()))
                 }
             }

@@ -2,21 +2,15 @@
 //! kustomize: a parent whose build fails still claims its children (they are never mistaken for
 //! roots), and files other kustomizations use as patches are never "unreachable".
 
+use crate::flux::generator::{kustomization_file, KUSTOMIZATION_FILES};
 use crate::paths;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// The names kustomize (and the controller) look for, in its order.
-const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 /// Directories visited per call at most, and how deep references and directories nest: bounds
 /// for hostile trees, far above real fleets.
 const MAX_DIRECTORIES: usize = 20_000;
 const MAX_DEPTH: usize = 100;
-
-/// The kustomization file of `dir`, if it has one.
-fn kustomization_file(dir: &Path) -> Option<PathBuf> {
-    KUSTOMIZATION_FILES.iter().map(|name| dir.join(name)).find(|p| p.is_file())
-}
 
 /// A kustomization file parsed as YAML; `None` when it is not YAML.
 fn parse(file: &Path) -> Option<serde_json::Value> {

@@ -564,6 +564,13 @@ fn copy_tree(
         let entry = entry?;
         let path = entry.path();
         let rel = path.strip_prefix(base).unwrap_or(&path);
+        // As for commits (`git::tree_entries`): names that are not UTF-8 are fluxplan's own in an
+        // export (`scratch`), never the repository's.
+        anyhow::ensure!(
+            entry.file_name().to_str().is_some(),
+            "{} is not UTF-8: fluxplan cannot plan it; rename the file",
+            rel.display()
+        );
         let file_type = entry.file_type()?;
         let target = dest.join(rel);
         if file_type.is_symlink() {

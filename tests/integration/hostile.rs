@@ -54,14 +54,34 @@ impl Hostile {
         self.plan_with_env(extra, &[])
     }
 
+    /// Planned with a new cache, again with that cache warm, and without a cache: a cache never
+    /// answers for another tree, so the three plans are the same (the first is returned). Plans
+    /// stopped by their time limit are planned once.
     fn plan_with_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Outcome {
         let cache = tempfile::tempdir().unwrap();
+        let cache_dir = cache.path().to_str().unwrap().to_string();
+        let cached = ["--cache-dir", &cache_dir];
+        let outcome = self.plan_once(&[&cached[..], extra].concat(), env, cache);
+        if !extra.iter().any(|a| a.contains("timeout")) {
+            let warm = self.plan_once(&[&cached[..], extra].concat(), env, tempfile::tempdir().unwrap());
+            let uncached =
+                self.plan_once(&[&["--no-cache"][..], extra].concat(), env, tempfile::tempdir().unwrap());
+            for (run, other) in [("warm", &warm), ("--no-cache", &uncached)] {
+                assert_eq!(
+                    (other.code, &other.plan),
+                    (outcome.code, &outcome.plan),
+                    "the plan with a {run} cache differs from the first"
+                );
+            }
+        }
+        outcome
+    }
+
+    fn plan_once(&self, args: &[&str], env: &[(&str, &str)], cache: tempfile::TempDir) -> Outcome {
         let out = Command::new(fluxplan_bin())
             .args(["plan", "--format", "json", "--base", &self.base, "--head", &self.head, "--repo"])
             .arg(self.repo.path())
-            .arg("--cache-dir")
-            .arg(cache.path())
-            .args(extra)
+            .args(args)
             .env("FLUXPLAN_GITHUB_TOKEN", CANARY)
             .env("FLUXPLAN_GITHUB_WEBHOOK_SECRET", CANARY)
             .env("DATABASE_URL", format!("postgres://fluxplan:{CANARY}@db/fluxplan"))
@@ -587,4 +607,60 @@ fn a_file_name_that_is_not_utf8_is_refused_not_merged_with_another() {
     // A failed plan still names the commits it was asked for (the bot's resync compares them).
     assert_eq!(outcome.plan["base"]["commit"], h.base.as_str());
     assert_eq!(outcome.plan["head"]["commit"], h.head.as_str());
+}
+
+/// fluxplan's own scratch names once were skipped wherever they appeared: a pull request naming
+/// its manifests so hid them. The controller's generator skips no name.
+#[test]
+fn manifests_named_like_fluxplans_scratch_are_planned() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: sneaky\n  namespace: default\n\
+               spec:\n  hostPID: true\n  containers:\n  - name: x\n    image: busybox\n";
+    let binding = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: backdoor\n\
+                   roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\n\
+                   subjects:\n- kind: User\n  name: mallory\n  apiGroup: rbac.authorization.k8s.io\n";
+    let h = hostile(&[
+        ("apps/.fluxplan-build-pod.yaml", pod),
+        ("apps/.fluxplan-build-x/evil.yaml", binding),
+        ("apps/.fluxplan-build-1-0/.hidden.yaml", &pod.replace("sneaky", "dotted")),
+    ]);
+    assert_nothing_hidden(
+        &h,
+        &[
+            "_backdoor_rbac.authorization.k8s.io_ClusterRoleBinding",
+            "default_dotted__Pod",
+            "default_sneaky__Pod",
+        ],
+    );
+}
+
+/// kustomize refuses a directory holding more than one kustomization file, so the controller
+/// fails the build. The cache once keyed such a directory by the one file it picked, and the head
+/// was served the base's build.
+#[test]
+fn a_directory_with_two_kustomization_files_fails_cached_or_not() {
+    let evil = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: evil\n  namespace: default\n";
+    let second =
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- evil.yaml\n";
+    for (dir, parent) in [("apps", None), ("apps/nested", Some("apps/kustomization.yaml"))] {
+        let repo = Repo::bootstrap("prod");
+        repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+        repo.config_map(&format!("{dir}/cm.yaml"), "app", "default");
+        repo.write(&format!("{dir}/kustomization.yaml"), &kustomization(""));
+        if let Some(parent) = parent {
+            repo.write(
+                parent,
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- nested\n",
+            );
+        }
+        let base = repo.commit("base");
+        repo.write(&format!("{dir}/evil.yaml"), evil);
+        repo.write(&format!("{dir}/kustomization.yml"), second);
+        let head = repo.commit("a second kustomization file");
+        let h = Hostile { repo, base, head };
+        // Planned cold, warm and without the cache (see `plan_with_env`).
+        let outcome = h.plan(&[]);
+        outcome.assert_refused("invalid-source", "Found multiple kustomization files under");
+        let (_, message) = outcome.apps_error();
+        assert!(message.contains(dir), "{dir}: {message}");
+    }
 }
