@@ -330,11 +330,16 @@ impl<'a> ClusterView<'a> {
             Status::Failed => {
                 plan.status = KustomizationStatus::Failed;
                 plan.error = head.error.clone();
-                plan.notes.push(format!(
-                    "the render fails: {} applies nothing and prunes nothing of this {}",
-                    plan.controller(),
-                    plan.kind.as_str()
-                ));
+                let note = if head.error.as_ref().is_some_and(|e| e.code == "source-limit") {
+                    "over fluxplan's limits: not planned, what the controller does is unknown".to_string()
+                } else {
+                    format!(
+                        "the render fails: {} applies nothing and prunes nothing of this {}",
+                        plan.controller(),
+                        plan.kind.as_str()
+                    )
+                };
+                plan.notes.push(note);
                 return plan;
             }
             Status::Rendered => {}

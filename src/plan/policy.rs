@@ -375,21 +375,19 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
             "path-not-found" | "source-limit" => error.code,
             _ => "build-failed",
         };
-        alerts.extend(
-            alert(
-                code,
-                format!(
-                    "{}. {} fails to reconcile it and applies and prunes nothing until this is fixed.",
-                    error.message,
-                    plan.controller()
-                ),
-                Vec::new(),
+        // Over one of fluxplan's own limits, the controller may well apply it: unplanned, not failing.
+        let consequence = if code == "source-limit" {
+            "fluxplan cannot say what it applies or prunes: review it by hand".to_string()
+        } else {
+            format!(
+                "{} fails to reconcile it and applies and prunes nothing until this is fixed",
+                plan.controller()
             )
-            .map(|mut a| {
-                a.cause = causes::spec_change(plan, base, head);
-                a
-            }),
-        );
+        };
+        alerts.extend(alert(code, format!("{}. {consequence}.", error.message), Vec::new()).map(|mut a| {
+            a.cause = causes::spec_change(plan, base, head);
+            a
+        }));
     }
     if let Some(k) = head.kustomization(&plan.cluster, &plan.namespace, &plan.name) {
         if k.status == Status::External && k.source.kind == "ExternalArtifact" {

@@ -27,6 +27,9 @@ const ORIGIN_ANNOTATION: &str = "config.kubernetes.io/origin";
 /// v2: records of trees whose `.gitattributes` made their archive differ from their blobs (files
 /// left out, rewritten) are never read.
 const INPUTS_FORMAT: &str = "fluxplan-inputs-v2";
+/// How deep kustomizations (and plugin configurations) may reference one another: far above real
+/// fleets, and a bound on what a pull request can make the planner follow.
+pub const MAX_NESTING: usize = 100;
 
 /// One object as kustomize produced it, with the repository file it came from.
 #[derive(Debug, Clone)]
@@ -177,7 +180,7 @@ impl Builder {
             return Ok(request);
         }
         let mut inputs = BTreeMap::new();
-        self.collect_inputs(root, &request.dir, None, top, &mut inputs, &mut Vec::new())?;
+        self.collect_inputs(root, &request.dir, None, top, &mut inputs, &mut Vec::new(), 0)?;
         request.key = self.cache_key(&here, &request.kustomization, &inputs);
         if let Some((at, tree)) = inputs_key.as_deref().zip(tree) {
             request.input_ids = self.remember_inputs(at, tree, &here, &inputs, &request.key);
@@ -256,7 +259,15 @@ impl Builder {
             None => {
                 if let Some(top) = &request.unchecked {
                     // kustomize reads only what was checked (and rewritten as parsed).
-                    self.collect_inputs(root, dir, None, top.clone(), &mut BTreeMap::new(), &mut Vec::new())?;
+                    self.collect_inputs(
+                        root,
+                        dir,
+                        None,
+                        top.clone(),
+                        &mut BTreeMap::new(),
+                        &mut Vec::new(),
+                        0,
+                    )?;
                 }
                 let output = self.run(root, dir, &request.kustomization, cancel).inspect_err(|error| {
                     // A cancelled build says nothing about its inputs.
@@ -347,8 +358,15 @@ impl Builder {
         refs: Vec<Reference>,
         inputs: &mut BTreeMap<String, String>,
         visiting: &mut Vec<(PathBuf, Option<PathBuf>)>,
+        depth: usize,
     ) -> Result<(), RenderError> {
         let here = paths::relative(root, dir);
+        if depth > MAX_NESTING {
+            return Err(RenderError::Limit(format!(
+                "kustomizations nest more than {MAX_NESTING} levels deep (at {here}): over fluxplan's limit, \
+                 so the build is not planned"
+            )));
+        }
         for reference in refs {
             let local = references::check(root, dir, &reference, &here, &self.resolver)?;
             if local.inline {
@@ -373,7 +391,7 @@ impl Builder {
                     }
                     references::rewrite(&target, &yaml::to_yaml_stream(&configs))?;
                     let base = base.as_deref().unwrap_or(dir);
-                    self.collect_inputs(root, base, None, data, inputs, visiting)?;
+                    self.collect_inputs(root, base, None, data, inputs, visiting, depth + 1)?;
                 }
             } else if let Some(file) =
                 generator::the_kustomization_file(&target, &|p| paths::relative(root, p))
@@ -382,7 +400,7 @@ impl Builder {
                 let shown = paths::relative(root, &file);
                 inputs.insert(shown.clone(), self.file_hash(&file)?);
                 let nested = self.nested_references(&file, &shown, local.plugin)?;
-                self.collect_inputs(root, &target, base.as_deref(), nested, inputs, visiting)?;
+                self.collect_inputs(root, &target, base.as_deref(), nested, inputs, visiting, depth + 1)?;
             }
             // A directory without a kustomization file: kustomize refuses it, reading nothing.
         }

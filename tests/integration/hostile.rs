@@ -664,3 +664,26 @@ fn a_directory_with_two_kustomization_files_fails_cached_or_not() {
         assert!(message.contains(dir), "{dir}: {message}");
     }
 }
+
+/// A chain of kustomizations, each the only resource of the one before, 5,000 deep: following it
+/// by recursion once overflowed the planner's stack (the CLI exited 134, the bot aborted). It is
+/// over fluxplan's documented nesting limit: that Kustomization is a `source-limit`, the plan is
+/// made and blocked.
+#[test]
+fn a_chain_of_kustomizations_deeper_than_the_limit_is_a_source_limit_not_a_crash() {
+    const DEPTH: usize = 5_000;
+    let mut files =
+        vec![("apps/kustomization.yaml".to_string(), "resources:\n- cm.yaml\n- ../chain/k0\n".to_string())];
+    for i in 0..DEPTH {
+        let next = if i + 1 < DEPTH { format!("../k{}", i + 1) } else { "deep.yaml".into() };
+        files.push((format!("chain/k{i}/kustomization.yaml"), format!("resources:\n- {next}\n")));
+    }
+    files.push((
+        format!("chain/k{}/deep.yaml", DEPTH - 1),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\n  namespace: default\n".into(),
+    ));
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+    let outcome = hostile(&files).plan(&[]);
+    outcome.assert_refused("source-limit", "nest more than 100 levels");
+    assert_eq!(outcome.code, 2, "{}", outcome.stdout);
+}
