@@ -13,6 +13,7 @@ mod fake_github;
 mod fake_gitlab;
 mod fake_kube;
 mod fake_kube_selftest;
+mod file_names;
 mod fixture;
 mod hostile;
 mod kube_view;
