@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: checks the tools the tests drive for real (git,
-# kustomize or kubectl, kustomize's library), starts PostgreSQL when it is down, then runs every
+# kustomize or kubectl, kustomize's library, Helm), starts PostgreSQL when it is down, then runs every
 # test once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,9 @@ need git || { echo "git is required" >&2; exit 1; }
 need kustomize || need kubectl || { echo "kustomize (or kubectl, which embeds it) is required" >&2; exit 1; }
 # kustomize's library (pinned, checksummed) for the worker pool; the tests fail without it.
 scripts/fetch-kustomize-lib.sh >/dev/null
+# The pinned Helm binaries (v4, and v3 for clusters on Flux 2.7 or older); the tests fail without them.
+scripts/fetch-helm.sh 4 >/dev/null
+scripts/fetch-helm.sh 3 >/dev/null
 
 # PostgreSQL on 127.0.0.1:5432 (trust auth): start the local cluster when it is not answering.
 if need pg_isready && ! pg_isready -h 127.0.0.1 -p 5432 -q; then

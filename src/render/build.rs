@@ -350,6 +350,7 @@ impl Builder {
     /// rewritten as parsed, so kustomize reads exactly what was checked. The files a plugin
     /// configuration names are read from the directory of the kustomization that declared the
     /// plugin (`plugin_base`), wherever the configuration itself lives.
+    #[allow(clippy::too_many_arguments)] // the walk's state, threaded through its recursion
     fn collect_inputs(
         &self,
         root: &Path,

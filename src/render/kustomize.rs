@@ -6,13 +6,12 @@
 use crate::cancel::{CancelReason, CancelToken};
 use crate::sandbox::{self, Confinement};
 use anyhow::{bail, Result};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use wait_timeout::ChildExt;
 
+use super::confined::{self, Limits};
 use super::library::{self, Choice};
 use super::pool::WorkerPool;
 
@@ -163,56 +162,24 @@ impl Kustomize {
             }
         };
         let mut cmd = Command::new(program);
-        cmd.arg(subcommand)
-            .arg(dir)
-            .args(["--load-restrictor", "LoadRestrictionsNone"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.arg(subcommand).arg(dir).args(["--load-restrictor", "LoadRestrictionsNone"]);
         let confinement = Confinement {
             readable: readable.to_path_buf(),
             program: program.clone(),
             landlock: self.landlock,
             libraries: Vec::new(),
         };
-        confinement.apply(&mut cmd).map_err(|e| BuildError::Failed(e.to_string()))?;
-        let mut child =
-            cmd.spawn().map_err(|e| BuildError::Failed(format!("cannot run {}: {e}", program.display())))?;
-        let _tracked = cancel.track(child.id() as i32);
-        let limit = self.max_output;
-        let stdout = child.stdout.take().expect("piped");
-        let stderr = child.stderr.take().expect("piped");
-        let out_reader = std::thread::spawn(move || read_capped(stdout, limit));
-        let err_reader = std::thread::spawn(move || read_capped(stderr, 1024 * 1024));
-        let status = match child.wait_timeout(self.timeout) {
-            Ok(Some(status)) => Some(status),
-            Ok(None) => None,
-            Err(e) => return Err(BuildError::Failed(format!("waiting for kustomize failed: {e}"))),
+        let limits = Limits {
+            timeout: self.timeout,
+            max_output: self.max_output,
+            tool: "kustomize build",
+            timeout_setting: "--kustomize-timeout",
         };
-        // Whatever happened, nothing of this build may outlive it (or hold its pipes open).
-        crate::cancel::kill_group(child.id() as i32);
-        let _ = child.wait();
-        let (out, out_over) = out_reader.join().unwrap_or_default();
-        let (err, _) = err_reader.join().unwrap_or_default();
-        if let Err(reason) = cancel.check() {
-            return Err(BuildError::Cancelled(reason));
-        }
-        let Some(status) = status else {
-            return Err(BuildError::Limit(format!(
-                "kustomize build timed out after {}s (--kustomize-timeout)",
-                self.timeout.as_secs()
-            )));
-        };
-        if out_over {
-            return Err(BuildError::Limit(format!(
-                "kustomize printed more than {limit} bytes: the build is not used"
-            )));
-        }
-        if status.success() {
-            String::from_utf8(out)
-                .map_err(|_| BuildError::Failed("kustomize printed output that is not UTF-8".into()))
-        } else {
-            Err(BuildError::Failed(clean_error(&String::from_utf8_lossy(&err))))
+        match confined::run(cmd, &confinement, None, &limits, cancel) {
+            Ok(out) => String::from_utf8(out)
+                .map_err(|_| BuildError::Failed("kustomize printed output that is not UTF-8".into())),
+            Err(BuildError::Failed(stderr)) => Err(BuildError::Failed(clean_error(&stderr))),
+            Err(other) => Err(other),
         }
     }
 }
@@ -223,14 +190,6 @@ fn announce_fallback(why: &str) {
     ONCE.get_or_init(|| {
         tracing::warn!("kustomize library unavailable, running a kustomize process per build (slower): {why}")
     });
-}
-
-/// Reads up to `limit` bytes; the flag says whether there was more (the rest is drained).
-fn read_capped(mut from: impl Read, limit: u64) -> (Vec<u8>, bool) {
-    let mut buf = Vec::new();
-    let _ = (&mut from).take(limit).read_to_end(&mut buf);
-    let over = std::io::copy(&mut from, &mut std::io::sink()).is_ok_and(|rest| rest > 0);
-    (buf, over)
 }
 
 fn version_of(program: &Path, subcommand: &str) -> Option<String> {

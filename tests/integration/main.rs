@@ -15,6 +15,7 @@ mod fake_kube;
 mod fake_kube_selftest;
 mod file_names;
 mod fixture;
+mod helm;
 mod hostile;
 mod kube_view;
 mod plan;

@@ -1,0 +1,176 @@
+//! The Helm binary fluxplan renders charts with, and one `helm template` run: never `install`,
+//! never a network call (the chart is on disk, dependencies vendored; the sandbox has no TCP),
+//! values on standard input, the chart the only thing it may read.
+
+use super::manifest::{split_release, Release};
+use crate::cancel::CancelToken;
+use crate::render::confined::{self, Limits};
+use crate::render::kustomize::BuildError;
+use crate::sandbox::{self, Confinement};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The environment variable that chooses the Helm binary.
+pub const HELM_ENV: &str = "FLUXPLAN_HELM";
+/// The pinned versions `scripts/fetch-helm.sh` installs, by major version.
+const PINNED: &[(u8, &str)] = &[(4, "v4.1.4"), (3, "v3.17.2")];
+/// A chart renders in a fraction of a second; only a pathological template needs a minute.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
+
+/// Why no Helm could be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HelmError {
+    #[error("{0}")]
+    NotFound(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Helm {
+    program: PathBuf,
+    /// `helm version` (`v4.1.4`): part of every cache key and shown in plans.
+    pub version: String,
+    pub timeout: Duration,
+    pub max_output: u64,
+    pub landlock: bool,
+}
+
+/// One `helm template` of a chart on disk.
+pub struct Template<'a> {
+    /// The chart: a directory or a packaged archive.
+    pub chart: &'a Path,
+    /// The directory helm may read: the chart is inside it.
+    pub readable: &'a Path,
+    pub release: &'a str,
+    pub namespace: &'a str,
+    /// The values, merged as the controller merges them.
+    pub values: &'a Value,
+    /// `.Capabilities.KubeVersion` (`v1.33.0`); Helm's default when `None`.
+    pub kube_version: Option<&'a str>,
+    /// `.Capabilities.APIVersions` beyond Helm's built-in ones.
+    pub api_versions: &'a [String],
+    /// The chart's `crds/` among the objects (the controller's Create and CreateReplace).
+    pub include_crds: bool,
+    /// `.Release.IsUpgrade` rather than `.Release.IsInstall`.
+    pub is_upgrade: bool,
+}
+
+impl Helm {
+    /// Finds Helm `major`: `$FLUXPLAN_HELM` when set (and then only it: an explicit choice that
+    /// does not work is an error), else the pinned binary `scripts/fetch-helm.sh` installs, else
+    /// `helm` on the `PATH` when it is of that major version.
+    pub fn detect(major: u8) -> Result<Self, HelmError> {
+        if let Some(chosen) = std::env::var_os(HELM_ENV).filter(|v| !v.is_empty()) {
+            let chosen = chosen.to_string_lossy().into_owned();
+            return Self::at(&chosen).map_err(|why| {
+                HelmError::NotFound(format!(
+                    "{HELM_ENV}={chosen} does not work ({why}): point it at a helm binary, or unset it"
+                ))
+            });
+        }
+        let pinned = PINNED.iter().find(|(m, _)| *m == major).map(|(_, v)| *v);
+        let installed = pinned.and_then(|version| default_dir().map(|d| d.join(format!("helm-{version}"))));
+        for candidate in installed.iter().map(|p| p.display().to_string()).chain(["helm".to_string()]) {
+            if let Ok(helm) = Self::at(&candidate) {
+                if helm.major() == Some(major) {
+                    return Ok(helm);
+                }
+            }
+        }
+        Err(HelmError::NotFound(format!(
+            "no Helm v{major} found: run scripts/fetch-helm.sh{} or point {HELM_ENV} at one",
+            if major == 4 { String::new() } else { format!(" {major}") }
+        )))
+    }
+
+    /// The Helm at `program`.
+    pub fn at(program: &str) -> Result<Self, String> {
+        let resolved = sandbox::resolve_program(program).ok_or_else(|| format!("{program} not found"))?;
+        let out = Command::new(&resolved)
+            .args(["version", "--template", "{{.Version}}"])
+            .env_clear()
+            .env("HOME", "/nonexistent")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {program}: {e}"))?;
+        let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if !out.status.success() || !version.starts_with('v') {
+            return Err(format!("{program} is not a working helm (`helm version` failed)"));
+        }
+        Ok(Helm {
+            program: resolved,
+            version,
+            timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
+            max_output: crate::render::source::DEFAULT_MAX_TOTAL_BYTES,
+            landlock: true,
+        })
+    }
+
+    /// The binary, resolved.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// The major version (4 for `v4.1.4`).
+    pub fn major(&self) -> Option<u8> {
+        self.version.trim_start_matches('v').split('.').next()?.parse().ok()
+    }
+
+    /// Renders `template`: the release's manifest, hooks and tests.
+    pub fn template(&self, template: &Template, cancel: &CancelToken) -> Result<Release, BuildError> {
+        let mut cmd = Command::new(&self.program);
+        cmd.arg("template").arg(template.release).arg(template.chart).args([
+            "--namespace",
+            template.namespace,
+            "--values",
+            "-",
+        ]);
+        if let Some(version) = template.kube_version {
+            cmd.args(["--kube-version", version]);
+        }
+        for api in template.api_versions {
+            cmd.args(["--api-versions", api]);
+        }
+        cmd.arg(if template.include_crds { "--include-crds" } else { "--skip-crds" });
+        if template.is_upgrade {
+            cmd.arg("--is-upgrade");
+        }
+        let confinement = Confinement {
+            readable: template.readable.to_path_buf(),
+            program: self.program.clone(),
+            landlock: self.landlock,
+            libraries: Vec::new(),
+        };
+        let limits = Limits {
+            timeout: self.timeout,
+            max_output: self.max_output,
+            tool: "helm template",
+            timeout_setting: "--helm-timeout",
+        };
+        let values = serde_json::to_vec(template.values).expect("JSON values serialize");
+        let out = confined::run(cmd, &confinement, Some(values), &limits, cancel).map_err(|e| match e {
+            BuildError::Failed(stderr) => {
+                BuildError::Failed(stderr.trim().trim_start_matches("Error: ").to_string())
+            }
+            other => other,
+        })?;
+        let text = String::from_utf8(out)
+            .map_err(|_| BuildError::Failed("helm printed output that is not UTF-8".into()))?;
+        let documents = crate::yaml::parse_documents(&text)
+            .map_err(|e| BuildError::Failed(format!("helm template printed what is not YAML: {e}")))?;
+        Ok(split_release(documents))
+    }
+}
+
+/// Where `scripts/fetch-helm.sh` installs (`$FLUXPLAN_HELM_DIR`, else the user's cache).
+fn default_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("FLUXPLAN_HELM_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(cache.join("fluxplan/helm"))
+}

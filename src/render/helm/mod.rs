@@ -1,0 +1,9 @@
+//! Helm charts rendered as helm-controller renders them: the real, pinned Helm binary running
+//! `helm template` on a chart already on disk, in the same sandbox as kustomize (`engine`), and
+//! its output split into the release's manifest, its hooks and its tests (`manifest`).
+
+pub mod engine;
+pub mod manifest;
+
+pub use engine::{Helm, HelmError, Template};
+pub use manifest::{split_release, Release};

@@ -1,0 +1,132 @@
+//! The Helm engine: the real, pinned `helm` (installed by scripts/fetch-helm.sh, which the test
+//! script runs), confined as kustomize is. What fluxplan renders is what `helm template` run
+//! directly prints.
+
+use fluxplan::cancel::CancelToken;
+use fluxplan::render::helm::{split_release, Helm, Release, Template};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+fn helm(major: u8) -> Helm {
+    Helm::detect(major).unwrap_or_else(|e| panic!("this test needs Helm v{major}: {e}"))
+}
+
+/// A chart as `helm create` makes it, plus a CRD in `crds/` and a pre-upgrade hook.
+fn chart(helm: &Helm, dir: &Path) -> std::path::PathBuf {
+    let out = Command::new(helm.program())
+        .arg("create")
+        .arg(dir.join("web"))
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let chart = dir.join("web");
+    std::fs::create_dir(chart.join("crds")).unwrap();
+    std::fs::write(
+        chart.join("crds/widgets.yaml"),
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\n\
+         spec:\n  group: example.com\n  names: {kind: Widget, plural: widgets}\n  scope: Namespaced\n  versions: []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        chart.join("templates/migrate.yaml"),
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {{ .Release.Name }}-migrate\n  annotations:\n    \
+         helm.sh/hook: pre-upgrade\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      \
+         - name: m\n        image: \"busybox:{{ .Capabilities.KubeVersion.Minor }}\"\n",
+    )
+    .unwrap();
+    chart
+}
+
+/// `helm template` run directly, unconfined, values from a file.
+fn direct(helm: &Helm, chart: &Path, values: &Value, flags: &[&str]) -> Release {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), serde_json::to_string(values).unwrap()).unwrap();
+    let out = Command::new(helm.program())
+        .args(["template", "rel"])
+        .arg(chart)
+        .args(["--namespace", "demo", "--values"])
+        .arg(file.path())
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    split_release(fluxplan::yaml::parse_documents(&String::from_utf8(out.stdout).unwrap()).unwrap())
+}
+
+#[test]
+fn the_engine_renders_what_helm_template_prints_directly() {
+    for major in [4, 3] {
+        let helm = helm(major);
+        assert_eq!(helm.major(), Some(major), "{}", helm.version);
+        let dir = tempfile::tempdir().unwrap();
+        let chart = chart(&helm, dir.path());
+        let values = json!({"replicaCount": 3, "service": {"port": 8080}});
+        let apis = vec!["monitoring.coreos.com/v1".to_string()];
+        for (include_crds, is_upgrade) in [(true, false), (false, true)] {
+            let template = Template {
+                chart: &chart,
+                readable: dir.path(),
+                release: "rel",
+                namespace: "demo",
+                values: &values,
+                kube_version: Some("v1.33.0"),
+                api_versions: &apis,
+                include_crds,
+                is_upgrade,
+            };
+            let rendered = helm.template(&template, &CancelToken::new()).unwrap();
+            let mut flags = vec!["--kube-version", "v1.33.0", "--api-versions", "monitoring.coreos.com/v1"];
+            flags.push(if include_crds { "--include-crds" } else { "--skip-crds" });
+            if is_upgrade {
+                flags.push("--is-upgrade");
+            }
+            assert_eq!(rendered, direct(&helm, &chart, &values, &flags), "helm {major} {flags:?}");
+            let kinds: Vec<&str> = rendered.objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+            assert_eq!(kinds.contains(&"CustomResourceDefinition"), include_crds, "{kinds:?}");
+            assert!(kinds.contains(&"Deployment"), "{kinds:?}");
+            let deployment = rendered.objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+            assert_eq!(deployment["spec"]["replicas"], 3);
+            assert_eq!(rendered.hooks.len(), 1, "the migrate Job is a hook, not in the manifest");
+            assert_eq!(
+                rendered.hooks[0].1["spec"]["template"]["spec"]["containers"][0]["image"],
+                "busybox:33"
+            );
+            assert_eq!(rendered.tests, 1, "helm create's test-connection Pod");
+        }
+    }
+}
+
+/// The chart is all helm may read: a template cannot reach the planner's files or environment.
+#[test]
+fn a_chart_reads_nothing_outside_it_and_no_environment() {
+    let helm = helm(4);
+    let dir = tempfile::tempdir().unwrap();
+    let chart = chart(&helm, dir.path());
+    // Helm follows symlinks in a chart directory it loads: the sandbox must stop it.
+    std::os::unix::fs::symlink("/etc/passwd", chart.join("passwd")).unwrap();
+    std::fs::write(
+        chart.join("templates/leak.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: leak\ndata:\n  passwd: {{ .Files.Get \"passwd\" | quote }}\n",
+    )
+    .unwrap();
+    let template = Template {
+        chart: &chart,
+        readable: &chart,
+        release: "rel",
+        namespace: "demo",
+        values: &json!({}),
+        kube_version: None,
+        api_versions: &[],
+        include_crds: false,
+        is_upgrade: false,
+    };
+    match helm.template(&template, &CancelToken::new()) {
+        Err(error) => assert!(!error.to_string().contains("root:x:0:0"), "{error}"),
+        Ok(release) => {
+            let leak = release.objects.iter().find(|o| o["metadata"]["name"] == "leak").unwrap();
+            assert!(!leak["data"]["passwd"].as_str().unwrap_or("").contains("root:"), "{leak}");
+        }
+    }
+}
