@@ -114,6 +114,127 @@ pub fn on_deletion(helm_release: &Value, live: bool) -> Option<OnDeletion> {
     Some(OnDeletion::Uninstalls(release))
 }
 
+/// Where a HelmRelease's chart comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChartSource {
+    /// `spec.chart.spec`: a chart source-controller builds from a source (a path in a
+    /// GitRepository or Bucket, a chart name in a HelmRepository).
+    Template {
+        chart: String,
+        version: Option<String>,
+        source: super::SourceRef,
+        /// Values files replacing the chart's `values.yaml` (paths in the source), merged in order.
+        values_files: Vec<String>,
+        ignore_missing_values_files: bool,
+    },
+    /// `spec.chartRef`: an OCIRepository, HelmChart or ExternalArtifact holding the chart.
+    Reference(super::SourceRef),
+}
+
+/// One `spec.valuesFrom` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValuesReference {
+    pub kind: String,
+    pub name: String,
+    /// The key holding the values (`values.yaml` by default).
+    pub values_key: String,
+    /// Where the value goes (`a.b.c`); the whole document is merged when absent.
+    pub target_path: Option<String>,
+    pub optional: bool,
+}
+
+/// How the controller treats the chart's `crds/` directory on install or upgrade.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrdPolicy {
+    Skip,
+    Create,
+    CreateReplace,
+}
+
+/// What helm-controller reads of a HelmRelease to render it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HelmReleaseSpec {
+    pub release: ReleaseRef,
+    pub chart: Option<ChartSource>,
+    pub values_from: Vec<ValuesReference>,
+    /// `spec.values`, merged over `valuesFrom`.
+    pub values: Value,
+    pub install_crds: CrdPolicy,
+    pub upgrade_crds: CrdPolicy,
+    /// `spec.postRenderers`, as written.
+    pub post_renderers: Vec<Value>,
+    /// `spec.commonMetadata` labels and annotations.
+    pub common_labels: serde_json::Map<String, Value>,
+    pub common_annotations: serde_json::Map<String, Value>,
+}
+
+impl HelmReleaseSpec {
+    /// Reads a HelmRelease manifest; `None` when it is not one with a name.
+    pub fn parse(helm_release: &Value) -> Option<Self> {
+        if !is_helm_release(helm_release) {
+            return None;
+        }
+        let release = release_of(helm_release)?;
+        let own_namespace = text(helm_release, "/metadata/namespace").unwrap_or("default");
+        let spec = &helm_release["spec"];
+        let source_ref = |value: &Value| super::SourceRef {
+            kind: value["kind"].as_str().unwrap_or("").to_string(),
+            name: value["name"].as_str().unwrap_or("").to_string(),
+            namespace: text(value, "/namespace").unwrap_or(own_namespace).to_string(),
+        };
+        let strings = |value: &Value| -> Vec<String> {
+            value.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
+        };
+        let chart = if spec["chartRef"].is_object() {
+            Some(ChartSource::Reference(source_ref(&spec["chartRef"])))
+        } else {
+            let template = &spec["chart"]["spec"];
+            template.is_object().then(|| ChartSource::Template {
+                chart: template["chart"].as_str().unwrap_or("").to_string(),
+                version: text(template, "/version").map(str::to_string),
+                source: source_ref(&template["sourceRef"]),
+                values_files: strings(&template["valuesFiles"]),
+                ignore_missing_values_files: template["ignoreMissingValuesFiles"].as_bool() == Some(true),
+            })
+        };
+        let values_from = spec["valuesFrom"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|entry| ValuesReference {
+                kind: entry["kind"].as_str().unwrap_or("").to_string(),
+                name: entry["name"].as_str().unwrap_or("").to_string(),
+                values_key: text(entry, "/valuesKey").unwrap_or("values.yaml").to_string(),
+                target_path: text(entry, "/targetPath").map(str::to_string),
+                optional: entry["optional"].as_bool() == Some(true),
+            })
+            .collect();
+        let crds = |pointer: &str, default: CrdPolicy| match text(spec, pointer) {
+            Some("Skip") => CrdPolicy::Skip,
+            Some("Create") => CrdPolicy::Create,
+            Some("CreateReplace") => CrdPolicy::CreateReplace,
+            _ => default,
+        };
+        let map =
+            |pointer: &str| spec.pointer(pointer).and_then(Value::as_object).cloned().unwrap_or_default();
+        Some(HelmReleaseSpec {
+            release,
+            chart,
+            values_from,
+            values: if spec["values"].is_object() {
+                spec["values"].clone()
+            } else {
+                Value::Object(Default::default())
+            },
+            install_crds: crds("/install/crds", CrdPolicy::Create),
+            upgrade_crds: crds("/upgrade/crds", CrdPolicy::Skip),
+            post_renderers: spec["postRenderers"].as_array().cloned().unwrap_or_default(),
+            common_labels: map("/commonMetadata/labels"),
+            common_annotations: map("/commonMetadata/annotations"),
+        })
+    }
+}
+
 /// True when a manifest is a Flux HelmRelease.
 pub fn is_helm_release(object: &Value) -> bool {
     let (group, _) = super::split_api_version(object["apiVersion"].as_str().unwrap_or(""));
@@ -124,6 +245,46 @@ pub fn is_helm_release(object: &Value) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_helm_release_spec_is_read_with_the_controllers_defaults() {
+        let hr = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "web", "namespace": "apps"},
+            "spec": {"targetNamespace": "web",
+                "chart": {"spec": {"chart": "./charts/web", "sourceRef": {"kind": "GitRepository", "name": "flux-system", "namespace": "flux-system"},
+                    "valuesFiles": ["charts/web/values.yaml", "charts/web/prod.yaml"]}},
+                "valuesFrom": [{"kind": "ConfigMap", "name": "web-values"},
+                    {"kind": "Secret", "name": "web-secret", "valuesKey": "token", "targetPath": "auth.token", "optional": true}],
+                "values": {"replicaCount": 2},
+                "upgrade": {"crds": "CreateReplace"},
+                "commonMetadata": {"labels": {"team": "a"}}}});
+        let spec = HelmReleaseSpec::parse(&hr).unwrap();
+        assert_eq!(spec.release.name, "web-web");
+        assert_eq!(spec.release.namespace, "web");
+        let Some(ChartSource::Template { chart, source, values_files, .. }) = &spec.chart else {
+            panic!("{spec:?}")
+        };
+        assert_eq!(chart, "./charts/web");
+        assert_eq!(source.to_string(), "GitRepository/flux-system/flux-system");
+        assert_eq!(values_files.len(), 2);
+        assert_eq!(spec.values_from[0].values_key, "values.yaml");
+        assert_eq!(spec.values_from[1].target_path.as_deref(), Some("auth.token"));
+        assert!(spec.values_from[1].optional);
+        assert_eq!((spec.install_crds, spec.upgrade_crds), (CrdPolicy::Create, CrdPolicy::CreateReplace));
+        assert_eq!(spec.common_labels["team"], "a");
+        let by_ref = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "db", "namespace": "apps"}, "spec": {"chartRef": {"kind": "OCIRepository", "name": "db"}}});
+        let spec = HelmReleaseSpec::parse(&by_ref).unwrap();
+        assert_eq!(
+            spec.chart,
+            Some(ChartSource::Reference(crate::flux::SourceRef {
+                kind: "OCIRepository".into(),
+                namespace: "apps".into(),
+                name: "db".into()
+            }))
+        );
+        assert_eq!(spec.values, json!({}));
+    }
 
     #[test]
     fn release_name_follows_spec_then_target_namespace() {

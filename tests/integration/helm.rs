@@ -40,19 +40,25 @@ fn chart(helm: &Helm, dir: &Path) -> std::path::PathBuf {
 }
 
 /// `helm template` run directly, unconfined, values from a file.
-fn direct(helm: &Helm, chart: &Path, values: &Value, flags: &[&str]) -> Release {
+fn direct(
+    helm: &Helm,
+    chart: &Path,
+    (release, namespace): (&str, &str),
+    values: &Value,
+    flags: &[&str],
+) -> Release {
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), serde_json::to_string(values).unwrap()).unwrap();
     let out = Command::new(helm.program())
-        .args(["template", "rel"])
+        .args(["template", release])
         .arg(chart)
-        .args(["--namespace", "demo", "--values"])
+        .args(["--namespace", namespace, "--values"])
         .arg(file.path())
         .args(flags)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    split_release(fluxplan::yaml::parse_documents(&String::from_utf8(out.stdout).unwrap()).unwrap())
+    split_release(&String::from_utf8(out.stdout).unwrap()).unwrap()
 }
 
 #[test]
@@ -82,9 +88,13 @@ fn the_engine_renders_what_helm_template_prints_directly() {
             if is_upgrade {
                 flags.push("--is-upgrade");
             }
-            assert_eq!(rendered, direct(&helm, &chart, &values, &flags), "helm {major} {flags:?}");
+            assert_eq!(
+                rendered,
+                direct(&helm, &chart, ("rel", "demo"), &values, &flags),
+                "helm {major} {flags:?}"
+            );
+            assert_eq!(rendered.crds.len(), usize::from(include_crds), "{:?}", rendered.crds);
             let kinds: Vec<&str> = rendered.objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
-            assert_eq!(kinds.contains(&"CustomResourceDefinition"), include_crds, "{kinds:?}");
             assert!(kinds.contains(&"Deployment"), "{kinds:?}");
             let deployment = rendered.objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
             assert_eq!(deployment["spec"]["replicas"], 3);
@@ -128,5 +138,63 @@ fn a_chart_reads_nothing_outside_it_and_no_environment() {
             let leak = release.objects.iter().find(|o| o["metadata"]["name"] == "leak").unwrap();
             assert!(!leak["data"]["passwd"].as_str().unwrap_or("").contains("root:"), "{leak}");
         }
+    }
+}
+
+/// A HelmRelease whose chart is a path of this repository, values from values files, a
+/// ConfigMap of the render and the spec: its objects are what `helm template` prints for the
+/// same chart and values, with the controller's labels.
+#[test]
+fn a_helm_release_renders_its_chart_with_the_controllers_values_and_labels() {
+    use fluxplan::flux::helm::HelmReleaseSpec;
+    use fluxplan::render::helm::release::{render, Inputs, NotRendered};
+    let helm = helm(4);
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tree.path().join("charts")).unwrap();
+    let chart = chart(&helm, &tree.path().join("charts"));
+    std::fs::write(tree.path().join("charts/prod.yaml"), "replicaCount: 5\nservice:\n  port: 9090\n")
+        .unwrap();
+    let manifest = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "web", "namespace": "apps"},
+        "spec": {"chart": {"spec": {"chart": "./charts/web", "sourceRef": {"kind": "GitRepository", "name": "flux-system", "namespace": "flux-system"},
+                    "valuesFiles": ["charts/web/values.yaml", "charts/prod.yaml"]}},
+                 "valuesFrom": [{"kind": "ConfigMap", "name": "web-values"}],
+                 "values": {"service": {"port": 7070}},
+                 "commonMetadata": {"labels": {"team": "a", "helm.toolkit.fluxcd.io/name": "spoofed"}}}});
+    let spec = HelmReleaseSpec::parse(&manifest).unwrap();
+    let config_map = json!({"data": {"values.yaml": "replicaCount: 4\nimage:\n  tag: \"1.2\"\n"}});
+    let root = tree.path().to_path_buf();
+    let inputs = Inputs {
+        source_tree: &|source| (source.name == "flux-system").then(|| root.clone()),
+        config_map: &|namespace, name| {
+            (namespace == "apps" && name == "web-values").then(|| config_map.clone())
+        },
+        kube_version: None,
+        api_versions: &[],
+    };
+    let release = render(&helm, &spec, "apps", "web", &inputs, &CancelToken::new()).unwrap();
+    // The same chart with the same values, run directly: values files under the ConfigMap under the spec.
+    let values = json!({"replicaCount": 4, "image": {"tag": "1.2"}, "service": {"port": 7070}});
+    let mut expected = direct(&helm, &chart, ("web", "apps"), &values, &["--include-crds"]);
+    for object in &mut expected.objects {
+        let labels = object["metadata"].as_object_mut().unwrap().entry("labels").or_insert(json!({}));
+        labels["team"] = json!("a");
+        labels["helm.toolkit.fluxcd.io/name"] = json!("web");
+        labels["helm.toolkit.fluxcd.io/namespace"] = json!("apps");
+    }
+    assert_eq!(release.objects, expected.objects);
+    // CRDs from crds/ are installed as the chart has them: not post-rendered.
+    assert_eq!(release.crds, expected.crds);
+    assert_eq!(release.crds.len(), 1);
+    let deployment = release.objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 4);
+
+    // A chart fluxplan does not fetch yet is said so, never rendered as nothing.
+    let mut by_ref = manifest.clone();
+    by_ref["spec"]["chartRef"] = json!({"kind": "OCIRepository", "name": "web"});
+    let spec = HelmReleaseSpec::parse(&by_ref).unwrap();
+    match render(&helm, &spec, "apps", "web", &inputs, &CancelToken::new()) {
+        Err(NotRendered::External(why)) => assert!(why.contains("OCIRepository/apps/web"), "{why}"),
+        other => panic!("{other:?}"),
     }
 }

@@ -157,9 +157,8 @@ impl Helm {
         })?;
         let text = String::from_utf8(out)
             .map_err(|_| BuildError::Failed("helm printed output that is not UTF-8".into()))?;
-        let documents = crate::yaml::parse_documents(&text)
-            .map_err(|e| BuildError::Failed(format!("helm template printed what is not YAML: {e}")))?;
-        Ok(split_release(documents))
+        split_release(&text)
+            .map_err(|e| BuildError::Failed(format!("helm template printed what is not YAML: {e}")))
     }
 }
 

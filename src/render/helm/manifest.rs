@@ -11,6 +11,9 @@ pub const RESOURCE_POLICY_ANNOTATION: &str = "helm.sh/resource-policy";
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Release {
+    /// The chart's `crds/` (when asked for): installed before the manifest, never upgraded,
+    /// never deleted by Helm, and not post-rendered.
+    pub crds: Vec<Value>,
     /// The objects of the release's manifest, in Helm's order.
     pub objects: Vec<Value>,
     /// Hooks other than tests, with their phases (`pre-install,pre-upgrade`).
@@ -19,17 +22,38 @@ pub struct Release {
     pub tests: usize,
 }
 
-/// Splits `helm template` output (already parsed) into manifest, hooks and tests.
-pub fn split_release(documents: Vec<Value>) -> Release {
+/// Splits what `helm template` prints into CRDs, manifest, hooks and tests. Each document follows
+/// a `# Source: CHART/PATH` line; CRDs are those from a chart's (or a subchart's) `crds/`.
+pub fn split_release(printed: &str) -> Result<Release, String> {
     let mut release = Release::default();
-    for document in documents.into_iter().filter(|d| d.is_object()) {
-        match hook_phases(&document) {
-            None => release.objects.push(document),
-            Some(phases) if phases.split(',').any(|p| p.trim().starts_with("test")) => release.tests += 1,
-            Some(phases) => release.hooks.push((phases, document)),
+    for chunk in printed.split("\n---") {
+        let from_crds = chunk
+            .lines()
+            .find_map(|line| line.strip_prefix("# Source: "))
+            .is_some_and(|source| is_crd_file(source.trim()));
+        for document in crate::yaml::parse_documents(chunk)?.into_iter().filter(|d| d.is_object()) {
+            if from_crds {
+                release.crds.push(document);
+                continue;
+            }
+            match hook_phases(&document) {
+                None => release.objects.push(document),
+                Some(phases) if phases.split(',').any(|p| p.trim().starts_with("test")) => release.tests += 1,
+                Some(phases) => release.hooks.push((phases, document)),
+            }
         }
     }
-    release
+    Ok(release)
+}
+
+/// `web/crds/x.yaml`, `web/charts/db/crds/x.yaml`; not `web/templates/crds/x.yaml`.
+fn is_crd_file(source: &str) -> bool {
+    let parts: Vec<&str> = source.split('/').collect();
+    let mut at = 1;
+    while parts.get(at) == Some(&"charts") {
+        at += 2;
+    }
+    parts.get(at) == Some(&"crds")
 }
 
 fn hook_phases(object: &Value) -> Option<String> {
@@ -50,15 +74,32 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": annotations}})
     }
 
+    fn printed(documents: &[(&str, Value)]) -> String {
+        documents
+            .iter()
+            .map(|(source, d)| format!("---\n# Source: {source}\n{}", crate::yaml::to_yaml(d)))
+            .collect()
+    }
+
     #[test]
-    fn hooks_and_tests_are_not_part_of_the_manifest() {
-        let release = split_release(vec![
-            annotated("app", json!({})),
-            annotated("migrate", json!({HOOK_ANNOTATION: "pre-install,pre-upgrade"})),
-            annotated("smoke", json!({HOOK_ANNOTATION: "test"})),
-            annotated("legacy-smoke", json!({HOOK_ANNOTATION: "test-success"})),
-            json!(null),
-        ]);
+    fn crds_hooks_and_tests_are_not_part_of_the_manifest() {
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "w"}});
+        let release = split_release(&printed(&[
+            ("web/crds/w.yaml", crd.clone()),
+            ("web/charts/db/crds/w.yaml", crd.clone()),
+            ("web/templates/crds/app.yaml", annotated("app", json!({}))),
+            (
+                "web/templates/migrate.yaml",
+                annotated("migrate", json!({HOOK_ANNOTATION: "pre-install,pre-upgrade"})),
+            ),
+            ("web/templates/tests/smoke.yaml", annotated("smoke", json!({HOOK_ANNOTATION: "test"}))),
+            (
+                "web/templates/tests/legacy.yaml",
+                annotated("legacy-smoke", json!({HOOK_ANNOTATION: "test-success"})),
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(release.crds, vec![crd.clone(), crd]);
         assert_eq!(release.objects, vec![annotated("app", json!({}))]);
         assert_eq!(release.hooks.len(), 1);
         assert_eq!(release.hooks[0].0, "pre-install,pre-upgrade");

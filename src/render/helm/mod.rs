@@ -4,6 +4,7 @@
 
 pub mod engine;
 pub mod manifest;
+pub mod release;
 
 pub use engine::{Helm, HelmError, Template};
 pub use manifest::{split_release, Release};
