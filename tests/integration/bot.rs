@@ -1510,3 +1510,33 @@ fn an_argo_cd_repository_gets_the_same_comment_and_blocking_status() {
     assert!(body.contains("fluxplan: blocked") && body.contains("| Cluster | Application |"), "{body}");
     assert!(body.contains("allowEmpty is false"), "{body}");
 }
+
+/// A pull request whose kustomizations nest 5,000 deep once overflowed the planner's stack and
+/// aborted `serve` on every takeover. Now it is over the nesting limit: the bot lives, the plan is
+/// blocked with `source-limit`, and the status is final.
+#[test]
+fn a_pull_request_nesting_kustomizations_too_deep_is_blocked_and_the_bot_lives() {
+    const DEPTH: usize = 5_000;
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    repo.write("apps/kustomization.yaml", "resources:\n- settings.yaml\n- ../chain/k0\n");
+    for i in 0..DEPTH {
+        let next = if i + 1 < DEPTH { format!("../k{}", i + 1) } else { "deep.yaml".into() };
+        repo.write(&format!("chain/k{i}/kustomization.yaml"), &format!("resources:\n- {next}\n"));
+    }
+    repo.config_map(&format!("chain/k{}/deep.yaml", DEPTH - 1), "deep", "default");
+    let head = repo.commit("a chain 5,000 deep");
+    github.add_pull(REPO, 1, &head, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    assert_eq!(
+        bot.github("pull_request", "delivery-deep", &pull_request("opened", &repo, 1, &head, &base)),
+        202
+    );
+    github.wait_until("the final status", || final_status(&github, &head).is_some());
+    let last = final_status(&github, &head).unwrap();
+    assert_eq!(last["state"], "failure", "{last}");
+    let comment = sticky(&github, 1).pop().expect("a sticky comment").1;
+    assert!(comment.contains("source-limit") && comment.contains("nest more than 100 levels"), "{comment}");
+    assert_eq!(bot.get("/healthz"), (200, "ok".to_string()));
+}
