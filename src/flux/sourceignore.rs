@@ -33,8 +33,9 @@ pub const SOURCEIGNORE_FILE: &str = ".sourceignore";
 
 /// The ignore rules of one source tree.
 pub struct SourceIgnore {
-    /// Matchers in precedence order (later wins), each with the directory it is scoped to.
-    layers: Vec<(PathBuf, Gitignore)>,
+    /// Matchers in precedence order (later wins), each with the directory it is scoped to and
+    /// where its patterns are written (for messages).
+    layers: Vec<(PathBuf, Gitignore, String)>,
 }
 
 fn build(root: &Path, lines: impl IntoIterator<Item = String>) -> Gitignore {
@@ -64,11 +65,16 @@ impl SourceIgnore {
         if !any_pattern {
             defaults.extend(OTHER_DEFAULTS.iter().map(|s| s.to_string()));
         }
-        let mut layers = vec![(root.to_path_buf(), build(root, defaults))];
+        let mut layers = vec![(root.to_path_buf(), build(root, defaults), DEFAULTS_ORIGIN.to_string())];
         for (dir, patterns) in file_layers {
-            layers.push((dir.clone(), build(&dir, patterns)));
+            let origin = match dir.strip_prefix(root) {
+                Ok(rel) if rel.as_os_str().is_empty() => SOURCEIGNORE_FILE.to_string(),
+                Ok(rel) => format!("{}/{SOURCEIGNORE_FILE}", rel.display()),
+                Err(_) => SOURCEIGNORE_FILE.to_string(),
+            };
+            layers.push((dir.clone(), build(&dir, patterns), origin));
         }
-        layers.push((root.to_path_buf(), build(root, spec_lines)));
+        layers.push((root.to_path_buf(), build(root, spec_lines), "the source's spec.ignore".into()));
         Ok(SourceIgnore { layers })
     }
 
@@ -76,24 +82,56 @@ impl SourceIgnore {
     /// source-watcher applies when it archives a generated artifact (no `.sourceignore` read).
     pub fn defaults(root: &Path) -> Self {
         let defaults = VCS_DEFAULTS.iter().chain(OTHER_DEFAULTS).map(|s| s.to_string());
-        SourceIgnore { layers: vec![(root.to_path_buf(), build(root, defaults))] }
+        SourceIgnore {
+            layers: vec![(root.to_path_buf(), build(root, defaults), DEFAULTS_ORIGIN.to_string())],
+        }
     }
 
     /// True when `path` (absolute, under the root) is left out of the artifact.
     pub fn is_ignored(&self, path: &Path, is_dir: bool) -> bool {
-        let mut ignored = false;
-        for (dir, matcher) in &self.layers {
+        self.deciding_pattern(path, is_dir).is_some()
+    }
+
+    /// The pattern (and where it is written) that leaves `path` out, if one does.
+    fn deciding_pattern(&self, path: &Path, is_dir: bool) -> Option<String> {
+        let mut decided = None;
+        for (dir, matcher, origin) in &self.layers {
             if !path.starts_with(dir) {
                 continue;
             }
             match matcher.matched(path, is_dir) {
-                Match::Ignore(_) => ignored = true,
-                Match::Whitelist(_) => ignored = false,
+                Match::Ignore(glob) => decided = Some(format!("'{}' in {origin}", glob.original())),
+                Match::Whitelist(_) => decided = None,
                 Match::None => {}
             }
         }
-        ignored
+        decided
     }
+
+    /// Why the file `path` (absolute, under `root`) is not in the artifact, if it is not: the
+    /// pattern that leaves it, or a directory above it, out.
+    pub fn why_ignored(&self, root: &Path, path: &Path) -> Option<String> {
+        let relative = path.strip_prefix(root).ok()?;
+        let mut at = root.to_path_buf();
+        let mut parts = relative.components().peekable();
+        while let Some(part) = parts.next() {
+            at.push(part);
+            let is_dir = parts.peek().is_some();
+            if let Some(pattern) = self.deciding_pattern(&at, is_dir) {
+                let what =
+                    if is_dir { format!("its directory {}", paths_shown(root, &at)) } else { "it".into() };
+                return Some(format!("{what} is excluded from the source artifact by {pattern}"));
+            }
+        }
+        None
+    }
+}
+
+/// Where source-controller's built-in patterns come from, as messages say.
+const DEFAULTS_ORIGIN: &str = "source-controller's default ignore rules";
+
+fn paths_shown(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root).unwrap_or(path).display().to_string()
 }
 
 /// Non-empty, non-comment lines of an ignore file.
@@ -140,6 +178,28 @@ mod tests {
         assert!(rules.is_ignored(&dir.path().join(".github"), true));
         assert!(rules.is_ignored(&dir.path().join("x/.sops.yaml"), false));
         assert!(!rules.is_ignored(&dir.path().join("a.yaml"), false));
+    }
+
+    #[test]
+    fn why_a_file_is_not_in_the_artifact_names_the_pattern_and_where_it_is_written() {
+        let dir = tree(&[("apps/.sourceignore", "values.yaml\n"), ("apps/a.yaml", "")]);
+        let rules = SourceIgnore::load(dir.path(), Some("*.bak\n")).unwrap();
+        let why = |path: &str| rules.why_ignored(dir.path(), &dir.path().join(path));
+        assert_eq!(
+            why("apps/x/values.yaml").as_deref(),
+            Some("it is excluded from the source artifact by 'values.yaml' in apps/.sourceignore")
+        );
+        assert_eq!(
+            why("a.yaml.bak").as_deref(),
+            Some("it is excluded from the source artifact by '*.bak' in the source's spec.ignore")
+        );
+        assert_eq!(why("apps/a.yaml"), None);
+        let defaults = tree(&[("apps/a.yaml", "")]);
+        let rules = SourceIgnore::load(defaults.path(), None).unwrap();
+        assert_eq!(
+            rules.why_ignored(defaults.path(), &defaults.path().join("apps/.github/ci.yaml")).as_deref(),
+            Some("its directory apps/.github is excluded from the source artifact by '.github/' in source-controller's default ignore rules")
+        );
     }
 
     #[test]
