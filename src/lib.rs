@@ -2,6 +2,7 @@
 
 pub mod argocd;
 pub mod cancel;
+pub mod charts;
 pub mod cli;
 pub mod cluster;
 pub mod flux;

@@ -1,0 +1,5 @@
+//! Charts a HelmRelease names, fetched outside the sandbox: version resolution as
+//! source-controller does it (`version`). The only module that will open network connections for
+//! content a pull request names.
+
+pub mod version;
