@@ -16,7 +16,6 @@ pub struct Version {
     minor: u64,
     patch: u64,
     pre: String,
-    metadata: String,
     original: String,
 }
 
