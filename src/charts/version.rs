@@ -63,7 +63,6 @@ impl Version {
             minor: number(2)?,
             patch: number(3)?,
             pre,
-            metadata,
             original: text.into(),
         })
     }
