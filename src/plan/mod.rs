@@ -2,6 +2,7 @@
 //! Pure computation over two renders and, when given, a cluster snapshot.
 
 pub mod actual;
+mod argo_revisions;
 mod blast;
 mod causes;
 mod compute;

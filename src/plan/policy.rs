@@ -229,6 +229,7 @@ pub fn evaluate(
         }
     }
     alerts.extend(source_ref_alerts(policy, base, head));
+    alerts.extend(super::argo_revisions::alerts(policy, base, head));
     alerts.extend(
         spec_change_alerts(policy, base, head)
             .into_iter()

@@ -133,6 +133,9 @@ impl Request {
         opts.rev = rev;
         opts.sources = self.render.sources.clone();
         opts.repo_urls = self.render.repo_urls.clone();
+        // Argo CD sources that follow the branch merged into read the tree being planned.
+        opts.planned_branch =
+            crate::git::branch_of(&self.repo, &self.base).or_else(|| crate::git::current_branch(&self.repo));
         opts.keep_exports = self.render.cache_dir.is_some();
         opts.strict_substitution = self.render.strict_substitution;
         if let Some(jobs) = self.render.jobs {

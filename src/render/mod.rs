@@ -16,12 +16,14 @@ mod reach;
 pub mod references;
 pub mod repo_root;
 pub mod roots;
+mod scratch;
 pub mod source;
 mod walk;
 pub mod worker;
 
 pub use argo::{kept_applications, ArgoUnit, Hook, KeptApplication};
 pub use roots::{DeclaredRoot, RootKind};
+pub use scratch::is_fluxplan_scratch;
 pub use walk::{render, Renderer};
 
 use crate::cluster::SubstitutionSource;
@@ -435,6 +437,9 @@ pub struct RenderOptions {
     /// URLs that name the repository being rendered, besides its git remotes (Argo CD
     /// Applications whose `repoURL` is one of them are rendered from it).
     pub repo_urls: Vec<String>,
+    /// The branch the plan merges into: an Argo CD `targetRevision` naming it reads the tree being
+    /// rendered. `None`: the branch `rev` names, else the one checked out.
+    pub planned_branch: Option<String>,
     /// Roots declared in the base revision's `.fluxplan.yaml`: when given, the only roots.
     pub declared_roots: Option<Vec<DeclaredRoot>>,
     /// Bootstrap roots of the plan's base, rendered at head when head no longer declares them.
@@ -468,6 +473,7 @@ impl RenderOptions {
             rev: None,
             sources: BTreeMap::new(),
             repo_urls: Vec::new(),
+            planned_branch: None,
             keep_exports: false,
             values: Arc::new(crate::cluster::Offline),
             cluster_values: BTreeMap::new(),
