@@ -219,8 +219,12 @@ pub fn refs(repo: &Path) -> Result<Vec<(String, String)>> {
 
 /// The branch `rev` names (`main` for `main`, `refs/heads/main` or `origin/main`), if it names one.
 pub fn branch_of(repo: &Path, rev: &str) -> Option<String> {
+    // `rev-parse` echoes `--end-of-options` when it prints names: refused instead.
+    if rev.starts_with('-') {
+        return None;
+    }
     let mut cmd = git(repo);
-    cmd.args(["rev-parse", "--symbolic-full-name", "--end-of-options", rev]).stderr(Stdio::null());
+    cmd.args(["rev-parse", "--symbolic-full-name", rev]).stderr(Stdio::null());
     let out = cmd.output().ok().filter(|o| o.status.success())?;
     let full = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if let Some(branch) = full.strip_prefix("refs/heads/") {

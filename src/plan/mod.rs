@@ -15,6 +15,7 @@ mod label_selector;
 pub mod live_diff;
 pub mod policy;
 mod roots;
+pub mod unplanned;
 
 pub use compute::compute;
 pub use policy::Policy;
@@ -352,6 +353,9 @@ pub struct Plan {
     pub cause: Option<String>,
     pub kustomizations: Vec<KustomizationPlan>,
     pub alerts: Vec<Alert>,
+    /// Changed files no planned unit accounts for: those units fluxplan does not render read
+    /// (with the units), and those no unit reads (a README).
+    pub unplanned_changes: Vec<unplanned::UnplannedChange>,
     /// Where the policy came from (`built-in defaults`, `.fluxplan.yaml at base`, a file).
     pub policy_source: String,
     /// Set when the cluster could not be read: the plan is offline.
@@ -411,6 +415,7 @@ impl Plan {
             cause: None,
             kustomizations: Vec::new(),
             alerts: Vec::new(),
+            unplanned_changes: Vec::new(),
             policy_source: String::new(),
             degraded: None,
             blast_radius: Default::default(),
@@ -440,6 +445,8 @@ pub struct PlanRequest<'a> {
     pub policy_source: String,
     /// Alerts found before planning (about the policy itself).
     pub extra_alerts: Vec<Alert>,
+    /// The files the pull request changes (head against base), sorted.
+    pub changed_files: Vec<String>,
 }
 
 /// Compares base and head, applies the policy and gives the verdict.
@@ -481,6 +488,8 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         }
     }
     alerts.extend(policy::evaluate(request.policy, &kustomizations, base, head, &blast_radius));
+    let unplanned_changes = unplanned::account(&request.changed_files, request.base, request.head);
+    alerts.extend(unplanned::alerts(request.policy, &unplanned_changes));
     policy::sort(&mut alerts);
     let mut summary = Counts::default();
     for plan in &kustomizations {
@@ -489,10 +498,11 @@ pub fn make_plan(request: PlanRequest) -> Plan {
     // A head where nothing rendered for want of sources would read "no changes": it is a failure.
     let nothing_rendered = request.head.nothing_rendered();
     Plan {
-        verdict: if nothing_rendered.is_some() {
-            Verdict::Failed
-        } else {
-            policy::verdict(&kustomizations, &alerts)
+        verdict: match policy::verdict(&kustomizations, &alerts) {
+            _ if nothing_rendered.is_some() => Verdict::Failed,
+            // What units fluxplan did not render read changed: something may change.
+            Verdict::NoChanges if unplanned_changes.iter().any(|u| !u.read_by.is_empty()) => Verdict::Changes,
+            verdict => verdict,
         },
         base: Revision { rev: request.base_rev, commit: request.base.revision.clone() },
         head: Revision { rev: request.head_rev, commit: request.head.revision.clone() },
@@ -502,6 +512,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         cause: alerts.iter().find_map(|a| a.cause.clone()),
         kustomizations,
         alerts,
+        unplanned_changes,
         policy_source: request.policy_source,
         degraded: request.degraded,
         blast_radius,

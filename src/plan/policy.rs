@@ -51,6 +51,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("cluster-not-covered", Severity::Warning),
     ("repo-subdirectory", Severity::Warning),
     ("external-source", Severity::Info),
+    ("unplanned-change", Severity::Warning),
     ("root-failed", Severity::Danger),
     ("roots-changed", Severity::Danger),
     ("source-pinned", Severity::Info),

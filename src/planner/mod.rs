@@ -241,6 +241,11 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         &head,
     ));
     extra_alerts.extend(pinned_sources(request, &policy));
+    // Every changed file is accounted for: planned, read by a unit not rendered, or by none.
+    let changed_files = match (&base.revision, &head.revision) {
+        (Some(b), Some(h)) => crate::git::changed_files(&request.repo, b, h)?,
+        _ => Vec::new(),
+    };
     let ask = |root: &str, ids: &[crate::flux::ObjectId]| knowledge.blast_radius(root, ids);
     let mut plan = make_plan(PlanRequest {
         base: &base,
@@ -253,6 +258,7 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         policy: &policy,
         policy_source,
         extra_alerts,
+        changed_files,
     });
     masking::mask_plan(&mut plan, &[&base, &head]);
     tracing::info!(requests = knowledge.request_count(), "cluster reads");

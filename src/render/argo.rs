@@ -38,6 +38,9 @@ pub struct ArgoUnit {
     /// Sync hooks: run on every sync, never tracked as managed resources.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<Hook>,
+    /// What it reads in this repository, as repository paths (see `argocd::reads`).
+    #[serde(skip)]
+    pub reads: Vec<String>,
 }
 
 impl ArgoUnit {
@@ -204,7 +207,9 @@ impl<'a> ArgoWalk<'a> {
             Resolved::Commit(hex) => crate::git::resolve_commit(&self.opts.repo, &hex)
                 .map_err(|_| format!("no commit '{hex}' in this repository"))?,
         };
-        if self.source.commit.as_deref() == Some(commit.as_str()) {
+        if self.source.commit.as_deref() == Some(commit.as_str())
+            || self.opts.planned_commits.contains(&commit)
+        {
             return Ok(self.planned.clone());
         }
         let mut pinned = self.pinned.lock().unwrap_or_else(|e| e.into_inner());
@@ -325,11 +330,14 @@ impl<'a> ArgoWalk<'a> {
             node.parent.clone(),
             node.file.clone(),
         );
-        let mut unit = ArgoUnit { application: None, application_set: None, hooks: Vec::new() };
+        let mut unit =
+            ArgoUnit { application: None, application_set: None, hooks: Vec::new(), reads: Vec::new() };
+        let is_this_repo = |url: &str| self.is_this_repo(url);
         let output = if is_set {
             match ApplicationSet::from_value(&node.manifest, &node.reference.namespace) {
                 Ok(set) => {
                     let output = self.expand(&node.cluster_name, &set, &mut record);
+                    unit.reads = argocd::reads::of_application_set(&set, &is_this_repo);
                     unit.application_set = Some(set);
                     output
                 }
@@ -343,6 +351,7 @@ impl<'a> ArgoWalk<'a> {
                     record.source.name =
                         app.sources.iter().map(|s| s.repo_url.clone()).collect::<Vec<_>>().join(", ");
                     let output = self.render_app(&app);
+                    unit.reads = argocd::reads::of_application(&app, &is_this_repo);
                     unit.application = Some(app);
                     output
                 }
