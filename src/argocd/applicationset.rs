@@ -73,6 +73,9 @@ pub trait RepoTree {
     fn read(&self, path: &str) -> Option<String>;
 }
 
+/// The repository at a git generator's `revision`, or why it cannot be known.
+pub type TreeAt<'a, T> = dyn Fn(Option<&str>) -> Result<std::sync::Arc<T>, String> + 'a;
+
 /// The Applications an ApplicationSet generates, with generators this plan cannot expand.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Expansion {
@@ -146,7 +149,7 @@ impl ApplicationSet {
     pub fn expand<T: RepoTree + ?Sized>(
         &self,
         is_this_repo: &dyn Fn(&str) -> bool,
-        tree_at: &dyn Fn(Option<&str>) -> Result<std::sync::Arc<T>, String>,
+        tree_at: &TreeAt<'_, T>,
     ) -> Result<Expansion, String> {
         let mut expansion = Expansion::default();
         let mut seen = BTreeMap::new();

@@ -335,8 +335,10 @@ pub struct Revision {
 /// names that are not UTF-8 and sources that add other repositories' content no longer hide
 /// files from the plan, and a pull request that pins its source's revision is blocked. The bot plans again every open
 /// pull request whose latest plan is of an older generation (its status may rest on what a
-/// pull request hid).
-pub const GENERATION: u64 = 2;
+/// pull request hid). 3: Argo CD revisions are resolved (a pinned branch, tag or commit is
+/// rendered, a change blocks), directory sources read dot-files, and changes only units fluxplan
+/// does not render read are `changes`, not `no-changes`.
+pub const GENERATION: u64 = 3;
 
 /// The whole plan.
 #[derive(Debug, Clone, Serialize)]
