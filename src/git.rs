@@ -194,6 +194,70 @@ pub fn yaml_mentions(repo: &Path, rev: Option<&str>, needle: &str) -> bool {
     cmd.status().is_ok_and(|status| status.success())
 }
 
+/// Every branch, remote-tracking branch and tag of the repository with the commit it points at
+/// (annotated tags peeled): (full name, commit id).
+pub fn refs(repo: &Path) -> Result<Vec<(String, String)>> {
+    let mut cmd = git(repo);
+    cmd.args([
+        "for-each-ref",
+        "--format=%(refname)%00%(objectname)%00%(*objectname)",
+        "refs/heads",
+        "refs/remotes",
+        "refs/tags",
+    ]);
+    let out = output(cmd, "list the repository's refs")?;
+    Ok(String::from_utf8_lossy(&out)
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split('\0');
+            let (name, object, peeled) = (fields.next()?, fields.next()?, fields.next().unwrap_or(""));
+            let commit = if peeled.is_empty() { object } else { peeled };
+            Some((name.to_string(), commit.to_string()))
+        })
+        .collect())
+}
+
+/// The branch `rev` names (`main` for `main`, `refs/heads/main` or `origin/main`), if it names one.
+pub fn branch_of(repo: &Path, rev: &str) -> Option<String> {
+    // `rev-parse` echoes `--end-of-options` when it prints names: refused instead.
+    if rev.starts_with('-') {
+        return None;
+    }
+    let mut cmd = git(repo);
+    cmd.args(["rev-parse", "--symbolic-full-name", rev]).stderr(Stdio::null());
+    let out = cmd.output().ok().filter(|o| o.status.success())?;
+    let full = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if let Some(branch) = full.strip_prefix("refs/heads/") {
+        return Some(branch.to_string());
+    }
+    let (_remote, branch) = full.strip_prefix("refs/remotes/")?.split_once('/')?;
+    (branch != "HEAD").then(|| branch.to_string())
+}
+
+/// The branch checked out in `repo` (a bare mirror: its default branch), if any.
+pub fn current_branch(repo: &Path) -> Option<String> {
+    let mut cmd = git(repo);
+    cmd.args(["symbolic-ref", "-q", "--short", "HEAD"]).stderr(Stdio::null());
+    let out = cmd.output().ok().filter(|o| o.status.success())?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|b| !b.is_empty())
+}
+
+/// The files `head` changes relative to `base` (both commits), renames as a deletion and an
+/// addition, sorted.
+pub fn changed_files(repo: &Path, base: &str, head: &str) -> Result<Vec<String>> {
+    let mut cmd = git(repo);
+    cmd.args(["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--end-of-options", base, head]);
+    let out = output(cmd, &format!("list the files {head} changes"))?;
+    let mut files: Vec<String> = out
+        .split(|b| *b == 0)
+        .filter(|f| !f.is_empty())
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
 /// Fetch URLs of every remote of the repository (empty when it is not a git repository).
 pub fn remote_urls(repo: &Path) -> Vec<String> {
     let mut cmd = git(repo);

@@ -41,6 +41,8 @@ pub struct DirectoryOptions {
     pub exclude: Option<String>,
     /// `jsonnet` options given: Jsonnet is not rendered here.
     pub jsonnet: bool,
+    /// `disableExtensionFilter`: every file is a candidate, `include`/`exclude` alone select.
+    pub disable_extension_filter: bool,
 }
 
 /// `source.kustomize`: the overrides Argo CD layers onto the kustomization before building.
@@ -206,6 +208,7 @@ fn read_source(source: &Value) -> Source {
             include: text(d, "include").filter(|s| !s.is_empty()),
             exclude: text(d, "exclude").filter(|s| !s.is_empty()),
             jsonnet: d.get("jsonnet").and_then(Value::as_object).is_some_and(|j| !j.is_empty()),
+            disable_extension_filter: d["disableExtensionFilter"] == Value::Bool(true),
         })
     } else {
         SourceKind::Unspecified

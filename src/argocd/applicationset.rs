@@ -73,6 +73,9 @@ pub trait RepoTree {
     fn read(&self, path: &str) -> Option<String>;
 }
 
+/// The repository at a git generator's `revision`, or why it cannot be known.
+pub type TreeAt<'a, T> = dyn Fn(Option<&str>) -> Result<std::sync::Arc<T>, String> + 'a;
+
 /// The Applications an ApplicationSet generates, with generators this plan cannot expand.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Expansion {
@@ -141,11 +144,12 @@ impl ApplicationSet {
     }
 
     /// Expands every generator. `is_this_repo` tells whether a git generator reads the
-    /// repository being planned (else its elements are external).
-    pub fn expand(
+    /// repository being planned (else its elements are external); `tree_at` gives the repository
+    /// at a generator's `revision`, or why it cannot be known (then its elements are external).
+    pub fn expand<T: RepoTree + ?Sized>(
         &self,
         is_this_repo: &dyn Fn(&str) -> bool,
-        tree: &dyn RepoTree,
+        tree_at: &TreeAt<'_, T>,
     ) -> Result<Expansion, String> {
         let mut expansion = Expansion::default();
         let mut seen = BTreeMap::new();
@@ -165,7 +169,17 @@ impl ApplicationSet {
                         ));
                         continue;
                     }
-                    git_elements(body, tree, self.go_template)?
+                    let revision = text(body, "revision");
+                    match tree_at(revision.as_deref()) {
+                        Ok(tree) => git_elements(body, &*tree, self.go_template)?,
+                        Err(why) => {
+                            expansion.external.push(format!(
+                                "its git generator's revision {}: {why}, so the Applications it generates are not planned",
+                                super::revision::normalized(revision.as_deref())
+                            ));
+                            continue;
+                        }
+                    }
                 }
                 other => {
                     expansion.external.push(format!(
@@ -266,7 +280,11 @@ fn normalize_name(name: &str) -> String {
         .collect()
 }
 
-fn git_elements(body: &Value, tree: &dyn RepoTree, go_template: bool) -> Result<Vec<Value>, String> {
+fn git_elements<T: RepoTree + ?Sized>(
+    body: &Value,
+    tree: &T,
+    go_template: bool,
+) -> Result<Vec<Value>, String> {
     let mut elements = Vec::new();
     if let Some(directories) = body["directories"].as_array() {
         let mut include = Vec::new();
@@ -442,6 +460,12 @@ mod tests {
         .unwrap()
     }
 
+    /// The same tree at every revision.
+    fn at(tree: Tree) -> impl Fn(Option<&str>) -> Result<std::sync::Arc<Tree>, String> {
+        let tree = std::sync::Arc::new(tree);
+        move |_| Ok(tree.clone())
+    }
+
     fn tree() -> Tree {
         Tree(vec![
             ("apps/web/deploy.yaml", "kind: Deployment"),
@@ -465,7 +489,7 @@ mod tests {
         let generators = json!([{"git": {"repoURL": "https://github.com/org/fleet.git", "revision": "HEAD",
             "directories": [{"path": "apps/*"}, {"path": "apps/legacy", "exclude": true}]}}]);
         for go in [false, true] {
-            let expansion = set(generators.clone(), go).expand(&|_| true, &tree()).unwrap();
+            let expansion = set(generators.clone(), go).expand(&|_| true, &at(tree())).unwrap();
             assert_eq!(names(&expansion), [("api", "apps/api"), ("web", "apps/web")], "goTemplate {go}");
             let app = &expansion.applications[0];
             assert_eq!(app["metadata"]["namespace"], "argocd");
@@ -477,18 +501,18 @@ mod tests {
         assert!(!appset.applications_sync.deletes());
         // The controller adds the resources finalizer to what it generates...
         appset.template["metadata"].as_object_mut().unwrap().remove("finalizers");
-        let generated = appset.expand(&|_| true, &tree()).unwrap().applications;
+        let generated = appset.expand(&|_| true, &at(tree())).unwrap().applications;
         assert_eq!(generated[0]["metadata"]["finalizers"], json!(["resources-finalizer.argocd.argoproj.io"]));
         // ...unless it is to preserve their resources.
         appset.preserve_resources_on_deletion = true;
-        let generated = appset.expand(&|_| true, &tree()).unwrap().applications;
+        let generated = appset.expand(&|_| true, &at(tree())).unwrap().applications;
         assert_eq!(generated[0]["metadata"].get("finalizers"), None);
     }
 
     #[test]
     fn a_glob_that_stops_matching_generates_nothing() {
         let generators = json!([{"git": {"repoURL": "u", "directories": [{"path": "workloads/*"}]}}]);
-        let expansion = set(generators, false).expand(&|_| true, &tree()).unwrap();
+        let expansion = set(generators, false).expand(&|_| true, &at(tree())).unwrap();
         assert!(expansion.applications.is_empty());
         assert!(expansion.external.is_empty());
     }
@@ -505,14 +529,14 @@ mod tests {
             false,
         );
         s.template["spec"]["source"]["path"] = json!("{{path}}/{{cluster.name}}/r{{replicas}}");
-        let expansion = s.expand(&|url| url == "u", &tree()).unwrap();
+        let expansion = s.expand(&|url| url == "u", &at(tree())).unwrap();
         assert_eq!(
             names(&expansion),
             [("web-list", "apps/web/{{cluster.name}}/r{{replicas}}"), ("dev", "config/dev/dev/r2")],
             "fasttemplate leaves unknown parameters as written"
         );
         s.template["metadata"]["name"] = json!("{{path.basename}}-{{cluster.name}}");
-        assert!(s.expand(&|url| url == "u", &tree()).unwrap_err().contains("no Application name"));
+        assert!(s.expand(&|url| url == "u", &at(tree())).unwrap_err().contains("no Application name"));
         assert_eq!(expansion.external.len(), 2);
         assert!(expansion.external[0].contains("clusters generator"));
         assert!(expansion.external[1].contains("https://elsewhere/repo"));
@@ -522,13 +546,13 @@ mod tests {
     fn go_templates_beyond_lookups_and_duplicate_names_are_errors() {
         let mut s = set(json!([{"list": {"elements": [{"path": {"basename": "a", "path": "a"}}]}}]), true);
         s.template["metadata"]["name"] = json!("{{ .path.basename | upper }}");
-        assert!(s.expand(&|_| true, &tree()).unwrap_err().contains("not supported"));
+        assert!(s.expand(&|_| true, &at(tree())).unwrap_err().contains("not supported"));
         let s = set(
             json!([{"list": {"elements": [{"path": {"basename": "a", "path": "a"}}, {"path": {"basename": "a", "path": "b"}}]}}]),
             true,
         );
-        assert!(s.expand(&|_| true, &tree()).unwrap_err().contains("two Applications named a"));
+        assert!(s.expand(&|_| true, &at(tree())).unwrap_err().contains("two Applications named a"));
         let s = set(json!([{"list": {"elements": [{"other": 1}]}}]), true);
-        assert!(s.expand(&|_| true, &tree()).unwrap_err().contains("no such parameter"));
+        assert!(s.expand(&|_| true, &at(tree())).unwrap_err().contains("no such parameter"));
     }
 }

@@ -3,8 +3,11 @@
 
 pub mod application;
 pub mod applicationset;
+pub mod glob;
 pub mod ignore_differences;
 pub mod kustomize;
+pub mod reads;
+pub mod revision;
 pub mod sync_options;
 pub mod tracking;
 

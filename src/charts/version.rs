@@ -58,13 +58,7 @@ impl Version {
         if !identifiers_ok(&pre) || !identifiers_ok(&metadata) {
             return None;
         }
-        Some(Version {
-            major: number(1)?,
-            minor: number(2)?,
-            patch: number(3)?,
-            pre,
-            original: text.into(),
-        })
+        Some(Version { major: number(1)?, minor: number(2)?, patch: number(3)?, pre, original: text.into() })
     }
 
     pub fn is_prerelease(&self) -> bool {

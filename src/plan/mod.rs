@@ -2,6 +2,7 @@
 //! Pure computation over two renders and, when given, a cluster snapshot.
 
 pub mod actual;
+mod argo_revisions;
 mod blast;
 mod causes;
 mod compute;
@@ -14,6 +15,7 @@ mod label_selector;
 pub mod live_diff;
 pub mod policy;
 mod roots;
+pub mod unplanned;
 
 pub use compute::compute;
 pub use policy::Policy;
@@ -333,8 +335,10 @@ pub struct Revision {
 /// names that are not UTF-8 and sources that add other repositories' content no longer hide
 /// files from the plan, and a pull request that pins its source's revision is blocked. The bot plans again every open
 /// pull request whose latest plan is of an older generation (its status may rest on what a
-/// pull request hid).
-pub const GENERATION: u64 = 2;
+/// pull request hid). 3: Argo CD revisions are resolved (a pinned branch, tag or commit is
+/// rendered, a change blocks), directory sources read dot-files, and changes only units fluxplan
+/// does not render read are `changes`, not `no-changes`.
+pub const GENERATION: u64 = 3;
 
 /// The whole plan.
 #[derive(Debug, Clone, Serialize)]
@@ -351,6 +355,9 @@ pub struct Plan {
     pub cause: Option<String>,
     pub kustomizations: Vec<KustomizationPlan>,
     pub alerts: Vec<Alert>,
+    /// Changed files no planned unit accounts for: those units fluxplan does not render read
+    /// (with the units), and those no unit reads (a README).
+    pub unplanned_changes: Vec<unplanned::UnplannedChange>,
     /// Where the policy came from (`built-in defaults`, `.fluxplan.yaml at base`, a file).
     pub policy_source: String,
     /// Set when the cluster could not be read: the plan is offline.
@@ -410,6 +417,7 @@ impl Plan {
             cause: None,
             kustomizations: Vec::new(),
             alerts: Vec::new(),
+            unplanned_changes: Vec::new(),
             policy_source: String::new(),
             degraded: None,
             blast_radius: Default::default(),
@@ -439,6 +447,8 @@ pub struct PlanRequest<'a> {
     pub policy_source: String,
     /// Alerts found before planning (about the policy itself).
     pub extra_alerts: Vec<Alert>,
+    /// The files the pull request changes (head against base), sorted.
+    pub changed_files: Vec<String>,
 }
 
 /// Compares base and head, applies the policy and gives the verdict.
@@ -480,6 +490,8 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         }
     }
     alerts.extend(policy::evaluate(request.policy, &kustomizations, base, head, &blast_radius));
+    let unplanned_changes = unplanned::account(&request.changed_files, request.base, request.head);
+    alerts.extend(unplanned::alerts(request.policy, &unplanned_changes));
     policy::sort(&mut alerts);
     let mut summary = Counts::default();
     for plan in &kustomizations {
@@ -488,10 +500,11 @@ pub fn make_plan(request: PlanRequest) -> Plan {
     // A head where nothing rendered for want of sources would read "no changes": it is a failure.
     let nothing_rendered = request.head.nothing_rendered();
     Plan {
-        verdict: if nothing_rendered.is_some() {
-            Verdict::Failed
-        } else {
-            policy::verdict(&kustomizations, &alerts)
+        verdict: match policy::verdict(&kustomizations, &alerts) {
+            _ if nothing_rendered.is_some() => Verdict::Failed,
+            // What units fluxplan did not render read changed: something may change.
+            Verdict::NoChanges if unplanned_changes.iter().any(|u| !u.read_by.is_empty()) => Verdict::Changes,
+            verdict => verdict,
         },
         base: Revision { rev: request.base_rev, commit: request.base.revision.clone() },
         head: Revision { rev: request.head_rev, commit: request.head.revision.clone() },
@@ -501,6 +514,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         cause: alerts.iter().find_map(|a| a.cause.clone()),
         kustomizations,
         alerts,
+        unplanned_changes,
         policy_source: request.policy_source,
         degraded: request.degraded,
         blast_radius,

@@ -51,6 +51,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("cluster-not-covered", Severity::Warning),
     ("repo-subdirectory", Severity::Warning),
     ("external-source", Severity::Info),
+    ("unplanned-change", Severity::Warning),
     ("root-failed", Severity::Danger),
     ("roots-changed", Severity::Danger),
     ("source-pinned", Severity::Info),
@@ -229,6 +230,7 @@ pub fn evaluate(
         }
     }
     alerts.extend(source_ref_alerts(policy, base, head));
+    alerts.extend(super::argo_revisions::alerts(policy, base, head));
     alerts.extend(
         spec_change_alerts(policy, base, head)
             .into_iter()

@@ -34,6 +34,14 @@ fn apply(plan: &mut Plan, masks: &Masks) {
         radius.warnings.iter_mut().for_each(mask);
         plan.blast_radius.insert(cluster, radius);
     }
+    for change in &mut plan.unplanned_changes {
+        mask(&mut change.file);
+        for unit in &mut change.read_by {
+            for text in [&mut unit.cluster, &mut unit.namespace, &mut unit.name] {
+                mask(text);
+            }
+        }
+    }
     plan.cause.iter_mut().for_each(mask);
     for text in [&mut plan.base.rev, &mut plan.head.rev, &mut plan.policy_source] {
         mask(text);

@@ -133,6 +133,9 @@ impl Request {
         opts.rev = rev;
         opts.sources = self.render.sources.clone();
         opts.repo_urls = self.render.repo_urls.clone();
+        // Argo CD sources that follow the branch merged into read the tree being planned.
+        opts.planned_branch =
+            crate::git::branch_of(&self.repo, &self.base).or_else(|| crate::git::current_branch(&self.repo));
         opts.keep_exports = self.render.cache_dir.is_some();
         opts.strict_substitution = self.render.strict_substitution;
         if let Some(jobs) = self.render.jobs {
@@ -238,6 +241,11 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         &head,
     ));
     extra_alerts.extend(pinned_sources(request, &policy));
+    // Every changed file is accounted for: planned, read by a unit not rendered, or by none.
+    let changed_files = match (&base.revision, &head.revision) {
+        (Some(b), Some(h)) => crate::git::changed_files(&request.repo, b, h)?,
+        _ => Vec::new(),
+    };
     let ask = |root: &str, ids: &[crate::flux::ObjectId]| knowledge.blast_radius(root, ids);
     let mut plan = make_plan(PlanRequest {
         base: &base,
@@ -250,6 +258,7 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         policy: &policy,
         policy_source,
         extra_alerts,
+        changed_files,
     });
     masking::mask_plan(&mut plan, &[&base, &head]);
     tracing::info!(requests = knowledge.request_count(), "cluster reads");

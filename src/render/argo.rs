@@ -11,6 +11,7 @@ use super::{
 };
 use crate::argocd::application::{DirectoryOptions, Source};
 use crate::argocd::applicationset::{ApplicationSet, RepoTree};
+use crate::argocd::revision::{self, Resolved};
 use crate::argocd::{self, sync_options, Application, SourceKind};
 use crate::flux::generator::kustomization_file;
 use crate::flux::{KustomizationRef, SourceRef};
@@ -20,7 +21,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The namespace Argo CD runs in, where Applications applied without one live.
 const ARGOCD_NAMESPACE: &str = "argocd";
@@ -37,6 +38,9 @@ pub struct ArgoUnit {
     /// Sync hooks: run on every sync, never tracked as managed resources.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<Hook>,
+    /// What it reads in this repository, as repository paths (see `argocd::reads`).
+    #[serde(skip)]
+    pub reads: Vec<String>,
 }
 
 impl ArgoUnit {
@@ -97,14 +101,55 @@ impl From<RenderError> for Unrendered {
 pub(super) struct ArgoWalk<'a> {
     pub builder: &'a Builder,
     pub source: &'a ExportedSource,
-    /// The tree Applications of this repository read.
-    pub tree: PathBuf,
+    /// The tree being planned, as Applications of this repository read it.
+    planned: Arc<TreeView>,
     /// Normalized URLs that name this repository.
     pub this_repo: BTreeSet<String>,
     pub opts: &'a RenderOptions,
     pub progress: &'a Progress,
     memo: Mutex<BTreeMap<String, Output>>,
+    /// The branch the plan merges into (see `RenderOptions::planned_branch`).
+    planned_branch: Option<String>,
+    /// The repository's refs, listed once (see `revision::resolve`).
+    refs: OnceLock<Vec<revision::Ref>>,
+    /// Other revisions sources and generators pin, exported once each, by commit.
+    pinned: Mutex<BTreeMap<String, Result<Arc<TreeView>, String>>>,
+}
+
+/// One revision of the repository as the repo-server reads it: every file, no ignore rule.
+struct TreeView {
+    /// The export of a pinned revision (the planned tree's export is the walk's own).
+    export: Option<ExportedSource>,
+    tree: PathBuf,
     listing: OnceLock<(Vec<String>, Vec<String>)>,
+}
+
+impl TreeView {
+    fn new(export: Option<ExportedSource>, tree: PathBuf) -> Self {
+        TreeView { export, tree, listing: OnceLock::new() }
+    }
+
+    fn listing(&self) -> &(Vec<String>, Vec<String>) {
+        self.listing.get_or_init(|| {
+            let (mut dirs, mut files) = (Vec::new(), Vec::new());
+            list_tree(&self.tree, &self.tree, &mut dirs, &mut files);
+            dirs.sort();
+            files.sort();
+            (dirs, files)
+        })
+    }
+}
+
+impl RepoTree for TreeView {
+    fn directories(&self) -> Vec<String> {
+        self.listing().0.clone()
+    }
+    fn files(&self) -> Vec<String> {
+        self.listing().1.clone()
+    }
+    fn read(&self, path: &str) -> Option<String> {
+        std::fs::read_to_string(paths::secure_join(&self.tree, path)).ok()
+    }
 }
 
 /// True when a file may hold an Argo CD manifest (kept while exporting, see `note_manifest`).
@@ -123,16 +168,60 @@ impl<'a> ArgoWalk<'a> {
     ) -> Self {
         let this_repo =
             remotes.iter().chain(&opts.repo_urls).map(|u| argocd::normalize_repo_url(u)).collect();
+        let planned_branch = opts.planned_branch.clone().or_else(|| {
+            opts.rev
+                .as_deref()
+                .and_then(|rev| crate::git::branch_of(&opts.repo, rev))
+                .or_else(|| crate::git::current_branch(&opts.repo))
+        });
         ArgoWalk {
             builder,
             source,
-            tree,
+            planned: Arc::new(TreeView::new(None, tree)),
             this_repo,
             opts,
             progress,
             memo: Mutex::default(),
-            listing: OnceLock::new(),
+            planned_branch,
+            refs: OnceLock::new(),
+            pinned: Mutex::default(),
         }
+    }
+
+    /// The tree a source or git generator reads at `revision` (as written in the spec), or why
+    /// it cannot be known here.
+    fn tree_at(&self, revision: Option<&str>) -> Result<Arc<TreeView>, String> {
+        let refs = self.refs.get_or_init(|| {
+            crate::git::refs(&self.opts.repo)
+                .inspect_err(|e| tracing::debug!("no refs: {e:#}"))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(name, commit)| revision::Ref { name, commit })
+                .collect()
+        });
+        let commit = match revision::resolve(revision, self.planned_branch.as_deref(), refs) {
+            Resolved::Planned => return Ok(self.planned.clone()),
+            Resolved::Unresolvable(why) => return Err(why),
+            Resolved::Ref { commit, .. } => commit,
+            // Hexadecimal only: git reads it as a revision, never as an option.
+            Resolved::Commit(hex) => crate::git::resolve_commit(&self.opts.repo, &hex)
+                .map_err(|_| format!("no commit '{hex}' in this repository"))?,
+        };
+        if self.source.commit.as_deref() == Some(commit.as_str())
+            || self.opts.planned_commits.contains(&commit)
+        {
+            return Ok(self.planned.clone());
+        }
+        let mut pinned = self.pinned.lock().unwrap_or_else(|e| e.into_inner());
+        pinned
+            .entry(commit.clone())
+            .or_insert_with(|| {
+                let export = ExportedSource::export(&self.opts.repo, Some(&commit), self.opts.limits)
+                    .map_err(|e| format!("cannot export {commit}: {e:#}"))?;
+                let tree = export.unfiltered();
+                Ok(Arc::new(TreeView::new(Some(export), tree)))
+            })
+            .clone()
     }
 
     fn is_this_repo(&self, url: &str) -> bool {
@@ -241,11 +330,14 @@ impl<'a> ArgoWalk<'a> {
             node.parent.clone(),
             node.file.clone(),
         );
-        let mut unit = ArgoUnit { application: None, application_set: None, hooks: Vec::new() };
+        let mut unit =
+            ArgoUnit { application: None, application_set: None, hooks: Vec::new(), reads: Vec::new() };
+        let is_this_repo = |url: &str| self.is_this_repo(url);
         let output = if is_set {
             match ApplicationSet::from_value(&node.manifest, &node.reference.namespace) {
                 Ok(set) => {
                     let output = self.expand(&node.cluster_name, &set, &mut record);
+                    unit.reads = argocd::reads::of_application_set(&set, &is_this_repo);
                     unit.application_set = Some(set);
                     output
                 }
@@ -259,6 +351,7 @@ impl<'a> ArgoWalk<'a> {
                     record.source.name =
                         app.sources.iter().map(|s| s.repo_url.clone()).collect::<Vec<_>>().join(", ");
                     let output = self.render_app(&app);
+                    unit.reads = argocd::reads::of_application(&app, &is_this_repo);
                     unit.application = Some(app);
                     output
                 }
@@ -332,7 +425,7 @@ impl<'a> ArgoWalk<'a> {
     fn expand(&self, cluster: &str, set: &ApplicationSet, record: &mut RenderedKustomization) -> Output {
         record.path = set.describe_generators();
         let expansion = set
-            .expand(&|url| self.is_this_repo(url), self)
+            .expand(&|url| self.is_this_repo(url), &|revision| self.tree_at(revision))
             .map_err(|e| Unrendered::Failed(RenderError::InvalidSpec(e)))?;
         if !expansion.external.is_empty() {
             return Err(Unrendered::External(format!(
@@ -444,7 +537,16 @@ impl<'a> ArgoWalk<'a> {
             ))
             .into());
         }
-        let dir = paths::secure_join(&self.tree, path);
+        let view = self.tree_at(source.target_revision.as_deref()).map_err(|why| {
+            Unrendered::External(format!(
+                "targetRevision {} of {url}: {why}: what Argo CD syncs is not known here, so this Application is \
+                 not planned",
+                revision::normalized(source.target_revision.as_deref())
+            ))
+        })?;
+        let tree = &view.tree;
+        let export = view.export.as_ref().unwrap_or(self.source);
+        let dir = paths::secure_join(tree, path);
         if !dir.is_dir() {
             let what = if dir.exists() { "is not a directory" } else { "does not exist" };
             return Err(RenderError::PathNotFound(format!(
@@ -477,37 +579,14 @@ impl<'a> ArgoWalk<'a> {
                     .into());
                 }
                 let layer = |obj: &mut serde_json::Map<String, Value>| argocd::kustomize::layer(obj, &options);
-                let request =
-                    self.builder.prepare_at(&self.tree, &dir, &layer, self.source.tree_ids(&self.tree).as_ref())?;
+                let request = self.builder.prepare_at(tree, &dir, &layer, export.tree_ids(tree).as_ref())?;
                 let built = self.builder.objects(&request, true, &self.opts.cancel)?;
                 self.progress.tick(built.cache_hit);
                 Ok(built.objects)
             }
-            SourceKind::Directory(options) => Ok(read_directory(&self.tree, &dir, &options)?),
+            SourceKind::Directory(options) => read_directory(tree, &dir, &options),
             SourceKind::Unspecified => unreachable!("decided above"),
         }
-    }
-
-    fn listing(&self) -> &(Vec<String>, Vec<String>) {
-        self.listing.get_or_init(|| {
-            let (mut dirs, mut files) = (Vec::new(), Vec::new());
-            list_tree(&self.tree, &self.tree, &mut dirs, &mut files);
-            dirs.sort();
-            files.sort();
-            (dirs, files)
-        })
-    }
-}
-
-impl RepoTree for ArgoWalk<'_> {
-    fn directories(&self) -> Vec<String> {
-        self.listing().0.clone()
-    }
-    fn files(&self) -> Vec<String> {
-        self.listing().1.clone()
-    }
-    fn read(&self, path: &str) -> Option<String> {
-        std::fs::read_to_string(paths::secure_join(&self.tree, path)).ok()
     }
 }
 
@@ -608,100 +687,149 @@ fn discover(files: &[(String, String)], warnings: &mut Vec<String>) -> Vec<DiskU
     units
 }
 
-/// The plain manifests of a directory source, as the repo-server reads them: `.yaml`, `.yml`
-/// and `.json` files (sub-directories only with `recurse`), filtered by `include`/`exclude`.
+/// Marks a file the repo-server leaves out of a directory source.
+const SKIP_FILE_RENDERING: &[u8] = b"+argocd:skip-file-rendering";
+
+/// True when the repo-server takes a file name for a manifest (`^.*\.(yaml|yml|json|jsonnet)$`,
+/// case-sensitive; its `.` does not match a newline).
+fn is_manifest_name(name: &str) -> bool {
+    !name.contains('\n') && [".yaml", ".yml", ".json", ".jsonnet"].iter().any(|ext| name.ends_with(ext))
+}
+
+/// The plain manifests of a directory source, as the repo-server reads them (`findManifests`):
+/// every file whose name it takes for a manifest, dot-files too, sub-directories only with
+/// `recurse`, `exclude` then `include` matched against the path under the directory, files
+/// marked `+argocd:skip-file-rendering` left out. Jsonnet is not rendered here: external.
 fn read_directory(
     root: &Path,
     dir: &Path,
     options: &DirectoryOptions,
-) -> Result<Vec<super::build::BuiltObject>, RenderError> {
-    let glob = |pattern: &Option<String>| -> Result<Option<globset::GlobMatcher>, RenderError> {
-        pattern
-            .as_deref()
-            .map(|p| {
-                globset::Glob::new(p)
-                    .map(|g| g.compile_matcher())
-                    .map_err(|e| RenderError::InvalidSpec(format!("invalid directory glob {p:?}: {e}")))
-            })
-            .transpose()
-    };
-    let (include, exclude) = (glob(&options.include)?, glob(&options.exclude)?);
+) -> Result<Vec<super::build::BuiltObject>, Unrendered> {
     let mut files = Vec::new();
-    collect_manifest_files(dir, options.recurse, &mut files);
-    files.sort();
+    collect_manifest_files(dir, dir, options, &mut files);
     let mut objects = Vec::new();
-    for file in files {
-        let relative = paths::relative(dir, &file);
-        let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        // Matched against the path under the directory, as the repo-server matches.
-        let selected = |m: &globset::GlobMatcher| m.is_match(&relative);
-        if include.as_ref().is_some_and(|m| !selected(m)) || exclude.as_ref().is_some_and(selected) {
-            continue;
-        }
+    for (file, content) in files {
         let shown = paths::relative(root, &file);
-        if name.ends_with(".jsonnet") || name.ends_with(".libsonnet") {
-            if name.ends_with(".jsonnet") || options.jsonnet {
+        if shown.ends_with(".jsonnet") {
+            return Err(Unrendered::External(format!(
+                "{shown} is Jsonnet: Jsonnet sources are not rendered by fluxplan, so this Application is not planned"
+            )));
+        }
+        let text = String::from_utf8_lossy(&content);
+        for object in manifests_of(&shown, &text)? {
+            let has = |field: &str| object.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+            let meta = &object["metadata"];
+            let text = |v: &Value| v.as_str().is_some_and(|s| !s.is_empty());
+            // Hooks may be named by generateName (Argo CD creates them anew on each sync).
+            let hook = argocd::sync_options::hook_phases(meta).is_some();
+            let named = text(&meta["name"]) || (hook && text(&meta["generateName"]));
+            if !(object.is_object()
+                && has("apiVersion")
+                && has("kind")
+                && object["metadata"].is_object()
+                && named)
+            {
                 return Err(RenderError::InvalidSource(format!(
-                    "{shown}: Jsonnet is not rendered by fluxplan; exclude it (directory.exclude) or plan this \
-                     Application elsewhere"
-                )));
+                    "{shown}: a document is not a Kubernetes object (it needs apiVersion, kind and metadata.name, or metadata.generateName for a hook)"
+                ))
+                .into());
             }
-            continue;
-        }
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| RenderError::InvalidSource(format!("cannot read {shown}: {e}")))?;
-        let docs = if name.ends_with(".json") {
-            serde_json::from_str::<Value>(&text).map(|v| vec![v]).map_err(|e| e.to_string())
-        } else {
-            yaml::parse_documents(&text)
-        }
-        .map_err(|e| RenderError::InvalidSource(format!("{shown}: not valid YAML or JSON: {e}")))?;
-        for doc in docs {
-            let items =
-                if doc["kind"].as_str().is_some_and(|k| k.ends_with("List")) && doc["items"].is_array() {
-                    doc["items"].as_array().cloned().unwrap_or_default()
-                } else {
-                    vec![doc]
-                };
-            for object in items {
-                let has =
-                    |field: &str| object.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
-                let meta = &object["metadata"];
-                let text = |v: &Value| v.as_str().is_some_and(|s| !s.is_empty());
-                // Hooks may be named by generateName (Argo CD creates them anew on each sync).
-                let hook = argocd::sync_options::hook_phases(meta).is_some();
-                let named = text(&meta["name"]) || (hook && text(&meta["generateName"]));
-                if !(object.is_object()
-                    && has("apiVersion")
-                    && has("kind")
-                    && object["metadata"].is_object()
-                    && named)
-                {
-                    return Err(RenderError::InvalidSource(format!(
-                        "{shown}: a document is not a Kubernetes object (it needs apiVersion, kind and metadata.name, or metadata.generateName for a hook)"
-                    )));
-                }
-                objects.push(super::build::BuiltObject { object, origin: Some(shown.clone()) });
-            }
+            objects.push(super::build::BuiltObject { object, origin: Some(shown.clone()) });
         }
     }
     Ok(objects)
 }
 
-fn collect_manifest_files(dir: &Path, recurse: bool, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        if name.starts_with('.') || super::is_fluxplan_scratch(&entry.file_name()) {
+/// The objects of one manifest file, as the repo-server decodes them: a JSON file holds one
+/// object; a YAML file's documents are objects (empty ones skipped), and a YAML file whose first
+/// document is not an object with a `kind` is ignored unless it looks like a manifest (it holds
+/// `apiVersion:`, `kind:` and `metadata:`), then it fails. `items` lists are flattened.
+fn manifests_of(shown: &str, text: &str) -> Result<Vec<Value>, RenderError> {
+    let invalid = |e: String| RenderError::InvalidSource(format!("{shown}: not valid YAML or JSON: {e}"));
+    let docs = if shown.ends_with(".json") {
+        vec![serde_json::from_str::<Value>(text).map_err(|e| invalid(e.to_string()))?]
+    } else {
+        let looks_like_manifest =
+            ["apiVersion:", "kind:", "metadata:"].iter().all(|marker| text.contains(marker));
+        let docs = match yaml::parse_documents(text) {
+            Ok(docs) => docs,
+            Err(e) if looks_like_manifest => return Err(invalid(e.to_string())),
+            Err(_) => return Ok(Vec::new()),
+        };
+        let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
+        let has_kind = |d: &Value| d.get("kind").and_then(Value::as_str).is_some_and(|k| !k.is_empty());
+        match docs.iter().position(|d| !has_kind(d)) {
+            None => docs,
+            // Decoding stops at the first document that is not an object: what came before it
+            // means the file was meant as manifests.
+            Some(0) if !looks_like_manifest => return Ok(Vec::new()),
+            Some(_) => {
+                return Err(RenderError::InvalidSource(format!(
+                    "{shown}: a document is not a Kubernetes object (it has no kind)"
+                )))
+            }
+        }
+    };
+    let mut objects = Vec::new();
+    for doc in docs {
+        match doc.get("items") {
+            Some(Value::Array(items)) => objects.extend(items.iter().cloned()),
+            // A list whose items are null holds nothing (unless it is an object with a spec or
+            // status that happens to have a null `items`).
+            Some(Value::Null) if doc.get("spec").is_none() && doc.get("status").is_none() => {}
+            _ => objects.push(doc),
+        }
+    }
+    Ok(objects)
+}
+
+/// The files of `dir` the repo-server reads as manifests, with their content, in its walk's
+/// (lexical) order: see `read_directory`.
+fn collect_manifest_files(
+    app_dir: &Path,
+    dir: &Path,
+    options: &DirectoryOptions,
+    out: &mut Vec<(PathBuf, Vec<u8>)>,
+) {
+    // Depth first, entries in lexical order, with an explicit stack: no depth of directories
+    // exhausts a thread's.
+    let sorted = |dir: &Path| {
+        let mut entries: Vec<_> = std::fs::read_dir(dir).into_iter().flatten().flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        entries.into_iter()
+    };
+    let mut stack = vec![sorted(dir)];
+    while let Some(entries) = stack.last_mut() {
+        let Some(entry) = entries.next() else {
+            stack.pop();
+            continue;
+        };
+        let name = entry.file_name();
+        if super::is_fluxplan_scratch(&name) {
             continue;
         }
         let Ok(file_type) = entry.file_type() else { continue };
-        if file_type.is_dir() && recurse {
-            collect_manifest_files(&entry.path(), true, out);
-        } else if file_type.is_file()
-            && [".yaml", ".yml", ".json", ".jsonnet", ".libsonnet"].iter().any(|ext| name.ends_with(ext))
-        {
-            out.push(entry.path());
+        if file_type.is_dir() {
+            if options.recurse {
+                stack.push(sorted(&entry.path()));
+            }
+            continue;
         }
+        let name = name.to_string_lossy();
+        if !file_type.is_file() || (!options.disable_extension_filter && !is_manifest_name(&name)) {
+            continue;
+        }
+        let relative = paths::relative(app_dir, &entry.path());
+        let matches = |pattern: &Option<String>| {
+            pattern.as_deref().is_some_and(|p| argocd::glob::is_match(p, &relative))
+        };
+        if matches(&options.exclude) || (options.include.is_some() && !matches(&options.include)) {
+            continue;
+        }
+        let Ok(content) = std::fs::read(entry.path()) else { continue };
+        if memchr::memmem::find(&content, SKIP_FILE_RENDERING).is_some() {
+            continue;
+        }
+        out.push((entry.path(), content));
     }
 }

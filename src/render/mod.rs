@@ -439,6 +439,13 @@ pub struct RenderOptions {
     /// URLs that name the repository being rendered, besides its git remotes (Argo CD
     /// Applications whose `repoURL` is one of them are rendered from it).
     pub repo_urls: Vec<String>,
+    /// The branch the plan merges into: an Argo CD `targetRevision` naming it reads the tree being
+    /// rendered. `None`: the branch `rev` names, else the one checked out.
+    pub planned_branch: Option<String>,
+    /// The commits a plan compares (base and head): a `targetRevision` that resolves to one of
+    /// them reads the tree being rendered, even where the branch merged into is not known (else
+    /// the head render would read the base's tree and plan nothing).
+    pub planned_commits: Vec<String>,
     /// Roots declared in the base revision's `.fluxplan.yaml`: when given, the only roots.
     pub declared_roots: Option<Vec<DeclaredRoot>>,
     /// Bootstrap roots of the plan's base, rendered at head when head no longer declares them.
@@ -472,6 +479,8 @@ impl RenderOptions {
             rev: None,
             sources: BTreeMap::new(),
             repo_urls: Vec::new(),
+            planned_branch: None,
+            planned_commits: Vec::new(),
             keep_exports: false,
             values: Arc::new(crate::cluster::Offline),
             cluster_values: BTreeMap::new(),

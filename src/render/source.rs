@@ -368,9 +368,18 @@ impl ExportedSource {
         Some(parts.as_path().to_string_lossy().replace('\\', "/")).filter(|p| !p.is_empty())
     }
 
+    /// The tree as exported, no ignore rule applied: what a clone holds (less symlinks and
+    /// oversized files), as Argo CD's repo-server reads it.
+    pub fn unfiltered(&self) -> PathBuf {
+        self.raw.clone()
+    }
+
     /// The content identity of `tree`, one of this export's trees, when the export is of a commit.
     pub fn tree_ids(&self, tree: &Path) -> Option<TreeIds> {
         let (ids, sourceignores) = self.object_ids.as_ref()?;
+        if tree == self.raw {
+            return Some(TreeIds { ids: ids.clone(), salt: format!("unfiltered {:?}", self.limits) });
+        }
         let filtered = self.filtered.lock().unwrap_or_else(|e| e.into_inner());
         let (ignore, _) = filtered.iter().find(|(_, dir)| dir.as_path() == tree)?;
         let salt = format!("{ignore:?} {sourceignores} {:?}", self.limits);

@@ -502,23 +502,19 @@ impl Renderer {
                 claimed.insert(file);
             }
         }
-        // Argo CD Applications of the same revision, one cluster per root Application.
+        // Argo CD Applications of the same revision, one cluster per root Application. The
+        // repo-server reads every file of a clone: no `.sourceignore` applies.
+        let argo_tree = this_repo.unfiltered();
         let argo_files: Vec<(String, String)> = this_repo
             .flux_manifests
             .iter()
             .filter(|(path, text)| {
-                super::argo::mentions_argocd(text.as_bytes()) && discovery_tree.join(path).is_file()
+                super::argo::mentions_argocd(text.as_bytes()) && argo_tree.join(path).is_file()
             })
             .cloned()
             .collect();
-        let argo = super::argo::ArgoWalk::new(
-            &self.builder,
-            &this_repo,
-            discovery_tree.clone(),
-            &remotes,
-            opts,
-            &progress,
-        );
+        let argo =
+            super::argo::ArgoWalk::new(&self.builder, &this_repo, argo_tree, &remotes, opts, &progress);
         clusters.extend(argo.walk(&pool, &argo_files, &mut warnings));
         progress.finish();
         if let Err(reason) = opts.cancel.check() {

@@ -262,6 +262,13 @@ fn view(plan: &Plan, color: bool) -> Value {
     };
     let dangers = plan.alerts.iter().filter(|a| a.severity == Severity::Danger).count();
     let mut headline = headline_counts(plan);
+    let unplanned = plan.unplanned_changes.iter().filter(|u| !u.read_by.is_empty()).count();
+    if unplanned > 0 {
+        headline.push_str(&format!(
+            "; {} read by what fluxplan does not render",
+            plural(unplanned, "changed file", "changed files")
+        ));
+    }
     if dangers > 0 {
         headline.push_str(&format!("; {dangers} dangerous alert(s) block the merge"));
     }

@@ -1,0 +1,118 @@
+//! Every file a pull request changes is accounted for: reached by a unit fluxplan planned, read
+//! by a unit it did not render (`external`: another source, a Helm, Jsonnet or plugin source),
+//! or read by none. A change only external units read would otherwise plan "no changes": it is
+//! a `warning` and the verdict is at least `changes`.
+
+use super::{Alert, Policy};
+use crate::argocd::reads::covers;
+use crate::render::{Render, RenderedKustomization, Status, UnitKind};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A changed file no planned unit accounts for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnplannedChange {
+    /// The repository path.
+    pub file: String,
+    /// The units not rendered that read it; empty when no unit reads it (a README).
+    pub read_by: Vec<UnitRef>,
+}
+
+/// A unit of a plan, by cluster, kind and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct UnitRef {
+    pub cluster: String,
+    pub kind: UnitKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl UnitRef {
+    fn label(&self) -> String {
+        format!("{} {}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+}
+
+/// A repository path as specs write it (`./apps/`), as repository paths read (`apps`).
+fn repo_path(path: &str) -> Option<String> {
+    let normalized = crate::paths::normalize(std::path::Path::new(path.trim_start_matches('/')))?;
+    Some(normalized.to_string_lossy().trim_end_matches('/').to_string())
+}
+
+/// What a unit reads in this repository. A Flux Kustomization whose source may be this
+/// repository (this repository's GitRepository, or an OCIRepository, Bucket or artifact that
+/// may be built from it) reads its path; one on another repository's GitRepository reads
+/// nothing here.
+fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String> {
+    if let Some(argo) = &unit.argocd {
+        return argo.reads.clone();
+    }
+    let key = format!("{}/{}", unit.source.namespace, unit.source.name);
+    let another_repository = unit.source.kind == "GitRepository" && !render.this_repo_sources.contains(&key);
+    if another_repository && unit.status == Status::External {
+        return Vec::new();
+    }
+    repo_path(&unit.path).into_iter().collect()
+}
+
+/// The changed files that no planned unit accounts for, from both renders.
+pub fn account(changed: &[String], base: &Render, head: &Render) -> Vec<UnplannedChange> {
+    let mut external: Vec<(UnitRef, Vec<String>)> = Vec::new();
+    let mut reached: Vec<String> = Vec::new();
+    let mut origins: BTreeSet<&str> = BTreeSet::new();
+    for render in [base, head] {
+        for (cluster, unit) in render.kustomizations() {
+            let read = reads(render, unit);
+            if unit.status == Status::External {
+                let reference = UnitRef {
+                    cluster: cluster.name.clone(),
+                    kind: unit.kind,
+                    namespace: unit.namespace.clone(),
+                    name: unit.name.clone(),
+                };
+                external.push((reference, read));
+            } else {
+                reached.extend(read);
+            }
+            origins.extend(unit.objects.iter().filter_map(|o| o.origin.as_deref()));
+            origins.extend(unit.file.as_deref());
+        }
+    }
+    let mut unplanned = Vec::new();
+    for file in changed {
+        let read_by: BTreeSet<UnitRef> = external
+            .iter()
+            .filter(|(_, read)| read.iter().any(|r| covers(r, file)))
+            .map(|(unit, _)| unit.clone())
+            .collect();
+        let planned = origins.contains(file.as_str()) || reached.iter().any(|r| covers(r, file));
+        if read_by.is_empty() && planned {
+            continue;
+        }
+        unplanned.push(UnplannedChange { file: file.clone(), read_by: read_by.into_iter().collect() });
+    }
+    unplanned
+}
+
+/// One `unplanned-change` warning per unit not rendered whose files the pull request changes.
+pub fn alerts(policy: &Policy, unplanned: &[UnplannedChange]) -> Vec<Alert> {
+    let mut by_unit: BTreeMap<&UnitRef, Vec<&str>> = BTreeMap::new();
+    for change in unplanned {
+        for unit in &change.read_by {
+            by_unit.entry(unit).or_default().push(&change.file);
+        }
+    }
+    by_unit
+        .into_iter()
+        .filter_map(|(unit, files)| {
+            let message = format!(
+                "{} is not rendered by fluxplan and this pull request changes what it reads: {}; what it applies \
+                 after the merge is not in this plan: review those files yourself",
+                unit.label(),
+                files.join(", ")
+            );
+            let reference = Some(format!("{}/{}", unit.namespace, unit.name));
+            policy.alert("unplanned-change", &unit.cluster, reference, message, Vec::new())
+        })
+        .collect()
+}

@@ -1,0 +1,363 @@
+//! What Argo CD reads, exactly: the revision each source and git generator names, every manifest
+//! file of a directory source (dot-files too), and no silent pass on files only units fluxplan
+//! does not render read.
+
+use crate::argocd::fleet;
+use crate::fixture::{changes_of, edit, plan_cli, plan_json, Repo};
+use serde_json::Value;
+
+fn codes(plan: &Value) -> Vec<(String, String)> {
+    plan["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["severity"].as_str().unwrap().to_string(), a["code"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+fn has_alert(plan: &Value, severity: &str, code: &str) -> bool {
+    codes(plan).contains(&(severity.to_string(), code.to_string()))
+}
+
+fn pair(action: &str, id: &str) -> (String, String) {
+    (action.to_string(), id.to_string())
+}
+
+const PRIVILEGED_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: miner
+spec:
+  hostPID: true
+  containers:
+    - name: miner
+      image: evil/miner
+      securityContext:
+        privileged: true
+";
+
+/// A branch `evil` of the fleet (from its base commit) with `change` applied, then back on main.
+fn evil_branch(repo: &Repo, change: impl FnOnce(&Repo)) {
+    repo.git(&["checkout", "-q", "-b", "evil"]);
+    change(repo);
+    repo.commit("evil");
+    repo.git(&["checkout", "-q", "main"]);
+}
+
+#[test]
+fn a_target_revision_pin_plans_what_the_pinned_branch_holds_and_blocks() {
+    let repo = fleet();
+    evil_branch(&repo, |repo| {
+        repo.remove("workloads/shop");
+        repo.write("workloads/shop/pod.yaml", PRIVILEGED_POD);
+    });
+    edit(&repo, "apps/shop.yaml", "targetRevision: main", "targetRevision: evil");
+    repo.commit("pin shop to evil");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    assert!(has_alert(&plan, "danger", "source-ref-pinned"), "{:?}", codes(&plan));
+    let shop = changes_of(&plan, "argocd/shop");
+    assert!(shop.contains(&pair("create", "shop_miner__Pod")), "{shop:?}");
+    // What the pin drops is pruned: Argo CD syncs the pinned tree.
+    assert!(shop.iter().any(|(action, id)| action == "delete" && id.contains("shop-settings")), "{shop:?}");
+}
+
+#[test]
+fn a_target_revision_naming_a_tag_or_commit_renders_it_and_a_range_is_external() {
+    let repo = fleet();
+    let base = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
+    repo.git(&["tag", "v1.0.0"]);
+    evil_branch(&repo, |repo| {
+        repo.write("workloads/shop/pod.yaml", PRIVILEGED_POD);
+    });
+    let evil = repo.git(&["rev-parse", "evil"]).trim().to_string();
+    let render = |revision: &str| {
+        edit(&repo, "apps/shop.yaml", "targetRevision: main", &format!("targetRevision: '{revision}'"));
+        repo.commit(revision);
+        let render = repo.render(Some("HEAD"));
+        repo.git(&["revert", "--no-edit", "HEAD"]);
+        render
+    };
+    let ids = |r: &fluxplan::render::Render| r.find("argocd/shop").unwrap().ids();
+    let pinned = render(&evil);
+    assert!(ids(&pinned).contains(&"shop_miner__Pod".to_string()), "{:?}", ids(&pinned));
+    let tagged = render("v1.0.0");
+    assert!(
+        !ids(&tagged).contains(&"shop_miner__Pod".to_string()),
+        "the tag is the base: {:?}",
+        ids(&tagged)
+    );
+    assert!(!ids(&tagged).is_empty());
+    let short = render(&evil[..10]);
+    assert!(ids(&short).contains(&"shop_miner__Pod".to_string()), "a truncated commit id is a commit");
+    let _ = base;
+    for unresolvable in [">=1.0.0", "no-such-branch", "-c", "evil~1", "HEAD@{1}"] {
+        let render = render(unresolvable);
+        let shop = render.find("argocd/shop").unwrap();
+        assert_eq!(shop.status, fluxplan::render::Status::External, "{unresolvable}: {:?}", shop.ids());
+        assert!(
+            shop.warnings.iter().any(|w| w.contains("targetRevision")),
+            "{unresolvable}: {:?}",
+            shop.warnings
+        );
+    }
+}
+
+#[test]
+fn an_applicationset_generator_revision_plans_what_that_branch_generates() {
+    let repo = fleet();
+    evil_branch(&repo, |repo| {
+        repo.write("services/miner/pod.yaml", PRIVILEGED_POD);
+    });
+    edit(&repo, "apps/platform.yaml", "revision: main", "revision: evil");
+    repo.commit("generate from evil");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    assert!(has_alert(&plan, "danger", "source-ref-pinned"), "{:?}", codes(&plan));
+    let platform = changes_of(&plan, "argocd/platform");
+    assert!(platform.contains(&pair("create", "argocd_miner_argoproj.io_Application")), "{platform:?}");
+
+    // The template's targetRevision: the generated Applications render that branch.
+    let repo = fleet();
+    evil_branch(&repo, |repo| {
+        repo.write("services/api/pod.yaml", PRIVILEGED_POD);
+    });
+    edit(&repo, "apps/platform.yaml", "        targetRevision: main", "        targetRevision: evil");
+    repo.commit("template pins evil");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    assert!(has_alert(&plan, "danger", "source-ref-pinned"), "{:?}", codes(&plan));
+    assert!(changes_of(&plan, "argocd/api").contains(&pair("create", "api_miner__Pod")));
+}
+
+#[test]
+fn a_dot_file_of_a_directory_source_is_planned() {
+    let repo = fleet();
+    repo.write(
+        "workloads/legacy/.backdoor.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: backdoor
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: cluster-admin
+subjects:
+  - kind: ServiceAccount
+    name: default
+    namespace: legacy
+",
+    );
+    repo.write(
+        "workloads/legacy/.hidden/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hidden\n",
+    );
+    repo.commit("dot files");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1, "{plan:#}");
+    let legacy = changes_of(&plan, "argocd/legacy");
+    assert!(
+        legacy.contains(&pair("create", "_backdoor_rbac.authorization.k8s.io_ClusterRoleBinding")),
+        "{legacy:?}"
+    );
+    assert!(
+        legacy.contains(&pair("create", "legacy_hidden__ConfigMap")),
+        "recurse reads dot-directories: {legacy:?}"
+    );
+}
+
+#[test]
+fn directory_include_exclude_and_recurse_match_as_the_repo_server_matches() {
+    let repo = fleet();
+    let cm = |name: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n");
+    repo.write("workloads/globs/top.yaml", &cm("top"));
+    repo.write("workloads/globs/sub/deep.yaml", &cm("deep"));
+    repo.write("workloads/globs/sub/skip.yml", &cm("skipped"));
+    repo.write("workloads/globs/marked.yaml", &format!("# +argocd:skip-file-rendering\n{}", cm("marked")));
+    repo.write("workloads/globs/values.yaml", "replicas: 3\nimage: web\n");
+    repo.write("workloads/globs/lib.libsonnet", "{}");
+    let app = |name: &str, directory: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: {name}
+  namespace: argocd
+spec:
+  project: default
+  source:
+    repoURL: https://github.com/acme/argocd-fleet.git
+    targetRevision: main
+    path: workloads/globs
+    directory:
+{directory}
+  destination:
+    server: https://kubernetes.default.svc
+    namespace: globs
+"
+        )
+    };
+    // `*` crosses `/` (no separators); `**/*.yaml` needs a `/`; an exclude wins; a glob that
+    // does not compile matches nothing.
+    repo.write("apps/globs-star.yaml", &app("globs-star", "      recurse: true\n      include: '*.yaml'"));
+    repo.write("apps/globs-deep.yaml", &app("globs-deep", "      recurse: true\n      include: '**/*.yaml'"));
+    repo.write(
+        "apps/globs-exclude.yaml",
+        &app(
+            "globs-exclude",
+            "      recurse: true\n      include: '{top,sub/*}.y*ml'\n      exclude: 'sub/skip*'",
+        ),
+    );
+    repo.write("apps/globs-flat.yaml", &app("globs-flat", "      recurse: false"));
+    repo.write("apps/globs-broken.yaml", &app("globs-broken", "      recurse: true\n      include: '[top'"));
+    repo.commit("globs");
+    let render = repo.render(Some("HEAD"));
+    let ids = |name: &str| render.find(&format!("argocd/{name}")).unwrap().ids();
+    assert_eq!(ids("globs-star"), ["globs_deep__ConfigMap", "globs_top__ConfigMap"]);
+    assert_eq!(ids("globs-deep"), ["globs_deep__ConfigMap"]);
+    assert_eq!(ids("globs-exclude"), ["globs_deep__ConfigMap", "globs_top__ConfigMap"]);
+    assert_eq!(ids("globs-flat"), ["globs_top__ConfigMap"], "values.yaml is not a manifest: ignored");
+    assert_eq!(ids("globs-broken"), Vec::<String>::new());
+}
+
+/// The fleet plus an Application of `kind` (a Helm chart or a Jsonnet directory) at `path`.
+fn fleet_with_external_app(name: &str, path: &str, files: &[(&str, &str)]) -> Repo {
+    let repo = fleet();
+    for (file, text) in files {
+        repo.write(&format!("{path}/{file}"), text);
+    }
+    repo.write(
+        &format!("apps/{name}.yaml"),
+        &format!(
+            "apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: {name}
+  namespace: argocd
+spec:
+  project: default
+  source:
+    repoURL: https://github.com/acme/argocd-fleet.git
+    targetRevision: main
+    path: {path}
+  destination:
+    server: https://kubernetes.default.svc
+    namespace: {name}
+"
+        ),
+    );
+    repo.commit("base");
+    repo
+}
+
+fn unplanned(plan: &Value) -> Vec<(String, Vec<String>)> {
+    plan["unplanned_changes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no unplanned_changes: {plan:#}"))
+        .iter()
+        .map(|u| {
+            let units = u["read_by"].as_array().unwrap().iter();
+            let units =
+                units.map(|r| format!("{} {}/{}", r["kind"], r["namespace"], r["name"]).replace('"', ""));
+            (u["file"].as_str().unwrap().to_string(), units.collect())
+        })
+        .collect()
+}
+
+#[test]
+fn an_argo_helm_chart_edit_is_a_change_with_a_warning() {
+    let repo = fleet_with_external_app(
+        "charts",
+        "charts/web",
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n"),
+            ("templates/cm.yaml", "kind: ConfigMap\n"),
+        ],
+    );
+    repo.write("charts/web/templates/cm.yaml", "kind: ConfigMap\n# edited\n");
+    repo.commit("edit the chart");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(plan["verdict"], "changes", "{plan:#}");
+    assert_eq!(code, 1);
+    assert!(has_alert(&plan, "warning", "unplanned-change"), "{:?}", codes(&plan));
+    assert_eq!(
+        unplanned(&plan),
+        [("charts/web/templates/cm.yaml".to_string(), vec!["Application argocd/charts".to_string()])]
+    );
+    let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
+    insta::assert_snapshot!("argo_reach_helm_chart_edit_markdown", markdown);
+    let (text, _) = plan_cli(&repo, "HEAD~1", "HEAD", "text", &[]);
+    assert!(text.contains("charts/web/templates/cm.yaml"), "{text}");
+}
+
+#[test]
+fn a_jsonnet_app_is_external_and_its_edit_is_a_change() {
+    let repo = fleet_with_external_app(
+        "jsonnet",
+        "workloads/jsonnet",
+        &[("app.jsonnet", "{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'j' } }\n")],
+    );
+    // Never a failing root: the plan of the unchanged fleet is not blocked by it.
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_ne!(code, 2, "{:?}", codes(&plan));
+    assert!(!codes(&plan).iter().any(|(_, code)| code == "root-failed" || code == "build-failed"));
+    let jsonnet = crate::fixture::kustomization_in(&plan, "argocd/jsonnet");
+    assert_eq!(jsonnet["status"], "external", "{jsonnet:#}");
+    repo.write(
+        "workloads/jsonnet/app.jsonnet",
+        "{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'k' } }\n",
+    );
+    repo.commit("edit jsonnet");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!((plan["verdict"].as_str(), code), (Some("changes"), 1), "{plan:#}");
+    assert_eq!(
+        unplanned(&plan),
+        [("workloads/jsonnet/app.jsonnet".to_string(), vec!["Application argocd/jsonnet".to_string()])]
+    );
+}
+
+#[test]
+fn a_flux_kustomization_on_an_oci_source_reads_its_path_here() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization_of(
+        "clusters/prod/tenants.yaml",
+        "tenants",
+        "./tenants",
+        ("OCIRepository", "tenants"),
+        "",
+    );
+    repo.config_map("tenants/team-a.yaml", "team-a", "team-a");
+    repo.commit("base");
+    repo.config_map("tenants/team-a.yaml", "team-a-renamed", "team-a");
+    repo.commit("edit tenants");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!((plan["verdict"].as_str(), code), (Some("changes"), 1), "{plan:#}");
+    assert!(has_alert(&plan, "warning", "unplanned-change"), "{:?}", codes(&plan));
+    assert_eq!(
+        unplanned(&plan),
+        [("tenants/team-a.yaml".to_string(), vec!["Kustomization flux-system/tenants".to_string()])]
+    );
+    insta::assert_snapshot!(
+        "argo_reach_oci_tenants_json",
+        serde_json::to_string_pretty(&plan["unplanned_changes"]).unwrap()
+    );
+}
+
+#[test]
+fn a_readme_only_change_stays_no_changes_but_is_listed() {
+    let repo = fleet();
+    repo.write("README.md", "# the fleet\n");
+    repo.commit("docs");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!((plan["verdict"].as_str(), code), (Some("no-changes"), 0), "{plan:#}");
+    assert_eq!(unplanned(&plan), [("README.md".to_string(), Vec::<String>::new())]);
+    assert!(!has_alert(&plan, "warning", "unplanned-change"));
+    // A file a planned Application reads is planned, not listed.
+    edit(&repo, "workloads/shop/shop.yaml", "apiVersion", "# a comment\napiVersion");
+    repo.write("docs/notes.md", "notes\n");
+    repo.commit("more docs");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!((plan["verdict"].as_str(), code), (Some("no-changes"), 0), "{plan:#}");
+    assert_eq!(unplanned(&plan), [("docs/notes.md".to_string(), Vec::<String>::new())]);
+}
