@@ -19,4 +19,5 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod tls;
+pub mod tree;
 pub mod yaml;

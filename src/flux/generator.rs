@@ -2,6 +2,7 @@
 //! YAML files under it, with the Kustomization's spec overrides layered on top.
 
 use super::kustomization::Kustomization;
+use crate::tree::Descend;
 use crate::yaml;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
@@ -135,32 +136,19 @@ fn generate(dir: &Path, display: &dyn Fn(&Path) -> String) -> Result<Value, Gene
 }
 
 /// The controller's walk (filepath.Walk): depth first, entries in lexical order, a directory with
-/// a kustomization file taken whole. An explicit stack, so no depth of directories can exhaust a
-/// thread's.
+/// a kustomization file taken whole.
 fn collect_resources(
     base: &Path,
     out: &mut Vec<String>,
     display: &dyn Fn(&Path) -> String,
 ) -> Result<(), GenerateError> {
-    let mut stack = vec![sorted_entries(base, display)?.into_iter()];
-    while let Some(entries) = stack.last_mut() {
-        let Some(entry) = entries.next() else {
-            stack.pop();
-            continue;
-        };
-        if crate::render::is_fluxplan_scratch(&entry.file_name()) {
-            continue;
-        }
+    crate::tree::walk(base, |entry, file_type| {
         let path = entry.path();
         let relative = format!("./{}", path.strip_prefix(base).unwrap_or(&path).display());
-        let file_type = entry
-            .file_type()
-            .map_err(|e| GenerateError::Io { file: display(&path), reason: e.to_string() })?;
         if file_type.is_dir() {
             if kustomization_file(&path).is_some() {
                 out.push(relative);
-            } else {
-                stack.push(sorted_entries(&path, display)?.into_iter());
+                return Ok(Descend::No);
             }
         } else if file_type.is_file() {
             let name = entry.file_name();
@@ -170,18 +158,18 @@ fn collect_resources(
                 out.push(relative);
             }
         }
-    }
-    Ok(())
+        Ok(Descend::Yes)
+    })
+    .map_err(|e| match e {
+        GenerateError::Io { file, reason } => GenerateError::Io { file: display(Path::new(&file)), reason },
+        other => other,
+    })
 }
 
-fn sorted_entries(
-    dir: &Path,
-    display: &dyn Fn(&Path) -> String,
-) -> Result<Vec<std::fs::DirEntry>, GenerateError> {
-    let io = |e: std::io::Error| GenerateError::Io { file: display(dir), reason: e.to_string() };
-    let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect::<Result<_, _>>().map_err(io)?;
-    entries.sort_by_key(|e| e.file_name());
-    Ok(entries)
+impl From<crate::tree::Unreadable> for GenerateError {
+    fn from(e: crate::tree::Unreadable) -> Self {
+        GenerateError::Io { file: e.path.display().to_string(), reason: e.error.to_string() }
+    }
 }
 
 /// Every non-empty document must be a Kubernetes object with `kind` and `metadata.name` (kinds

@@ -144,16 +144,12 @@ fn lines(text: &str) -> Vec<String> {
 }
 
 fn collect_sourceignore_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let file_type = entry.file_type()?;
-        if file_type.is_dir() && entry.file_name() != ".git" {
-            collect_sourceignore_files(&entry.path(), out)?;
-        } else if file_type.is_file() && entry.file_name() == SOURCEIGNORE_FILE {
+    crate::tree::walk::<std::io::Error>(dir, |entry, file_type| {
+        if file_type.is_file() && entry.file_name() == SOURCEIGNORE_FILE {
             out.push(entry.path());
         }
-    }
-    Ok(())
+        Ok(if entry.file_name() == ".git" { crate::tree::Descend::No } else { crate::tree::Descend::Yes })
+    })
 }
 
 #[cfg(test)]

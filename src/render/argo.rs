@@ -645,17 +645,14 @@ pub fn kept_applications(base: &super::Render, head: &super::Render) -> BTreeMap
 }
 
 fn list_tree(root: &Path, dir: &Path, dirs: &mut Vec<String>, files: &mut Vec<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let Ok(file_type) = entry.file_type() else { continue };
-        let path = entry.path();
+    let _ = crate::tree::walk::<crate::tree::Unreadable>(dir, |entry, file_type| {
         if file_type.is_dir() {
-            dirs.push(paths::relative(root, &path));
-            list_tree(root, &path, dirs, files);
+            dirs.push(paths::relative(root, &entry.path()));
         } else if file_type.is_file() {
-            files.push(paths::relative(root, &path));
+            files.push(paths::relative(root, &entry.path()));
         }
-    }
+        Ok(crate::tree::Descend::Yes)
+    });
 }
 
 /// The Applications and ApplicationSets declared in the repository's files.
@@ -791,45 +788,27 @@ fn collect_manifest_files(
     options: &DirectoryOptions,
     out: &mut Vec<(PathBuf, Vec<u8>)>,
 ) {
-    // Depth first, entries in lexical order, with an explicit stack: no depth of directories
-    // exhausts a thread's.
-    let sorted = |dir: &Path| {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).into_iter().flatten().flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        entries.into_iter()
-    };
-    let mut stack = vec![sorted(dir)];
-    while let Some(entries) = stack.last_mut() {
-        let Some(entry) = entries.next() else {
-            stack.pop();
-            continue;
-        };
-        let name = entry.file_name();
-        if super::is_fluxplan_scratch(&name) {
-            continue;
-        }
-        let Ok(file_type) = entry.file_type() else { continue };
+    let _ = crate::tree::walk::<crate::tree::Unreadable>(dir, |entry, file_type| {
         if file_type.is_dir() {
-            if options.recurse {
-                stack.push(sorted(&entry.path()));
-            }
-            continue;
+            return Ok(if options.recurse { crate::tree::Descend::Yes } else { crate::tree::Descend::No });
         }
+        let name = entry.file_name();
         let name = name.to_string_lossy();
         if !file_type.is_file() || (!options.disable_extension_filter && !is_manifest_name(&name)) {
-            continue;
+            return Ok(crate::tree::Descend::No);
         }
         let relative = paths::relative(app_dir, &entry.path());
         let matches = |pattern: &Option<String>| {
             pattern.as_deref().is_some_and(|p| argocd::glob::is_match(p, &relative))
         };
         if matches(&options.exclude) || (options.include.is_some() && !matches(&options.include)) {
-            continue;
+            return Ok(crate::tree::Descend::No);
         }
-        let Ok(content) = std::fs::read(entry.path()) else { continue };
-        if memchr::memmem::find(&content, SKIP_FILE_RENDERING).is_some() {
-            continue;
+        if let Ok(content) = std::fs::read(entry.path()) {
+            if memchr::memmem::find(&content, SKIP_FILE_RENDERING).is_none() {
+                out.push((entry.path(), content));
+            }
         }
-        out.push((entry.path(), content));
-    }
+        Ok(crate::tree::Descend::No)
+    });
 }

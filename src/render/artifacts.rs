@@ -442,7 +442,11 @@ impl Generators {
 /// Every directory under `root` (relative, sorted, symlinks not followed); an error names the
 /// limit when there are more than `max`.
 fn directories(root: &Path, rel: &str, out: &mut Vec<String>, max: u64) -> Result<(), Option<String>> {
-    let mut entries: Vec<_> = std::fs::read_dir(root.join(rel)).map_err(|_| None)?.flatten().collect();
+    let mut entries: Vec<_> = std::fs::read_dir(root.join(rel))
+        .map_err(|_| None)?
+        .flatten()
+        .filter(|e| !crate::render::is_fluxplan_scratch(&e.file_name()))
+        .collect();
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         if !entry.file_type().is_ok_and(|t| t.is_dir()) {

@@ -18,7 +18,7 @@ mod reach;
 pub mod references;
 pub mod repo_root;
 pub mod roots;
-mod scratch;
+pub mod scratch;
 pub mod source;
 mod walk;
 pub mod worker;

@@ -82,7 +82,8 @@ impl Walk<'_> {
             return;
         }
         let Ok(entries) = std::fs::read_dir(dir) else { return };
-        let mut entries: Vec<_> = entries.flatten().collect();
+        let mut entries: Vec<_> =
+            entries.flatten().filter(|e| !crate::render::is_fluxplan_scratch(&e.file_name())).collect();
         entries.sort_by_key(|e| e.file_name());
         for entry in entries {
             let path = entry.path();

@@ -5,6 +5,7 @@
 
 use crate::flux::sourceignore::SourceIgnore;
 use crate::git;
+use crate::tree::Descend;
 use anyhow::{bail, Context, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -251,7 +252,7 @@ impl ExportedSource {
             }
             None => {
                 anyhow::ensure!(repo.is_dir(), "repository directory {} does not exist", repo.display());
-                copy_tree(repo, repo, &raw, &mut budget, &mut warnings, &mut flux_manifests)?;
+                copy_tree(repo, &raw, &mut budget, &mut warnings, &mut flux_manifests)?;
                 None
             }
         };
@@ -397,7 +398,7 @@ impl ExportedSource {
         let dir = if any_ignored(&self.raw, &rules)? {
             let dir = self.workdir.path().join(format!("src{}", filtered.len()));
             std::fs::create_dir(&dir)?;
-            link_filtered(&self.raw, &self.raw, &dir, &rules)?;
+            link_filtered(&self.raw, &dir, &rules)?;
             dir
         } else {
             // Nothing to leave out: the export itself is the artifact.
@@ -561,76 +562,77 @@ fn unpack(
     }
 }
 
+/// Copies a working tree. Unlike `tree::walk` it sees every name: one that is not UTF-8 is
+/// refused, not skipped (an explicit stack, for any depth).
 fn copy_tree(
     base: &Path,
-    dir: &Path,
     dest: &Path,
     budget: &mut Budget,
     warnings: &mut Vec<String>,
     manifests: &mut Vec<(String, String)>,
 ) -> Result<()> {
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
-        let entry = entry?;
-        let path = entry.path();
-        let rel = path.strip_prefix(base).unwrap_or(&path);
-        // As for commits (`git::tree_entries`): names that are not UTF-8 are fluxplan's own in an
-        // export (`scratch`), never the repository's.
-        anyhow::ensure!(
-            entry.file_name().to_str().is_some(),
-            "{} is not UTF-8: fluxplan cannot plan it; rename the file",
-            rel.display()
-        );
-        let file_type = entry.file_type()?;
-        let target = dest.join(rel);
-        if file_type.is_symlink() {
-            warnings.push(format!("{}: symlink left out, as Flux never archives symlinks", rel.display()));
-        } else if file_type.is_dir() {
-            if entry.file_name() == ".git" {
-                continue;
+    let mut pending = vec![base.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))? {
+            let entry = entry?;
+            let path = entry.path();
+            let rel = path.strip_prefix(base).unwrap_or(&path);
+            // As for commits (`git::tree_entries`): names that are not UTF-8 are fluxplan's own in
+            // an export (`scratch`), never the repository's.
+            anyhow::ensure!(
+                entry.file_name().to_str().is_some(),
+                "{} is not UTF-8: fluxplan cannot plan it; rename the file",
+                rel.display()
+            );
+            let file_type = entry.file_type()?;
+            let target = dest.join(rel);
+            if file_type.is_symlink() {
+                warnings
+                    .push(format!("{}: symlink left out, as Flux never archives symlinks", rel.display()));
+            } else if file_type.is_dir() {
+                if entry.file_name() == ".git" {
+                    continue;
+                }
+                std::fs::create_dir_all(&target)?;
+                pending.push(path);
+            } else if file_type.is_file() {
+                if !budget.admit(rel, entry.metadata()?.len())? {
+                    continue;
+                }
+                let content =
+                    std::fs::read(&path).with_context(|| format!("cannot read {}", rel.display()))?;
+                note_manifest(rel, &content, manifests);
+                std::fs::write(&target, content).with_context(|| format!("cannot copy {}", rel.display()))?;
             }
-            std::fs::create_dir_all(&target)?;
-            copy_tree(base, &path, dest, budget, warnings, manifests)?;
-        } else if file_type.is_file() {
-            if !budget.admit(rel, entry.metadata()?.len())? {
-                continue;
-            }
-            let content = std::fs::read(&path).with_context(|| format!("cannot read {}", rel.display()))?;
-            note_manifest(rel, &content, manifests);
-            std::fs::write(&target, content).with_context(|| format!("cannot copy {}", rel.display()))?;
         }
     }
     Ok(())
 }
 
 fn any_ignored(dir: &Path, rules: &SourceIgnore) -> Result<bool> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let is_dir = entry.file_type()?.is_dir();
-        if rules.is_ignored(&entry.path(), is_dir) || (is_dir && any_ignored(&entry.path(), rules)?) {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+    let mut any = false;
+    crate::tree::walk::<anyhow::Error>(dir, |entry, file_type| {
+        any |= rules.is_ignored(&entry.path(), file_type.is_dir());
+        Ok(if any { Descend::No } else { Descend::Yes })
+    })?;
+    Ok(any)
 }
 
 /// Hard-links every file not ignored into `dest` (cheap; the files are never modified).
-fn link_filtered(raw: &Path, dir: &Path, dest: &Path, rules: &SourceIgnore) -> Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
+fn link_filtered(raw: &Path, dest: &Path, rules: &SourceIgnore) -> Result<()> {
+    crate::tree::walk::<anyhow::Error>(raw, |entry, file_type| {
         let path = entry.path();
-        let is_dir = entry.file_type()?.is_dir();
-        if rules.is_ignored(&path, is_dir) {
-            continue;
+        if rules.is_ignored(&path, file_type.is_dir()) {
+            return Ok(Descend::No);
         }
         let target = dest.join(path.strip_prefix(raw)?);
-        if is_dir {
+        if file_type.is_dir() {
             std::fs::create_dir_all(&target)?;
-            link_filtered(raw, &path, dest, rules)?;
         } else if std::fs::hard_link(&path, &target).is_err() {
             std::fs::copy(&path, &target)?;
         }
-    }
-    Ok(())
+        Ok(Descend::Yes)
+    })
 }
 
 #[cfg(test)]

@@ -1063,23 +1063,14 @@ fn discover(root: &Path, flux_files: &[(PathBuf, String)]) -> Discovered {
 }
 
 fn collect_yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => collect_yaml_files(&path, out),
-            Ok(t) if t.is_file() => {
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
-                if name.ends_with(".yaml") || name.ends_with(".yml") {
-                    out.push(path);
-                }
-            }
-            _ => {}
+    let _ = crate::tree::walk::<crate::tree::Unreadable>(dir, |entry, file_type| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if file_type.is_file() && (name.ends_with(".yaml") || name.ends_with(".yml")) {
+            out.push(entry.path());
         }
-    }
+        Ok(crate::tree::Descend::Yes)
+    });
 }
 
 /// A progress line on a terminal while renders run.

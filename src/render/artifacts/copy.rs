@@ -147,6 +147,8 @@ fn glob(src: &Path, pattern: &str, max: u64) -> Result<Vec<String>, Failed> {
                 let mut names: Vec<String> = entries
                     .flatten()
                     .filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink()))
+                    // fluxplan's build shadows are no part of the source (see `render::scratch`).
+                    .filter(|e| !crate::render::is_fluxplan_scratch(&e.file_name()))
                     .map(|e| e.file_name().to_string_lossy().into_owned())
                     .collect();
                 names.sort();
@@ -187,7 +189,8 @@ impl Copier<'_> {
         std::fs::create_dir_all(&target).map_err(|e| invalid(format!("cannot create '{to}': {e}")))?;
         let entries = std::fs::read_dir(self.src.join(from))
             .map_err(|e| invalid(format!("cannot read '{}': {e}", shown(from))))?;
-        let mut entries: Vec<_> = entries.flatten().collect();
+        let mut entries: Vec<_> =
+            entries.flatten().filter(|e| !crate::render::is_fluxplan_scratch(&e.file_name())).collect();
         entries.sort_by_key(|e| e.file_name());
         for entry in entries {
             let name = entry.file_name().to_string_lossy().into_owned();
