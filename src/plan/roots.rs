@@ -206,6 +206,7 @@ mod tests {
             stats: Default::default(),
             kustomize: String::new(),
             this_repo_sources: Default::default(),
+            not_read: Default::default(),
         }
     }
 

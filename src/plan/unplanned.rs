@@ -16,6 +16,10 @@ pub struct UnplannedChange {
     pub file: String,
     /// The units not rendered that read it; empty when no unit reads it (a README).
     pub read_by: Vec<UnitRef>,
+    /// Why a file under the path of a planned Kustomization is not read by it (an ignore rule, a
+    /// name the generated kustomization skips).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// A unit of a plan, by cluster, kind and name.
@@ -85,11 +89,13 @@ pub fn account(changed: &[String], base: &Render, head: &Render) -> Vec<Unplanne
             .filter(|(_, read)| read.iter().any(|r| covers(r, file)))
             .map(|(unit, _)| unit.clone())
             .collect();
-        let planned = origins.contains(file.as_str()) || reached.iter().any(|r| covers(r, file));
+        let why = head.not_read.get(file).or_else(|| base.not_read.get(file)).cloned();
+        let planned =
+            origins.contains(file.as_str()) || (why.is_none() && reached.iter().any(|r| covers(r, file)));
         if read_by.is_empty() && planned {
             continue;
         }
-        unplanned.push(UnplannedChange { file: file.clone(), read_by: read_by.into_iter().collect() });
+        unplanned.push(UnplannedChange { file: file.clone(), read_by: read_by.into_iter().collect(), why });
     }
     unplanned
 }

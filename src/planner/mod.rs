@@ -198,8 +198,12 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
     // An unknown revision is left for the render to report.
     let base_commit = base_commit.map_or_else(|| request.base.clone(), str::to_string);
     let declared = request.policy.before_render(&request.repo, &base_commit).unwrap_or_default();
+    // What the pull request changes: the renders explain those no Kustomization reads. An
+    // unknown revision is left for the render to report.
+    let changed = crate::git::changed_files(&request.repo, &base_commit, &request.head).unwrap_or_default();
     let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept| -> Result<Render> {
         let mut opts = request.render_options(Some(rev.to_string()));
+        opts.explain = changed.clone();
         opts.carried_roots = carried_roots;
         opts.kept_applications = kept;
         knowledge.apply_to(&mut opts);

@@ -337,6 +337,11 @@ pub struct Render {
     /// The GitRepositories (`namespace/name`) rendered as this repository.
     #[serde(skip)]
     pub this_repo_sources: BTreeSet<String>,
+    /// Files of `RenderOptions::explain` under the path of a Kustomization rendered from this
+    /// repository that its controller never reads, with why (left out of the artifact by an
+    /// ignore rule, not a manifest file of a generated kustomization).
+    #[serde(skip)]
+    pub not_read: BTreeMap<String, String>,
 }
 
 impl Render {
@@ -446,6 +451,9 @@ pub struct RenderOptions {
     /// them reads the tree being rendered, even where the branch merged into is not known (else
     /// the head render would read the base's tree and plan nothing).
     pub planned_commits: Vec<String>,
+    /// Repository files (a pull request's changes) to explain when no Kustomization reads them
+    /// although they lie under one's path (see `Render::not_read`).
+    pub explain: Vec<String>,
     /// Roots declared in the base revision's `.fluxplan.yaml`: when given, the only roots.
     pub declared_roots: Option<Vec<DeclaredRoot>>,
     /// Bootstrap roots of the plan's base, rendered at head when head no longer declares them.
@@ -481,6 +489,7 @@ impl RenderOptions {
             repo_urls: Vec::new(),
             planned_branch: None,
             planned_commits: Vec::new(),
+            explain: Vec::new(),
             keep_exports: false,
             values: Arc::new(crate::cluster::Offline),
             cluster_values: BTreeMap::new(),

@@ -375,6 +375,18 @@ impl ExportedSource {
         self.raw.clone()
     }
 
+    /// The ignore rules a source with `spec_ignore` applies to this export.
+    pub fn ignore_rules(&self, spec_ignore: Option<&str>) -> std::io::Result<SourceIgnore> {
+        SourceIgnore::load(&self.raw, spec_ignore)
+    }
+
+    /// Why the repository file `file` is not in the artifact `rules` make of this export; `None`
+    /// when it is there (or not in the export at all).
+    pub fn why_left_out(&self, rules: &SourceIgnore, file: &str) -> Option<String> {
+        let path = self.raw.join(file);
+        path.is_file().then(|| rules.why_ignored(&self.raw, &path)).flatten()
+    }
+
     /// The content identity of `tree`, one of this export's trees, when the export is of a commit.
     pub fn tree_ids(&self, tree: &Path) -> Option<TreeIds> {
         let (ids, sourceignores) = self.object_ids.as_ref()?;

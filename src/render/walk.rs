@@ -554,6 +554,18 @@ impl Renderer {
             .collect();
         unreachable.sort();
         warnings.sort();
+        // The paths (and ignore rules) of Kustomizations rendered from this repository.
+        let clusters_for_explain: Vec<(String, Option<String>)> = clusters
+            .iter()
+            .flat_map(|c| &c.kustomizations)
+            .filter(|k| k.kind == super::UnitKind::Kustomization && k.status == Status::Rendered)
+            .filter(|k| sources.is_this_repo(&k.source))
+            .filter_map(|k| {
+                let path = crate::paths::normalize(Path::new(k.path.trim_start_matches('/')))?;
+                let key = format!("{}/{}", k.source.namespace, k.source.name);
+                Some((path.to_string_lossy().into_owned(), sources.this_repo_keys.get(&key)?.ignore.clone()))
+            })
+            .collect();
         let builds = progress.done.load(Ordering::Relaxed);
         let cache_hits = progress.cached.load(Ordering::Relaxed);
         tracing::info!(
@@ -574,8 +586,65 @@ impl Renderer {
             kustomize: self.builder.kustomize.version.clone(),
             stats: RenderStats { builds, cache_hits },
             this_repo_sources: sources.this_repo_keys.keys().cloned().collect(),
+            not_read: not_read(&opts.explain, &clusters_for_explain, &sources),
         })
     }
+}
+
+/// Why each file of `files` lying under the path of a Kustomization rendered from this repository
+/// is never read by its controller, where it is not: an ignore rule leaves it out of the artifact,
+/// or the path's generated kustomization reads only `.yaml` and `.yml` files.
+fn not_read(
+    files: &[String],
+    units: &[(String, Option<String>)],
+    sources: &Sources,
+) -> BTreeMap<String, String> {
+    let mut rules = BTreeMap::new();
+    let mut reasons = BTreeMap::new();
+    for file in files {
+        for (path, ignore) in units {
+            let under = path.is_empty() || file.starts_with(&format!("{path}/"));
+            if !under {
+                continue;
+            }
+            let loaded = rules
+                .entry(ignore.clone())
+                .or_insert_with(|| sources.this_repo.ignore_rules(ignore.as_deref()).ok());
+            if let Some(why) = loaded.as_ref().and_then(|r| sources.this_repo.why_left_out(r, file)) {
+                reasons.insert(file.clone(), format!("{why}: Flux never reads it"));
+                break;
+            }
+            if let Some(why) = generator_skips(&sources.this_repo.unfiltered(), path, file) {
+                reasons.insert(file.clone(), why);
+                break;
+            }
+        }
+    }
+    reasons
+}
+
+/// Why the generated kustomization of `path` does not read `file` (under it), if it does not.
+fn generator_skips(root: &Path, path: &str, file: &str) -> Option<String> {
+    let start = root.join(path);
+    if flux::generator::kustomization_file(&start).is_some() {
+        return None; // the kustomization file decides: what it names is what is read
+    }
+    let relative = Path::new(file).strip_prefix(path).ok()?;
+    // A directory on the way with a kustomization file is read as that kustomization says.
+    let mut dir = start.clone();
+    for part in relative.parent().into_iter().flat_map(|p| p.components()) {
+        dir.push(part);
+        if flux::generator::kustomization_file(&dir).is_some() {
+            return None;
+        }
+    }
+    let name = relative.file_name()?.to_string_lossy();
+    (!(name.ends_with(".yaml") || name.ends_with(".yml"))).then(|| {
+        format!(
+            "not a .yaml or .yml file (names are case-sensitive): the kustomization Flux generates for {path} \
+             reads only those"
+        )
+    })
 }
 
 /// What rendering a candidate teaches: its index, the Kustomizations it produces (origin file,

@@ -165,18 +165,22 @@ fn names_known_to_have_hidden_manifests_are_planned() {
 }
 
 /// Adds a ConfigMap under `apps/` at each path and plans: each is created exactly when the
-/// controller reads its file.
+/// controller reads its file, and listed with the reason when it does not.
 fn check_names(paths: &[Vec<String>]) {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
     repo.config_map("apps/cm.yaml", "app", "default");
     let base = repo.commit("base");
     let mut expected = BTreeSet::new();
+    let mut left_out = BTreeSet::new();
     for (i, components) in paths.iter().enumerate() {
         let name = format!("named-{i}");
-        repo.config_map(&format!("apps/{}", components.join("/")), &name, "default");
+        let file = format!("apps/{}", components.join("/"));
+        repo.config_map(&file, &name, "default");
         if controller_reads(components) {
             expected.insert(format!("default_{name}__ConfigMap"));
+        } else {
+            left_out.insert(file);
         }
     }
     let head = repo.commit("manifests with chosen names");
@@ -187,5 +191,14 @@ fn check_names(paths: &[Vec<String>]) {
         .map(|(_, id)| id)
         .collect();
     assert_eq!(created, expected, "paths {paths:?}\n{plan:#}");
+    // What the controller leaves out, the plan lists, saying why.
+    let explained: BTreeSet<String> = plan["unplanned_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["why"].as_str().is_some_and(|w| !w.is_empty()))
+        .map(|u| u["file"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(explained, left_out, "paths {paths:?}\n{plan:#}");
     assert_eq!(code, if expected.is_empty() { 0 } else { 1 }, "paths {paths:?}\n{plan:#}");
 }
