@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod paths;
 pub mod plan;
 pub mod planner;
+pub mod private_files;
 pub mod render;
 pub mod report;
 pub mod sandbox;

@@ -78,9 +78,17 @@ pub fn run(config: ServiceConfig) -> Result<()> {
     result
 }
 
+/// The data directory is owner-only, whatever made it: the database holds every run's page
+/// token, the mirrors every pull request's content.
 fn create_data_dir(data_dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))
+    crate::private_files::owner_only_dir(data_dir).context("the data directory")
+}
+
+/// The mirrors' directory and each mirror owner-only (mirrors an older fluxplan made were not).
+fn private_mirrors(dir: &Path) -> Result<()> {
+    crate::private_files::owner_only_dir(dir)?;
+    let mirrors: Vec<PathBuf> = std::fs::read_dir(dir)?.flatten().map(|entry| entry.path()).collect();
+    crate::private_files::tighten_existing(mirrors.iter().map(PathBuf::as_path))
 }
 
 /// Opens the store and applies its migrations: `database_url`, else the embedded SQLite file in
@@ -90,6 +98,12 @@ pub async fn open_store(database_url: Option<&str>, data_dir: &Path) -> Result<S
         Some(url) => url.to_string(),
         None => {
             create_data_dir(data_dir)?;
+            // Owner-only before SQLite opens it: its -wal and -shm files take the same mode.
+            let file = data_dir.join(crate::store::SQLITE_FILE);
+            crate::private_files::owner_only_file(&file)?;
+            let journals =
+                ["-wal", "-shm"].map(|suffix| PathBuf::from(format!("{}{suffix}", file.display())));
+            crate::private_files::tighten_existing(journals.iter().map(PathBuf::as_path))?;
             Store::default_url(data_dir)
         }
     };
@@ -119,8 +133,13 @@ async fn forges(config: &ServiceConfig) -> Result<Forges> {
 }
 
 async fn serve(config: ServiceConfig) -> Result<()> {
+    // Everything the bot writes (mirrors, cache, exports) is its user's alone; what a crashed
+    // bot left in the scratch directory goes.
+    crate::private_files::restrict_new_files();
+    crate::render::leftovers::remove_dead_exports();
     // Git mirrors and the render cache live there, whatever the database.
     create_data_dir(&config.data_dir)?;
+    private_mirrors(&config.data_dir.join("mirrors"))?;
     let store = open_store(config.database_url.as_deref(), &config.data_dir).await?;
     let forges = Arc::new(forges(&config).await?);
     if forges.github.is_none() && forges.gitlab.is_none() {

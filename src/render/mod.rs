@@ -8,6 +8,7 @@ pub mod cache;
 mod finished;
 mod kept;
 pub mod kustomize;
+pub mod leftovers;
 pub mod library;
 pub mod masking;
 mod pool;

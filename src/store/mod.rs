@@ -12,6 +12,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
+/// The embedded database's file in the data directory.
+pub const SQLITE_FILE: &str = "fluxplan.db";
+
+/// Why a job failed when its process died during every attempt (a crash, an abort, killed for
+/// memory): the resync does not plan that head again.
+pub const WORKER_DIED: &str = "the planner process stopped during every attempt";
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
@@ -278,7 +285,7 @@ impl Store {
 
     /// The embedded default: a SQLite file in `data_dir`.
     pub fn default_url(data_dir: &std::path::Path) -> String {
-        format!("sqlite://{}?mode=rwc", data_dir.join("fluxplan.db").display())
+        format!("sqlite://{}?mode=rwc", data_dir.join(SQLITE_FILE).display())
     }
 
     pub fn backend(&self) -> Backend {

@@ -14,6 +14,7 @@ mod fake_gitlab;
 mod fake_kube;
 mod fake_kube_selftest;
 mod fixture;
+mod hardening;
 mod hostile;
 mod kube_view;
 mod plan;

@@ -1,0 +1,124 @@
+//! A pull request cannot crash or starve the bot: deep renders do not overflow a stack, a plan
+//! that kills its process is given up after `--max-attempts`, unverified webhook bodies and idle
+//! connections cannot lock signed deliveries and `/healthz` out, the data directory is
+//! owner-only, and what a dead process leaves behind (workers, exports) goes.
+
+use crate::bot::{
+    file_url, final_status, fleet, github_env, hanging_kustomize, pull_request, push, Bot, REPO,
+};
+use crate::fake_github::FakeGitHub;
+use crate::fixture::{fluxplan_bin, wait_for, WAIT};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).permissions().mode()
+        & 0o777
+}
+
+#[test]
+fn the_data_directory_database_and_mirrors_are_owner_only() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 72, &head, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    // A data directory an older fluxplan left open to every local user.
+    std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bot = Bot::start(data.path(), &github_env(&github));
+    assert_eq!(bot.github("pull_request", "m1", &pull_request("opened", &repo, 72, &head, &base)), 202);
+    github.wait_until("the plan", || final_status(&github, &head).is_some());
+    assert_eq!(mode(data.path()), 0o700, "the data directory");
+    let database: Vec<PathBuf> = ["fluxplan.db", "fluxplan.db-wal", "fluxplan.db-shm"]
+        .iter()
+        .map(|name| data.path().join(name))
+        .filter(|path| path.exists())
+        .collect();
+    assert!(database.len() >= 2, "the database and its write-ahead log: {database:?}");
+    for file in database {
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+    let mirrors = data.path().join("mirrors");
+    assert_eq!(mode(&mirrors), 0o700, "the mirrors directory");
+    let each: Vec<_> = std::fs::read_dir(&mirrors).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(!each.is_empty());
+    for mirror in each {
+        assert_eq!(mode(&mirror) & 0o077, 0, "{}", mirror.display());
+    }
+}
+
+fn fluxplan_cmd(args: &[&str]) -> Command {
+    let mut command = Command::new(fluxplan_bin());
+    command.args(args).stdin(Stdio::null());
+    command
+}
+
+/// The exports (`fluxplan-src-*`) in `scratch`.
+fn exports(scratch: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(scratch)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("fluxplan-src-")))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Kills, by pid, every process whose command line holds `marker` (a test's own sleeps).
+fn kill_marked(marker: &str) {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(marker) {
+            // SAFETY: kill has no memory effects.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+#[test]
+fn exports_of_dead_processes_are_removed_and_those_of_live_ones_kept() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (repo, _) = fleet();
+    repo.write("apps/hang", "");
+    let marker = format!("3600.{}73", std::process::id());
+    let kustomize = hanging_kustomize(scratch.path(), &marker);
+    let hanging_build = || {
+        fluxplan_cmd(&["build", "--repo", repo.path().to_str().unwrap()])
+            .env("FLUXPLAN_WORKDIR", scratch.path())
+            .env("FLUXPLAN_KUSTOMIZE", &kustomize)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // A build killed mid-render leaves its export behind.
+    let mut dead = hanging_build();
+    wait_for("the first export", WAIT, || exports(scratch.path()).len() == 1);
+    let left = exports(scratch.path()).remove(0);
+    dead.kill().unwrap();
+    dead.wait().unwrap();
+    // The next process removes it as it starts, then renders from an export of its own, which
+    // is owner-only.
+    let mut alive = hanging_build();
+    wait_for("the second export", WAIT, || exports(scratch.path()).iter().any(|p| *p != left));
+    let live = exports(scratch.path()).into_iter().find(|p| *p != left).unwrap();
+    let left_gone = !left.exists();
+    let live_mode = mode(&live);
+    // A third process starts while the second renders: the second's export stays.
+    let (plain, _) = fleet();
+    let third = fluxplan_cmd(&["build", "--repo", plain.path().to_str().unwrap()])
+        .env("FLUXPLAN_WORKDIR", scratch.path())
+        .output()
+        .unwrap();
+    assert!(third.status.success(), "{}", String::from_utf8_lossy(&third.stderr));
+    let live_kept = live.exists();
+    alive.kill().unwrap();
+    alive.wait().unwrap();
+    kill_marked(&marker);
+    assert!(left_gone, "the dead build's export {} is still there", left.display());
+    assert_eq!(live_mode, 0o700, "{}", live.display());
+    assert!(live_kept, "the live build's export {} was removed", live.display());
+}
