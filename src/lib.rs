@@ -17,6 +17,7 @@ pub mod report;
 pub mod sandbox;
 pub mod server;
 pub mod service;
+pub mod stack;
 pub mod store;
 pub mod tls;
 pub mod yaml;

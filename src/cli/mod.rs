@@ -190,7 +190,9 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Build(args) => {
             start_rendering();
-            build::run(args)
+            // The render may nest deeply: on a thread whose stack holds it (`plan` does the same).
+            crate::stack::on_render_stack("fluxplan-build", || build::run(args))
+                .unwrap_or_else(|e| Err(anyhow::anyhow!("cannot start the build's thread: {e}")))
         }
         Command::Plan(args) => {
             start_rendering();

@@ -7,10 +7,54 @@ use crate::bot::{
     file_url, final_status, fleet, github_env, hanging_kustomize, pull_request, push, Bot, REPO,
 };
 use crate::fake_github::FakeGitHub;
-use crate::fixture::{fluxplan_bin, wait_for, WAIT};
+use crate::fixture::{fluxplan_bin, wait_for, Repo, WAIT};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+/// A repository whose `apps` Kustomization's path starts a chain of `depth` kustomizations, each
+/// listing the next as its only resource; base is the bootstrap alone.
+fn nested_chain(depth: usize) -> (Repo, String, String) {
+    let repo = Repo::bootstrap("prod");
+    repo.write("clusters/prod/.keep", "");
+    let base = repo.commit("base");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./chain/0", "");
+    for level in 0..depth {
+        repo.write(
+            &format!("chain/{level}/kustomization.yaml"),
+            &format!("resources:\n- ../{}\n", level + 1),
+        );
+    }
+    repo.write(&format!("chain/{depth}/kustomization.yaml"), "resources:\n- settings.yaml\n");
+    repo.config_map(&format!("chain/{depth}/settings.yaml"), "settings", "default");
+    let head = repo.commit("a deep chain");
+    (repo, base, head)
+}
+
+#[test]
+fn a_chain_of_two_thousand_nested_kustomizations_crashes_neither_build_nor_plan() {
+    let (repo, base, head) = nested_chain(2000);
+    let path = repo.path().to_str().unwrap();
+    let runs = [
+        ("build", fluxplan_cmd(&["build", "--repo", path, "--rev", &head, "--format", "ids"]), 0..=1),
+        ("plan", fluxplan_cmd(&["plan", "--repo", path, "--base", &base, "--head", &head]), 0..=3),
+    ];
+    for (what, mut command, exits) in runs {
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // Killed by a signal (the abort of a stack overflow) has no exit code.
+        let code =
+            out.status.code().unwrap_or_else(|| panic!("{what} was killed: {:?}\n{stderr}", out.status));
+        assert!(exits.contains(&code), "{what} exited {code}\n{stderr}");
+        assert!(!stderr.contains("overflowed its stack"), "{what}: {stderr}");
+    }
+}
+
+fn fluxplan_cmd(args: &[&str]) -> Command {
+    let mut command = Command::new(fluxplan_bin());
+    command.args(args).stdin(Stdio::null());
+    command
+}
 
 fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).permissions().mode()
@@ -46,12 +90,6 @@ fn the_data_directory_database_and_mirrors_are_owner_only() {
     for mirror in each {
         assert_eq!(mode(&mirror) & 0o077, 0, "{}", mirror.display());
     }
-}
-
-fn fluxplan_cmd(args: &[&str]) -> Command {
-    let mut command = Command::new(fluxplan_bin());
-    command.args(args).stdin(Stdio::null());
-    command
 }
 
 /// The exports (`fluxplan-src-*`) in `scratch`.
