@@ -177,10 +177,7 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         },
     });
     let mirrors = Arc::new(Mirrors::new(config.data_dir.join("mirrors")));
-    let reclaimed = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await?;
-    if reclaimed > 0 {
-        tracing::info!(reclaimed, "jobs of stopped workers are back in the queue");
-    }
+    reclaim(&store, &forges, &metrics, lease, max_attempts).await?;
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let instance = format!("{}-{}", hostname(), std::process::id());
@@ -203,12 +200,12 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         tokio::spawn(resync.run(config.resync, stopped.clone()))
     });
     let reclaimer = {
-        let store = store.clone();
+        let (store, forges, metrics) = (store.clone(), forges.clone(), metrics.clone());
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(lease / 2).await;
-                if let Ok(n @ 1..) = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await {
-                    tracing::info!(reclaimed = n, "jobs of stopped workers are back in the queue");
+                if let Err(e) = reclaim(&store, &forges, &metrics, lease, max_attempts).await {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot take over the jobs of stopped workers");
                 }
             }
         })
@@ -260,6 +257,23 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         let released = store.release_running(&instance).await?;
         tracing::warn!(released, "running jobs released to the queue after {}s", grace.as_secs());
     }
+    Ok(())
+}
+
+/// Takes over the jobs of workers that stopped (their lease expired): back to the queue, or,
+/// when their process died during every attempt, given up and reported as such.
+async fn reclaim(
+    store: &Store,
+    forges: &crate::jobs::Forges,
+    metrics: &Metrics,
+    lease: Duration,
+    max_attempts: i64,
+) -> Result<()> {
+    let reclaimed = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await?;
+    if reclaimed.requeued > 0 {
+        tracing::info!(reclaimed = reclaimed.requeued, "jobs of stopped workers are back in the queue");
+    }
+    crate::jobs::gave_up::report(store, forges, metrics, &reclaimed.gave_up).await;
     Ok(())
 }
 

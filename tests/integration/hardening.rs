@@ -4,10 +4,10 @@
 //! owner-only, and what a dead process leaves behind (workers, exports) goes.
 
 use crate::bot::{
-    file_url, final_status, fleet, github_env, hanging_kustomize, pull_request, push, Bot, REPO,
+    file_url, final_status, fleet, github_env, hanging_kustomize, pull_request, push, store, Bot, REPO,
 };
 use crate::fake_github::FakeGitHub;
-use crate::fixture::{fluxplan_bin, wait_for, Repo, WAIT};
+use crate::fixture::{fluxplan_bin, process_running, wait_for, Repo, WAIT};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -54,6 +54,67 @@ fn fluxplan_cmd(args: &[&str]) -> Command {
     let mut command = Command::new(fluxplan_bin());
     command.args(args).stdin(Stdio::null());
     command
+}
+
+/// Lines of the bot's log (all its processes) that contain `needle`.
+fn log_lines(data_dir: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(data_dir.join("bot.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .count()
+}
+
+#[test]
+fn a_plan_that_kills_serve_fails_after_max_attempts_and_is_not_queued_again() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    repo.write("apps/hang", "");
+    let head = push(&repo, "stuck", None);
+    github.add_pull(REPO, 71, &head, "change", "main", &base, &file_url(&repo));
+    let data = tempfile::tempdir().unwrap();
+    let marker = format!("3600.{}71", std::process::id());
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_KUSTOMIZE", hanging_kustomize(data.path(), &marker)));
+    env.push(("FLUXPLAN_JOB_LEASE_SECS", "1".into()));
+    env.push(("FLUXPLAN_MAX_ATTEMPTS", "2".into()));
+    env.push(("FLUXPLAN_RESYNC_SECS", "1".into()));
+    env.push(("FLUXPLAN_WORKERS", "1".into()));
+    let mut bot = Bot::start(data.path(), &env);
+    assert_eq!(bot.github("pull_request", "c1", &pull_request("opened", &repo, 71, &head, &base)), 202);
+    let (runtime, store) = store(data.path());
+    let jobs = || runtime.block_on(store.jobs_of("github", REPO, 71)).unwrap();
+    let runs = || runtime.block_on(store.runs_of("github", REPO, 71)).unwrap();
+    // Each attempt dies mid-plan (as a stack overflow would abort the process); a new process
+    // takes the job over once its lease expires.
+    for attempt in 1..=2 {
+        wait_for(&format!("attempt {attempt} to be planning"), WAIT, || {
+            let (jobs, runs) = (jobs(), runs());
+            jobs.len() == 1
+                && jobs[0].2 == "running"
+                && jobs[0].3 == attempt
+                && runs.len() == attempt as usize
+                && runs.last().is_some_and(|r| r.status == "running")
+        });
+        bot.kill();
+        bot = Bot::start(data.path(), &env);
+    }
+    github.wait_until("the failure status", || final_status(&github, &head).is_some());
+    let status = final_status(&github, &head).unwrap();
+    assert_eq!(status["state"], "failure", "{status}");
+    assert!(status["description"].as_str().unwrap().starts_with("could not be planned"), "{status}");
+    let recorded = runs();
+    let statuses: Vec<&str> = recorded.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(statuses, ["abandoned", "failed"]);
+    assert!(recorded[1].error.as_deref().unwrap_or("").contains("2 attempts"), "{:?}", recorded[1].error);
+    // Two resync passes after the failure queue nothing: the head used up its attempts.
+    let passes = log_lines(data.path(), "resync pass done");
+    wait_for("two more resync passes", WAIT, || log_lines(data.path(), "resync pass done") >= passes + 2);
+    let jobs = jobs();
+    assert_eq!(jobs.len(), 1, "queued again: {jobs:?}");
+    assert_eq!(jobs[0].2, "failed");
+    // Its kustomize died with each process that ran it.
+    wait_for("the hanging kustomize processes to die with their parents", WAIT, || !process_running(&marker));
 }
 
 fn mode(path: &Path) -> u32 {
