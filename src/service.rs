@@ -52,6 +52,10 @@ pub struct ServiceConfig {
     pub runs_token: Option<String>,
     pub max_connections: usize,
     pub header_timeout: Duration,
+    /// Bytes of unverified webhook bodies one client may hold.
+    pub unverified_bytes_per_client: usize,
+    /// Bytes per second a webhook body must average after a short grace (0: no minimum).
+    pub min_body_rate: u64,
     /// Between resync passes; zero turns the resync off.
     pub resync: Duration,
     /// Watching rollouts after merges.
@@ -220,6 +224,12 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         config.allow_forks,
     );
     state.body_timeout = config.header_timeout.max(Duration::from_secs(1));
+    state.min_body_rate = config.min_body_rate;
+    state.unverified = crate::server::budget::UnverifiedBudget::new(
+        crate::server::MAX_UNVERIFIED_BYTES,
+        config.unverified_bytes_per_client,
+        state.metrics.unverified_bytes.clone(),
+    );
     state.runs_token = config.runs_token.clone().filter(|t| !t.is_empty()).map(Arc::new);
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await

@@ -4,13 +4,17 @@
 //! owner-only, and what a dead process leaves behind (workers, exports) goes.
 
 use crate::bot::{
-    file_url, final_status, fleet, github_env, hanging_kustomize, pull_request, push, store, Bot, REPO,
+    connect_from, file_url, final_status, fleet, github_env, hanging_kustomize, metric, pull_request, push,
+    raw_connection, read_until_closed, refused, store, Bot, REPO,
 };
 use crate::fake_github::FakeGitHub;
 use crate::fixture::{fluxplan_bin, process_running, wait_for, Repo, WAIT};
+use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+const MIB: u64 = 1024 * 1024;
 
 /// A repository whose `apps` Kustomization's path starts a chain of `depth` kustomizations, each
 /// listing the next as its only resource; base is the bootstrap alone.
@@ -115,6 +119,76 @@ fn a_plan_that_kills_serve_fails_after_max_attempts_and_is_not_queued_again() {
     assert_eq!(jobs[0].2, "failed");
     // Its kustomize died with each process that ran it.
     wait_for("the hanging kustomize processes to die with their parents", WAIT, || !process_running(&marker));
+}
+
+/// True once the server answered on `stream` or closed it (nothing is read).
+fn answered(stream: &std::net::TcpStream) -> bool {
+    stream.set_nonblocking(true).unwrap();
+    let seen = match stream.peek(&mut [0u8; 1]) {
+        Ok(_) => true,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    stream.set_nonblocking(false).unwrap();
+    seen
+}
+
+#[test]
+fn slow_unsigned_bodies_from_one_client_leave_room_for_signed_deliveries() {
+    let github = FakeGitHub::start();
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
+    let bot = Bot::start(data.path(), &env);
+    // One client announces 64 MiB of unsigned bodies and sends them a byte at a time.
+    let sizes = [25 * MIB, 25 * MIB, 14 * MIB];
+    let slow: Vec<_> = sizes
+        .iter()
+        .map(|size| {
+            let announce = format!(
+                "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: {size}\r\n\r\nx"
+            );
+            connect_from("127.0.0.2", &bot, &announce)
+        })
+        .collect();
+    wait_for("the slow bodies to be held or refused", WAIT, || {
+        let held: u64 = slow.iter().zip(sizes).filter(|(s, _)| !answered(s)).map(|(_, size)| size).sum();
+        metric(&bot, "fluxplan_webhook_unverified_bytes") == Some(held as f64)
+    });
+    // A correctly signed delivery from another client is answered.
+    assert_eq!(bot.github("ping", "p1", &json!({"zen": "Keep it logically awesome.", "hook_id": 1})), 200);
+    drop(slow);
+}
+
+#[test]
+fn a_body_sent_too_slowly_is_cut() {
+    let github = FakeGitHub::start();
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
+    let bot = Bot::start(data.path(), &env);
+    let mut trickle = raw_connection(
+        &bot,
+        "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: 1000000\r\n\r\n0123456789",
+    );
+    assert!(read_until_closed(&mut trickle).starts_with("HTTP/1.1 408"));
+    assert!(refused(&bot, "too-slow").is_some_and(|n| n >= 1.0));
+    assert_eq!(metric(&bot, "fluxplan_webhook_unverified_bytes"), Some(0.0));
+}
+
+#[test]
+fn idle_connections_do_not_stop_healthz() {
+    let github = FakeGitHub::start();
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
+    let bot = Bot::start(data.path(), &env);
+    let address = bot.url.trim_start_matches("http://").to_string();
+    // More idle connections than the cap (512), all accepted before the health check.
+    let idle: Vec<_> = (0..600).map(|_| std::net::TcpStream::connect(&address).unwrap()).collect();
+    assert_eq!(bot.get("/healthz"), (200, "ok".to_string()));
+    // Some of them were closed to make room, oldest first.
+    assert!(idle.iter().take(10).any(answered), "no idle connection was closed");
+    assert!(!answered(idle.last().unwrap()), "the newest idle connection was closed first");
 }
 
 fn mode(path: &Path) -> u32 {
