@@ -37,9 +37,12 @@ pub struct ConnectionLimits {
 const DRAIN: Duration = Duration::from_secs(10);
 /// After a failed accept (file descriptors exhausted, say), a pause before the next.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
-/// How long a connection asked to close may take (an idle one closes at once), and so how long
-/// the connection it makes room for waits for its slot.
+/// How long a connection asked to close may take (an idle one closes at once).
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// How long the connection it makes room for waits for its slot (the closing one hands it over).
+const HANDOVER_WAIT: Duration = Duration::from_secs(5);
+
+type Slot = tokio::sync::OwnedSemaphorePermit;
 
 /// One open connection, as the cap sees it.
 #[derive(Default)]
@@ -49,6 +52,8 @@ struct Tracked {
     /// Asked to close already (not picked twice).
     closing: AtomicBool,
     close: Notify,
+    /// The connection its slot goes to once it has closed.
+    heir: Mutex<Option<tokio::sync::oneshot::Sender<Slot>>>,
 }
 
 /// The open connections, oldest first.
@@ -70,13 +75,17 @@ impl Open {
         self.connections.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
     }
 
-    /// Asks the connection idle the longest to close; false when none is idle.
-    fn close_longest_idle(&self) -> bool {
+    /// Asks the connection idle the longest to close and hand its slot to `heir`; false when
+    /// none is idle.
+    fn close_longest_idle(&self, heir: tokio::sync::oneshot::Sender<Slot>) -> bool {
         let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
         let idle = connections
             .values()
             .find(|c| c.busy.load(Ordering::SeqCst) == 0 && !c.closing.swap(true, Ordering::SeqCst));
-        idle.inspect(|c| c.close.notify_one()).is_some()
+        let Some(idle) = idle else { return false };
+        *idle.heir.lock().unwrap_or_else(|e| e.into_inner()) = Some(heir);
+        idle.close.notify_one();
+        true
     }
 }
 
@@ -107,30 +116,36 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        // A free slot, or the one the longest idle connection frees as it closes.
-        let slot = match slots.clone().try_acquire_owned() {
-            Ok(slot) => Some(slot),
-            Err(_) if open.close_longest_idle() => None,
+        // A free slot, or the one the longest idle connection hands over as it closes.
+        let (slot, handed_over) = match slots.clone().try_acquire_owned() {
+            Ok(slot) => (Some(slot), None),
             Err(_) => {
-                refused.inc();
-                continue; // dropping the stream closes it
+                let (heir, handed_over) = tokio::sync::oneshot::channel();
+                if !open.close_longest_idle(heir) {
+                    refused.inc();
+                    continue; // dropping the stream closes it
+                }
+                (None, Some(handed_over))
             }
         };
-        let (slots, open, builder, refused, mut stop) =
-            (slots.clone(), open.clone(), builder.clone(), refused.clone(), stop.clone());
+        // Known to the cap before its task runs: the next connection may have to close it.
+        let registered = slot.as_ref().map(|_| open.add());
+        let (open, builder, refused, mut stop) =
+            (open.clone(), builder.clone(), refused.clone(), stop.clone());
         let app = app.clone();
         tokio::spawn(async move {
-            let slot = match slot {
-                Some(slot) => slot,
-                None => match tokio::time::timeout(CLOSE_WAIT, slots.acquire_owned()).await {
+            let slot = match (slot, handed_over) {
+                (Some(slot), _) => slot,
+                (None, Some(handed_over)) => match tokio::time::timeout(HANDOVER_WAIT, handed_over).await {
                     Ok(Ok(slot)) => slot,
                     _ => {
                         refused.inc();
                         return;
                     }
                 },
+                (None, None) => return,
             };
-            let (id, tracked) = open.add();
+            let (id, tracked) = registered.unwrap_or_else(|| open.add());
             let service = TowerToHyperService::new(PeerAware { app, peer, tracked: tracked.clone() });
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             tokio::pin!(connection);
@@ -145,7 +160,10 @@ pub async fn serve(
                 let _ = tokio::time::timeout(wait, connection).await;
             }
             open.remove(id);
-            drop(slot);
+            let heir = tracked.heir.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(heir) = heir {
+                let _ = heir.send(slot); // a heir gone gives it back to the pool
+            }
         });
     }
     drop(listener);

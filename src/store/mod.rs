@@ -502,27 +502,6 @@ impl Store {
         Ok(row.is_some())
     }
 
-    /// True while a plan of this head of the pull request is queued or running.
-    pub async fn plan_in_flight(
-        &self,
-        forge: &str,
-        repo: &str,
-        pr_number: i64,
-        head_sha: &str,
-    ) -> Result<bool> {
-        let row = sqlx::query(
-            "SELECT 1 AS in_flight FROM jobs WHERE forge = $1 AND repo = $2 AND pr_number = $3 AND kind = 'plan' \
-             AND head_sha = $4 AND status IN ('queued', 'running') LIMIT 1",
-        )
-        .bind(forge)
-        .bind(repo)
-        .bind(pr_number)
-        .bind(head_sha)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.is_some())
-    }
-
     /// Runs whose job was taken from its worker (a dead replica, a shutdown) are `abandoned`:
     /// no run stays `running` forever.
     async fn abandon_stopped_runs(&self) -> Result<u64> {

@@ -82,8 +82,9 @@ fn a_plan_that_kills_serve_fails_after_max_attempts_and_is_not_queued_again() {
     env.push(("FLUXPLAN_KUSTOMIZE", hanging_kustomize(data.path(), &marker)));
     env.push(("FLUXPLAN_JOB_LEASE_SECS", "1".into()));
     env.push(("FLUXPLAN_MAX_ATTEMPTS", "2".into()));
-    env.push(("FLUXPLAN_RESYNC_SECS", "1".into()));
     env.push(("FLUXPLAN_WORKERS", "1".into()));
+    // No resync while the attempts die: it would queue a second plan of the head being planned.
+    env.push(("FLUXPLAN_RESYNC_SECS", "0".into()));
     let mut bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "c1", &pull_request("opened", &repo, 71, &head, &base)), 202);
     let (runtime, store) = store(data.path());
@@ -111,7 +112,10 @@ fn a_plan_that_kills_serve_fails_after_max_attempts_and_is_not_queued_again() {
     let statuses: Vec<&str> = recorded.iter().map(|r| r.status.as_str()).collect();
     assert_eq!(statuses, ["abandoned", "failed"]);
     assert!(recorded[1].error.as_deref().unwrap_or("").contains("2 attempts"), "{:?}", recorded[1].error);
-    // Two resync passes after the failure queue nothing: the head used up its attempts.
+    // A process with the resync on: two passes queue nothing, the head used up its attempts.
+    bot.kill();
+    env.push(("FLUXPLAN_RESYNC_SECS", "1".into()));
+    let _bot = Bot::start(data.path(), &env);
     let passes = log_lines(data.path(), "resync pass done");
     wait_for("two more resync passes", WAIT, || log_lines(data.path(), "resync pass done") >= passes + 2);
     let jobs = jobs();
