@@ -2,7 +2,9 @@
 //! environment, in its own process group, and (where the kernel offers Landlock) able to read
 //! only the exported source and the system's programs and libraries, with no TCP and no signals
 //! or abstract sockets outside its sandbox. The first wall is the reference check in
-//! `render::build`; this one holds when that check is wrong.
+//! `render::build`; this one holds when that check is wrong. It also dies with the planner (a
+//! build left running by a killed planner has no time limit) and holds no descriptor but its
+//! pipes.
 
 use landlock::{
     Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated,
@@ -115,9 +117,26 @@ pub struct Confinement {
 }
 
 impl Confinement {
-    /// Makes `cmd` run confined: cleared environment, own process group, and Landlock.
+    /// Makes `cmd` run confined: cleared environment, own process group, killed when the
+    /// thread that starts it ends (see `spawn_lasting`), no inherited descriptors, and Landlock.
     pub fn apply(&self, cmd: &mut Command) -> std::io::Result<()> {
         cmd.env_clear().envs(CHILD_ENV.iter().copied()).process_group(0);
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: between fork and exec only async-signal-safe syscalls run (prctl, getppid,
+        // close_range or fcntl), on values computed before the fork; nothing allocates.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The planner died before the prctl: no signal will ever come.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                close_inherited_on_exec();
+                Ok(())
+            });
+        }
         if !self.landlock || !status().filesystem {
             return Ok(());
         }
@@ -164,6 +183,57 @@ impl Confinement {
             AccessFs::ReadFile | AccessFs::WriteFile,
         ))?)
     }
+}
+
+/// Marks every descriptor from 3 up close-on-exec, in a child between fork and exec: the pipes
+/// the child needs are already its 0, 1 and 2, and std's own descriptors are close-on-exec
+/// anyway; what the planner inherited without the flag (a socket, a log file) stays behind.
+fn close_inherited_on_exec() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range and fcntl only change descriptor flags.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC)
+            == 0
+        {
+            return;
+        }
+        // Kernels before 5.11: one by one, up to the descriptor limit.
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let highest = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(1 << 20) as libc::c_int
+        } else {
+            1024
+        };
+        for fd in 3..highest {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
+
+/// Starts `cmd` from one thread that lives as long as the process. A confined process is killed
+/// when the *thread* that started it ends (that is what `PR_SET_PDEATHSIG` watches), so a
+/// worker kept for later builds must not be started by a render's thread, which ends with the
+/// render.
+pub fn spawn_lasting(cmd: Command) -> std::io::Result<std::process::Child> {
+    type Request = (Command, std::sync::mpsc::SyncSender<std::io::Result<std::process::Child>>);
+    static SPAWNER: OnceLock<Option<std::sync::mpsc::Sender<Request>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (requests, received) = std::sync::mpsc::channel::<Request>();
+        let thread = std::thread::Builder::new().name("fluxplan-spawner".into()).spawn(move || {
+            for (mut cmd, answer) in received {
+                let _ = answer.send(cmd.spawn());
+            }
+        });
+        thread.ok().map(|_| requests)
+    });
+    let Some(spawner) = spawner else {
+        return Err(std::io::Error::other("the thread that starts workers could not be started"));
+    };
+    let (answer, answered) = std::sync::mpsc::sync_channel(1);
+    spawner
+        .send((cmd, answer))
+        .map_err(|_| std::io::Error::other("the thread that starts workers is gone"))?;
+    answered.recv().map_err(|_| std::io::Error::other("the thread that starts workers is gone"))?
 }
 
 /// `program` as an absolute path: searched in `PATH` when it has no slash. Symlinks are kept

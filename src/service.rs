@@ -52,6 +52,10 @@ pub struct ServiceConfig {
     pub runs_token: Option<String>,
     pub max_connections: usize,
     pub header_timeout: Duration,
+    /// Bytes of unverified webhook bodies one client may hold.
+    pub unverified_bytes_per_client: usize,
+    /// Bytes per second a webhook body must average after a short grace (0: no minimum).
+    pub min_body_rate: u64,
     /// Between resync passes; zero turns the resync off.
     pub resync: Duration,
     /// Watching rollouts after merges.
@@ -78,9 +82,17 @@ pub fn run(config: ServiceConfig) -> Result<()> {
     result
 }
 
+/// The data directory is owner-only, whatever made it: the database holds every run's page
+/// token, the mirrors every pull request's content.
 fn create_data_dir(data_dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))
+    crate::private_files::owner_only_dir(data_dir).context("the data directory")
+}
+
+/// The mirrors' directory and each mirror owner-only (mirrors an older fluxplan made were not).
+fn private_mirrors(dir: &Path) -> Result<()> {
+    crate::private_files::owner_only_dir(dir)?;
+    let mirrors: Vec<PathBuf> = std::fs::read_dir(dir)?.flatten().map(|entry| entry.path()).collect();
+    crate::private_files::tighten_existing(mirrors.iter().map(PathBuf::as_path))
 }
 
 /// Opens the store and applies its migrations: `database_url`, else the embedded SQLite file in
@@ -90,6 +102,12 @@ pub async fn open_store(database_url: Option<&str>, data_dir: &Path) -> Result<S
         Some(url) => url.to_string(),
         None => {
             create_data_dir(data_dir)?;
+            // Owner-only before SQLite opens it: its -wal and -shm files take the same mode.
+            let file = data_dir.join(crate::store::SQLITE_FILE);
+            crate::private_files::owner_only_file(&file)?;
+            let journals =
+                ["-wal", "-shm"].map(|suffix| PathBuf::from(format!("{}{suffix}", file.display())));
+            crate::private_files::tighten_existing(journals.iter().map(PathBuf::as_path))?;
             Store::default_url(data_dir)
         }
     };
@@ -119,8 +137,13 @@ async fn forges(config: &ServiceConfig) -> Result<Forges> {
 }
 
 async fn serve(config: ServiceConfig) -> Result<()> {
+    // Everything the bot writes (mirrors, cache, exports) is its user's alone; what a crashed
+    // bot left in the scratch directory goes.
+    crate::private_files::restrict_new_files();
+    crate::render::leftovers::remove_dead_exports();
     // Git mirrors and the render cache live there, whatever the database.
     create_data_dir(&config.data_dir)?;
+    private_mirrors(&config.data_dir.join("mirrors"))?;
     let store = open_store(config.database_url.as_deref(), &config.data_dir).await?;
     let forges = Arc::new(forges(&config).await?);
     if forges.github.is_none() && forges.gitlab.is_none() {
@@ -158,10 +181,7 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         },
     });
     let mirrors = Arc::new(Mirrors::new(config.data_dir.join("mirrors")));
-    let reclaimed = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await?;
-    if reclaimed > 0 {
-        tracing::info!(reclaimed, "jobs of stopped workers are back in the queue");
-    }
+    reclaim(&store, &forges, &metrics, lease, max_attempts).await?;
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let instance = format!("{}-{}", hostname(), std::process::id());
@@ -184,12 +204,12 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         tokio::spawn(resync.run(config.resync, stopped.clone()))
     });
     let reclaimer = {
-        let store = store.clone();
+        let (store, forges, metrics) = (store.clone(), forges.clone(), metrics.clone());
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(lease / 2).await;
-                if let Ok(n @ 1..) = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await {
-                    tracing::info!(reclaimed = n, "jobs of stopped workers are back in the queue");
+                if let Err(e) = reclaim(&store, &forges, &metrics, lease, max_attempts).await {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot take over the jobs of stopped workers");
                 }
             }
         })
@@ -204,6 +224,12 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         config.allow_forks,
     );
     state.body_timeout = config.header_timeout.max(Duration::from_secs(1));
+    state.min_body_rate = config.min_body_rate;
+    state.unverified = crate::server::budget::UnverifiedBudget::new(
+        crate::server::MAX_UNVERIFIED_BYTES,
+        config.unverified_bytes_per_client,
+        state.metrics.unverified_bytes.clone(),
+    );
     state.runs_token = config.runs_token.clone().filter(|t| !t.is_empty()).map(Arc::new);
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -241,6 +267,23 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         let released = store.release_running(&instance).await?;
         tracing::warn!(released, "running jobs released to the queue after {}s", grace.as_secs());
     }
+    Ok(())
+}
+
+/// Takes over the jobs of workers that stopped (their lease expired): back to the queue, or,
+/// when their process died during every attempt, given up and reported as such.
+async fn reclaim(
+    store: &Store,
+    forges: &crate::jobs::Forges,
+    metrics: &Metrics,
+    lease: Duration,
+    max_attempts: i64,
+) -> Result<()> {
+    let reclaimed = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await?;
+    if reclaimed.requeued > 0 {
+        tracing::info!(reclaimed = reclaimed.requeued, "jobs of stopped workers are back in the queue");
+    }
+    crate::jobs::gave_up::report(store, forges, metrics, &reclaimed.gave_up).await;
     Ok(())
 }
 

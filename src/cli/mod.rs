@@ -178,14 +178,24 @@ impl RenderArgs {
     }
 }
 
+/// What `build` and `plan` set up before they export anything: exports owner-only, deleted
+/// by a detached process, and those a dead fluxplan left removed.
+fn start_rendering() {
+    crate::private_files::restrict_new_files();
+    crate::render::source::delete_exports_detached();
+    crate::render::leftovers::remove_dead_exports();
+}
+
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Build(args) => {
-            crate::render::source::delete_exports_detached();
-            build::run(args)
+            start_rendering();
+            // The render may nest deeply: on a thread whose stack holds it (`plan` does the same).
+            crate::stack::on_render_stack("fluxplan-build", || build::run(args))
+                .unwrap_or_else(|e| Err(anyhow::anyhow!("cannot start the build's thread: {e}")))
         }
         Command::Plan(args) => {
-            crate::render::source::delete_exports_detached();
+            start_rendering();
             plan::run(args)
         }
         Command::Demo(args) => demo::run(args),

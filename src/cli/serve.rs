@@ -101,6 +101,15 @@ pub struct ServeArgs {
     /// webhook its body.
     #[arg(long, env = "FLUXPLAN_HEADER_TIMEOUT_SECS", default_value_t = 10)]
     pub header_timeout_secs: u64,
+    /// Bytes of unsigned webhook bodies one client (peer address; an IPv6 /64) may have in
+    /// flight, of the 64 MiB all share; more gets 503. Behind a proxy every client is the
+    /// proxy: set it to 67108864 there.
+    #[arg(long, env = "FLUXPLAN_MAX_UNVERIFIED_BYTES_PER_CLIENT", default_value_t = crate::server::DEFAULT_UNVERIFIED_BYTES_PER_CLIENT)]
+    pub max_unverified_bytes_per_client: usize,
+    /// Bytes per second a webhook body must average after its first 2 seconds, or it is cut
+    /// (408); 0: no minimum.
+    #[arg(long, env = "FLUXPLAN_MIN_BODY_RATE", default_value_t = crate::server::DEFAULT_MIN_BODY_RATE)]
+    pub min_body_rate: u64,
     /// Seconds between resync passes, which plan every open pull request whose head has no plan
     /// or whose base moved (webhooks get lost); 0 turns it off.
     #[arg(long, env = "FLUXPLAN_RESYNC_SECS", default_value_t = 600)]
@@ -179,6 +188,8 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         runs_token: args.runs_token,
         max_connections: args.max_connections,
         header_timeout: Duration::from_secs(args.header_timeout_secs),
+        unverified_bytes_per_client: args.max_unverified_bytes_per_client,
+        min_body_rate: args.min_body_rate,
         resync: Duration::from_secs(args.resync_secs),
         followup: service::FollowupSettings {
             deadline: Duration::from_secs(args.followup_deadline_secs),

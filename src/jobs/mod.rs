@@ -3,6 +3,7 @@
 //! worker takes it), is superseded by a newer push, and is retried with backoff on failures.
 
 mod followup;
+pub mod gave_up;
 mod merged;
 pub mod mirror;
 pub mod resync;

@@ -3,7 +3,8 @@
 //! heard of and queues a plan for each one whose current head has no plan, or whose plan was
 //! made against a base that has moved since. Each pass also re-reads the inventories of the live
 //! clusters: when they changed since the last pass, every open pull request is planned again (its
-//! plan may be stale). Queued plans dedupe with those already waiting.
+//! plan may be stale). Queued plans dedupe with those already waiting; a head whose plan was
+//! given up after killing its process in every attempt is not planned again.
 
 use super::mirror::{self, GitAuth};
 use super::{plan_payload, unplannable, Forges};
@@ -119,6 +120,10 @@ impl Resync {
         let mut jobs = Vec::new();
         for pull in pulls.iter().filter(|p| unplannable(p, self.allow_forks).is_none()) {
             let key = (repo.forge.as_str(), repo.full_name.as_str(), pull.number as i64);
+            // Given up after killing its process in every attempt: another plan would only do the same.
+            if self.store.gave_up_on(key.0, key.1, key.2, &pull.head_sha).await? {
+                continue;
+            }
             let stale = match self.store.latest_run(key.0, key.1, key.2, &pull.head_sha).await? {
                 None => true,
                 Some(run) if of_an_older_generation(&run) => true,

@@ -151,8 +151,16 @@ impl Request {
 
 /// The plan; a failure to make it is a plan with verdict `failed` (exit 3), never a crash. A
 /// failure over a limit also carries a `source-limit` alert, so it is never mistaken for an
-/// infrastructure hiccup.
+/// infrastructure hiccup. It runs on a thread whose stack holds what the render may nest.
 pub fn plan(request: &Request) -> Plan {
+    let work = || plan_here(request);
+    crate::stack::on_render_stack("fluxplan-plan", work).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot start a planning thread: planning on this one");
+        work()
+    })
+}
+
+fn plan_here(request: &Request) -> Plan {
     // The base commit, resolved once: the policy read before rendering, the base render and a
     // failed plan must name the same one, whatever a fetch does to the branch meanwhile. A failed
     // plan names its commits, where git knows them: the bot's resync compares the base it
@@ -212,11 +220,15 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         renderer.render(&opts).with_context(|| format!("cannot render revision {shown}"))
     };
     // Base and head render side by side: exports, discovery and builds of the two overlap.
-    let (base, head) = std::thread::scope(|scope| {
-        let head = scope.spawn(|| render(&request.head, &request.head, Vec::new(), BTreeMap::new()));
+    let (base, head) = std::thread::scope(|scope| -> Result<_> {
+        let head = std::thread::Builder::new()
+            .name("fluxplan-head".into())
+            .stack_size(crate::stack::RENDER_STACK_BYTES)
+            .spawn_scoped(scope, || render(&request.head, &request.head, Vec::new(), BTreeMap::new()))
+            .context("cannot start a thread to render the head")?;
         let base = render(&base_commit, &request.base, Vec::new(), BTreeMap::new());
-        (base, head.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-    });
+        Ok((base, head.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))))
+    })?;
     let base = base?;
     // A bootstrap root the head no longer declares is still in the cluster, reconciling head:
     // head is rendered again with it (from the cache) when base has a cluster head lacks.

@@ -10,6 +10,7 @@ mod finished;
 pub mod helm;
 mod kept;
 pub mod kustomize;
+pub mod leftovers;
 pub mod library;
 pub mod masking;
 mod pool;

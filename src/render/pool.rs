@@ -227,8 +227,9 @@ impl WorkerPool {
         // homelab fleet, whose workers grew from about 60 to 90 MiB (kustomize's OpenAPI schema
         // is a large live heap to multiply): not worth it.
         cmd.envs(GO_RUNTIME_ENV.iter().copied());
-        let mut child =
-            cmd.spawn().map_err(|e| failed(&format!("cannot run {}", self.program.display()), &e))?;
+        // Kept for later builds: started by a thread that outlives this render's.
+        let mut child = crate::sandbox::spawn_lasting(cmd)
+            .map_err(|e| failed(&format!("cannot run {}", self.program.display()), &e))?;
         let (stdin, stdout) = (child.stdin.take().expect("piped"), child.stdout.take().expect("piped"));
         Ok(Worker { child, stdin, stdout, log, readable: readable.to_path_buf(), landlock, reaped: false })
     }
@@ -401,6 +402,74 @@ mod tests {
             .build(dir.path(), dir.path(), false, Duration::from_secs(60), 1024, &CancelToken::new())
             .expect_err("the run's builds fail");
         assert_eq!(again.to_string(), message);
+    }
+
+    /// True while `pid` runs (a zombie has stopped running).
+    fn running(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit(") ").next().is_some_and(|rest| !rest.starts_with('Z')))
+    }
+
+    /// Not a test: the parent process of `a_worker_dies_with_its_parent`, which kills it. It
+    /// starts a worker that would sleep for an hour, says its pid and waits.
+    #[test]
+    #[ignore = "run by a_worker_dies_with_its_parent"]
+    fn worker_parent_for_test() {
+        let Some(dir) = std::env::var_os("FLUXPLAN_TEST_WORKER_PARENT") else { return };
+        let dir = PathBuf::from(dir);
+        let (pool, _, _) = vouched_pool(&dir, "exec sleep 3601\n");
+        let worker = pool.launch(&dir, false).expect("a worker starts");
+        println!("worker {}", worker.child.id());
+        loop {
+            std::thread::park();
+        }
+    }
+
+    #[test]
+    fn a_worker_dies_with_its_parent() {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let mut parent = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "render::pool::tests::worker_parent_for_test", "--ignored", "--nocapture"])
+            .env("FLUXPLAN_TEST_WORKER_PARENT", dir.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = std::io::BufReader::new(parent.stdout.take().unwrap()).lines();
+        let pid: u32 = lines
+            .map_while(Result::ok)
+            .find_map(|line| line.strip_prefix("worker ")?.trim().parse().ok())
+            .expect("the parent says its worker's pid");
+        assert!(running(pid));
+        parent.kill().unwrap();
+        parent.wait().unwrap();
+        // The harness bounds this wait: a worker that outlives its parent hangs the test.
+        while running(pid) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_worker_inherits_no_descriptor_but_its_pipes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (pool, _, _) = vouched_pool(dir.path(), "exec sleep 3602\n");
+        let marker = dir.path().join("inherited");
+        let file = File::create(&marker).unwrap();
+        // Without CLOEXEC, as a descriptor the planner inherited from its own parent is.
+        // SAFETY: dup of a descriptor this test owns; the copy is closed below.
+        let inherited = unsafe { libc::dup(file.as_raw_fd()) };
+        assert!(inherited > 2);
+        let launched = pool.launch(dir.path(), false);
+        // SAFETY: closes the copy made above, once.
+        unsafe { libc::close(inherited) };
+        let worker = launched.expect("a worker starts");
+        let open: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{}/fd", worker.child.id()))
+            .unwrap()
+            .flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .collect();
+        assert!(open.len() >= 3, "{open:?}");
+        assert!(!open.contains(&marker), "the worker holds {}: {open:?}", marker.display());
     }
 
     /// The benchmark's floor is kustomize's cost under the same collector as the workers'.

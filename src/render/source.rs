@@ -210,7 +210,7 @@ impl ExportedSource {
     pub fn export_keeping(repo: &Path, rev: Option<&str>, limits: SourceLimits, keep: bool) -> Result<Self> {
         let scratch = scratch_dir_for(&limits, true);
         let workdir = tempfile::Builder::new()
-            .prefix("fluxplan-src-")
+            .prefix(super::leftovers::export_prefix())
             .tempdir_in(&scratch)
             .with_context(|| format!("cannot create a scratch directory in {}", scratch.display()))?;
         let raw = workdir.path().join("raw");

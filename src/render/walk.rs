@@ -291,7 +291,10 @@ impl Renderer {
     /// Renders every Kustomization reachable from the repository's roots.
     pub fn render(&self, opts: &RenderOptions) -> Result<Render> {
         let started = std::time::Instant::now();
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.jobs.max(1)).build()?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(opts.jobs.max(1))
+            .stack_size(crate::stack::RENDER_STACK_BYTES)
+            .build()?;
         crate::sandbox::announce();
         // A tree kept for later renders must be one no build could write to: only where the
         // sandbox confines builds to reading it.

@@ -1,6 +1,7 @@
 //! The HTTP service: webhooks in (verified, parsed, recorded and queued; the answer comes at once),
 //! health, readiness, metrics, and the run history pages.
 
+pub mod budget;
 pub mod listen;
 pub mod metrics;
 
@@ -26,6 +27,13 @@ const DATABASE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(4)
 /// Most bytes of webhook bodies held at once before their signature is checked: unsigned
 /// bodies cannot exhaust memory, whatever their number.
 pub const MAX_UNVERIFIED_BYTES: usize = 64 * 1024 * 1024;
+/// Most of those one client (peer address) may hold: room for one largest body, and as much
+/// again left for everyone else.
+pub const DEFAULT_UNVERIFIED_BYTES_PER_CLIENT: usize = 32 * 1024 * 1024;
+/// Bytes per second a webhook body must average after `budget::RATE_GRACE`: 25 MiB takes 100 s
+/// at this rate (GitHub sends it in well under a second), and a slow sender gives back its share
+/// in seconds.
+pub const DEFAULT_MIN_BODY_RATE: u64 = 256 * 1024;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -35,10 +43,12 @@ pub struct AppState {
     pub github_secrets: Arc<Vec<String>>,
     pub gitlab_tokens: Arc<Vec<String>>,
     pub allow_forks: bool,
-    /// Bytes of unverified webhook bodies that may be held at once.
-    pub unverified_bytes: Arc<tokio::sync::Semaphore>,
+    /// Bytes of unverified webhook bodies that may be held at once, and per client.
+    pub unverified: Arc<budget::UnverifiedBudget>,
     /// Time a client has to send a webhook body.
     pub body_timeout: std::time::Duration,
+    /// Bytes per second a webhook body must average after a short grace (0: no minimum).
+    pub min_body_rate: u64,
     /// The credential that opens the run index (and every run page); without it the index is off.
     pub runs_token: Option<Arc<String>>,
     /// Forges not answering yet (the bot has not learned who it is there): not ready.
@@ -55,12 +65,17 @@ impl AppState {
     ) -> Self {
         AppState {
             store,
-            metrics,
+            metrics: metrics.clone(),
             github_secrets: Arc::new(github_secrets.into_iter().filter(|s| !s.is_empty()).collect()),
             gitlab_tokens: Arc::new(gitlab_tokens.into_iter().filter(|s| !s.is_empty()).collect()),
             allow_forks,
-            unverified_bytes: Arc::new(tokio::sync::Semaphore::new(MAX_UNVERIFIED_BYTES)),
+            unverified: budget::UnverifiedBudget::new(
+                MAX_UNVERIFIED_BYTES,
+                DEFAULT_UNVERIFIED_BYTES_PER_CLIENT,
+                metrics.unverified_bytes.clone(),
+            ),
             body_timeout: std::time::Duration::from_secs(10),
+            min_body_rate: DEFAULT_MIN_BODY_RATE,
             runs_token: None,
             forges_unready: Arc::default(),
         }
@@ -136,29 +151,10 @@ async fn gitlab_webhook(State(state): State<AppState>, request: Request) -> Resp
     accept(&state, "gitlab", &event, delivery, &body, webhook::parse_gitlab(&event, &body)).await
 }
 
-/// A share of the unverified-bytes budget, shown in `fluxplan_webhook_unverified_bytes` while held.
-struct InFlight {
-    _permit: tokio::sync::OwnedSemaphorePermit,
-    gauge: prometheus::IntGauge,
-    bytes: i64,
-}
-
-impl InFlight {
-    fn new(permit: tokio::sync::OwnedSemaphorePermit, gauge: prometheus::IntGauge, bytes: usize) -> Self {
-        gauge.add(bytes as i64);
-        InFlight { _permit: permit, gauge, bytes: bytes as i64 }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.gauge.sub(self.bytes);
-    }
-}
-
-/// Reads a webhook body within the size and time limits. A body not yet verified must say its
-/// length and fit in what is left of the unverified budget, so unsigned requests cannot hold
-/// more than `MAX_UNVERIFIED_BYTES` of memory between them.
+/// Reads a webhook body within the size and time limits, at the minimum rate. A body not yet
+/// verified must say its length and fit in what is left of the unverified budget and of its
+/// client's share, so unsigned requests cannot hold more than `MAX_UNVERIFIED_BYTES` of memory
+/// between them, nor one client all of it.
 async fn read_body(
     state: &AppState,
     forge: &str,
@@ -166,6 +162,11 @@ async fn read_body(
     verified: bool,
 ) -> Result<(HeaderMap, Bytes), Response> {
     let (parts, body) = request.into_parts();
+    // Without a peer (a router driven in-process), every request is one client.
+    let peer = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
     let length = header(&parts.headers, "content-length").and_then(|l| l.parse::<usize>().ok());
     if length.is_some_and(|l| l > MAX_WEBHOOK_BYTES) {
         return Err(refuse(
@@ -188,32 +189,35 @@ async fn read_body(
                 "Content-Length is required",
             ));
         };
-        match state.unverified_bytes.clone().try_acquire_many_owned(length as u32) {
-            Ok(permit) => Some(InFlight::new(permit, state.metrics.unverified_bytes.clone(), length)),
-            Err(_) => {
-                let mut busy = refuse(
-                    state,
-                    forge,
-                    "busy",
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "too many webhook bodies in flight",
-                );
+        match state.unverified.take(peer, length) {
+            Ok(share) => Some(share),
+            Err(no_room) => {
+                let reason = match no_room {
+                    budget::NoRoom::ClientShare => "client-share",
+                    budget::NoRoom::Total => "busy",
+                };
+                let mut busy =
+                    refuse(state, forge, reason, StatusCode::SERVICE_UNAVAILABLE, &no_room.to_string());
                 busy.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("5"));
                 return Err(busy);
             }
         }
     };
-    match tokio::time::timeout(state.body_timeout, axum::body::to_bytes(body, MAX_WEBHOOK_BYTES)).await {
-        Ok(Ok(bytes)) => Ok((parts.headers, bytes)),
-        Ok(Err(_)) => Err(refuse(
+    let pace = budget::Pace { deadline: state.body_timeout, min_rate: state.min_body_rate };
+    match budget::read(body, MAX_WEBHOOK_BYTES, length.unwrap_or(0), pace).await {
+        Ok(bytes) => Ok((parts.headers, bytes)),
+        Err(budget::ReadError::TooLarge) => Err(refuse(
             state,
             forge,
             "too-large",
             StatusCode::PAYLOAD_TOO_LARGE,
             "the body is over 25 MiB or broken",
         )),
-        Err(_) => {
-            Err(refuse(state, forge, "timeout", StatusCode::REQUEST_TIMEOUT, "the body was not sent in time"))
+        Err(error @ budget::ReadError::TimedOut) => {
+            Err(refuse(state, forge, "timeout", StatusCode::REQUEST_TIMEOUT, &error.to_string()))
+        }
+        Err(error @ budget::ReadError::TooSlow) => {
+            Err(refuse(state, forge, "too-slow", StatusCode::REQUEST_TIMEOUT, &error.to_string()))
         }
     }
 }

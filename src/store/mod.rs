@@ -12,6 +12,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
+/// The embedded database's file in the data directory.
+pub const SQLITE_FILE: &str = "fluxplan.db";
+
+/// Why a job failed when its process died during every attempt (a crash, an abort, killed for
+/// memory): the resync does not plan that head again.
+pub const WORKER_DIED: &str = "the planner process stopped during every attempt";
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
@@ -74,6 +81,15 @@ pub struct Job {
     pub attempts: i64,
     /// How often the job answered "not yet" (a follow-up waiting for the controller).
     pub polls: i64,
+}
+
+/// What taking over expired jobs did.
+#[derive(Debug, Clone, Default)]
+pub struct Reclaimed {
+    /// Jobs back in the queue.
+    pub requeued: u64,
+    /// Jobs that used every attempt: failed.
+    pub gave_up: Vec<Job>,
 }
 
 /// What enqueueing did.
@@ -278,7 +294,7 @@ impl Store {
 
     /// The embedded default: a SQLite file in `data_dir`.
     pub fn default_url(data_dir: &std::path::Path) -> String {
-        format!("sqlite://{}?mode=rwc", data_dir.join("fluxplan.db").display())
+        format!("sqlite://{}?mode=rwc", data_dir.join(SQLITE_FILE).display())
     }
 
     pub fn backend(&self) -> Backend {
@@ -425,20 +441,23 @@ impl Store {
     }
 
     /// Running jobs whose lease expired (their worker died) go back to the queue, or fail when
-    /// they have used every attempt (a job that kills its worker must not loop forever).
-    pub async fn reclaim_expired(&self, lease_ms: i64, max_attempts: i64) -> Result<u64> {
+    /// they have used every attempt (a job that kills its worker must not loop forever). Returns
+    /// how many went back, and the jobs given up (for `jobs::gave_up` to report; each to one
+    /// caller only).
+    pub async fn reclaim_expired(&self, lease_ms: i64, max_attempts: i64) -> Result<Reclaimed> {
         let (now, cutoff) = (now_ms(), now_ms() - lease_ms);
         let failed = sqlx::query(
-            "UPDATE jobs SET status = 'failed', locked_by = NULL, updated_at = $1, \
-             last_error = 'the worker stopped during every attempt' \
-             WHERE status = 'running' AND heartbeat_at < $2 AND attempts >= $3",
+            "UPDATE jobs SET status = 'failed', locked_by = NULL, updated_at = $1, last_error = $4 \
+             WHERE status = 'running' AND heartbeat_at < $2 AND attempts >= $3 \
+             RETURNING id, kind, forge, repo, pr_number, head_sha, payload, attempts, polls",
         )
         .bind(now)
         .bind(cutoff)
         .bind(max_attempts)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
+        .bind(WORKER_DIED)
+        .fetch_all(&self.pool)
+        .await?;
+        let gave_up = failed.iter().map(job_row).collect::<Result<Vec<_>, _>>()?;
         let requeued = sqlx::query(
             "UPDATE jobs SET status = 'queued', locked_by = NULL, updated_at = $1 \
              WHERE status = 'running' AND heartbeat_at < $2",
@@ -449,7 +468,38 @@ impl Store {
         .await?
         .rows_affected();
         self.abandon_stopped_runs().await?;
-        Ok(failed + requeued)
+        Ok(Reclaimed { requeued, gave_up })
+    }
+
+    /// The runs a job given up left `running` are `failed`, with why; returns how many.
+    pub async fn fail_stopped_runs(&self, job_id: i64, error: &str) -> Result<u64> {
+        Ok(sqlx::query(
+            "UPDATE runs SET status = 'failed', finished_at = $1, error = $2 WHERE job_id = $3 \
+             AND status IN ('running', 'abandoned') AND id = (SELECT MAX(id) FROM runs WHERE job_id = $3)",
+        )
+        .bind(now_ms())
+        .bind(error)
+        .bind(job_id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
+    }
+
+    /// True when a plan of this head of the pull request was given up because its process died
+    /// during every attempt: planning it again would only kill the bot again.
+    pub async fn gave_up_on(&self, forge: &str, repo: &str, pr_number: i64, head_sha: &str) -> Result<bool> {
+        let row = sqlx::query(
+            "SELECT 1 AS gave_up FROM jobs WHERE forge = $1 AND repo = $2 AND pr_number = $3 AND kind = 'plan' \
+             AND head_sha = $4 AND status = 'failed' AND last_error = $5 LIMIT 1",
+        )
+        .bind(forge)
+        .bind(repo)
+        .bind(pr_number)
+        .bind(head_sha)
+        .bind(WORKER_DIED)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
     }
 
     /// Runs whose job was taken from its worker (a dead replica, a shutdown) are `abandoned`:

@@ -16,6 +16,7 @@ mod fake_kube;
 mod fake_kube_selftest;
 mod file_names;
 mod fixture;
+mod hardening;
 mod helm;
 mod hostile;
 mod kube_view;

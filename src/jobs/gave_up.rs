@@ -1,0 +1,53 @@
+//! Jobs given up because their process died during every attempt (a crash, an abort, the
+//! kernel killing it for memory): a pull request whose plan kills the bot gets a `failure`
+//! status that says so, and its run is recorded, instead of `pending` for good. The resync
+//! leaves that head alone (`Store::gave_up_on`); a new push gets its own attempts.
+
+use super::{Forges, JobPayload};
+use crate::forge::StatusState;
+use crate::server::metrics::Metrics;
+use crate::store::{Job, RunOutcome, Store, WORKER_DIED};
+
+/// Says on each plan's commit why it will not be planned, and records its run.
+pub async fn report(store: &Store, forges: &Forges, metrics: &Metrics, jobs: &[Job]) {
+    for job in jobs {
+        let reason = format!("{WORKER_DIED} ({} attempts)", job.attempts);
+        tracing::error!(job = job.id, kind = %job.kind, repo = %job.repo, pr = job.pr_number, sha = %job.head_sha, "{reason}: given up");
+        metrics.jobs_failed.with_label_values(&[&job.kind]).inc();
+        let Ok(payload) = serde_json::from_str::<JobPayload>(&job.payload) else { continue };
+        let (repo, number, base_ref, head_sha) = match payload {
+            JobPayload::Plan { repo, number, base_ref, head_sha, .. } => (repo, number, base_ref, head_sha),
+            JobPayload::MergeGroup { repo, base_ref, head_sha, .. } => (repo, 0, base_ref, head_sha),
+            _ => continue,
+        };
+        if let Err(e) = record_run(store, job, number, &base_ref, &reason).await {
+            tracing::warn!(job = job.id, error = %format!("{e:#}"), "cannot record the run of a job given up");
+        }
+        let Some((forge, _)) = forges.get(repo.forge) else { continue };
+        let description = format!("could not be planned: {reason}");
+        if let Err(e) =
+            forge.set_status(&repo, &head_sha, None, StatusState::Failure, &description, None).await
+        {
+            tracing::warn!(job = job.id, error = %e, "cannot say on the commit that its plan was given up");
+        }
+    }
+}
+
+/// The run the last attempt started is marked failed; one is recorded if it died before that.
+async fn record_run(
+    store: &Store,
+    job: &Job,
+    number: u64,
+    base_ref: &str,
+    reason: &str,
+) -> anyhow::Result<()> {
+    if store.fail_stopped_runs(job.id, reason).await? > 0 {
+        return Ok(());
+    }
+    let (run, _) = store
+        .start_run(Some(job.id), &job.forge, &job.repo, number as i64, base_ref, &job.head_sha, "given-up")
+        .await?;
+    let outcome =
+        RunOutcome { status: "failed".into(), error: Some(reason.to_string()), ..Default::default() };
+    store.finish_run(run, &outcome).await
+}
