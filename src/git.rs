@@ -258,6 +258,23 @@ pub fn changed_files(repo: &Path, base: &str, head: &str) -> Result<Vec<String>>
     Ok(files)
 }
 
+/// The paths among `files` that are symbolic links in `commit`.
+pub fn symlinks_among(
+    repo: &Path,
+    commit: &str,
+    files: &[String],
+) -> Result<std::collections::BTreeSet<String>> {
+    if files.is_empty() {
+        return Ok(Default::default());
+    }
+    let wanted: std::collections::BTreeSet<&str> = files.iter().map(String::as_str).collect();
+    Ok(tree_entries(repo, commit, false)?
+        .into_iter()
+        .filter(|e| e.mode == "120000" && wanted.contains(e.path.as_str()))
+        .map(|e| e.path)
+        .collect())
+}
+
 /// Fetch URLs of every remote of the repository (empty when it is not a git repository).
 pub fn remote_urls(repo: &Path) -> Vec<String> {
     let mut cmd = git(repo);

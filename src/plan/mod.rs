@@ -449,6 +449,8 @@ pub struct PlanRequest<'a> {
     pub extra_alerts: Vec<Alert>,
     /// The files the pull request changes (head against base), sorted.
     pub changed_files: Vec<String>,
+    /// Those of them that are symlinks at head.
+    pub changed_symlinks: std::collections::BTreeSet<String>,
 }
 
 /// Compares base and head, applies the policy and gives the verdict.
@@ -490,7 +492,8 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         }
     }
     alerts.extend(policy::evaluate(request.policy, &kustomizations, base, head, &blast_radius));
-    let unplanned_changes = unplanned::account(&request.changed_files, request.base, request.head);
+    let unplanned_changes =
+        unplanned::account(&request.changed_files, &request.changed_symlinks, request.base, request.head);
     alerts.extend(unplanned::alerts(request.policy, &unplanned_changes));
     policy::sort(&mut alerts);
     let mut summary = Counts::default();

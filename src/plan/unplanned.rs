@@ -60,22 +60,33 @@ fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String> {
 }
 
 /// The changed files that no planned unit accounts for, from both renders.
-pub fn account(changed: &[String], base: &Render, head: &Render) -> Vec<UnplannedChange> {
+/// `symlinks`: the changed files that are symlinks at head (exports leave them out: Flux never
+/// archives them, but Argo CD's repo-server follows them).
+pub fn account(
+    changed: &[String],
+    symlinks: &BTreeSet<String>,
+    base: &Render,
+    head: &Render,
+) -> Vec<UnplannedChange> {
     let mut external: Vec<(UnitRef, Vec<String>)> = Vec::new();
+    let mut argo_rendered: Vec<(UnitRef, Vec<String>)> = Vec::new();
     let mut reached: Vec<String> = Vec::new();
     let mut origins: BTreeSet<&str> = BTreeSet::new();
     for render in [base, head] {
         for (cluster, unit) in render.kustomizations() {
             let read = reads(render, unit);
+            let reference = UnitRef {
+                cluster: cluster.name.clone(),
+                kind: unit.kind,
+                namespace: unit.namespace.clone(),
+                name: unit.name.clone(),
+            };
             if unit.status == Status::External {
-                let reference = UnitRef {
-                    cluster: cluster.name.clone(),
-                    kind: unit.kind,
-                    namespace: unit.namespace.clone(),
-                    name: unit.name.clone(),
-                };
                 external.push((reference, read));
             } else {
+                if unit.argocd.is_some() {
+                    argo_rendered.push((reference, read.clone()));
+                }
                 reached.extend(read);
             }
             origins.extend(unit.objects.iter().filter_map(|o| o.origin.as_deref()));
@@ -84,12 +95,26 @@ pub fn account(changed: &[String], base: &Render, head: &Render) -> Vec<Unplanne
     }
     let mut unplanned = Vec::new();
     for file in changed {
-        let read_by: BTreeSet<UnitRef> = external
-            .iter()
-            .filter(|(_, read)| read.iter().any(|r| covers(r, file)))
-            .map(|(unit, _)| unit.clone())
-            .collect();
-        let why = head.not_read.get(file).or_else(|| base.not_read.get(file)).cloned();
+        let readers = |units: &[(UnitRef, Vec<String>)]| -> Vec<UnitRef> {
+            units
+                .iter()
+                .filter(|(_, read)| read.iter().any(|r| covers(r, file)))
+                .map(|(u, _)| u.clone())
+                .collect()
+        };
+        let mut read_by: BTreeSet<UnitRef> = readers(&external).into_iter().collect();
+        let mut why = head.not_read.get(file).or_else(|| base.not_read.get(file)).cloned();
+        if symlinks.contains(file) {
+            let argo = readers(&argo_rendered);
+            why = Some(if argo.is_empty() {
+                "a symlink: Flux never archives symlinks, so it never reads it".to_string()
+            } else {
+                "a symlink: Argo CD reads what it points to, fluxplan does not follow symlinks, so it is not \
+                 in this plan"
+                    .to_string()
+            });
+            read_by.extend(argo);
+        }
         let planned =
             origins.contains(file.as_str()) || (why.is_none() && reached.iter().any(|r| covers(r, file)));
         if read_by.is_empty() && planned {
@@ -112,7 +137,7 @@ pub fn alerts(policy: &Policy, unplanned: &[UnplannedChange]) -> Vec<Alert> {
         .into_iter()
         .filter_map(|(unit, files)| {
             let message = format!(
-                "{} is not rendered by fluxplan and this pull request changes what it reads: {}; what it applies \
+                "{} reads what fluxplan does not render and this pull request changes it: {}; what it applies \
                  after the merge is not in this plan: review those files yourself",
                 unit.label(),
                 files.join(", ")

@@ -208,7 +208,11 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
     let declared = request.policy.before_render(&request.repo, &base_commit).unwrap_or_default();
     // What the pull request changes: the renders explain those no Kustomization reads. An
     // unknown revision is left for the render to report.
-    let changed = crate::git::changed_files(&request.repo, &base_commit, &request.head).unwrap_or_default();
+    let head_commit = crate::git::resolve_commit(&request.repo, &request.head).ok();
+    let changed = head_commit
+        .as_deref()
+        .and_then(|head| crate::git::changed_files(&request.repo, &base_commit, head).ok())
+        .unwrap_or_default();
     let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept| -> Result<Render> {
         let mut opts = request.render_options(Some(rev.to_string()));
         opts.explain = changed.clone();
@@ -259,8 +263,14 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
     extra_alerts.extend(pinned_sources(request, &policy));
     // Every changed file is accounted for: planned, read by a unit not rendered, or by none.
     let changed_files = match (&base.revision, &head.revision) {
+        // The commits rendered are those diffed (a branch may have moved meanwhile).
+        (Some(b), Some(h)) if *b == base_commit && Some(h) == head_commit.as_ref() => changed,
         (Some(b), Some(h)) => crate::git::changed_files(&request.repo, b, h)?,
         _ => Vec::new(),
+    };
+    let changed_symlinks = match &head.revision {
+        Some(h) => crate::git::symlinks_among(&request.repo, h, &changed_files)?,
+        None => Default::default(),
     };
     let ask = |root: &str, ids: &[crate::flux::ObjectId]| knowledge.blast_radius(root, ids);
     let mut plan = make_plan(PlanRequest {
@@ -275,6 +285,7 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         policy_source,
         extra_alerts,
         changed_files,
+        changed_symlinks,
     });
     masking::mask_plan(&mut plan, &[&base, &head]);
     tracing::info!(requests = knowledge.request_count(), "cluster reads");

@@ -361,3 +361,26 @@ fn a_readme_only_change_stays_no_changes_but_is_listed() {
     assert_eq!((plan["verdict"].as_str(), code), (Some("no-changes"), 0), "{plan:#}");
     assert_eq!(unplanned(&plan), [("docs/notes.md".to_string(), Vec::<String>::new())]);
 }
+
+/// Exports leave symlinks out (Flux never archives them), but the repo-server follows a symlinked
+/// manifest inside the repository: a pull request adding one under an Argo CD directory source is
+/// never `no-changes`. Under a Flux path the plan says Flux never reads it.
+#[test]
+fn a_symlinked_manifest_is_never_a_silent_pass() {
+    let repo = fleet();
+    repo.write("elsewhere/binding.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: linked\n");
+    repo.commit("a manifest outside any app");
+    std::os::unix::fs::symlink(
+        "../../elsewhere/binding.yaml",
+        repo.path().join("workloads/legacy/linked.yaml"),
+    )
+    .unwrap();
+    repo.commit("a symlink into the legacy app");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1, "{plan:#}");
+    assert!(has_alert(&plan, "warning", "unplanned-change"), "{plan:#}");
+    let listed = &plan["unplanned_changes"][0];
+    assert_eq!(listed["file"], "workloads/legacy/linked.yaml", "{plan:#}");
+    assert_eq!(listed["read_by"][0]["name"], "legacy", "{plan:#}");
+    assert!(listed["why"].as_str().unwrap().contains("symlink"), "{plan:#}");
+}
