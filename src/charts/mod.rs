@@ -2,4 +2,5 @@
 //! source-controller does it (`version`). The only module that will open network connections for
 //! content a pull request names.
 
+pub mod hosts;
 pub mod version;
