@@ -3,21 +3,8 @@
 //! does not render read.
 
 use crate::argocd::fleet;
-use crate::fixture::{changes_of, edit, plan_cli, plan_json, Repo};
+use crate::fixture::{alert_codes, changes_of, edit, has_alert, plan_cli, plan_json, Repo};
 use serde_json::Value;
-
-fn codes(plan: &Value) -> Vec<(String, String)> {
-    plan["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| (a["severity"].as_str().unwrap().to_string(), a["code"].as_str().unwrap().to_string()))
-        .collect()
-}
-
-fn has_alert(plan: &Value, severity: &str, code: &str) -> bool {
-    codes(plan).contains(&(severity.to_string(), code.to_string()))
-}
 
 fn pair(action: &str, id: &str) -> (String, String) {
     (action.to_string(), id.to_string())
@@ -55,7 +42,7 @@ fn a_target_revision_pin_plans_what_the_pinned_branch_holds_and_blocks() {
     repo.commit("pin shop to evil");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2, "{plan:#}");
-    assert!(has_alert(&plan, "danger", "source-ref-pinned"), "{:?}", codes(&plan));
+    assert!(has_alert(&plan, "danger", "source-ref-pinned"), "{:?}", alert_codes(&plan));
     let shop = changes_of(&plan, "argocd/shop");
     assert!(shop.contains(&pair("create", "shop_miner__Pod")), "{shop:?}");
     // What the pin drops is pruned: Argo CD syncs the pinned tree.
@@ -113,7 +100,7 @@ fn an_applicationset_generator_revision_plans_what_that_branch_generates() {
     repo.commit("generate from evil");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2, "{plan:#}");
-    assert!(has_alert(&plan, "danger", "source-ref-pinned"), "{:?}", codes(&plan));
+    assert!(has_alert(&plan, "danger", "source-ref-pinned"), "{:?}", alert_codes(&plan));
     let platform = changes_of(&plan, "argocd/platform");
     assert!(platform.contains(&pair("create", "argocd_miner_argoproj.io_Application")), "{platform:?}");
 
@@ -126,7 +113,7 @@ fn an_applicationset_generator_revision_plans_what_that_branch_generates() {
     repo.commit("template pins evil");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2, "{plan:#}");
-    assert!(has_alert(&plan, "danger", "source-ref-pinned"), "{:?}", codes(&plan));
+    assert!(has_alert(&plan, "danger", "source-ref-pinned"), "{:?}", alert_codes(&plan));
     assert!(changes_of(&plan, "argocd/api").contains(&pair("create", "api_miner__Pod")));
 }
 
@@ -280,7 +267,7 @@ fn an_argo_helm_chart_edit_is_a_change_with_a_warning() {
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(plan["verdict"], "changes", "{plan:#}");
     assert_eq!(code, 1);
-    assert!(has_alert(&plan, "warning", "unplanned-change"), "{:?}", codes(&plan));
+    assert!(has_alert(&plan, "warning", "unplanned-change"), "{:?}", alert_codes(&plan));
     assert_eq!(
         unplanned(&plan),
         [("charts/web/templates/cm.yaml".to_string(), vec!["Application argocd/charts".to_string()])]
@@ -300,8 +287,8 @@ fn a_jsonnet_app_is_external_and_its_edit_is_a_change() {
     );
     // Never a failing root: the plan of the unchanged fleet is not blocked by it.
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    assert_ne!(code, 2, "{:?}", codes(&plan));
-    assert!(!codes(&plan).iter().any(|(_, code)| code == "root-failed" || code == "build-failed"));
+    assert_ne!(code, 2, "{:?}", alert_codes(&plan));
+    assert!(!alert_codes(&plan).iter().any(|(_, code)| code == "root-failed" || code == "build-failed"));
     let jsonnet = crate::fixture::kustomization_in(&plan, "argocd/jsonnet");
     assert_eq!(jsonnet["status"], "external", "{jsonnet:#}");
     repo.write(
@@ -333,7 +320,7 @@ fn a_flux_kustomization_on_an_oci_source_reads_its_path_here() {
     repo.commit("edit tenants");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!((plan["verdict"].as_str(), code), (Some("changes"), 1), "{plan:#}");
-    assert!(has_alert(&plan, "warning", "unplanned-change"), "{:?}", codes(&plan));
+    assert!(has_alert(&plan, "warning", "unplanned-change"), "{:?}", alert_codes(&plan));
     assert_eq!(
         unplanned(&plan),
         [("tenants/team-a.yaml".to_string(), vec!["Kustomization flux-system/tenants".to_string()])]

@@ -272,3 +272,18 @@ pub fn edit(repo: &Repo, file: &str, from: &str, to: &str) {
     assert!(text.contains(from), "{file} holds no {from:?}");
     repo.write(file, &text.replace(from, to));
 }
+
+/// (severity, code) of every alert of a plan.
+pub fn alert_codes(plan: &serde_json::Value) -> Vec<(String, String)> {
+    plan["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["severity"].as_str().unwrap().to_string(), a["code"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// True when the plan has an alert `code` of `severity`.
+pub fn has_alert(plan: &serde_json::Value, severity: &str, code: &str) -> bool {
+    alert_codes(plan).contains(&(severity.to_string(), code.to_string()))
+}

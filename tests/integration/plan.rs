@@ -1,20 +1,7 @@
 //! `fluxplan plan` end to end: real git, real kustomize, golden reports, exit codes.
 
-use crate::fixture::{changes_of, kustomization_in, plan_cli, plan_json, Repo};
+use crate::fixture::{alert_codes, changes_of, has_alert, kustomization_in, plan_cli, plan_json, Repo};
 use serde_json::Value;
-
-fn alert_codes(plan: &Value) -> Vec<(String, String)> {
-    plan["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| (a["severity"].as_str().unwrap().to_string(), a["code"].as_str().unwrap().to_string()))
-        .collect()
-}
-
-fn has_alert(plan: &Value, severity: &str, code: &str) -> bool {
-    alert_codes(plan).contains(&(severity.to_string(), code.to_string()))
-}
 
 const NAMESPACE_AND_APP: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.26\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  ports:\n  - port: 80\n";
 

@@ -3,7 +3,7 @@
 //! chart: the root exists only inside a HelmRelease's values, a parent Kustomization produces one
 //! `ks.yaml` per app (listed in per-namespace kustomization files) and patches its children.
 
-use crate::fixture::{plan_cli, plan_json, Repo};
+use crate::fixture::{alert_codes, plan_cli, plan_json, Repo};
 use fluxplan::render::{Render, RootKind, Status};
 use serde_json::Value;
 
@@ -77,15 +77,6 @@ fn helm_release(sync_path: &str) -> String {
     format!(
         "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: flux-instance\nspec:\n  chartRef:\n    kind: OCIRepository\n    name: flux-instance\n  interval: 1h\n  values:\n    instance:\n      cluster:\n        networkPolicy: false\n      sync:\n        kind: GitRepository\n        url: {REMOTE}\n        ref: refs/heads/main\n        path: {sync_path}\n        interval: 1h\n"
     )
-}
-
-fn kinds_of_alerts(plan: &Value) -> Vec<(String, String)> {
-    plan["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| (a["severity"].as_str().unwrap().to_string(), a["code"].as_str().unwrap().to_string()))
-        .collect()
 }
 
 fn statuses(plan: &Value) -> Vec<(String, String, String)> {
@@ -220,7 +211,7 @@ fn commenting_out_an_apps_ks_yaml_deletes_it_and_adds_no_root() {
     assert!(listed.contains(&("kubernetes/flux/cluster".into(), "default/whoami".into(), "removed".into())));
     assert_eq!(creates(&plan), 0, "deletes only");
     assert_eq!(plan["summary"]["delete"], 3, "whoami's Kustomization object, its Service and ConfigMap");
-    assert_eq!(kinds_of_alerts(&plan), vec![("danger".to_string(), "kustomization-removed".to_string())]);
+    assert_eq!(alert_codes(&plan), vec![("danger".to_string(), "kustomization-removed".to_string())]);
     let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
     insta::assert_snapshot!("roots_commented_out_app_markdown", markdown);
     let (json_text, _) = plan_cli(&repo, "HEAD~1", "HEAD", "json", &[]);
@@ -248,7 +239,7 @@ fn a_root_failing_at_base_is_root_failed_and_nothing_else() {
     assert_eq!(base.clusters.len(), 1, "the root's children never become roots: {:?}", cluster_names(&base));
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2);
-    assert_eq!(kinds_of_alerts(&plan), vec![("danger".to_string(), "root-failed".to_string())]);
+    assert_eq!(alert_codes(&plan), vec![("danger".to_string(), "root-failed".to_string())]);
     assert_eq!(
         statuses(&plan),
         vec![("kubernetes/flux/cluster".into(), "flux-system/flux-system".into(), "failed".into())]
@@ -284,7 +275,7 @@ fn without_a_declared_sync_a_parent_failing_to_build_still_claims_its_children()
     assert_eq!(base.clusters[0].found_by, RootKind::Fallback);
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2);
-    assert_eq!(kinds_of_alerts(&plan), vec![("danger".to_string(), "root-failed".to_string())]);
+    assert_eq!(alert_codes(&plan), vec![("danger".to_string(), "root-failed".to_string())]);
     assert_eq!(creates(&plan), 0);
 }
 
@@ -313,7 +304,7 @@ fn a_fallback_root_commented_out_is_a_deletion_not_a_new_root() {
         ]
     );
     assert_eq!(creates(&plan), 0);
-    assert_eq!(kinds_of_alerts(&plan), vec![("danger".to_string(), "kustomization-removed".to_string())]);
+    assert_eq!(alert_codes(&plan), vec![("danger".to_string(), "kustomization-removed".to_string())]);
 }
 
 #[test]
@@ -483,7 +474,7 @@ fn children_of_a_kustomization_failing_at_base_are_not_added() {
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     let listed = statuses(&plan);
     assert!(listed.iter().all(|(_, _, s)| s != "added" && s != "removed"), "{listed:?}");
-    let codes = kinds_of_alerts(&plan);
+    let codes = alert_codes(&plan);
     assert!(!codes.iter().any(|(_, c)| c == "root-failed" || c == "roots-changed"), "{codes:?}");
     let whoami = plan["kustomizations"].as_array().unwrap().iter().find(|k| k["name"] == "whoami").unwrap();
     assert!(
@@ -507,7 +498,7 @@ fn a_bootstrap_root_failing_at_head_stays_the_root() {
     assert_eq!(head.clusters[0].found_by, RootKind::Bootstrap);
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2);
-    assert_eq!(kinds_of_alerts(&plan), vec![("danger".to_string(), "root-failed".to_string())]);
+    assert_eq!(alert_codes(&plan), vec![("danger".to_string(), "root-failed".to_string())]);
     assert!(plan["alerts"][0]["message"].as_str().unwrap().contains("fails to build at head"));
     assert_eq!(
         statuses(&plan),
@@ -525,7 +516,7 @@ fn files_below_a_root_failing_at_head_are_not_unreachable() {
     // Every ks.yaml below the failing root is still claimed by it, however deep.
     assert!(repo.render(Some("HEAD")).unreachable.is_empty());
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    assert_eq!(kinds_of_alerts(&plan), vec![("danger".to_string(), "root-failed".to_string())]);
+    assert_eq!(alert_codes(&plan), vec![("danger".to_string(), "root-failed".to_string())]);
 }
 
 #[test]
