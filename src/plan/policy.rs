@@ -51,6 +51,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("cluster-not-covered", Severity::Warning),
     ("repo-subdirectory", Severity::Warning),
     ("external-source", Severity::Info),
+    ("unknown-revision", Severity::Warning),
     ("unplanned-change", Severity::Warning),
     ("root-failed", Severity::Danger),
     ("roots-changed", Severity::Danger),
@@ -419,7 +420,13 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
                 (Some(_), Some(why)) => why.clone(),
                 _ => format!("source {} is not in this repository: not planned", k.source),
             };
-            alerts.extend(alert("external-source", message, Vec::new()));
+            // A revision this repository cannot resolve hides what will sync: a warning.
+            let code = if k.argocd.as_ref().is_some_and(|u| u.unknown_revision) {
+                "unknown-revision"
+            } else {
+                "external-source"
+            };
+            alerts.extend(alert(code, message, Vec::new()));
         }
         if !k.unresolved_variables.is_empty() {
             alerts.extend(alert(

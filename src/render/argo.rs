@@ -41,6 +41,9 @@ pub struct ArgoUnit {
     /// What it reads in this repository, as repository paths (see `argocd::reads`).
     #[serde(skip)]
     pub reads: Vec<String>,
+    /// Not planned because a revision it reads cannot be resolved here (see `Unrendered`).
+    #[serde(skip)]
+    pub unknown_revision: bool,
 }
 
 impl ArgoUnit {
@@ -89,6 +92,9 @@ type Output = Result<(Vec<RenderedObject>, Vec<Hook>), Unrendered>;
 enum Unrendered {
     /// Its source is not rendered here (another repository, Helm, a plugin): listed, not planned.
     External(String),
+    /// A revision it reads that this repository cannot resolve (a semver range, an unknown name):
+    /// what it syncs is not known here.
+    UnknownRevision(String),
     Failed(RenderError),
 }
 
@@ -330,8 +336,13 @@ impl<'a> ArgoWalk<'a> {
             node.parent.clone(),
             node.file.clone(),
         );
-        let mut unit =
-            ArgoUnit { application: None, application_set: None, hooks: Vec::new(), reads: Vec::new() };
+        let mut unit = ArgoUnit {
+            application: None,
+            application_set: None,
+            hooks: Vec::new(),
+            reads: Vec::new(),
+            unknown_revision: false,
+        };
         let is_this_repo = |url: &str| self.is_this_repo(url);
         let output = if is_set {
             match ApplicationSet::from_value(&node.manifest, &node.reference.namespace) {
@@ -363,6 +374,11 @@ impl<'a> ArgoWalk<'a> {
             Err(Unrendered::External(why)) => {
                 record.status = Status::External;
                 record.warnings.push(why);
+            }
+            Err(Unrendered::UnknownRevision(why)) => {
+                record.status = Status::External;
+                record.warnings.push(why);
+                unit.unknown_revision = true;
             }
             Err(Unrendered::Failed(error)) => {
                 record.status = Status::Failed;
@@ -424,16 +440,25 @@ impl<'a> ArgoWalk<'a> {
     /// The Applications an ApplicationSet generates, as its objects.
     fn expand(&self, cluster: &str, set: &ApplicationSet, record: &mut RenderedKustomization) -> Output {
         record.path = set.describe_generators();
+        let unknown_revision = std::sync::atomic::AtomicBool::new(false);
+        let tree_at = |revision: Option<&str>| {
+            let tree = self.tree_at(revision);
+            if tree.is_err() {
+                unknown_revision.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            tree
+        };
         let expansion = set
-            .expand(&|url| self.is_this_repo(url), &|revision| self.tree_at(revision))
+            .expand(&|url| self.is_this_repo(url), &tree_at)
             .map_err(|e| Unrendered::Failed(RenderError::InvalidSpec(e)))?;
         if !expansion.external.is_empty() {
-            return Err(Unrendered::External(format!(
-                "ApplicationSet {}/{}: {}",
-                set.namespace,
-                set.name,
-                expansion.external.join("; ")
-            )));
+            let why =
+                format!("ApplicationSet {}/{}: {}", set.namespace, set.name, expansion.external.join("; "));
+            return Err(if unknown_revision.into_inner() {
+                Unrendered::UnknownRevision(why)
+            } else {
+                Unrendered::External(why)
+            });
         }
         let mut kept = Vec::new();
         let built = expansion
@@ -538,7 +563,7 @@ impl<'a> ArgoWalk<'a> {
             .into());
         }
         let view = self.tree_at(source.target_revision.as_deref()).map_err(|why| {
-            Unrendered::External(format!(
+            Unrendered::UnknownRevision(format!(
                 "targetRevision {} of {url}: {why}: what Argo CD syncs is not known here, so this Application is \
                  not planned",
                 revision::normalized(source.target_revision.as_deref())

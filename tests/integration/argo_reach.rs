@@ -371,3 +371,16 @@ fn a_symlinked_manifest_is_never_a_silent_pass() {
     assert_eq!(listed["read_by"][0]["name"], "legacy", "{plan:#}");
     assert!(listed["why"].as_str().unwrap().contains("symlink"), "{plan:#}");
 }
+
+/// A revision this repository cannot resolve hides what will sync: the unit is not planned, and
+/// the plan says so as a warning (`unknown-revision`), never as an info note.
+#[test]
+fn an_unresolvable_target_revision_is_a_warning() {
+    let repo = fleet();
+    edit(&repo, "apps/shop.yaml", "targetRevision: main", "targetRevision: '>=1.0.0'");
+    repo.commit("a semver range");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "the revision changed: source-ref-pinned blocks; {plan:#}");
+    assert!(has_alert(&plan, "warning", "unknown-revision"), "{:?}", alert_codes(&plan));
+    assert!(!has_alert(&plan, "info", "external-source"), "{:?}", alert_codes(&plan));
+}
