@@ -64,8 +64,17 @@ impl Mirrors {
             git(&path, None, &["remote", "add", "origin", clone_url])?;
         }
         let auth = auth.filter(|_| clone_url.starts_with("http"));
-        let mut args =
-            vec!["fetch", "--quiet", "--prune", "--no-tags", "origin", "+refs/heads/*:refs/heads/*"];
+        // Tags too, as Argo CD resolves a `targetRevision` naming one against the remote's tags;
+        // a tag moved or deleted upstream is moved or deleted here (forced, pruned).
+        let mut args = vec![
+            "fetch",
+            "--quiet",
+            "--prune",
+            "--no-tags",
+            "origin",
+            "+refs/heads/*:refs/heads/*",
+            "+refs/tags/*:refs/tags/*",
+        ];
         args.extend(refspecs);
         git(&path, auth, &args)
             .with_context(|| format!("cannot fetch {}", crate::git::redact_url(clone_url)))?;
@@ -286,8 +295,14 @@ mod tests {
         let path = mirrors.fetch(&url, &[], &[&feature], None).unwrap();
         assert!(has_commit(&path, &feature));
         assert_eq!(run(&path, &["remote", "get-url", "origin"]), url);
-        // A second fetch reuses the mirror.
+        // A second fetch reuses the mirror; tags come along (Argo CD pins resolve against them),
+        // and one moved upstream moves here.
+        run(up, &["tag", "v1", &feature]);
         assert_eq!(mirrors.fetch(&url, &[], &[&feature], None).unwrap(), path);
+        assert_eq!(run(&path, &["rev-parse", "v1^{commit}"]), feature);
+        run(up, &["tag", "-f", "v1", "main"]);
+        mirrors.fetch(&url, &[], &[], None).unwrap();
+        assert_eq!(run(&path, &["rev-parse", "v1^{commit}"]), run(up, &["rev-parse", "main"]));
         let missing = "0123456789012345678901234567890123456789";
         let error = mirrors.fetch(&url, &[], &[missing], None).unwrap_err();
         assert!(error.to_string().contains(missing), "{error}");
