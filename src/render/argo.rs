@@ -19,7 +19,7 @@ use crate::{paths, yaml};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -286,7 +286,10 @@ impl<'a> ArgoWalk<'a> {
                 kustomizations: Vec::new(),
             });
         }
-        while !queue.is_empty() {
+        // Each cluster's units by reference: a pull request can write many.
+        let mut index: Vec<HashMap<KustomizationRef, usize>> = vec![HashMap::new(); clusters.len()];
+        // A stopped plan stops here too: directory sources never reach kustomize, which checks.
+        while !queue.is_empty() && self.opts.cancel.check().is_ok() {
             let results: Vec<(usize, RenderedKustomization, Vec<Node>)> = pool.install(|| {
                 std::mem::take(&mut queue)
                     .into_par_iter()
@@ -298,7 +301,7 @@ impl<'a> ArgoWalk<'a> {
             });
             for (cluster, mut rendered, children) in results {
                 let units = &mut clusters[cluster].kustomizations;
-                if let Some(other) = units.iter_mut().find(|k| k.reference() == rendered.reference()) {
+                if let Some(other) = index[cluster].get(&rendered.reference()).map(|&i| &mut units[i]) {
                     other.warnings.push(format!(
                         "also produced by {}: two definitions of one {} fight over it",
                         rendered.parent.as_ref().map(|p| p.to_string()).unwrap_or_default(),
@@ -307,6 +310,7 @@ impl<'a> ArgoWalk<'a> {
                     continue;
                 }
                 rendered.warnings.sort();
+                index[cluster].insert(rendered.reference(), units.len());
                 units.push(rendered);
                 queue.extend(children);
             }
@@ -343,6 +347,15 @@ impl<'a> ArgoWalk<'a> {
             reads: Vec::new(),
             unknown_revision: false,
         };
+        if node.ancestors.len() >= super::build::MAX_NESTING {
+            record.status = Status::Failed;
+            record.error = Some(ErrorReport::from(&RenderError::Limit(format!(
+                "Applications nest more than {} levels deep: over fluxplan's limit, so this one is not planned",
+                super::build::MAX_NESTING
+            ))));
+            record.argocd = Some(Box::new(unit));
+            return (record, Vec::new());
+        }
         let is_this_repo = |url: &str| self.is_this_repo(url);
         let output = if is_set {
             match ApplicationSet::from_value(&node.manifest, &node.reference.namespace) {

@@ -800,7 +800,11 @@ impl Context<'_> {
             });
         }
         let mut reached: BTreeSet<(String, String)> = BTreeSet::new();
-        while !queue.is_empty() {
+        // Each cluster's Kustomizations by reference: a pull request can write many.
+        let mut index: Vec<std::collections::HashMap<KustomizationRef, usize>> =
+            vec![Default::default(); clusters.len()];
+        // A stopped plan stops between levels too.
+        while !queue.is_empty() && self.opts.cancel.check().is_ok() {
             let results: Vec<(Node, RenderedKustomization, Vec<Node>)> = pool.install(|| {
                 std::mem::take(&mut queue)
                     .into_par_iter()
@@ -813,7 +817,7 @@ impl Context<'_> {
             for (node, mut rendered, children) in results {
                 let cluster = &mut clusters[node.cluster];
                 if let Some(other) =
-                    cluster.kustomizations.iter_mut().find(|k| k.reference() == rendered.reference())
+                    index[node.cluster].get(&rendered.reference()).map(|&i| &mut cluster.kustomizations[i])
                 {
                     other.warnings.push(format!(
                         "also produced by {}: two definitions of one Kustomization fight over it",
@@ -830,6 +834,7 @@ impl Context<'_> {
                     }
                 }
                 rendered.warnings.sort();
+                index[node.cluster].insert(rendered.reference(), cluster.kustomizations.len());
                 cluster.kustomizations.push(rendered);
                 queue.extend(children);
             }
@@ -847,6 +852,16 @@ impl Context<'_> {
             node.parent.clone(),
             node.file.clone(),
         );
+        if node.ancestors.len() >= super::build::MAX_NESTING {
+            record.status = Status::Failed;
+            record.error = Some(ErrorReport::from(&RenderError::Limit(format!(
+                "Kustomizations nest more than {} levels deep (each applied by the one before): over fluxplan's \
+                 limit, so this one is not planned",
+                super::build::MAX_NESTING
+            ))));
+            record.spec = Some(spec);
+            return (record, Vec::new());
+        }
         if matches!(self.sources.tree(&spec.source_ref, node.file.as_deref()), Ok(None)) {
             record.status = Status::External;
             record.warnings.push(self.sources.external_reason(&spec.source_ref, node.file.as_deref()));

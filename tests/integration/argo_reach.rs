@@ -384,3 +384,40 @@ fn an_unresolvable_target_revision_is_a_warning() {
     assert!(has_alert(&plan, "warning", "unknown-revision"), "{:?}", alert_codes(&plan));
     assert!(!has_alert(&plan, "info", "external-source"), "{:?}", alert_codes(&plan));
 }
+
+/// Applications each rendering the next (app of apps of apps ...), 150 deep: stopped at
+/// fluxplan's nesting limit with a `source-limit`.
+#[test]
+fn a_chain_of_applications_deeper_than_the_limit_is_a_source_limit() {
+    const DEPTH: usize = 150;
+    let repo = fleet();
+    let app = |i: usize| {
+        [
+            "apiVersion: argoproj.io/v1alpha1",
+            "kind: Application",
+            "metadata:",
+            &format!("  name: a{i}"),
+            "  namespace: argocd",
+            "spec:",
+            "  project: default",
+            "  source:",
+            "    repoURL: https://github.com/acme/argocd-fleet.git",
+            "    targetRevision: main",
+            &format!("    path: chain/a{i}"),
+            "  destination:",
+            "    server: https://kubernetes.default.svc",
+            "    namespace: chain",
+        ]
+        .join("\n")
+    };
+    repo.write("apps/chain.yaml", &app(0));
+    for i in 0..DEPTH {
+        repo.write(&format!("chain/a{i}/next.yaml"), &app(i + 1));
+    }
+    repo.commit("a chain of Applications");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{:?}", alert_codes(&plan));
+    let limit = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "source-limit");
+    let limit = limit.unwrap_or_else(|| panic!("{:?}", alert_codes(&plan)));
+    assert!(limit["message"].as_str().unwrap().contains("nest more than 100 levels"), "{limit}");
+}

@@ -687,3 +687,31 @@ fn a_chain_of_kustomizations_deeper_than_the_limit_is_a_source_limit_not_a_crash
     outcome.assert_refused("source-limit", "nest more than 100 levels");
     assert_eq!(outcome.code, 2, "{}", outcome.stdout);
 }
+
+/// Flux Kustomizations each applying the next, 150 deep: the walk stops at fluxplan's nesting
+/// limit with a `source-limit`, instead of following a pull request's chain for as long as it is.
+#[test]
+fn a_chain_of_flux_kustomizations_deeper_than_the_limit_is_a_source_limit() {
+    const DEPTH: usize = 150;
+    let next = |i: usize| {
+        format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: k{i}\n  namespace: flux-system\n\
+             spec:\n  interval: 10m\n  path: ./chain/k{i}\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n"
+        )
+    };
+    let mut files = vec![("apps/next.yaml".to_string(), next(0))];
+    for i in 0..DEPTH {
+        files.push((format!("chain/k{i}/next.yaml"), next(i + 1)));
+    }
+    files.push((
+        format!("chain/k{DEPTH}/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\n  namespace: default\n".into(),
+    ));
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+    let outcome = hostile(&files).plan(&[]);
+    assert_eq!(outcome.code, 2, "{}", outcome.stdout);
+    let limits = outcome.alerts("source-limit");
+    assert_eq!(limits.len(), 1, "{limits:?}");
+    assert!(limits[0]["message"].as_str().unwrap().contains("nest more than 100 levels"), "{}", limits[0]);
+    outcome.assert_nothing_leaked();
+}
