@@ -77,3 +77,60 @@ pub(super) fn alerts(policy: &Policy, base: &Render, head: &Render) -> Vec<Alert
     }
     alerts
 }
+
+/// The branch a plan's base revision names, when it names one (`main`, `refs/heads/main`,
+/// `origin/main`); `None` for a commit id.
+fn branch_of(base_rev: &str) -> Option<&str> {
+    let name = base_rev.trim_start_matches("refs/heads/").trim_start_matches("refs/remotes/");
+    let name = name.strip_prefix("origin/").unwrap_or(name);
+    let commit_like = name.len() >= 7 && name.chars().all(|c| c.is_ascii_hexdigit());
+    (!commit_like && !name.is_empty() && name != "HEAD" && !name.contains(['~', '^', '@'])).then_some(name)
+}
+
+/// `pinned-revision` for units the pull request adds that read a revision other than the branch
+/// merged into: the plan renders what that revision holds today, but whoever can move it (a
+/// branch anyone may push to, a tag) changes what Argo CD syncs after the merge, unreviewed.
+pub(super) fn new_pins(policy: &Policy, base: &Render, head: &Render, base_rev: &str) -> Vec<Alert> {
+    let Some(branch) = branch_of(base_rev) else { return Vec::new() };
+    let mut alerts = Vec::new();
+    for (cluster, unit) in head.kustomizations() {
+        let Some(now) = unit.argocd.as_deref() else { continue };
+        if base.kustomization(&cluster.name, &unit.namespace, &unit.name).is_some() {
+            continue; // a change of revision is `source-ref-pinned`
+        }
+        let pinned: Vec<String> = revisions(now)
+            .into_iter()
+            .filter(|(_, revision)| revision != "HEAD" && revision != branch)
+            .map(|(place, revision)| format!("{place} {revision}"))
+            .collect();
+        if pinned.is_empty() {
+            continue;
+        }
+        let message = format!(
+            "{} is new and reads {}, not {branch}: Argo CD syncs whatever that revision holds when it syncs; the \
+             plan shows what it holds today",
+            unit.label(),
+            pinned.join(", ")
+        );
+        let reference = Some(unit.reference().to_string());
+        alerts.extend(policy.alert("pinned-revision", &cluster.name, reference, message, Vec::new()));
+    }
+    alerts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::branch_of;
+
+    #[test]
+    fn the_branch_a_base_revision_names() {
+        assert_eq!(branch_of("main"), Some("main"));
+        assert_eq!(branch_of("refs/heads/release/1.x"), Some("release/1.x"));
+        assert_eq!(branch_of("origin/main"), Some("main"));
+        for not_a_branch in
+            ["0123abc", "2f1e0c9d8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e", "HEAD", "HEAD~1", "main@{1}", ""]
+        {
+            assert_eq!(branch_of(not_a_branch), None, "{not_a_branch}");
+        }
+    }
+}

@@ -492,6 +492,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         }
     }
     alerts.extend(policy::evaluate(request.policy, &kustomizations, base, head, &blast_radius));
+    alerts.extend(argo_revisions::new_pins(request.policy, base, head, &request.base_rev));
     let unplanned_changes =
         unplanned::account(&request.changed_files, &request.changed_symlinks, request.base, request.head);
     alerts.extend(unplanned::alerts(request.policy, &unplanned_changes));

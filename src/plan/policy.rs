@@ -52,6 +52,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("repo-subdirectory", Severity::Warning),
     ("external-source", Severity::Info),
     ("unknown-revision", Severity::Warning),
+    ("pinned-revision", Severity::Warning),
     ("unplanned-change", Severity::Warning),
     ("root-failed", Severity::Danger),
     ("roots-changed", Severity::Danger),

@@ -421,3 +421,30 @@ fn a_chain_of_applications_deeper_than_the_limit_is_a_source_limit() {
     let limit = limit.unwrap_or_else(|| panic!("{:?}", alert_codes(&plan)));
     assert!(limit["message"].as_str().unwrap().contains("nest more than 100 levels"), "{limit}");
 }
+
+/// An Application the pull request adds that reads another branch: what it syncs after the merge
+/// is whatever that branch holds then, so the plan warns (`pinned-revision`); one reading the
+/// branch merged into does not.
+#[test]
+fn a_new_application_reading_another_branch_is_a_warning() {
+    let repo = fleet();
+    evil_branch(&repo, |repo| {
+        repo.write("workloads/shop/pod.yaml", PRIVILEGED_POD);
+    });
+    repo.git(&["checkout", "-q", "-b", "change"]);
+    let shop = std::fs::read_to_string(repo.path().join("apps/shop.yaml")).unwrap();
+    let copy = |name: &str, revision: &str| {
+        shop.replace("name: shop", &format!("name: {name}"))
+            .replace("targetRevision: main", &format!("targetRevision: {revision}"))
+    };
+    repo.write("apps/pinned.yaml", &copy("pinned", "evil"));
+    repo.write("apps/follows.yaml", &copy("follows", "main"));
+    repo.commit("two new Applications");
+    let (plan, code) = plan_json(&repo, "main", "change", &[]);
+    assert_ne!(code, 0, "{plan:#}");
+    let pinned: Vec<&Value> =
+        plan["alerts"].as_array().unwrap().iter().filter(|a| a["code"] == "pinned-revision").collect();
+    assert_eq!(pinned.len(), 1, "{:?}", alert_codes(&plan));
+    assert_eq!(pinned[0]["severity"], "warning");
+    assert_eq!(pinned[0]["kustomization"], "argocd/pinned", "{}", pinned[0]);
+}
