@@ -258,21 +258,51 @@ pub fn changed_files(repo: &Path, base: &str, head: &str) -> Result<Vec<String>>
     Ok(files)
 }
 
-/// The paths among `files` that are symbolic links in `commit`.
-pub fn symlinks_among(
-    repo: &Path,
-    commit: &str,
-    files: &[String],
-) -> Result<std::collections::BTreeSet<String>> {
-    if files.is_empty() {
-        return Ok(Default::default());
-    }
-    let wanted: std::collections::BTreeSet<&str> = files.iter().map(String::as_str).collect();
-    Ok(tree_entries(repo, commit, false)?
+/// Symbolic links git checks out, read no further: at most this many, targets this long.
+const MAX_SYMLINKS: usize = 10_000;
+const MAX_SYMLINK_TARGET: usize = 4096;
+
+/// Every symbolic link of `commit`: (path, target as written). Exports leave them out (Flux never
+/// archives them), but Argo CD's repo-server follows those that stay in the repository.
+pub fn symlinks(repo: &Path, commit: &str) -> Result<Vec<(String, String)>> {
+    use std::io::{BufRead, Write};
+    let links: Vec<TreeEntry> = tree_entries(repo, commit, false)?
         .into_iter()
-        .filter(|e| e.mode == "120000" && wanted.contains(e.path.as_str()))
-        .map(|e| e.path)
-        .collect())
+        .filter(|e| e.mode == "120000")
+        .take(MAX_SYMLINKS)
+        .collect();
+    if links.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut child = git(repo)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot run git to read symbolic links")?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let ids: String = links.iter().map(|l| format!("{}\n", l.id)).collect();
+    let writer = std::thread::spawn(move || stdin.write_all(ids.as_bytes()));
+    let mut reader = std::io::BufReader::new(child.stdout.take().expect("piped"));
+    let mut found = Vec::new();
+    for link in links {
+        let mut header = String::new();
+        reader.read_line(&mut header)?;
+        // `<id> blob <size>`, then the content and a newline.
+        let size: usize = header.split_whitespace().nth(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let mut content = vec![0; size + 1];
+        reader.read_exact(&mut content)?;
+        content.truncate(size);
+        if size <= MAX_SYMLINK_TARGET {
+            if let Ok(target) = String::from_utf8(content) {
+                found.push((link.path, target));
+            }
+        }
+    }
+    let _ = writer.join();
+    let _ = child.wait();
+    Ok(found)
 }
 
 /// Fetch URLs of every remote of the repository (empty when it is not a git repository).

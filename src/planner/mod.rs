@@ -268,8 +268,8 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         (Some(b), Some(h)) => crate::git::changed_files(&request.repo, b, h)?,
         _ => Vec::new(),
     };
-    let changed_symlinks = match &head.revision {
-        Some(h) => crate::git::symlinks_among(&request.repo, h, &changed_files)?,
+    let symlinks = match &head.revision {
+        Some(h) => crate::git::symlinks(&request.repo, h)?.into_iter().collect(),
         None => Default::default(),
     };
     let ask = |root: &str, ids: &[crate::flux::ObjectId]| knowledge.blast_radius(root, ids);
@@ -285,7 +285,7 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         policy_source,
         extra_alerts,
         changed_files,
-        changed_symlinks,
+        symlinks,
     });
     masking::mask_plan(&mut plan, &[&base, &head]);
     tracing::info!(requests = knowledge.request_count(), "cluster reads");

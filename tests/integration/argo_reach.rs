@@ -370,6 +370,21 @@ fn a_symlinked_manifest_is_never_a_silent_pass() {
     assert_eq!(listed["file"], "workloads/legacy/linked.yaml", "{plan:#}");
     assert_eq!(listed["read_by"][0]["name"], "legacy", "{plan:#}");
     assert!(listed["why"].as_str().unwrap().contains("symlink"), "{plan:#}");
+
+    // A later pull request changes only what the symlink points to.
+    repo.write(
+        "elsewhere/binding.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: backdoor\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\n",
+    );
+    repo.commit("the symlink's target becomes a cluster-admin binding");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1, "never no-changes: {plan:#}");
+    assert!(has_alert(&plan, "warning", "unplanned-change"), "{plan:#}");
+    let listed = &plan["unplanned_changes"][0];
+    assert_eq!(listed["file"], "elsewhere/binding.yaml", "{plan:#}");
+    assert_eq!(listed["read_by"][0]["name"], "legacy", "{plan:#}");
+    assert!(listed["why"].as_str().unwrap().contains("workloads/legacy/linked.yaml"), "{plan:#}");
 }
 
 /// A revision this repository cannot resolve hides what will sync: the unit is not planned, and
