@@ -5,8 +5,10 @@
 //! `serve`, `plan` or `build` removes exactly those whose owner is gone, never one another
 //! fluxplan is rendering from. Exports named otherwise (by an older fluxplan) are left alone.
 
+use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 const EXPORT_PREFIX: &str = "fluxplan-src-";
 
@@ -42,6 +44,12 @@ impl Owner {
         Some(Owner { namespace, pid: u32::try_from(pid).ok()?, started })
     }
 
+    /// The owner an owner lock's name records (see `lock_path`).
+    fn of_lock(name: &str) -> Option<Owner> {
+        let label = name.strip_prefix("fluxplan-owner-")?.strip_suffix(".lock")?;
+        Owner::parse(&format!("{EXPORT_PREFIX}{label}-"))
+    }
+
     /// False only when it is certain the owner is gone: a pid of another namespace says nothing.
     fn may_be_alive(&self, namespace: u64) -> bool {
         self.namespace != namespace || start_time(self.pid) == Some(self.started)
@@ -56,6 +64,42 @@ pub fn export_prefix() -> &'static str {
         Some(owner) => format!("{EXPORT_PREFIX}{}-", owner.label()),
         None => EXPORT_PREFIX.to_string(),
     })
+}
+
+/// The lock file an owner holds in a scratch directory for as long as it lives: the kernel
+/// releases it when the owner exits, so a fluxplan of another pid namespace (a restarted
+/// container) can tell that the owner is gone.
+fn lock_path(scratch: &Path, owner: &Owner) -> PathBuf {
+    scratch.join(format!("fluxplan-owner-{}.lock", owner.label()))
+}
+
+/// Takes this process's owner lock in `scratch` (once per directory, held until it exits),
+/// before its first export there.
+pub fn hold_owner_lock(scratch: &Path) {
+    static HELD: Mutex<BTreeMap<PathBuf, File>> = Mutex::new(BTreeMap::new());
+    let Some(owner) = Owner::this() else { return };
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    if held.contains_key(scratch) {
+        return;
+    }
+    let opened =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(lock_path(scratch, &owner));
+    match opened.and_then(|file| file.try_lock().map(|()| file).map_err(std::io::Error::other)) {
+        Ok(file) => {
+            held.insert(scratch.to_path_buf(), file);
+        }
+        Err(e) => tracing::debug!("no owner lock in {}: {e}", scratch.display()),
+    }
+}
+
+/// True when the owner's lock in `scratch` is free: it exited. Without a lock file nothing is
+/// known (an owner that never took one).
+fn lock_released(scratch: &Path, owner: &Owner) -> bool {
+    let Ok(file) = File::open(lock_path(scratch, owner)) else { return false };
+    match file.try_lock() {
+        Ok(()) => true,
+        Err(_) => false,
+    }
 }
 
 /// Removes the exports of dead processes from every directory exports can be in (`source`
@@ -88,21 +132,30 @@ pub fn remove_dead_exports_in(scratch: &Path) -> usize {
     let (Some(namespace), Ok(entries)) = (pid_namespace(), std::fs::read_dir(scratch)) else { return 0 };
     // SAFETY: getuid cannot fail and touches no memory.
     let uid = unsafe { libc::getuid() };
+    let gone = |owner: &Owner| {
+        // Another pid namespace's owner (a restarted container): its lock says whether it runs.
+        !owner.may_be_alive(namespace) || (owner.namespace != namespace && lock_released(scratch, owner))
+    };
+    let names: Vec<(PathBuf, String)> =
+        entries.flatten().filter_map(|e| Some((e.path(), e.file_name().to_str()?.to_string()))).collect();
     let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(owner) = name.to_str().and_then(Owner::parse) else { continue };
-        if owner.may_be_alive(namespace) {
+    for (path, name) in &names {
+        if !Owner::parse(name).is_some_and(|o| gone(&o)) {
             continue;
         }
-        let path = entry.path();
         // Never through a symlink, never another user's.
-        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| {
+        let ours = std::fs::symlink_metadata(path).is_ok_and(|m| {
             use std::os::unix::fs::MetadataExt;
             m.is_dir() && m.uid() == uid
         });
-        if ours && std::fs::remove_dir_all(&path).is_ok() {
+        if ours && std::fs::remove_dir_all(path).is_ok() {
             removed += 1;
+        }
+    }
+    // Owner locks last (the exports above were judged by them); they outlive a clean exit too.
+    for (path, name) in &names {
+        if Owner::of_lock(name).is_some_and(|o| gone(&o)) {
+            let _ = std::fs::remove_file(path);
         }
     }
     removed
@@ -170,5 +223,28 @@ mod tests {
         assert!(mine.exists() && foreign.exists() && old.exists());
         assert!(!dead.exists(), "the export of a process that exited");
         assert!(!reused.exists(), "the export of a process whose pid another now has");
+    }
+
+    /// A container restarted with the same scratch directory runs in a new pid namespace: the
+    /// owner lock says the old owner is gone; a held one keeps its exports.
+    #[test]
+    fn another_namespaces_exports_go_once_their_owner_lock_is_free() {
+        let scratch = tempfile::tempdir().unwrap();
+        let this = Owner::this().unwrap();
+        let elsewhere = |pid: u32| Owner { namespace: this.namespace + 1, pid, ..this };
+        let (crashed, running) = (elsewhere(41), elsewhere(42));
+        for owner in [crashed, running] {
+            std::fs::create_dir_all(scratch.path().join(format!("{EXPORT_PREFIX}{}-x/raw", owner.label())))
+                .unwrap();
+            std::fs::write(lock_path(scratch.path(), &owner), "").unwrap();
+        }
+        // The running owner holds its lock (here through another open file description).
+        let held = File::open(lock_path(scratch.path(), &running)).unwrap();
+        held.lock().unwrap();
+        assert_eq!(remove_dead_exports_in(scratch.path()), 1);
+        assert!(!scratch.path().join(format!("{EXPORT_PREFIX}{}-x", crashed.label())).exists());
+        assert!(!lock_path(scratch.path(), &crashed).exists());
+        assert!(scratch.path().join(format!("{EXPORT_PREFIX}{}-x", running.label())).exists());
+        drop(held);
     }
 }

@@ -209,6 +209,7 @@ impl ExportedSource {
     /// files that differ are written), and leaves this one for the next.
     pub fn export_keeping(repo: &Path, rev: Option<&str>, limits: SourceLimits, keep: bool) -> Result<Self> {
         let scratch = scratch_dir_for(&limits, true);
+        super::leftovers::hold_owner_lock(&scratch);
         let workdir = tempfile::Builder::new()
             .prefix(super::leftovers::export_prefix())
             .tempdir_in(&scratch)
