@@ -741,7 +741,7 @@ fn read_directory(
     options: &DirectoryOptions,
 ) -> Result<Vec<super::build::BuiltObject>, Unrendered> {
     let mut files = Vec::new();
-    collect_manifest_files(dir, dir, options, &mut files);
+    collect_manifest_files(dir, dir, options, &mut files)?;
     let mut objects = Vec::new();
     for (file, content) in files {
         let shown = paths::relative(root, &file);
@@ -825,8 +825,9 @@ fn collect_manifest_files(
     dir: &Path,
     options: &DirectoryOptions,
     out: &mut Vec<(PathBuf, Vec<u8>)>,
-) {
-    let _ = crate::tree::walk::<crate::tree::Unreadable>(dir, |entry, file_type| {
+) -> Result<(), RenderError> {
+    // What cannot be read fails the Application: fewer manifests would be a plan that hides some.
+    crate::tree::walk::<RenderError>(dir, |entry, file_type| {
         if file_type.is_dir() {
             return Ok(if options.recurse { crate::tree::Descend::Yes } else { crate::tree::Descend::No });
         }
@@ -842,11 +843,11 @@ fn collect_manifest_files(
         if matches(&options.exclude) || (options.include.is_some() && !matches(&options.include)) {
             return Ok(crate::tree::Descend::No);
         }
-        if let Ok(content) = std::fs::read(entry.path()) {
-            if memchr::memmem::find(&content, SKIP_FILE_RENDERING).is_none() {
-                out.push((entry.path(), content));
-            }
+        let content = std::fs::read(entry.path())
+            .map_err(|e| RenderError::InvalidSource(format!("cannot read {relative}: {e}")))?;
+        if memchr::memmem::find(&content, SKIP_FILE_RENDERING).is_none() {
+            out.push((entry.path(), content));
         }
         Ok(crate::tree::Descend::No)
-    });
+    })
 }

@@ -20,6 +20,7 @@ use crate::flux::artifact_generator::{
 };
 use crate::flux::sourceignore::SourceIgnore;
 use crate::flux::SourceRef;
+use crate::tree::Descend;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -386,10 +387,9 @@ impl Generators {
             Ok(tree) => tree,
             Err(why) => return Ok(Err(why)),
         };
-        let mut dirs = Vec::new();
-        directories(&tree, "", &mut dirs, self.limits.max_files).map_err(|e| match e {
-            Some(limit) => RenderError::Limit(format!("{me}: {limit}")),
-            None => invalid("cannot read the source".into()),
+        let dirs = directories(&tree, self.limits.max_files).map_err(|e| match e {
+            RenderError::Limit(limit) => RenderError::Limit(format!("{me}: {limit}")),
+            other => other,
         })?;
         let mut made: BTreeMap<String, (String, OutputArtifact)> = BTreeMap::new();
         for dir in dirs {
@@ -441,41 +441,37 @@ impl Generators {
 
 /// Every directory under `root` (relative, sorted, symlinks not followed); an error names the
 /// limit when there are more than `max`.
-fn directories(root: &Path, rel: &str, out: &mut Vec<String>, max: u64) -> Result<(), Option<String>> {
-    let mut entries: Vec<_> = std::fs::read_dir(root.join(rel))
-        .map_err(|_| None)?
-        .flatten()
-        .filter(|e| !crate::render::is_fluxplan_scratch(&e.file_name()))
-        .collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
+fn directories(root: &Path, max: u64) -> Result<Vec<String>, RenderError> {
+    let mut out = Vec::new();
+    crate::tree::walk::<RenderError>(root, |entry, file_type| {
+        if !file_type.is_dir() {
+            return Ok(Descend::No);
         }
-        let path = crate::flux::artifact_generator::join(rel, &entry.file_name().to_string_lossy());
-        out.push(path.clone());
+        out.push(crate::paths::relative(root, &entry.path()));
         if out.len() as u64 > max {
-            return Err(Some(format!("the source holds more than {max} directories (--max-source-files)")));
+            return Err(RenderError::Limit(format!(
+                "the source holds more than {max} directories (--max-source-files)"
+            )));
         }
-        directories(root, &path, out, max)?;
-    }
-    Ok(())
+        Ok(Descend::Yes)
+    })?;
+    Ok(out)
 }
 
 /// Removes what `rules` leave out of an archive.
 fn drop_ignored(dir: &Path, rules: &SourceIgnore) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
+    crate::tree::walk::<std::io::Error>(dir, |entry, file_type| {
         let path = entry.path();
-        let is_dir = entry.file_type()?.is_dir();
-        match (rules.is_ignored(&path, is_dir), is_dir) {
-            (true, true) => std::fs::remove_dir_all(&path)?,
-            (true, false) => std::fs::remove_file(&path)?,
-            (false, true) => drop_ignored(&path, rules)?,
-            (false, false) => {}
+        if !rules.is_ignored(&path, file_type.is_dir()) {
+            return Ok(Descend::Yes);
         }
-    }
-    Ok(())
+        if file_type.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+        Ok(Descend::No)
+    })
 }
 
 /// How many leading directories two repository paths share.

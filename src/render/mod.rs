@@ -82,6 +82,12 @@ impl RenderError {
     }
 }
 
+impl From<crate::tree::Unreadable> for RenderError {
+    fn from(e: crate::tree::Unreadable) -> Self {
+        RenderError::InvalidSource(e.to_string())
+    }
+}
+
 /// The error as reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ErrorReport {

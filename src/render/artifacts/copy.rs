@@ -13,6 +13,7 @@
 use crate::flux::artifact_generator::{self as ag, CopyOperation, Excludes, Strategy};
 use crate::render::source::SourceLimits;
 use crate::render::RenderError;
+use crate::tree::Descend;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -182,30 +183,32 @@ impl Copier<'_> {
     /// Copies the tree under `from` to `to`, leaving out what the excludes match (paths are
     /// matched from the source root and from `base`). Merge does not apply inside directories.
     fn dir(&self, from: &str, to: &str, base: &str, budget: &mut Budget) -> Result<(), Failed> {
-        let target = self.dest.join(to);
-        if target.is_file() {
-            return Err(invalid(format!("cannot copy directory '{}' over the file '{to}'", shown(from))));
-        }
-        std::fs::create_dir_all(&target).map_err(|e| invalid(format!("cannot create '{to}': {e}")))?;
-        let entries = std::fs::read_dir(self.src.join(from))
-            .map_err(|e| invalid(format!("cannot read '{}': {e}", shown(from))))?;
-        let mut entries: Vec<_> =
-            entries.flatten().filter(|e| !crate::render::is_fluxplan_scratch(&e.file_name())).collect();
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let path = ag::join(from, &name);
+        let make_dir = |to: &str| {
+            let target = self.dest.join(to);
+            if target.is_file() {
+                return Err(invalid(format!("cannot copy a directory over the file '{to}'")));
+            }
+            std::fs::create_dir_all(&target).map_err(|e| invalid(format!("cannot create '{to}': {e}")))
+        };
+        make_dir(to)?;
+        let root = self.src.join(from);
+        crate::tree::walk::<Failed>(&root, |entry, file_type| {
+            let relative = crate::paths::relative(&root, &entry.path());
+            let path = ag::join(from, &relative);
             if self.excludes.excludes(&path, base) {
-                continue;
+                return Ok(Descend::No);
             }
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => self.dir(&path, &ag::join(to, &name), base, budget)?,
-                Ok(t) if t.is_file() => self.file(&path, &ag::join(to, &name), false, budget)?,
-                // Source artifacts never hold symlinks (Flux does not archive them).
-                _ => {}
+            let target = ag::join(to, &relative);
+            if file_type.is_dir() {
+                make_dir(&target)?;
+                return Ok(Descend::Yes);
             }
-        }
-        Ok(())
+            // Source artifacts never hold symlinks (Flux does not archive them).
+            if file_type.is_file() {
+                self.file(&path, &target, false, budget)?;
+            }
+            Ok(Descend::No)
+        })
     }
 
     /// Copies one file; with Merge (and `may_merge`) an existing destination is merged into.
