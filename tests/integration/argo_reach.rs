@@ -52,7 +52,6 @@ fn a_target_revision_pin_plans_what_the_pinned_branch_holds_and_blocks() {
 #[test]
 fn a_target_revision_naming_a_tag_or_commit_renders_it_and_a_range_is_external() {
     let repo = fleet();
-    let base = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
     repo.git(&["tag", "v1.0.0"]);
     evil_branch(&repo, |repo| {
         repo.write("workloads/shop/pod.yaml", PRIVILEGED_POD);
@@ -77,7 +76,6 @@ fn a_target_revision_naming_a_tag_or_commit_renders_it_and_a_range_is_external()
     assert!(!ids(&tagged).is_empty());
     let short = render(&evil[..10]);
     assert!(ids(&short).contains(&"shop_miner__Pod".to_string()), "a truncated commit id is a commit");
-    let _ = base;
     for unresolvable in [">=1.0.0", "no-such-branch", "-c", "evil~1", "HEAD@{1}"] {
         let render = render(unresolvable);
         let shop = render.find("argocd/shop").unwrap();
