@@ -61,7 +61,7 @@ fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String> {
 
 /// The changed files that no planned unit accounts for, from both renders.
 /// `symlinks`: the symbolic links at head, path → target as written (exports leave them out:
-/// Flux never archives them, but Argo CD's repo-server follows those inside the repository).
+/// Flux never archives them; Argo CD units render what they lead to).
 pub fn account(
     changed: &[String],
     symlinks: &BTreeMap<String, String>,
@@ -102,33 +102,12 @@ pub fn account(
                 .map(|(u, _)| u.clone())
                 .collect()
         };
-        let mut read_by: BTreeSet<UnitRef> = readers(&external).into_iter().collect();
+        let read_by: BTreeSet<UnitRef> = readers(&external).into_iter().collect();
         let mut why = head.not_read.get(file).or_else(|| base.not_read.get(file)).cloned();
-        // What Argo CD reads through a symlink under its path: the link's target.
-        for (link, target) in symlinks {
-            let Some(target) = link_target(link, target) else { continue };
-            let through: Vec<UnitRef> = argo_rendered
-                .iter()
-                .filter(|(_, read)| read.iter().any(|r| covers(r, link)))
-                .map(|(u, _)| u.clone())
-                .collect();
-            if !through.is_empty() && covers(&target, file) {
-                why = Some(format!(
-                    "read through the symlink {link}, which Argo CD follows and fluxplan does not: not in this plan"
-                ));
-                read_by.extend(through);
-            }
-        }
-        if symlinks.contains_key(file) {
-            let argo = readers(&argo_rendered);
-            why = Some(if argo.is_empty() {
-                "a symlink: Flux never archives symlinks, so it never reads it".to_string()
-            } else {
-                "a symlink: Argo CD reads what it points to, fluxplan does not follow symlinks, so it is not \
-                 in this plan"
-                    .to_string()
-            });
-            read_by.extend(argo);
+        // A symlink: Argo CD's repo-server follows it (and fluxplan renders it as the repo-server
+        // reads it); Flux never archives it.
+        if symlinks.contains_key(file) && readers(&argo_rendered).is_empty() {
+            why = Some("a symlink: Flux never archives symlinks, so it never reads it".to_string());
         }
         let planned =
             origins.contains(file.as_str()) || (why.is_none() && reached.iter().any(|r| covers(r, file)));
@@ -138,17 +117,6 @@ pub fn account(
         unplanned.push(UnplannedChange { file: file.clone(), read_by: read_by.into_iter().collect(), why });
     }
     unplanned
-}
-
-/// The repository path a symlink at `link` leads to, when it stays inside the repository (Argo
-/// CD refuses one that leaves it).
-fn link_target(link: &str, target: &str) -> Option<String> {
-    if target.starts_with('/') {
-        return None;
-    }
-    let parent = std::path::Path::new(link).parent().unwrap_or(std::path::Path::new(""));
-    let joined = crate::paths::normalize(&parent.join(target))?;
-    Some(joined.to_string_lossy().into_owned()).filter(|p| !p.is_empty())
 }
 
 /// One `unplanned-change` warning per unit not rendered whose files the pull request changes.

@@ -120,6 +120,9 @@ pub(super) struct ArgoWalk<'a> {
     refs: OnceLock<Vec<revision::Ref>>,
     /// Other revisions sources and generators pin, exported once each, by commit.
     pinned: Mutex<BTreeMap<String, Result<Arc<TreeView>, String>>>,
+    /// The symbolic links of each commit read (exports leave them out; the repo-server follows
+    /// those that stay in the repository), by commit.
+    links: Mutex<BTreeMap<String, Arc<BTreeMap<String, String>>>>,
 }
 
 /// One revision of the repository as the repo-server reads it: every file, no ignore rule.
@@ -191,6 +194,7 @@ impl<'a> ArgoWalk<'a> {
             planned_branch,
             refs: OnceLock::new(),
             pinned: Mutex::default(),
+            links: Mutex::default(),
         }
     }
 
@@ -228,6 +232,22 @@ impl<'a> ArgoWalk<'a> {
                 Ok(Arc::new(TreeView::new(Some(export), tree)))
             })
             .clone()
+    }
+
+    /// The symbolic links of the commit `export` holds (none for a working tree: its copy
+    /// leaves them out with a warning).
+    fn links_of(&self, export: &ExportedSource) -> Result<Arc<BTreeMap<String, String>>, RenderError> {
+        let Some(commit) = &export.commit else { return Ok(Arc::default()) };
+        let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(known) = links.get(commit) {
+            return Ok(known.clone());
+        }
+        let read = crate::git::symlinks(&self.opts.repo, commit).map_err(|e| {
+            RenderError::InvalidSource(format!("cannot read the symbolic links of {commit}: {e:#}"))
+        })?;
+        let read = Arc::new(read.into_iter().collect::<BTreeMap<_, _>>());
+        links.insert(commit.clone(), read.clone());
+        Ok(read)
     }
 
     fn is_this_repo(&self, url: &str) -> bool {
@@ -622,7 +642,7 @@ impl<'a> ArgoWalk<'a> {
                 self.progress.tick(built.cache_hit);
                 Ok(built.objects)
             }
-            SourceKind::Directory(options) => read_directory(tree, &dir, &options),
+            SourceKind::Directory(options) => read_directory(tree, &dir, &options, &*self.links_of(export)?),
             SourceKind::Unspecified => unreachable!("decided above"),
         }
     }
@@ -739,12 +759,19 @@ fn read_directory(
     root: &Path,
     dir: &Path,
     options: &DirectoryOptions,
+    links: &BTreeMap<String, String>,
 ) -> Result<Vec<super::build::BuiltObject>, Unrendered> {
     let mut files = Vec::new();
     collect_manifest_files(dir, dir, options, &mut files)?;
+    // (walk order, the repository file read, its content)
+    let mut read: Vec<(String, String, Vec<u8>)> = files
+        .into_iter()
+        .map(|(file, content)| (paths::relative(root, &file), paths::relative(root, &file), content))
+        .collect();
+    read.extend(linked_manifests(root, dir, options, links)?);
+    read.sort_by(|a, b| a.0.cmp(&b.0));
     let mut objects = Vec::new();
-    for (file, content) in files {
-        let shown = paths::relative(root, &file);
+    for (_, shown, content) in read {
         if shown.ends_with(".jsonnet") {
             return Err(Unrendered::External(format!(
                 "{shown} is Jsonnet: Jsonnet sources are not rendered by fluxplan, so this Application is not planned"
@@ -816,6 +843,77 @@ fn manifests_of(shown: &str, text: &str) -> Result<Vec<Value>, RenderError> {
         }
     }
     Ok(objects)
+}
+
+/// The manifests the repo-server reads through symbolic links under `dir` (exports leave the
+/// links out): a link is walked as a file of its own name, and read where it leads, which must
+/// stay inside the repository; a link to a directory is not a manifest. (walk order, file read,
+/// content)
+fn linked_manifests(
+    root: &Path,
+    dir: &Path,
+    options: &DirectoryOptions,
+    links: &BTreeMap<String, String>,
+) -> Result<Vec<(String, String, Vec<u8>)>, RenderError> {
+    let base = paths::relative(root, dir);
+    let mut found = Vec::new();
+    for link in links.keys() {
+        let relative = match base.as_str() {
+            "" | "." => link.as_str(),
+            base => match link.strip_prefix(base).and_then(|r| r.strip_prefix('/')) {
+                Some(relative) => relative,
+                None => continue,
+            },
+        };
+        if !options.recurse && relative.contains('/') {
+            continue;
+        }
+        let name = relative.rsplit('/').next().unwrap_or(relative);
+        if !options.disable_extension_filter && !is_manifest_name(name) {
+            continue;
+        }
+        let matches = |pattern: &Option<String>| {
+            pattern.as_deref().is_some_and(|p| argocd::glob::is_match(p, relative))
+        };
+        if matches(&options.exclude) || (options.include.is_some() && !matches(&options.include)) {
+            continue;
+        }
+        // Links to links are followed, a bounded number of times.
+        let mut target = link.clone();
+        for _ in 0..40 {
+            let Some(next) = links.get(&target) else { break };
+            target = link_target(&target, next).ok_or_else(|| {
+                RenderError::InvalidSource(format!(
+                    "{link} is a symbolic link out of the repository: Argo CD refuses to generate manifests from it"
+                ))
+            })?;
+        }
+        let file = root.join(&target);
+        if links.contains_key(&target) || !file.exists() {
+            return Err(RenderError::InvalidSource(format!(
+                "{link} is a symbolic link that leads nowhere ({target}): Argo CD cannot generate manifests from it"
+            )));
+        }
+        if !file.is_file() {
+            continue;
+        }
+        let content = std::fs::read(&file)
+            .map_err(|e| RenderError::InvalidSource(format!("cannot read {target}: {e}")))?;
+        if memchr::memmem::find(&content, SKIP_FILE_RENDERING).is_none() {
+            found.push((link.clone(), target, content));
+        }
+    }
+    Ok(found)
+}
+
+/// The repository path a symlink at `link` with `target` leads to, when it stays inside.
+fn link_target(link: &str, target: &str) -> Option<String> {
+    if target.starts_with('/') {
+        return None;
+    }
+    let parent = Path::new(link).parent().unwrap_or(Path::new(""));
+    let joined = paths::normalize(&parent.join(target))?;
+    Some(joined.to_string_lossy().into_owned()).filter(|p| !p.is_empty())
 }
 
 /// The files of `dir` the repo-server reads as manifests, with their content, in its walk's

@@ -348,10 +348,11 @@ fn a_readme_only_change_stays_no_changes_but_is_listed() {
 }
 
 /// Exports leave symlinks out (Flux never archives them), but the repo-server follows a symlinked
-/// manifest inside the repository: a pull request adding one under an Argo CD directory source is
-/// never `no-changes`. Under a Flux path the plan says Flux never reads it.
+/// manifest inside the repository: a pull request adding one under an Argo CD directory source
+/// plans what it leads to, and so does one that changes only what it leads to. One leading out
+/// of the repository fails the Application, as the repo-server refuses it.
 #[test]
-fn a_symlinked_manifest_is_never_a_silent_pass() {
+fn a_symlinked_manifest_is_planned_as_the_repo_server_reads_it() {
     let repo = fleet();
     repo.write("elsewhere/binding.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: linked\n");
     repo.commit("a manifest outside any app");
@@ -363,11 +364,10 @@ fn a_symlinked_manifest_is_never_a_silent_pass() {
     repo.commit("a symlink into the legacy app");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 1, "{plan:#}");
-    assert!(has_alert(&plan, "warning", "unplanned-change"), "{plan:#}");
-    let listed = &plan["unplanned_changes"][0];
-    assert_eq!(listed["file"], "workloads/legacy/linked.yaml", "{plan:#}");
-    assert_eq!(listed["read_by"][0]["name"], "legacy", "{plan:#}");
-    assert!(listed["why"].as_str().unwrap().contains("symlink"), "{plan:#}");
+    assert!(
+        changes_of(&plan, "argocd/legacy").contains(&pair("create", "legacy_linked__ConfigMap")),
+        "{plan:#}"
+    );
 
     // A later pull request changes only what the symlink points to.
     repo.write(
@@ -376,13 +376,28 @@ fn a_symlinked_manifest_is_never_a_silent_pass() {
          roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\n",
     );
     repo.commit("the symlink's target becomes a cluster-admin binding");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let legacy = changes_of(&plan, "argocd/legacy");
+    assert!(
+        legacy.contains(&pair("create", "_backdoor_rbac.authorization.k8s.io_ClusterRoleBinding")),
+        "{legacy:?}"
+    );
+    // The legacy Application does not prune: the ConfigMap it no longer renders is orphaned.
+    assert!(legacy.contains(&pair("orphan", "legacy_linked__ConfigMap")), "{legacy:?}");
+    assert_eq!(plan["unplanned_changes"], serde_json::json!([]), "{plan:#}");
+
+    // Out of the repository: refused, as the repo-server refuses it.
+    std::os::unix::fs::symlink("../../../../etc/passwd", repo.path().join("workloads/legacy/out.yaml"))
+        .unwrap();
+    repo.commit("a symlink out of the repository");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    assert_eq!(code, 1, "never no-changes: {plan:#}");
-    assert!(has_alert(&plan, "warning", "unplanned-change"), "{plan:#}");
-    let listed = &plan["unplanned_changes"][0];
-    assert_eq!(listed["file"], "elsewhere/binding.yaml", "{plan:#}");
-    assert_eq!(listed["read_by"][0]["name"], "legacy", "{plan:#}");
-    assert!(listed["why"].as_str().unwrap().contains("workloads/legacy/linked.yaml"), "{plan:#}");
+    assert_eq!(code, 2, "{plan:#}");
+    let legacy = fluxplan_unit(&plan, "argocd/legacy");
+    assert!(legacy["error"]["message"].as_str().unwrap().contains("out of the repository"), "{legacy}");
+}
+
+fn fluxplan_unit<'a>(plan: &'a Value, reference: &str) -> &'a Value {
+    crate::fixture::kustomization_in(plan, reference)
 }
 
 /// A revision this repository cannot resolve hides what will sync: the unit is not planned, and
