@@ -727,8 +727,20 @@ fn read_directory(
     dir: &Path,
     options: &DirectoryOptions,
 ) -> Result<Vec<super::build::BuiltObject>, Unrendered> {
+    // A pattern that does not compile matches nothing (the repo-server logs it); one beyond
+    // what fluxplan evaluates (the repo-server may well compile it) is over a limit, never a
+    // guess at what the repo-server reads.
+    type Compiled = Option<Option<argocd::glob::Glob>>;
+    let compile = |field: &str, pattern: &Option<String>| -> Result<Compiled, Unrendered> {
+        let compiled = pattern.as_deref().map(argocd::glob::Glob::new).transpose();
+        compiled.map_err(|e| RenderError::Limit(format!("directory.{field}: {e}")).into())
+    };
+    let globs = DirectoryGlobs {
+        include: compile("include", &options.include)?,
+        exclude: compile("exclude", &options.exclude)?,
+    };
     let mut files = Vec::new();
-    collect_manifest_files(dir, dir, options, &mut files);
+    collect_manifest_files(dir, dir, options, &globs, &mut files);
     let mut objects = Vec::new();
     for (file, content) in files {
         let shown = paths::relative(root, &file);
@@ -807,10 +819,18 @@ fn manifests_of(shown: &str, text: &str) -> Result<Vec<Value>, RenderError> {
 
 /// The files of `dir` the repo-server reads as manifests, with their content, in its walk's
 /// (lexical) order: see `read_directory`.
+/// `directory.include` and `exclude`, compiled: absent, or a glob (`None` when it does not
+/// compile, then it matches nothing).
+struct DirectoryGlobs {
+    include: Option<Option<argocd::glob::Glob>>,
+    exclude: Option<Option<argocd::glob::Glob>>,
+}
+
 fn collect_manifest_files(
     app_dir: &Path,
     dir: &Path,
     options: &DirectoryOptions,
+    globs: &DirectoryGlobs,
     out: &mut Vec<(PathBuf, Vec<u8>)>,
 ) {
     let _ = crate::tree::walk::<crate::tree::Unreadable>(dir, |entry, file_type| {
@@ -823,10 +843,10 @@ fn collect_manifest_files(
             return Ok(crate::tree::Descend::No);
         }
         let relative = paths::relative(app_dir, &entry.path());
-        let matches = |pattern: &Option<String>| {
-            pattern.as_deref().is_some_and(|p| argocd::glob::is_match(p, &relative))
+        let matches = |glob: &Option<Option<argocd::glob::Glob>>| {
+            glob.as_ref().is_some_and(|g| g.as_ref().is_some_and(|g| g.is_match(&relative)))
         };
-        if matches(&options.exclude) || (options.include.is_some() && !matches(&options.include)) {
+        if matches(&globs.exclude) || (globs.include.is_some() && !matches(&globs.include)) {
             return Ok(crate::tree::Descend::No);
         }
         if let Ok(content) = std::fs::read(entry.path()) {
