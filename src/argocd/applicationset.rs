@@ -2,6 +2,7 @@
 //! revision being planned, the template rendered per element, and what the controller does
 //! when an element disappears.
 
+use super::path_match::path_match;
 use super::text;
 use globset::{Glob, GlobMatcher};
 use serde_json::{json, Map, Value};
@@ -244,7 +245,9 @@ fn list_elements(body: &Value) -> Result<Vec<Value>, String> {
     Ok(body["elements"].as_array().cloned().unwrap_or_default())
 }
 
-fn glob(pattern: &str) -> Result<GlobMatcher, String> {
+/// A `files` path, as `git ls-files -- PATH` (the repo-server's default) reads it: `*` crosses
+/// `/`.
+fn files_glob(pattern: &str) -> Result<GlobMatcher, String> {
     let pattern = pattern.trim_start_matches("./");
     Glob::new(pattern)
         .map(|g| g.compile_matcher())
@@ -286,53 +289,66 @@ fn git_elements<T: RepoTree + ?Sized>(
     go_template: bool,
 ) -> Result<Vec<Value>, String> {
     let mut elements = Vec::new();
-    if let Some(directories) = body["directories"].as_array() {
-        let mut include = Vec::new();
-        let mut exclude = Vec::new();
-        for entry in directories {
-            let matcher = glob(entry["path"].as_str().unwrap_or(""))?;
-            if entry["exclude"] == Value::Bool(true) {
-                exclude.push(matcher);
-            } else {
-                include.push(matcher);
-            }
-        }
+    let directories = body["directories"].as_array().filter(|d| !d.is_empty());
+    if let Some(directories) = directories {
+        // `filterApps`: Go's `path.Match` for every entry; an entry whose pattern is malformed
+        // is logged and skipped; an exclude wins over any include.
+        let entries: Vec<(&str, bool)> = directories
+            .iter()
+            .map(|e| (e["path"].as_str().unwrap_or(""), e["exclude"] == Value::Bool(true)))
+            .collect();
         for dir in tree.directories() {
+            // The repo-server lists no directory under one whose name starts with `.`.
             let hidden = dir.split('/').any(|s| s.starts_with('.'));
-            if !hidden
-                && include.iter().any(|m| m.is_match(&dir))
-                && !exclude.iter().any(|m| m.is_match(&dir))
-            {
+            let matching = |exclude: bool| {
+                entries.iter().any(|(pattern, excludes)| {
+                    *excludes == exclude && path_match(pattern, &dir).unwrap_or(false)
+                })
+            };
+            if !hidden && matching(false) && !matching(true) {
                 elements.push(Value::Object(path_params(&dir, go_template)));
             }
         }
+        // With directories, the generator reads no files.
+        return Ok(elements);
     }
     if let Some(files) = body["files"].as_array() {
-        for entry in files {
-            let matcher = glob(entry["path"].as_str().unwrap_or(""))?;
-            for file in tree.files().into_iter().filter(|f| matcher.is_match(f)) {
-                let text = tree.read(&file).ok_or_else(|| format!("cannot read {file}"))?;
-                let docs = crate::yaml::parse_documents(&text).map_err(|e| format!("{file}: {e}"))?;
-                let dir = file.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
-                let name = file.rsplit('/').next().unwrap_or(&file);
-                for doc in docs {
-                    let mut params = if go_template {
-                        doc.as_object().cloned().unwrap_or_default()
+        // Every include's files, less every exclude's, once each, in path order.
+        let mut selected = std::collections::BTreeSet::new();
+        for exclude in [false, true] {
+            for entry in files.iter().filter(|e| (e["exclude"] == Value::Bool(true)) == exclude) {
+                let matcher = files_glob(entry["path"].as_str().unwrap_or(""))?;
+                for file in tree.files().into_iter().filter(|f| matcher.is_match(f)) {
+                    if exclude {
+                        selected.remove(&file);
                     } else {
-                        let mut flat = Map::new();
-                        flatten("", &doc, &mut flat);
-                        flat
-                    };
-                    params.extend(path_params(dir, go_template));
-                    if go_template {
-                        params["path"]["filename"] = json!(name);
-                        params["path"]["filenameNormalized"] = json!(normalize_name(name));
-                    } else {
-                        params.insert("path.filename".into(), json!(name));
-                        params.insert("path.filenameNormalized".into(), json!(normalize_name(name)));
+                        selected.insert(file);
                     }
-                    elements.push(Value::Object(params));
                 }
+            }
+        }
+        for file in selected {
+            let text = tree.read(&file).ok_or_else(|| format!("cannot read {file}"))?;
+            let docs = crate::yaml::parse_documents(&text).map_err(|e| format!("{file}: {e}"))?;
+            let dir = file.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+            let name = file.rsplit('/').next().unwrap_or(&file);
+            for doc in docs {
+                let mut params = if go_template {
+                    doc.as_object().cloned().unwrap_or_default()
+                } else {
+                    let mut flat = Map::new();
+                    flatten("", &doc, &mut flat);
+                    flat
+                };
+                params.extend(path_params(dir, go_template));
+                if go_template {
+                    params["path"]["filename"] = json!(name);
+                    params["path"]["filenameNormalized"] = json!(normalize_name(name));
+                } else {
+                    params.insert("path.filename".into(), json!(name));
+                    params.insert("path.filenameNormalized".into(), json!(normalize_name(name)));
+                }
+                elements.push(Value::Object(params));
             }
         }
     }
@@ -515,6 +531,38 @@ mod tests {
         let expansion = set(generators, false).expand(&|_| true, &at(tree())).unwrap();
         assert!(expansion.applications.is_empty());
         assert!(expansion.external.is_empty());
+    }
+
+    #[test]
+    fn git_directories_match_as_go_path_match_and_files_exclude() {
+        let tree = || {
+            Tree(vec![
+                ("services/team/api/d.yaml", "a: b"),
+                ("services/team/evil-old/pod.yaml", "a: b"),
+                ("services/web-old/d.yaml", "a: b"),
+                ("config/a/config.json", r#"{"n": "a"}"#),
+                ("config/b/config.json", r#"{"n": "b"}"#),
+            ])
+        };
+        let expand = |generator: Value| {
+            set(json!([{"git": generator}]), false).expand(&|_| true, &at(tree())).unwrap()
+        };
+        let generated = expand(json!({"repoURL": "u", "directories": [
+            {"path": "services/*/*"}, {"path": "services/*-old", "exclude": true}, {"path": "services/[", "exclude": true}]}));
+        assert_eq!(
+            names(&generated),
+            [("api", "services/team/api"), ("evil-old", "services/team/evil-old")],
+            "* stops at /; a malformed entry is skipped"
+        );
+        let generated = expand(json!({"repoURL": "u", "directories": [{"path": "services/*"}]}));
+        assert_eq!(names(&generated), [("team", "services/team"), ("web-old", "services/web-old")]);
+        for never in ["./services/*", "**/api", "services/{team,x}"] {
+            let generated = expand(json!({"repoURL": "u", "directories": [{"path": never}]}));
+            assert!(generated.applications.is_empty(), "{never}: {:?}", names(&generated));
+        }
+        let generated = expand(json!({"repoURL": "u", "files": [
+            {"path": "config/*/config.json"}, {"path": "config/**"}, {"path": "config/b/*", "exclude": true}]}));
+        assert_eq!(names(&generated), [("a", "config/a")], "each file once, excludes removed");
     }
 
     #[test]

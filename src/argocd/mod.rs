@@ -6,6 +6,7 @@ pub mod applicationset;
 pub mod glob;
 pub mod ignore_differences;
 pub mod kustomize;
+pub mod path_match;
 pub mod reads;
 pub mod revision;
 pub mod sync_options;

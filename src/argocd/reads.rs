@@ -9,16 +9,18 @@ use super::applicationset::ApplicationSet;
 use serde_json::Value;
 use std::path::Path;
 
-/// A repository path without `./`, `..` or a leading `/`; `None` when it climbs out.
-fn repo_path(path: &str) -> Option<String> {
+/// A repository path as specs write it (`./apps/`), as repository paths read (`apps`): without
+/// `./`, `..` or a leading `/`; `None` when it climbs out.
+pub fn repo_path(path: &str) -> Option<String> {
     let normalized = crate::paths::normalize(Path::new(path.trim_start_matches('/')))?;
     Some(normalized.to_string_lossy().trim_end_matches('/').to_string())
 }
 
 /// The part of a path written with templates or globs that is fixed: up to the last `/` before
-/// the first `{{`, `*`, `?`, `[` or `{`.
+/// the first `{{`, `*`, `?`, `[`, `{` or `\` (an escape in Go's `path.Match`, which the git
+/// generator's directories use: what follows it is not the path as written).
 fn fixed_prefix(path: &str) -> &str {
-    match path.find(['*', '?', '[', '{']) {
+    match path.find(['*', '?', '[', '{', '\\']) {
         None => path,
         Some(at) => path[..at].rsplit_once('/').map_or("", |(dir, _)| dir),
     }
@@ -164,6 +166,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(of_application_set(&set, &here), ["deploy", "services"]);
+        assert_eq!(fixed_prefix("services/a\\-b/*"), "services", "an escape is not the path as written");
         assert!(covers("charts/web", "charts/web/Chart.yaml"));
         assert!(!covers("charts/web", "charts/website/Chart.yaml"));
         assert!(covers("", "README.md"));

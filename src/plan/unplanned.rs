@@ -4,7 +4,7 @@
 //! a `warning` and the verdict is at least `changes`.
 
 use super::{Alert, Policy};
-use crate::argocd::reads::covers;
+use crate::argocd::reads::{covers, repo_path};
 use crate::render::{Render, RenderedKustomization, Status, UnitKind};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,12 +35,6 @@ impl UnitRef {
     fn label(&self) -> String {
         format!("{} {}/{}", self.kind.as_str(), self.namespace, self.name)
     }
-}
-
-/// A repository path as specs write it (`./apps/`), as repository paths read (`apps`).
-fn repo_path(path: &str) -> Option<String> {
-    let normalized = crate::paths::normalize(std::path::Path::new(path.trim_start_matches('/')))?;
-    Some(normalized.to_string_lossy().trim_end_matches('/').to_string())
 }
 
 /// What a unit reads in this repository. A Flux Kustomization whose source may be this

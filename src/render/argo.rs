@@ -761,14 +761,26 @@ fn read_directory(
     options: &DirectoryOptions,
     links: &BTreeMap<String, String>,
 ) -> Result<Vec<super::build::BuiltObject>, Unrendered> {
+    // A pattern that does not compile matches nothing (the repo-server logs it); one beyond
+    // what fluxplan evaluates (the repo-server may well compile it) is over a limit, never a
+    // guess at what the repo-server reads.
+    type Compiled = Option<Option<argocd::glob::Glob>>;
+    let compile = |field: &str, pattern: &Option<String>| -> Result<Compiled, Unrendered> {
+        let compiled = pattern.as_deref().map(argocd::glob::Glob::new).transpose();
+        compiled.map_err(|e| RenderError::Limit(format!("directory.{field}: {e}")).into())
+    };
+    let globs = DirectoryGlobs {
+        include: compile("include", &options.include)?,
+        exclude: compile("exclude", &options.exclude)?,
+    };
     let mut files = Vec::new();
-    collect_manifest_files(dir, dir, options, &mut files)?;
+    collect_manifest_files(dir, dir, options, &globs, &mut files)?;
     // (walk order, the repository file read, its content)
     let mut read: Vec<(String, String, Vec<u8>)> = files
         .into_iter()
         .map(|(file, content)| (paths::relative(root, &file), paths::relative(root, &file), content))
         .collect();
-    read.extend(linked_manifests(root, dir, options, links)?);
+    read.extend(linked_manifests(root, dir, options, &globs, links)?);
     read.sort_by(|a, b| a.0.cmp(&b.0));
     let mut objects = Vec::new();
     for (_, shown, content) in read {
@@ -853,6 +865,7 @@ fn linked_manifests(
     root: &Path,
     dir: &Path,
     options: &DirectoryOptions,
+    globs: &DirectoryGlobs,
     links: &BTreeMap<String, String>,
 ) -> Result<Vec<(String, String, Vec<u8>)>, RenderError> {
     let base = paths::relative(root, dir);
@@ -872,10 +885,7 @@ fn linked_manifests(
         if !options.disable_extension_filter && !is_manifest_name(name) {
             continue;
         }
-        let matches = |pattern: &Option<String>| {
-            pattern.as_deref().is_some_and(|p| argocd::glob::is_match(p, relative))
-        };
-        if matches(&options.exclude) || (options.include.is_some() && !matches(&options.include)) {
+        if !globs.selects(relative) {
             continue;
         }
         // Links to links are followed, a bounded number of times.
@@ -918,10 +928,29 @@ fn link_target(link: &str, target: &str) -> Option<String> {
 
 /// The files of `dir` the repo-server reads as manifests, with their content, in its walk's
 /// (lexical) order: see `read_directory`.
+/// `directory.include` and `exclude`, compiled: absent, or a glob (`None` when it does not
+/// compile, then it matches nothing).
+struct DirectoryGlobs {
+    include: Option<Option<argocd::glob::Glob>>,
+    exclude: Option<Option<argocd::glob::Glob>>,
+}
+
+impl DirectoryGlobs {
+    /// True when a file at `relative` (under the directory) is read: not excluded, and included
+    /// when an include is given (one that does not compile includes nothing).
+    fn selects(&self, relative: &str) -> bool {
+        let matches = |glob: &Option<Option<argocd::glob::Glob>>| {
+            glob.as_ref().is_some_and(|g| g.as_ref().is_some_and(|g| g.is_match(relative)))
+        };
+        !matches(&self.exclude) && (self.include.is_none() || matches(&self.include))
+    }
+}
+
 fn collect_manifest_files(
     app_dir: &Path,
     dir: &Path,
     options: &DirectoryOptions,
+    globs: &DirectoryGlobs,
     out: &mut Vec<(PathBuf, Vec<u8>)>,
 ) -> Result<(), RenderError> {
     // What cannot be read fails the Application: fewer manifests would be a plan that hides some.
@@ -935,10 +964,7 @@ fn collect_manifest_files(
             return Ok(crate::tree::Descend::No);
         }
         let relative = paths::relative(app_dir, &entry.path());
-        let matches = |pattern: &Option<String>| {
-            pattern.as_deref().is_some_and(|p| argocd::glob::is_match(p, &relative))
-        };
-        if matches(&options.exclude) || (options.include.is_some() && !matches(&options.include)) {
+        if !globs.selects(&relative) {
             return Ok(crate::tree::Descend::No);
         }
         let content = std::fs::read(entry.path())

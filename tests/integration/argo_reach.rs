@@ -476,3 +476,62 @@ fn a_new_application_reading_another_branch_is_a_warning() {
     assert_eq!(pinned[0]["severity"], "warning");
     assert_eq!(pinned[0]["kustomization"], "argocd/pinned", "{}", pinned[0]);
 }
+
+#[test]
+fn a_hostile_nested_brace_include_fails_the_unit_and_never_crashes_the_planner() {
+    let repo = fleet();
+    // 1,000,000 `{`: parsing it recursively overflowed the stack (exit 134).
+    let hostile = "{".repeat(1_000_000);
+    edit(&repo, "apps/legacy.yaml", "exclude: '*.md'", &format!("include: '{hostile}'"));
+    repo.commit("hostile include");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    // Over fluxplan's limit, not a guess: what the repo-server reads is not known here.
+    assert!(has_alert(&plan, "danger", "source-limit"), "{:?}", alert_codes(&plan));
+    assert_eq!((plan["verdict"].as_str(), code), (Some("blocked"), 2));
+    let render = repo.render(Some("HEAD"));
+    let message = crate::fixture::error_of(&render, "argocd/legacy", "source-limit");
+    assert!(message.contains("directory.include") && message.contains("4096"), "{message}");
+
+    // Brace alternatives still match, nested ones too.
+    let repo = fleet();
+    edit(&repo, "apps/legacy.yaml", "exclude: '*.md'", "include: '{{nothing,*deploy*},{x,y}}.yaml'");
+    repo.commit("brace include");
+    let render = repo.render(Some("HEAD"));
+    let ids = render.find("argocd/legacy").unwrap().ids();
+    assert!(!ids.is_empty() && ids.iter().all(|id| id.ends_with("_Deployment")), "{ids:?}");
+}
+
+#[test]
+fn an_applicationset_directory_exclude_matches_as_go_path_match() {
+    let repo = fleet();
+    repo.write(
+        "services/team/api/service.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: api\nspec:\n  ports:\n    - port: 8080\n",
+    );
+    edit(
+        &repo,
+        "apps/platform.yaml",
+        "          - path: services/*\n",
+        "          - path: services/*/*\n          - path: services/*-old\n            exclude: true\n",
+    );
+    repo.commit("nested layout");
+    // `services/*-old` does not match `services/team/evil-old` (`*` stops at `/`): Argo CD
+    // generates `evil-old`.
+    repo.write("services/team/evil-old/pod.yaml", PRIVILEGED_POD);
+    repo.commit("evil");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!((plan["verdict"].as_str(), code), (Some("changes"), 1), "{plan:#}");
+    let platform = changes_of(&plan, "argocd/platform");
+    assert!(platform.contains(&pair("create", "argocd_evil-old_argoproj.io_Application")), "{platform:?}");
+    assert!(
+        changes_of(&plan, "argocd/evil-old").contains(&pair("create", "evil-old_miner__Pod")),
+        "{plan:#}"
+    );
+
+    // `services/*` names the directories right under services/, never deeper ones.
+    let repo = fleet();
+    repo.write("services/api/extra/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n");
+    repo.commit("a sub-directory");
+    let render = repo.render(Some("HEAD"));
+    assert!(render.find("argocd/extra").is_none(), "services/* does not reach services/api/extra");
+}
