@@ -51,8 +51,11 @@ pub struct ServiceConfig {
     pub reply_window: Duration,
     pub runs_token: Option<String>,
     pub max_connections: usize,
+    /// Connections one client may hold; `None`: an eighth of `max_connections`.
+    pub max_connections_per_client: Option<usize>,
     pub header_timeout: Duration,
-    /// Bytes of unverified webhook bodies one client may hold.
+    /// Bytes of unverified webhook bodies held at once (memory and spool), and by one client.
+    pub unverified_bytes: usize,
     pub unverified_bytes_per_client: usize,
     /// Bytes per second a webhook body must average after a short grace (0: no minimum).
     pub min_body_rate: u64,
@@ -225,8 +228,9 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     );
     state.body_timeout = config.header_timeout.max(Duration::from_secs(1));
     state.min_body_rate = config.min_body_rate;
+    state.spool = crate::server::budget::Spool(config.data_dir.clone());
     state.unverified = crate::server::budget::UnverifiedBudget::new(
-        crate::server::MAX_UNVERIFIED_BYTES,
+        config.unverified_bytes.max(crate::server::MAX_WEBHOOK_BYTES),
         config.unverified_bytes_per_client,
         state.metrics.unverified_bytes.clone(),
     );
@@ -241,6 +245,10 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     learn_identities(forges.clone(), state.forges_unready.clone());
     let limits = ConnectionLimits {
         max_connections: config.max_connections.max(1),
+        max_connections_per_client: config
+            .max_connections_per_client
+            .unwrap_or(config.max_connections / 8)
+            .clamp(1, config.max_connections.max(1)),
         header_timeout: config.header_timeout.max(Duration::from_secs(1)),
     };
     listen::serve(listener, router(state), limits, refused_connections, shutdown_signal()).await;

@@ -93,17 +93,27 @@ pub struct ServeArgs {
     /// in comments and statuses carry.
     #[arg(long, env = "FLUXPLAN_RUNS_TOKEN", hide_env_values = true)]
     pub runs_token: Option<String>,
-    /// Open connections at once; more are closed at once (counted in
-    /// `fluxplan_connections_refused_total`).
+    /// Open connections at once. At the cap the longest idle connection is closed to make room,
+    /// else one of the client holding the most (requests waiting for their body included), or the
+    /// new one when its client holds the most (counted in `fluxplan_connections_refused_total`).
     #[arg(long, env = "FLUXPLAN_MAX_CONNECTIONS", default_value_t = 512)]
     pub max_connections: usize,
+    /// Open connections one client (peer address; an IPv6 /64) may hold; beyond, its longest idle
+    /// one is closed, or the new one. Default: an eighth of --max-connections. Behind a proxy
+    /// every client is the proxy: set it to --max-connections there.
+    #[arg(long, env = "FLUXPLAN_MAX_CONNECTIONS_PER_CLIENT")]
+    pub max_connections_per_client: Option<usize>,
     /// Seconds a client has to send a request's headers (also closes idle connections), and a
     /// webhook its body.
     #[arg(long, env = "FLUXPLAN_HEADER_TIMEOUT_SECS", default_value_t = 10)]
     pub header_timeout_secs: u64,
-    /// Bytes of unsigned webhook bodies one client (peer address; an IPv6 /64) may have in
-    /// flight, of the 64 MiB all share; more gets 503. Behind a proxy every client is the
-    /// proxy: set it to 67108864 there.
+    /// Bytes of unsigned webhook bodies received and not yet checked that may be held at once
+    /// (past 64 KiB a body is spooled to an unnamed file in the data directory); more gets 503.
+    /// At least 25 MiB.
+    #[arg(long, env = "FLUXPLAN_MAX_UNVERIFIED_BYTES", default_value_t = crate::server::DEFAULT_MAX_UNVERIFIED_BYTES)]
+    pub max_unverified_bytes: usize,
+    /// Of those, the bytes one client (peer address; an IPv6 /64) may hold; more gets 503.
+    /// Behind a proxy every client is the proxy: set it to --max-unverified-bytes there.
     #[arg(long, env = "FLUXPLAN_MAX_UNVERIFIED_BYTES_PER_CLIENT", default_value_t = crate::server::DEFAULT_UNVERIFIED_BYTES_PER_CLIENT)]
     pub max_unverified_bytes_per_client: usize,
     /// Bytes per second a webhook body must average after its first 2 seconds, or it is cut
@@ -187,7 +197,9 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         reply_window: Duration::from_secs(args.reply_window_secs),
         runs_token: args.runs_token,
         max_connections: args.max_connections,
+        max_connections_per_client: args.max_connections_per_client,
         header_timeout: Duration::from_secs(args.header_timeout_secs),
+        unverified_bytes: args.max_unverified_bytes,
         unverified_bytes_per_client: args.max_unverified_bytes_per_client,
         min_body_rate: args.min_body_rate,
         resync: Duration::from_secs(args.resync_secs),

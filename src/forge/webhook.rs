@@ -12,13 +12,46 @@ type HmacSha256 = Hmac<Sha256>;
 /// True when `signature` (the `X-Hub-Signature-256` header, `sha256=<hex>`) is the HMAC of `body`
 /// under one of `secrets`.
 pub fn verify_github_signature(secrets: &[String], body: &[u8], signature: Option<&str>) -> bool {
-    let Some(hex_digest) = signature.and_then(|s| s.strip_prefix("sha256=")) else { return false };
-    let Ok(expected) = hex::decode(hex_digest.trim()) else { return false };
-    secrets.iter().filter(|s| !s.is_empty()).any(|secret| {
-        let Ok(mut mac) = HmacSha256::new_from_slice(secret.as_bytes()) else { return false };
-        mac.update(body);
-        mac.verify_slice(&expected).is_ok()
-    })
+    let mut check = GithubSignature::new(secrets, signature);
+    check.update(body);
+    check.verify()
+}
+
+/// A GitHub signature computed as the body streams in (under each secret), so a body need not be
+/// held whole, nor read back, to be found unsigned.
+pub struct GithubSignature {
+    expected: Option<Vec<u8>>,
+    macs: Vec<HmacSha256>,
+}
+
+impl GithubSignature {
+    /// The check of `signature` (the `X-Hub-Signature-256` header) under `secrets`.
+    pub fn new(secrets: &[String], signature: Option<&str>) -> Self {
+        let expected = signature
+            .and_then(|s| s.strip_prefix("sha256="))
+            .and_then(|hex_digest| hex::decode(hex_digest.trim()).ok());
+        let macs = match expected {
+            Some(_) => secrets
+                .iter()
+                .filter(|s| !s.is_empty())
+                .filter_map(|secret| HmacSha256::new_from_slice(secret.as_bytes()).ok())
+                .collect(),
+            None => Vec::new(),
+        };
+        GithubSignature { expected, macs }
+    }
+
+    pub fn update(&mut self, chunk: &[u8]) {
+        for mac in &mut self.macs {
+            mac.update(chunk);
+        }
+    }
+
+    /// True when the body seen is signed by one of the secrets (compared in constant time).
+    pub fn verify(self) -> bool {
+        let Some(expected) = self.expected else { return false };
+        self.macs.into_iter().any(|mac| mac.verify_slice(&expected).is_ok())
+    }
 }
 
 /// The `X-Hub-Signature-256` header value for `body` under `secret` (for tests and tools).

@@ -1,9 +1,12 @@
 //! Serving HTTP with limits a hostile or broken client cannot get around: a cap on open
-//! connections, a deadline for request headers (idle keep-alive connections included), and a
-//! graceful shutdown that lets answers in flight finish. At the cap, the connection idle the
-//! longest (waiting for a request, or for the rest of its headers) is closed to make room: idle
-//! connections, however many, cannot lock requests (`/healthz` included) out. Each request
-//! carries its peer's address (`ConnectInfo`), which the webhook budget shares out by.
+//! connections, and on those of one client (peer address; an IPv6 /64 counts as one), a deadline
+//! for request headers (idle keep-alive connections included), and a graceful shutdown that lets
+//! answers in flight finish. At a cap, the connection idle the longest (waiting for a request, or
+//! for the rest of its headers) is closed to make room; at the global cap with none idle, one of
+//! the client holding the most connections (requests waiting for a body included) is closed, or
+//! the new one when its own client would hold the most. So neither idle connections nor one
+//! client's requests can lock others (`/healthz` included) out. Each request carries its peer's
+//! address (`ConnectInfo`), which the webhook budget shares out by.
 
 use axum::extract::ConnectInfo;
 use axum::response::Response;
@@ -12,10 +15,10 @@ use futures::future::BoxFuture;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -23,12 +26,17 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore};
 
+use super::budget::client_of;
+
 /// How much of the service a client may hold.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
     /// Open connections at once; beyond them the longest idle one is closed, or, when every
     /// one is answering a request, the new one.
     pub max_connections: usize,
+    /// Open connections of one client at once; beyond them its longest idle one is closed, or
+    /// the new one.
+    pub max_connections_per_client: usize,
     /// Time a client has to send a request's headers.
     pub header_timeout: Duration,
 }
@@ -45,8 +53,10 @@ const HANDOVER_WAIT: Duration = Duration::from_secs(5);
 type Slot = tokio::sync::OwnedSemaphorePermit;
 
 /// One open connection, as the cap sees it.
-#[derive(Default)]
 struct Tracked {
+    client: IpAddr,
+    /// Holds a slot (one waiting for a slot handed over cannot hand one on).
+    has_slot: AtomicBool,
     /// Requests being answered on it; none: it is idle.
     busy: AtomicUsize,
     /// Asked to close already (not picked twice).
@@ -56,37 +66,120 @@ struct Tracked {
     heir: Mutex<Option<tokio::sync::oneshot::Sender<Slot>>>,
 }
 
-/// The open connections, oldest first.
+/// The open connections (those waiting for a slot included), oldest first, and how many each
+/// client has.
 #[derive(Default)]
 struct Open {
     next: AtomicUsize,
-    connections: Mutex<BTreeMap<usize, Arc<Tracked>>>,
+    inner: Mutex<OpenInner>,
+}
+
+#[derive(Default)]
+struct OpenInner {
+    connections: BTreeMap<usize, Arc<Tracked>>,
+    per_client: HashMap<IpAddr, usize>,
+}
+
+/// Where a new connection's slot comes from.
+enum Room {
+    Free(Slot),
+    HandedOver(tokio::sync::oneshot::Receiver<Slot>),
+    None,
 }
 
 impl Open {
-    fn add(&self) -> (usize, Arc<Tracked>) {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let tracked = Arc::new(Tracked::default());
-        self.connections.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tracked.clone());
-        (id, tracked)
+    fn lock(&self) -> std::sync::MutexGuard<'_, OpenInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn remove(&self, id: usize) {
-        self.connections.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        let mut inner = self.lock();
+        if let Some(tracked) = inner.connections.remove(&id) {
+            if let Some(count) = inner.per_client.get_mut(&tracked.client) {
+                *count -= 1;
+                if *count == 0 {
+                    inner.per_client.remove(&tracked.client);
+                }
+            }
+        }
     }
 
-    /// Asks the connection idle the longest to close and hand its slot to `heir`; false when
-    /// none is idle.
-    fn close_longest_idle(&self, heir: tokio::sync::oneshot::Sender<Slot>) -> bool {
-        let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
-        let idle = connections
-            .values()
-            .find(|c| c.busy.load(Ordering::SeqCst) == 0 && !c.closing.swap(true, Ordering::SeqCst));
-        let Some(idle) = idle else { return false };
-        *idle.heir.lock().unwrap_or_else(|e| e.into_inner()) = Some(heir);
-        idle.close.notify_one();
-        true
+    /// Finds room for a connection from `client` and registers it: known to the caps before its
+    /// task runs, as the next connection may have to close it.
+    fn admit(
+        &self,
+        client: IpAddr,
+        slots: &Arc<Semaphore>,
+        limits: &ConnectionLimits,
+    ) -> Option<(usize, Arc<Tracked>, Room)> {
+        let mut inner = self.lock();
+        let holds = inner.per_client.get(&client).copied().unwrap_or(0);
+        let room = if holds >= limits.max_connections_per_client {
+            // Its own cap: only its own idle connection makes room.
+            Self::hand_over(&inner, |c| c.client == client && idle(c))
+        } else {
+            match slots.clone().try_acquire_owned() {
+                Ok(slot) => Room::Free(slot),
+                Err(_) => match Self::hand_over(&inner, idle) {
+                    Room::None => {
+                        // Nothing idle: a connection of the client holding the most, unless
+                        // the new one's client would then hold the most.
+                        let mut held: HashMap<IpAddr, usize> = HashMap::new();
+                        for c in inner.connections.values().filter(|c| closable(c)) {
+                            *held.entry(c.client).or_default() += 1;
+                        }
+                        let most = held
+                            .iter()
+                            .filter(|(c, _)| **c != client)
+                            .max_by_key(|(_, n)| **n)
+                            .map(|(c, n)| (*c, *n));
+                        match most {
+                            Some((victim, n)) if n > holds => {
+                                Self::hand_over(&inner, |c| c.client == victim && closable(c))
+                            }
+                            _ => Room::None,
+                        }
+                    }
+                    room => room,
+                },
+            }
+        };
+        if matches!(room, Room::None) {
+            return None;
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let tracked = Arc::new(Tracked {
+            client,
+            has_slot: AtomicBool::new(matches!(room, Room::Free(_))),
+            busy: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            close: Notify::new(),
+            heir: Mutex::new(None),
+        });
+        inner.connections.insert(id, tracked.clone());
+        *inner.per_client.entry(client).or_default() += 1;
+        Some((id, tracked, room))
     }
+
+    /// Asks the oldest connection that `pick` picks to close and hand its slot over.
+    fn hand_over(inner: &OpenInner, pick: impl Fn(&Tracked) -> bool) -> Room {
+        let picked = inner.connections.values().find(|c| pick(c) && !c.closing.swap(true, Ordering::SeqCst));
+        let Some(picked) = picked else { return Room::None };
+        let (heir, handed_over) = tokio::sync::oneshot::channel();
+        *picked.heir.lock().unwrap_or_else(|e| e.into_inner()) = Some(heir);
+        picked.close.notify_one();
+        Room::HandedOver(handed_over)
+    }
+}
+
+/// Holds a slot it could hand over, and is not closing already.
+fn closable(c: &Tracked) -> bool {
+    c.has_slot.load(Ordering::SeqCst) && !c.closing.load(Ordering::SeqCst)
+}
+
+/// Closable, and answering no request.
+fn idle(c: &Tracked) -> bool {
+    closable(c) && c.busy.load(Ordering::SeqCst) == 0
 }
 
 /// Serves `app` until `shutdown` completes; `refused` counts connections closed for the cap.
@@ -116,36 +209,32 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        // A free slot, or the one the longest idle connection hands over as it closes.
-        let (slot, handed_over) = match slots.clone().try_acquire_owned() {
-            Ok(slot) => (Some(slot), None),
-            Err(_) => {
-                let (heir, handed_over) = tokio::sync::oneshot::channel();
-                if !open.close_longest_idle(heir) {
-                    refused.inc();
-                    continue; // dropping the stream closes it
-                }
-                (None, Some(handed_over))
-            }
+        // A free slot, or the one a connection hands over as it closes.
+        let Some((id, tracked, room)) = open.admit(client_of(peer.ip()), &slots, &limits) else {
+            refused.inc();
+            continue; // dropping the stream closes it
         };
-        // Known to the cap before its task runs: the next connection may have to close it.
-        let registered = slot.as_ref().map(|_| open.add());
         let (open, builder, refused, mut stop) =
             (open.clone(), builder.clone(), refused.clone(), stop.clone());
         let app = app.clone();
         tokio::spawn(async move {
-            let slot = match (slot, handed_over) {
-                (Some(slot), _) => slot,
-                (None, Some(handed_over)) => match tokio::time::timeout(HANDOVER_WAIT, handed_over).await {
+            let slot = match room {
+                Room::Free(slot) => slot,
+                Room::HandedOver(handed_over) => match tokio::time::timeout(HANDOVER_WAIT, handed_over).await
+                {
                     Ok(Ok(slot)) => slot,
                     _ => {
                         refused.inc();
+                        open.remove(id);
                         return;
                     }
                 },
-                (None, None) => return,
+                Room::None => {
+                    open.remove(id);
+                    return;
+                }
             };
-            let (id, tracked) = registered.unwrap_or_else(|| open.add());
+            tracked.has_slot.store(true, Ordering::SeqCst);
             let service = TowerToHyperService::new(PeerAware { app, peer, tracked: tracked.clone() });
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             tokio::pin!(connection);
@@ -241,7 +330,11 @@ mod tests {
         let address = listener.local_addr().unwrap();
         let refused = prometheus::IntCounter::new("refused", "refused").unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let limits = ConnectionLimits { max_connections, header_timeout: Duration::from_secs(600) };
+        let limits = ConnectionLimits {
+            max_connections,
+            max_connections_per_client: max_connections,
+            header_timeout: Duration::from_secs(600),
+        };
         tokio::spawn(serve(listener, app, limits, refused.clone(), async move {
             let _ = stopped.await;
         }));

@@ -24,11 +24,12 @@ pub const MAX_WEBHOOK_BYTES: usize = 25 * 1024 * 1024;
 /// How long a webhook may wait on the database before it is answered 503 (GitHub gives up
 /// after 10 s and never redelivers).
 const DATABASE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(4);
-/// Most bytes of webhook bodies held at once before their signature is checked: unsigned
-/// bodies cannot exhaust memory, whatever their number.
-pub const MAX_UNVERIFIED_BYTES: usize = 64 * 1024 * 1024;
-/// Most of those one client (peer address) may hold: room for one largest body, and as much
-/// again left for everyone else.
+/// Most bytes of webhook bodies held at once before their signature is checked (received bytes,
+/// in memory up to `budget::SPOOL_ABOVE` per body, spooled to the data directory past it):
+/// unsigned bodies cannot fill the disk, whatever their number.
+pub const DEFAULT_MAX_UNVERIFIED_BYTES: usize = 1024 * 1024 * 1024;
+/// Most of those one client (peer address) may hold: room for one largest body, and more; it
+/// takes 32 clients to fill the default budget.
 pub const DEFAULT_UNVERIFIED_BYTES_PER_CLIENT: usize = 32 * 1024 * 1024;
 /// Bytes per second a webhook body must average after `budget::RATE_GRACE`: 25 MiB takes 100 s
 /// at this rate (GitHub sends it in well under a second), and a slow sender gives back its share
@@ -45,6 +46,8 @@ pub struct AppState {
     pub allow_forks: bool,
     /// Bytes of unverified webhook bodies that may be held at once, and per client.
     pub unverified: Arc<budget::UnverifiedBudget>,
+    /// Where bodies too large to keep in memory are spooled while they are read.
+    pub spool: budget::Spool,
     /// Time a client has to send a webhook body.
     pub body_timeout: std::time::Duration,
     /// Bytes per second a webhook body must average after a short grace (0: no minimum).
@@ -70,10 +73,11 @@ impl AppState {
             gitlab_tokens: Arc::new(gitlab_tokens.into_iter().filter(|s| !s.is_empty()).collect()),
             allow_forks,
             unverified: budget::UnverifiedBudget::new(
-                MAX_UNVERIFIED_BYTES,
+                DEFAULT_MAX_UNVERIFIED_BYTES,
                 DEFAULT_UNVERIFIED_BYTES_PER_CLIENT,
                 metrics.unverified_bytes.clone(),
             ),
+            spool: budget::Spool(std::env::temp_dir()),
             body_timeout: std::time::Duration::from_secs(10),
             min_body_rate: DEFAULT_MIN_BODY_RATE,
             runs_token: None,
@@ -107,15 +111,17 @@ fn refuse(state: &AppState, forge: &str, reason: &str, status: StatusCode, messa
 }
 
 async fn github_webhook(State(state): State<AppState>, request: Request) -> Response {
-    let (headers, body) = match read_body(&state, "github", request, false).await {
-        Ok(read) => read,
-        Err(refused) => return refused,
-    };
-    if !webhook::verify_github_signature(
+    // The signature is computed as the body comes: an unsigned body is never read back.
+    let mut check = webhook::GithubSignature::new(
         &state.github_secrets,
-        &body,
-        header(&headers, "x-hub-signature-256"),
-    ) {
+        header(request.headers(), "x-hub-signature-256"),
+    );
+    let (headers, received) =
+        match read_body(&state, "github", request, false, |chunk| check.update(chunk)).await {
+            Ok(read) => read,
+            Err(refused) => return refused,
+        };
+    if !check.verify() {
         return refuse(
             &state,
             "github",
@@ -124,6 +130,10 @@ async fn github_webhook(State(state): State<AppState>, request: Request) -> Resp
             "missing or invalid X-Hub-Signature-256",
         );
     }
+    let body = match in_memory(&state, "github", received).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let event = header(&headers, "x-github-event").unwrap_or("").to_string();
     let delivery = header(&headers, "x-github-delivery").map(str::to_string);
     accept(&state, "github", &event, delivery, &body, webhook::parse_github(&event, &body)).await
@@ -140,8 +150,12 @@ async fn gitlab_webhook(State(state): State<AppState>, request: Request) -> Resp
             "missing or invalid X-Gitlab-Token",
         );
     }
-    let (headers, body) = match read_body(&state, "gitlab", request, true).await {
+    let (headers, received) = match read_body(&state, "gitlab", request, true, |_| ()).await {
         Ok(read) => read,
+        Err(refused) => return refused,
+    };
+    let body = match in_memory(&state, "gitlab", received).await {
+        Ok(body) => body,
         Err(refused) => return refused,
     };
     let event = header(&headers, "x-gitlab-event").unwrap_or("").to_string();
@@ -151,16 +165,32 @@ async fn gitlab_webhook(State(state): State<AppState>, request: Request) -> Resp
     accept(&state, "gitlab", &event, delivery, &body, webhook::parse_gitlab(&event, &body)).await
 }
 
-/// Reads a webhook body within the size and time limits, at the minimum rate. A body not yet
-/// verified must say its length and fit in what is left of the unverified budget and of its
-/// client's share, so unsigned requests cannot hold more than `MAX_UNVERIFIED_BYTES` of memory
-/// between them, nor one client all of it.
+/// A verified body, read back when it was spooled.
+async fn in_memory(state: &AppState, forge: &str, received: budget::Received) -> Result<Bytes, Response> {
+    received.into_bytes().await.map_err(|e| {
+        tracing::error!(error = %e, "cannot read a spooled webhook body back");
+        refuse(state, forge, "spool", StatusCode::SERVICE_UNAVAILABLE, "the body cannot be read back")
+    })
+}
+
+/// 503 with a hint to come back later.
+fn busy(state: &AppState, forge: &str, reason: &str, message: &str) -> Response {
+    let mut busy = refuse(state, forge, reason, StatusCode::SERVICE_UNAVAILABLE, message);
+    busy.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("5"));
+    busy
+}
+
+/// Reads a webhook body within the size and time limits, at the minimum rate, showing each chunk
+/// to `each`. A body not yet verified must say its length, and each chunk of it must fit in what
+/// is left of the unverified budget and of its client's share: charged as received, so announcing
+/// a body holds nothing until its bytes come.
 async fn read_body(
     state: &AppState,
     forge: &str,
     request: Request,
     verified: bool,
-) -> Result<(HeaderMap, Bytes), Response> {
+    each: impl FnMut(&[u8]),
+) -> Result<(HeaderMap, budget::Received), Response> {
     let (parts, body) = request.into_parts();
     // Without a peer (a router driven in-process), every request is one client.
     let peer = parts
@@ -177,35 +207,19 @@ async fn read_body(
             "the body is over 25 MiB",
         ));
     }
-    let _budget = if verified {
-        None
-    } else {
-        let Some(length) = length else {
-            return Err(refuse(
-                state,
-                forge,
-                "no-length",
-                StatusCode::LENGTH_REQUIRED,
-                "Content-Length is required",
-            ));
-        };
-        match state.unverified.take(peer, length) {
-            Ok(share) => Some(share),
-            Err(no_room) => {
-                let reason = match no_room {
-                    budget::NoRoom::ClientShare => "client-share",
-                    budget::NoRoom::Total => "busy",
-                };
-                let mut busy =
-                    refuse(state, forge, reason, StatusCode::SERVICE_UNAVAILABLE, &no_room.to_string());
-                busy.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("5"));
-                return Err(busy);
-            }
-        }
-    };
+    if !verified && length.is_none() {
+        return Err(refuse(
+            state,
+            forge,
+            "no-length",
+            StatusCode::LENGTH_REQUIRED,
+            "Content-Length is required",
+        ));
+    }
+    let share = (!verified).then(|| state.unverified.share(peer));
     let pace = budget::Pace { deadline: state.body_timeout, min_rate: state.min_body_rate };
-    match budget::read(body, MAX_WEBHOOK_BYTES, length.unwrap_or(0), pace).await {
-        Ok(bytes) => Ok((parts.headers, bytes)),
+    match budget::read(body, MAX_WEBHOOK_BYTES, pace, share, &state.spool, each).await {
+        Ok(received) => Ok((parts.headers, received)),
         Err(budget::ReadError::TooLarge) => Err(refuse(
             state,
             forge,
@@ -219,6 +233,14 @@ async fn read_body(
         Err(error @ budget::ReadError::TooSlow) => {
             Err(refuse(state, forge, "too-slow", StatusCode::REQUEST_TIMEOUT, &error.to_string()))
         }
+        Err(budget::ReadError::NoRoom(no_room)) => {
+            let reason = match no_room {
+                budget::NoRoom::ClientShare => "client-share",
+                budget::NoRoom::Total => "busy",
+            };
+            Err(busy(state, forge, reason, &no_room.to_string()))
+        }
+        Err(error @ budget::ReadError::Spool) => Err(busy(state, forge, "spool", &error.to_string())),
     }
 }
 

@@ -1216,23 +1216,33 @@ fn unsigned_bodies_in_flight_are_bounded() {
     let data = tempfile::tempdir().unwrap();
     let mut env = github_env(&github);
     env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
-    // Bodies that never come are held, not cut for their pace.
+    // Bodies that stall are held, not cut for their pace.
     env.push(("FLUXPLAN_MIN_BODY_RATE", "0".into()));
+    env.push(("FLUXPLAN_MAX_UNVERIFIED_BYTES", (64 << 20).to_string()));
     let bot = Bot::start(data.path(), &env);
     // Bodies announced over 25 MiB are refused before a byte of them is read.
     let mut huge =
         raw_connection(&bot, "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nContent-Length: 26214401\r\n\r\n");
     assert!(read_until_closed(&mut huge).starts_with("HTTP/1.1 413"));
-    // Three unsigned bodies of 20 MiB being sent by three clients fill most of the 64 MiB budget...
-    let announce = "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: 20971520\r\n\r\n";
+    // Announcing a body holds nothing: the bytes received are held.
+    let announce = "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: 20971521\r\n\r\n";
+    let sent = format!("{announce}{}", "x".repeat(20971520));
+    // Three unsigned bodies of 20 MiB all but sent by three clients fill most of the budget...
     let holding: Vec<_> =
-        ["127.0.0.2", "127.0.0.3", "127.0.0.4"].iter().map(|ip| connect_from(ip, &bot, announce)).collect();
+        ["127.0.0.2", "127.0.0.3", "127.0.0.4"].iter().map(|ip| connect_from(ip, &bot, &sent)).collect();
     wait_for("the three to hold their share", WAIT, || {
         metric(&bot, "fluxplan_webhook_unverified_bytes").is_some_and(|n| n == 3.0 * 20971520.0)
     });
-    // ...so a fourth is told to come back later.
+    // ...so a fourth is told to come back later once it has sent what is left.
     let mut fourth = raw_connection(&bot, announce);
-    assert!(read_until_closed(&mut fourth).starts_with("HTTP/1.1 503"));
+    let mut writing = fourth.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = std::io::Write::write_all(&mut writing, "x".repeat(20971520).as_bytes());
+    });
+    wait_for("the fourth to be refused", WAIT, || refused(&bot, "busy").is_some_and(|n| n >= 1.0));
+    let _ = fourth.shutdown(std::net::Shutdown::Both);
+    let _ = read_until_closed(&mut fourth);
+    writer.join().unwrap();
     drop(holding);
     wait_for("the budget to be returned", WAIT, || {
         metric(&bot, "fluxplan_webhook_unverified_bytes") == Some(0.0)

@@ -145,25 +145,122 @@ fn slow_unsigned_bodies_from_one_client_leave_room_for_signed_deliveries() {
     let data = tempfile::tempdir().unwrap();
     let mut env = github_env(&github);
     env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
+    // The bodies are held for their share alone, not cut for their pace.
+    env.push(("FLUXPLAN_MIN_BODY_RATE", "0".into()));
     let bot = Bot::start(data.path(), &env);
     // One client announces 64 MiB of unsigned bodies and sends them a byte at a time.
     let sizes = [25 * MIB, 25 * MIB, 14 * MIB];
-    let slow: Vec<_> = sizes
-        .iter()
-        .map(|size| {
-            let announce = format!(
-                "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: {size}\r\n\r\nx"
-            );
-            connect_from("127.0.0.2", &bot, &announce)
-        })
-        .collect();
-    wait_for("the slow bodies to be held or refused", WAIT, || {
-        let held: u64 = slow.iter().zip(sizes).filter(|(s, _)| !answered(s)).map(|(_, size)| size).sum();
-        metric(&bot, "fluxplan_webhook_unverified_bytes") == Some(held as f64)
-    });
+    let slow: Vec<_> = sizes.iter().map(|size| attack("127.0.0.2", &bot, *size, 1)).collect();
+    wait_for_held(&bot, &slow);
     // A correctly signed delivery from another client is answered.
     assert_eq!(bot.github("ping", "p1", &json!({"zen": "Keep it logically awesome.", "hook_id": 1})), 200);
     drop(slow);
+}
+
+/// An unsigned GitHub delivery from `ip` announcing `declared` bytes, of which `sent` are sent
+/// (from a thread: the server may answer and close before taking them all).
+struct Attack {
+    stream: std::net::TcpStream,
+    declared: u64,
+    sent: u64,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+fn attack(ip: &str, bot: &Bot, declared: u64, sent: u64) -> Attack {
+    let headers = format!(
+        "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nX-GitHub-Event: ping\r\nContent-Length: {declared}\r\n\r\n"
+    );
+    let stream = connect_from(ip, bot, &headers);
+    let mut writing = stream.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = std::io::Write::write_all(&mut writing, &vec![b'x'; sent as usize]);
+    });
+    Attack { stream, declared, sent, writer: Some(writer) }
+}
+
+impl Attack {
+    fn written(&self) -> bool {
+        self.writer.as_ref().is_none_or(std::thread::JoinHandle::is_finished)
+    }
+}
+
+impl Drop for Attack {
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// Waits until the bodies the server still reads are all sent and accounted for in
+/// `fluxplan_webhook_unverified_bytes`: the bytes received (or, by a server that reserves what
+/// a body announces, the bytes announced).
+fn wait_for_held(bot: &Bot, attacks: &[Attack]) {
+    wait_for("the attacking bodies to be held or refused", WAIT, || {
+        let reading: Vec<_> = attacks.iter().filter(|a| !answered(&a.stream)).collect();
+        let sent: u64 = reading.iter().map(|a| a.sent).sum();
+        let declared: u64 = reading.iter().map(|a| a.declared).sum();
+        let held = metric(bot, "fluxplan_webhook_unverified_bytes");
+        reading.iter().all(|a| a.written()) && (held == Some(sent as f64) || held == Some(declared as f64))
+    });
+}
+
+/// Signed pings from 127.0.0.1 while `attacks` are held: each must be answered 200.
+fn signed_pings_answered(bot: &Bot, attacks: &[Attack], pings: usize) {
+    wait_for_held(bot, attacks);
+    for n in 0..pings {
+        let delivery = format!("ping-{n}");
+        let status =
+            bot.github("ping", &delivery, &json!({"zen": "Keep it logically awesome.", "hook_id": 1}));
+        assert_eq!(status, 200, "signed ping {n} while the attack holds");
+    }
+}
+
+#[test]
+fn two_clients_announcing_bodies_they_never_send_do_not_refuse_signed_deliveries() {
+    let github = FakeGitHub::start();
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
+    // Nothing cuts the attack short: the bodies are held as long as the connections are open.
+    env.push(("FLUXPLAN_MIN_BODY_RATE", "0".into()));
+    let bot = Bot::start(data.path(), &env);
+    let attacks: Vec<_> = ["127.0.0.2", "127.0.0.3"]
+        .iter()
+        .flat_map(|ip| [attack(ip, &bot, 25 * MIB, 0), attack(ip, &bot, 7 * MIB, 0)])
+        .collect();
+    signed_pings_answered(&bot, &attacks, 5);
+}
+
+#[test]
+fn three_clients_sending_nothing_slowly_or_most_of_their_bodies_do_not_refuse_signed_deliveries() {
+    let github = FakeGitHub::start();
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
+    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
+    env.push(("FLUXPLAN_MIN_BODY_RATE", "0".into()));
+    let bot = Bot::start(data.path(), &env);
+    // Each client: a 25 MiB body all but sent (then stalled), one barely begun, one never sent:
+    // more than 64 MiB between them.
+    let attacks: Vec<_> = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+        .iter()
+        .flat_map(|ip| {
+            [
+                attack(ip, &bot, 25 * MIB, 25 * MIB - 1),
+                attack(ip, &bot, 4 * MIB, 1),
+                attack(ip, &bot, 2 * MIB, 0),
+            ]
+        })
+        .collect();
+    signed_pings_answered(&bot, &attacks, 5);
+    // A client beyond its share is refused: its own bodies, no one else's.
+    let over = attack("127.0.0.2", &bot, 20 * MIB, 20 * MIB);
+    wait_for("the client over its share to be refused", WAIT, || {
+        refused(&bot, "client-share").is_some_and(|n| n >= 1.0)
+    });
+    drop(over);
+    signed_pings_answered(&bot, &attacks, 1);
 }
 
 #[test]
@@ -196,6 +293,71 @@ fn idle_connections_do_not_stop_healthz() {
     // Some of them were closed to make room, oldest first.
     assert!(idle.iter().take(10).any(answered), "no idle connection was closed");
     assert!(!answered(idle.last().unwrap()), "the newest idle connection was closed first");
+}
+
+/// `/healthz` asked `times` from 127.0.0.1, each on a new connection: how many answered `ok`.
+fn healthz_answers(bot: &Bot, times: usize) -> usize {
+    let client =
+        reqwest::blocking::Client::builder().timeout(std::time::Duration::from_secs(10)).build().unwrap();
+    (0..times)
+        .filter(|_| {
+            let answer = client.get(format!("{}/healthz", bot.url)).header("connection", "close").send();
+            answer.is_ok_and(|a| a.status() == 200 && a.text().is_ok_and(|t| t == "ok"))
+        })
+        .count()
+}
+
+/// 560 connections from 127.0.0.4, each a webhook request waiting for a body that never
+/// comes, held until the returned streams are dropped; once the server has taken or closed
+/// them all (at least 560 - 512 closed at the cap).
+fn waiting_for_bodies(bot: &Bot) -> Vec<std::net::TcpStream> {
+    let waiting: Vec<_> = (0..560)
+        .map(|_| {
+            connect_from(
+                "127.0.0.4",
+                bot,
+                "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: 1\r\n\r\n",
+            )
+        })
+        .collect();
+    // (Not asked of the server: a server locked by them would not answer.)
+    wait_for("the connections over the cap to be closed", WAIT, || {
+        waiting.iter().filter(|s| answered(s)).count() >= 560 - 512
+    });
+    waiting
+}
+
+fn healthz_env(github: &FakeGitHub) -> Vec<(&'static str, String)> {
+    let mut env = github_env(github);
+    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
+    // The bodies are waited for as long as the connections are open.
+    env.push(("FLUXPLAN_MIN_BODY_RATE", "0".into()));
+    env
+}
+
+#[test]
+fn one_client_waiting_for_bodies_on_many_connections_does_not_stop_healthz() {
+    let github = FakeGitHub::start();
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &healthz_env(&github));
+    let waiting = waiting_for_bodies(&bot);
+    assert_eq!(healthz_answers(&bot, 10), 10);
+    // Beyond its own cap (an eighth of 512), the client's connections were closed.
+    wait_for("all but 64 of the client's connections to be closed", WAIT, || {
+        waiting.iter().filter(|s| answered(s)).count() >= 560 - 64
+    });
+}
+
+#[test]
+fn at_the_cap_the_client_holding_the_most_connections_makes_room() {
+    let github = FakeGitHub::start();
+    let data = tempfile::tempdir().unwrap();
+    let mut env = healthz_env(&github);
+    // No per-client cap: the one at the global cap keeps /healthz answering.
+    env.push(("FLUXPLAN_MAX_CONNECTIONS_PER_CLIENT", "512".into()));
+    let bot = Bot::start(data.path(), &env);
+    let _waiting = waiting_for_bodies(&bot);
+    assert_eq!(healthz_answers(&bot, 10), 10);
 }
 
 fn mode(path: &Path) -> u32 {
