@@ -606,7 +606,8 @@ fn not_read(
     let mut reasons = BTreeMap::new();
     for file in files {
         for (path, ignore) in units {
-            let under = path.is_empty() || file.starts_with(&format!("{path}/"));
+            let under =
+                path.is_empty() || file.strip_prefix(path.as_str()).is_some_and(|r| r.starts_with('/'));
             if !under {
                 continue;
             }
