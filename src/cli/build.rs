@@ -5,7 +5,6 @@ use crate::render::masking::Masks;
 use crate::render::{repo_root, Render, Status};
 use crate::yaml;
 use clap::{Args, ValueEnum};
-use std::io::Write;
 
 /// `build --help`: what the exit code says.
 pub const EXIT_CODES_HELP: &str = "\
@@ -70,7 +69,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     };
     // Names that hold a value substituted from a Secret are shown masked, wherever they appear.
     let masks = Masks::of(&[&render]);
-    std::io::stdout().lock().write_all(masks.apply(&text).as_bytes())?;
+    super::write_out(&masks.apply(&text))?;
     if !matches!(args.format, BuildFormat::Json) {
         for line in warning_lines(&render) {
             eprintln!("warning: {}", masks.apply(&line));

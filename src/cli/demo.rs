@@ -43,7 +43,7 @@ pub fn run(args: DemoArgs) -> Result<u8> {
     );
     let plan = planner::plan(&planner::Request::new(&repo, "HEAD~1", "HEAD"));
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    print!("{}", crate::report::text(&plan, color));
+    super::write_out(&crate::report::text(&plan, color))?;
     eprintln!(
         "\nverdict: {} (`fluxplan plan` would exit {})",
         plan.verdict.as_str(),

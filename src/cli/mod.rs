@@ -186,6 +186,25 @@ fn start_rendering() {
     crate::render::leftovers::remove_dead_exports();
 }
 
+/// The command's output went to a reader that left (`| head`).
+#[derive(Debug, thiserror::Error)]
+#[error("standard output was closed")]
+pub struct OutputClosed;
+
+/// Exit status for a closed output: what a shell shows for a process ended by SIGPIPE.
+const EXIT_OUTPUT_CLOSED: u8 = 141;
+
+/// Writes the command's output to standard output; a reader that went away ends the command
+/// quietly (`OutputClosed`), as `kubectl` ends, instead of a panic or an error.
+pub(crate) fn write_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(OutputClosed.into()),
+        other => Ok(other?),
+    }
+}
+
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Build(args) => {
@@ -205,6 +224,7 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        Err(error) if error.is::<OutputClosed>() => ExitCode::from(EXIT_OUTPUT_CLOSED),
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(EXIT_FAILED)

@@ -7,7 +7,7 @@ use crate::planner::{self, Clusters, PolicySource, DEFAULT_PLAN_TIMEOUT_SECS};
 use crate::report;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -131,7 +131,7 @@ pub fn run(args: PlanArgs) -> Result<u8> {
             report::text(&plan, color)
         }
     };
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    super::write_out(&text)?;
     if let Some(error) = &plan.error {
         eprintln!("error: {error}");
     }

@@ -48,7 +48,7 @@ pub fn run(args: SnapshotArgs) -> Result<u8> {
     let text = snapshot.to_yaml();
     match &args.output {
         Some(path) => write_atomically(path, &text)?,
-        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+        None => super::write_out(&text)?,
     }
     for warning in &snapshot.warnings {
         eprintln!("warning: {warning}");

@@ -74,3 +74,33 @@ fn all_good_exits_0_and_a_missing_repository_exits_3() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/fluxplan-repo"));
 }
+
+/// Output piped to a reader that leaves (`| head`) ends the command quietly, as kubectl ends: no
+/// panic, no error message, the exit status a shell shows for SIGPIPE.
+#[test]
+fn a_closed_output_ends_build_and_plan_quietly() {
+    let repo = golden_repo();
+    repo.commit("base");
+    repo.config_map("apps/extra.yaml", "extra", "default");
+    repo.commit("head");
+    let commands: [&[&str]; 2] = [
+        &["build", "--format", "yaml", "--no-cache"],
+        &["plan", "--base", "HEAD~1", "--head", "HEAD", "--no-cache"],
+    ];
+    for args in commands {
+        let mut child = Command::new(fluxplan_bin())
+            .args(args)
+            .arg("--repo")
+            .arg(repo.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader leaves before anything is written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked") && !stderr.contains("error:"), "{args:?}: {stderr}");
+    }
+}
