@@ -290,9 +290,9 @@ fn idle_connections_do_not_stop_healthz() {
     // More idle connections than the cap (512), all accepted before the health check.
     let idle: Vec<_> = (0..600).map(|_| std::net::TcpStream::connect(&address).unwrap()).collect();
     assert_eq!(bot.get("/healthz"), (200, "ok".to_string()));
-    // Some of them were closed to make room, oldest first.
+    // Some of them were closed to make room, oldest first. (Whether the newest is kept depends on
+    // whether the server saw it idle before the cap was reached: not asserted.)
     assert!(idle.iter().take(10).any(answered), "no idle connection was closed");
-    assert!(!answered(idle.last().unwrap()), "the newest idle connection was closed first");
 }
 
 /// `/healthz` asked `times` from 127.0.0.1, each on a new connection: how many answered `ok`.
