@@ -258,9 +258,26 @@ pub fn changed_files(repo: &Path, base: &str, head: &str) -> Result<Vec<String>>
     Ok(files)
 }
 
+/// The paths among `files` that are symbolic links in `commit` (their targets are not read).
+pub fn symlinks_among(
+    repo: &Path,
+    commit: &str,
+    files: &[String],
+) -> Result<std::collections::BTreeSet<String>> {
+    let wanted: std::collections::BTreeSet<&str> = files.iter().map(String::as_str).collect();
+    Ok(tree_entries(repo, commit, false)?
+        .into_iter()
+        .filter(|e| e.mode == "120000" && wanted.contains(e.path.as_str()))
+        .map(|e| e.path)
+        .collect())
+}
+
 /// Symbolic links git checks out, read no further: at most this many, targets this long.
 const MAX_SYMLINKS: usize = 10_000;
 const MAX_SYMLINK_TARGET: usize = 4096;
+/// The target given for a link whose own is too long or not UTF-8: a path no file has, so the
+/// link leads nowhere (as it does in a checkout).
+pub const UNREADABLE_TARGET: &str = "\0unreadable symbolic link target";
 
 /// Every symbolic link of `commit`: (path, target as written). Exports leave them out (Flux never
 /// archives them), but Argo CD's repo-server follows those that stay in the repository.
@@ -290,15 +307,20 @@ pub fn symlinks(repo: &Path, commit: &str) -> Result<Vec<(String, String)>> {
         let mut header = String::new();
         reader.read_line(&mut header)?;
         // `<id> blob <size>`, then the content and a newline.
-        let size: usize = header.split_whitespace().nth(2).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let mut content = vec![0; size + 1];
-        reader.read_exact(&mut content)?;
-        content.truncate(size);
-        if size <= MAX_SYMLINK_TARGET {
-            if let Ok(target) = String::from_utf8(content) {
-                found.push((link.path, target));
-            }
+        let Some(size) = header.split_whitespace().nth(2).and_then(|s| s.parse::<u64>().ok()) else {
+            bail!("git could not read the symbolic link {}: {}", link.path, header.trim());
+        };
+        if size > MAX_SYMLINK_TARGET as u64 {
+            // A hostile commit may store anything under a link's mode: never held in memory.
+            std::io::copy(&mut (&mut reader).take(size + 1), &mut std::io::sink())?;
+            found.push((link.path, UNREADABLE_TARGET.to_string()));
+            continue;
         }
+        let mut content = vec![0; size as usize + 1];
+        reader.read_exact(&mut content)?;
+        content.truncate(size as usize);
+        let target = String::from_utf8(content).unwrap_or_else(|_| UNREADABLE_TARGET.to_string());
+        found.push((link.path, target));
     }
     let _ = writer.join();
     let _ = child.wait();

@@ -449,8 +449,8 @@ pub struct PlanRequest<'a> {
     pub extra_alerts: Vec<Alert>,
     /// The files the pull request changes (head against base), sorted.
     pub changed_files: Vec<String>,
-    /// The symbolic links at head: path → target as written.
-    pub symlinks: std::collections::BTreeMap<String, String>,
+    /// Those of them that are symbolic links at head.
+    pub changed_symlinks: std::collections::BTreeSet<String>,
 }
 
 /// Compares base and head, applies the policy and gives the verdict.
@@ -494,7 +494,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
     alerts.extend(policy::evaluate(request.policy, &kustomizations, base, head, &blast_radius));
     alerts.extend(argo_revisions::new_pins(request.policy, base, head, &request.base_rev));
     let unplanned_changes =
-        unplanned::account(&request.changed_files, &request.symlinks, request.base, request.head);
+        unplanned::account(&request.changed_files, &request.changed_symlinks, request.base, request.head);
     alerts.extend(unplanned::alerts(request.policy, &unplanned_changes));
     policy::sort(&mut alerts);
     let mut summary = Counts::default();

@@ -54,11 +54,11 @@ fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String> {
 }
 
 /// The changed files that no planned unit accounts for, from both renders.
-/// `symlinks`: the symbolic links at head, path → target as written (exports leave them out:
-/// Flux never archives them; Argo CD units render what they lead to).
+/// `symlinks`: the changed files that are symbolic links at head (exports leave them out: Flux
+/// never archives them; Argo CD units render what they lead to).
 pub fn account(
     changed: &[String],
-    symlinks: &BTreeMap<String, String>,
+    symlinks: &BTreeSet<String>,
     base: &Render,
     head: &Render,
 ) -> Vec<UnplannedChange> {
@@ -100,7 +100,7 @@ pub fn account(
         let mut why = head.not_read.get(file).or_else(|| base.not_read.get(file)).cloned();
         // A symlink: Argo CD's repo-server follows it (and fluxplan renders it as the repo-server
         // reads it); Flux never archives it.
-        if symlinks.contains_key(file) && readers(&argo_rendered).is_empty() {
+        if symlinks.contains(file) && readers(&argo_rendered).is_empty() {
             why = Some("a symlink: Flux never archives symlinks, so it never reads it".to_string());
         }
         let planned =

@@ -268,9 +268,9 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         (Some(b), Some(h)) => crate::git::changed_files(&request.repo, b, h)?,
         _ => Vec::new(),
     };
-    let symlinks = match &head.revision {
-        Some(h) => crate::git::symlinks(&request.repo, h)?.into_iter().collect(),
-        None => Default::default(),
+    let changed_symlinks = match &head.revision {
+        Some(h) if !changed_files.is_empty() => crate::git::symlinks_among(&request.repo, h, &changed_files)?,
+        _ => Default::default(),
     };
     let ask = |root: &str, ids: &[crate::flux::ObjectId]| knowledge.blast_radius(root, ids);
     let mut plan = make_plan(PlanRequest {
@@ -285,7 +285,7 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         policy_source,
         extra_alerts,
         changed_files,
-        symlinks,
+        changed_symlinks,
     });
     masking::mask_plan(&mut plan, &[&base, &head]);
     tracing::info!(requests = knowledge.request_count(), "cluster reads");
