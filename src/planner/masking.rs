@@ -36,6 +36,7 @@ fn apply(plan: &mut Plan, masks: &Masks) {
     }
     for change in &mut plan.unplanned_changes {
         mask(&mut change.file);
+        change.why.iter_mut().for_each(mask);
         for unit in &mut change.read_by {
             for text in [&mut unit.cluster, &mut unit.namespace, &mut unit.name] {
                 mask(text);
