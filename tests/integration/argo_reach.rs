@@ -163,25 +163,7 @@ fn directory_include_exclude_and_recurse_match_as_the_repo_server_matches() {
     repo.write("workloads/globs/values.yaml", "replicas: 3\nimage: web\n");
     repo.write("workloads/globs/lib.libsonnet", "{}");
     let app = |name: &str, directory: &str| {
-        format!(
-            "apiVersion: argoproj.io/v1alpha1
-kind: Application
-metadata:
-  name: {name}
-  namespace: argocd
-spec:
-  project: default
-  source:
-    repoURL: https://github.com/acme/argocd-fleet.git
-    targetRevision: main
-    path: workloads/globs
-    directory:
-{directory}
-  destination:
-    server: https://kubernetes.default.svc
-    namespace: globs
-"
-        )
+        application(name, "workloads/globs", "globs", &format!("    directory:\n{directory}\n"))
     };
     // `*` crosses `/` (no separators); `**/*.yaml` needs a `/`; an exclude wins; a glob that
     // does not compile matches nothing.
@@ -212,26 +194,7 @@ fn fleet_with_external_app(name: &str, path: &str, files: &[(&str, &str)]) -> Re
     for (file, text) in files {
         repo.write(&format!("{path}/{file}"), text);
     }
-    repo.write(
-        &format!("apps/{name}.yaml"),
-        &format!(
-            "apiVersion: argoproj.io/v1alpha1
-kind: Application
-metadata:
-  name: {name}
-  namespace: argocd
-spec:
-  project: default
-  source:
-    repoURL: https://github.com/acme/argocd-fleet.git
-    targetRevision: main
-    path: {path}
-  destination:
-    server: https://kubernetes.default.svc
-    namespace: {name}
-"
-        ),
-    );
+    repo.write(&format!("apps/{name}.yaml"), &application(name, path, name, ""));
     repo.commit("base");
     repo
 }
@@ -419,25 +382,7 @@ fn an_unresolvable_target_revision_is_a_warning() {
 fn a_chain_of_applications_deeper_than_the_limit_is_a_source_limit() {
     const DEPTH: usize = 150;
     let repo = fleet();
-    let app = |i: usize| {
-        [
-            "apiVersion: argoproj.io/v1alpha1",
-            "kind: Application",
-            "metadata:",
-            &format!("  name: a{i}"),
-            "  namespace: argocd",
-            "spec:",
-            "  project: default",
-            "  source:",
-            "    repoURL: https://github.com/acme/argocd-fleet.git",
-            "    targetRevision: main",
-            &format!("    path: chain/a{i}"),
-            "  destination:",
-            "    server: https://kubernetes.default.svc",
-            "    namespace: chain",
-        ]
-        .join("\n")
-    };
+    let app = |i: usize| application(&format!("a{i}"), &format!("chain/a{i}"), "chain", "");
     repo.write("apps/chain.yaml", &app(0));
     for i in 0..DEPTH {
         repo.write(&format!("chain/a{i}/next.yaml"), &app(i + 1));
@@ -534,4 +479,15 @@ fn an_applicationset_directory_exclude_matches_as_go_path_match() {
     repo.commit("a sub-directory");
     let render = repo.render(Some("HEAD"));
     assert!(render.find("argocd/extra").is_none(), "services/* does not reach services/api/extra");
+}
+
+/// An Application of this repository named `name` reading `path`, deploying to `namespace`;
+/// `source` is more of its `spec.source` (lines indented by four spaces, each ending a line).
+fn application(name: &str, path: &str, namespace: &str, source: &str) -> String {
+    format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\n\
+         spec:\n  project: default\n  source:\n    repoURL: https://github.com/acme/argocd-fleet.git\n    \
+         targetRevision: main\n    path: {path}\n{source}  destination:\n    server: https://kubernetes.default.svc\n    \
+         namespace: {namespace}\n"
+    )
 }
