@@ -141,13 +141,8 @@ fn answered(stream: &std::net::TcpStream) -> bool {
 
 #[test]
 fn slow_unsigned_bodies_from_one_client_leave_room_for_signed_deliveries() {
-    let github = FakeGitHub::start();
-    let data = tempfile::tempdir().unwrap();
-    let mut env = github_env(&github);
-    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
     // The bodies are held for their share alone, not cut for their pace.
-    env.push(("FLUXPLAN_MIN_BODY_RATE", "0".into()));
-    let bot = Bot::start(data.path(), &env);
+    let (_github, _data, bot) = patient_bot(false, &[]);
     // One client announces 64 MiB of unsigned bodies and sends them a byte at a time.
     let sizes = [25 * MIB, 25 * MIB, 14 * MIB];
     let slow: Vec<_> = sizes.iter().map(|size| attack("127.0.0.2", &bot, *size, 1)).collect();
@@ -219,13 +214,8 @@ fn signed_pings_answered(bot: &Bot, attacks: &[Attack], pings: usize) {
 
 #[test]
 fn two_clients_announcing_bodies_they_never_send_do_not_refuse_signed_deliveries() {
-    let github = FakeGitHub::start();
-    let data = tempfile::tempdir().unwrap();
-    let mut env = github_env(&github);
-    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
     // Nothing cuts the attack short: the bodies are held as long as the connections are open.
-    env.push(("FLUXPLAN_MIN_BODY_RATE", "0".into()));
-    let bot = Bot::start(data.path(), &env);
+    let (_github, _data, bot) = patient_bot(false, &[]);
     let attacks: Vec<_> = ["127.0.0.2", "127.0.0.3"]
         .iter()
         .flat_map(|ip| [attack(ip, &bot, 25 * MIB, 0), attack(ip, &bot, 7 * MIB, 0)])
@@ -235,12 +225,7 @@ fn two_clients_announcing_bodies_they_never_send_do_not_refuse_signed_deliveries
 
 #[test]
 fn three_clients_sending_nothing_slowly_or_most_of_their_bodies_do_not_refuse_signed_deliveries() {
-    let github = FakeGitHub::start();
-    let data = tempfile::tempdir().unwrap();
-    let mut env = github_env(&github);
-    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
-    env.push(("FLUXPLAN_MIN_BODY_RATE", "0".into()));
-    let bot = Bot::start(data.path(), &env);
+    let (_github, _data, bot) = patient_bot(false, &[]);
     // Each client: a 25 MiB body all but sent (then stalled), one barely begun, one never sent:
     // more than 64 MiB between them.
     let attacks: Vec<_> = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
@@ -265,11 +250,7 @@ fn three_clients_sending_nothing_slowly_or_most_of_their_bodies_do_not_refuse_si
 
 #[test]
 fn a_body_sent_too_slowly_is_cut() {
-    let github = FakeGitHub::start();
-    let data = tempfile::tempdir().unwrap();
-    let mut env = github_env(&github);
-    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
-    let bot = Bot::start(data.path(), &env);
+    let (_github, _data, bot) = patient_bot(true, &[]);
     let mut trickle = raw_connection(
         &bot,
         "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: 1000000\r\n\r\n0123456789",
@@ -281,11 +262,7 @@ fn a_body_sent_too_slowly_is_cut() {
 
 #[test]
 fn idle_connections_do_not_stop_healthz() {
-    let github = FakeGitHub::start();
-    let data = tempfile::tempdir().unwrap();
-    let mut env = github_env(&github);
-    env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
-    let bot = Bot::start(data.path(), &env);
+    let (_github, _data, bot) = patient_bot(true, &[]);
     let address = bot.url.trim_start_matches("http://").to_string();
     // More idle connections than the cap (512), all accepted before the health check.
     let idle: Vec<_> = (0..600).map(|_| std::net::TcpStream::connect(&address).unwrap()).collect();
@@ -327,19 +304,25 @@ fn waiting_for_bodies(bot: &Bot) -> Vec<std::net::TcpStream> {
     waiting
 }
 
-fn healthz_env(github: &FakeGitHub) -> Vec<(&'static str, String)> {
-    let mut env = github_env(github);
+/// A bot that waits for headers as long as an attacker takes and, unless `paced`, for bodies too
+/// (no minimum rate); `extra` is more environment. Dropped in reverse: the bot first.
+fn patient_bot(paced: bool, extra: &[(&'static str, &str)]) -> (FakeGitHub, tempfile::TempDir, Bot) {
+    let github = FakeGitHub::start();
+    let data = tempfile::tempdir().unwrap();
+    let mut env = github_env(&github);
     env.push(("FLUXPLAN_HEADER_TIMEOUT_SECS", "600".into()));
-    // The bodies are waited for as long as the connections are open.
-    env.push(("FLUXPLAN_MIN_BODY_RATE", "0".into()));
-    env
+    if !paced {
+        env.push(("FLUXPLAN_MIN_BODY_RATE", "0".into()));
+    }
+    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    let bot = Bot::start(data.path(), &env);
+    (github, data, bot)
 }
 
 #[test]
 fn one_client_waiting_for_bodies_on_many_connections_does_not_stop_healthz() {
-    let github = FakeGitHub::start();
-    let data = tempfile::tempdir().unwrap();
-    let bot = Bot::start(data.path(), &healthz_env(&github));
+    // The bodies are waited for as long as the connections are open.
+    let (_github, _data, bot) = patient_bot(false, &[]);
     let waiting = waiting_for_bodies(&bot);
     assert_eq!(healthz_answers(&bot, 10), 10);
     // Beyond its own cap (an eighth of 512), the client's connections were closed.
@@ -350,12 +333,8 @@ fn one_client_waiting_for_bodies_on_many_connections_does_not_stop_healthz() {
 
 #[test]
 fn at_the_cap_the_client_holding_the_most_connections_makes_room() {
-    let github = FakeGitHub::start();
-    let data = tempfile::tempdir().unwrap();
-    let mut env = healthz_env(&github);
     // No per-client cap: the one at the global cap keeps /healthz answering.
-    env.push(("FLUXPLAN_MAX_CONNECTIONS_PER_CLIENT", "512".into()));
-    let bot = Bot::start(data.path(), &env);
+    let (_github, _data, bot) = patient_bot(false, &[("FLUXPLAN_MAX_CONNECTIONS_PER_CLIENT", "512")]);
     let _waiting = waiting_for_bodies(&bot);
     assert_eq!(healthz_answers(&bot, 10), 10);
 }
