@@ -561,6 +561,8 @@ impl Renderer {
         let clusters_for_explain: Vec<(String, Option<String>)> = clusters
             .iter()
             .flat_map(|c| &c.kustomizations)
+            // Only a plan asks (`build` explains nothing).
+            .filter(|_| !opts.explain.is_empty())
             .filter(|k| k.kind == super::UnitKind::Kustomization && k.status == Status::Rendered)
             .filter(|k| sources.is_this_repo(&k.source))
             .filter_map(|k| {
