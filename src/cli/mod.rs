@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::snapshot::ClusterSnapshot;
-use crate::planner::{RenderSettings, DEFAULT_KUSTOMIZE_TIMEOUT_SECS};
+use crate::planner::{HelmSettings, RenderSettings, DEFAULT_KUSTOMIZE_TIMEOUT_SECS};
 use crate::render::cache::RenderCache;
 use crate::render::{source, RenderOptions};
 
@@ -60,6 +60,18 @@ pub struct RenderArgs {
     /// tree is pinned: `plan` uses the same tree for base and head (the plan notes it).
     #[arg(long = "source", value_name = "NAMESPACE/NAME=DIR", value_parser = parse_source)]
     pub sources: Vec<(String, PathBuf)>,
+    /// The chart of the HelmRelease NAMESPACE/NAME: a chart directory or a packaged .tgz
+    /// (repeatable), used at base and head whatever the HelmRelease names.
+    #[arg(long = "chart", value_name = "NAMESPACE/NAME=DIR|TGZ", value_parser = parse_chart)]
+    pub charts: Vec<(String, PathBuf)>,
+    /// The Helm major version helm-controller runs: 4 (Flux 2.8 and later) or 3 (Flux 2.7 and
+    /// earlier).
+    #[arg(long, env = "FLUXPLAN_HELM_VERSION", default_value_t = 4, value_parser = clap::value_parser!(u8).range(3..=4))]
+    pub helm_version: u8,
+    /// The Kubernetes version charts see as `.Capabilities.KubeVersion` (`v1.33.0`); default:
+    /// the live cluster's when one is read, else Helm's built-in default.
+    #[arg(long, env = "FLUXPLAN_KUBE_VERSION", value_name = "VERSION")]
+    pub kube_version: Option<String>,
     /// Another URL of this repository (repeatable): Argo CD Applications whose repoURL is one
     /// of them, or one of the repository's git remotes, are rendered from it.
     #[arg(long = "repo-url", value_name = "URL", env = "FLUXPLAN_REPO_URL", value_delimiter = ',')]
@@ -125,6 +137,10 @@ fn parse_source(text: &str) -> Result<(String, PathBuf), String> {
     Ok((key.to_string(), PathBuf::from(dir)))
 }
 
+fn parse_chart(text: &str) -> Result<(String, PathBuf), String> {
+    parse_source(text).map_err(|_| "expected NAMESPACE/NAME=DIR or NAMESPACE/NAME=CHART.tgz".to_string())
+}
+
 impl RenderArgs {
     /// The cluster snapshot given with `--cluster-snapshot`, read once.
     pub fn snapshot(&self) -> anyhow::Result<Option<Arc<ClusterSnapshot>>> {
@@ -136,6 +152,11 @@ impl RenderArgs {
         RenderSettings {
             sources: self.sources.iter().cloned().collect::<BTreeMap<_, _>>(),
             repo_urls: self.repo_urls.clone(),
+            helm: HelmSettings {
+                charts: self.charts.iter().cloned().collect::<BTreeMap<_, _>>(),
+                major: self.helm_version,
+                kube_version: self.kube_version.clone(),
+            },
             strict_substitution: !self.no_strict_substitution,
             jobs: self.jobs,
             cache_dir: self.cache_dir(),
@@ -150,6 +171,7 @@ impl RenderArgs {
         opts.rev = rev;
         opts.sources = settings.sources;
         opts.repo_urls = settings.repo_urls;
+        settings.helm.apply(&mut opts);
         opts.keep_exports = settings.cache_dir.is_some();
         if let Some(snapshot) = snapshot {
             opts.values = snapshot.clone();

@@ -57,6 +57,8 @@ impl Prediction {
         let mut kustomizations: Vec<PredictedKustomization> = plan
             .kustomizations
             .iter()
+            // The follow-up reads Kustomization and Application inventories; Helm releases have none.
+            .filter(|k| k.kind != crate::render::UnitKind::HelmRelease)
             .map(|k| {
                 let ids = |keep: &dyn Fn(&super::Change) -> bool| {
                     let set: BTreeSet<String> =

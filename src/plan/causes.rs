@@ -138,7 +138,12 @@ fn group_alert(
         .count();
     let primary = if renders_nothing(root) {
         Some("empty-render")
-    } else if root.status == KustomizationStatus::Removed && finalized > 0 {
+    // A removed HelmRelease's uninstall is judged by what it deletes (protected kinds, counts),
+    // as the uninstall was before releases were units.
+    } else if root.status == KustomizationStatus::Removed
+        && finalized > 0
+        && root.kind != UnitKind::HelmRelease
+    {
         Some("kustomization-removed")
     } else {
         None
@@ -261,7 +266,7 @@ fn decisions(plan: &KustomizationPlan) -> String {
     }
     if orphaned > 0 {
         parts.push(match plan.engine {
-            Engine::Flux => format!("stops managing {orphaned} (prune is off)"),
+            Engine::Flux | Engine::Helm => format!("stops managing {orphaned} (prune is off)"),
             Engine::ArgoCd => {
                 format!("leaves {orphaned} in the cluster (prune is off: OutOfSync, requires pruning)")
             }
@@ -374,8 +379,8 @@ fn cause_line(inputs: Inputs, root: &KustomizationPlan, deletes: &[&Change]) -> 
 
 /// `FILE: path OLD → NEW` when the pull request changes a Kustomization's path.
 pub fn spec_change(plan: &KustomizationPlan, base: &Render, head: &Render) -> Option<String> {
-    let before = base.kustomization(&plan.cluster, &plan.namespace, &plan.name)?;
-    let after = head.kustomization(&plan.cluster, &plan.namespace, &plan.name)?;
+    let before = base.unit(&plan.cluster, &plan.unit_ref())?;
+    let after = head.unit(&plan.cluster, &plan.unit_ref())?;
     (before.path != after.path).then(|| {
         let file = after.file.as_deref().map(|f| format!("{f}: ")).unwrap_or_default();
         let what = if plan.kind == UnitKind::ApplicationSet { "generators" } else { "path" };

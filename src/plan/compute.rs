@@ -9,8 +9,10 @@ use super::{
 use crate::argocd::sync_options::ObjectOptions;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::flux::control::{self, OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL};
-use crate::flux::{order, DeletionPolicy, Kustomization, KustomizationRef, ObjectId, KUSTOMIZE_GROUP};
-use crate::render::{Cluster, Engine, Render, RenderedKustomization, RenderedObject, Status, UnitKind};
+use crate::flux::{order, DeletionPolicy, Kustomization, ObjectId, KUSTOMIZE_GROUP};
+use crate::render::{
+    Cluster, Engine, Render, RenderedKustomization, RenderedObject, Status, UnitKind, UnitRef,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the plan compares.
@@ -46,8 +48,8 @@ pub fn compute(inputs: &Inputs) -> Vec<KustomizationPlan> {
     plans
 }
 
-fn by_reference(cluster: Option<&Cluster>) -> BTreeMap<KustomizationRef, &RenderedKustomization> {
-    cluster.into_iter().flat_map(|c| &c.kustomizations).map(|k| (k.reference(), k)).collect()
+fn by_reference(cluster: Option<&Cluster>) -> BTreeMap<UnitRef, &RenderedKustomization> {
+    cluster.into_iter().flat_map(|c| &c.kustomizations).map(|k| (k.unit_ref(), k)).collect()
 }
 
 const NOT_FOUND: &str = "not found in the cluster: already deleted";
@@ -64,13 +66,13 @@ pub(super) enum Live<'a> {
 
 pub(super) struct ClusterView<'a> {
     name: &'a str,
-    pub(super) base: BTreeMap<KustomizationRef, &'a RenderedKustomization>,
-    pub(super) head: BTreeMap<KustomizationRef, &'a RenderedKustomization>,
+    pub(super) base: BTreeMap<UnitRef, &'a RenderedKustomization>,
+    pub(super) head: BTreeMap<UnitRef, &'a RenderedKustomization>,
     pub(super) live: Option<&'a ClusterSnapshot>,
     /// Who desires each object after the merge (rendered, not suspended Kustomizations).
-    pub(super) head_owner: BTreeMap<ObjectId, KustomizationRef>,
+    pub(super) head_owner: BTreeMap<ObjectId, UnitRef>,
     /// Who holds each object in its inventory now.
-    pub(super) inventory_owner: BTreeMap<ObjectId, KustomizationRef>,
+    pub(super) inventory_owner: BTreeMap<ObjectId, UnitRef>,
     /// The base render's objects by id, with the Kustomization rendering each: looked up for
     /// every change, so indexed once rather than scanned.
     base_objects: BTreeMap<&'a ObjectId, Vec<(&'a RenderedKustomization, &'a RenderedObject)>>,
@@ -114,24 +116,34 @@ impl<'a> ClusterView<'a> {
         view
     }
 
-    fn references(&self) -> BTreeSet<KustomizationRef> {
-        let live = self.live.into_iter().flat_map(|s| s.kustomizations.keys().chain(s.applications.keys()));
-        self.base.keys().chain(self.head.keys()).chain(live).cloned().collect()
+    fn references(&self) -> BTreeSet<UnitRef> {
+        let live = self.live.into_iter().flat_map(|s| {
+            let kustomizations =
+                s.kustomizations.keys().map(|r| UnitRef::new(UnitKind::Kustomization, &r.namespace, &r.name));
+            kustomizations.chain(
+                s.applications.keys().map(|r| UnitRef::new(UnitKind::Application, &r.namespace, &r.name)),
+            )
+        });
+        self.base.keys().chain(self.head.keys()).cloned().chain(live).collect()
     }
 
     /// The inventory the cluster holds for a Kustomization: the snapshot's when there is one,
     /// else (offline) what the base render produced.
-    fn inventory(&self, reference: &KustomizationRef) -> (Vec<ObjectId>, InventorySource) {
-        let live = match self.kind_of(reference) {
-            UnitKind::Kustomization => {
-                self.live.and_then(|s| s.kustomizations.get(reference)).map(|k| k.inventory.clone())
-            }
+    fn inventory(&self, reference: &UnitRef) -> (Vec<ObjectId>, InventorySource) {
+        let live = match reference.kind {
+            UnitKind::Kustomization => self
+                .live
+                .and_then(|s| s.kustomizations.get(&reference.reference()))
+                .map(|k| k.inventory.clone()),
+            UnitKind::HelmRelease => self.helm_inventory(reference),
             UnitKind::Application => self.live_application(reference).map(|a| a.inventory.clone()),
             // The Applications it generated: those it owns.
             UnitKind::ApplicationSet => self.live.filter(|s| !s.applications.is_empty()).map(|s| {
                 s.applications
                     .values()
-                    .filter(|a| crate::argocd::applicationset::owned_by(&a.application.raw, reference))
+                    .filter(|a| {
+                        crate::argocd::applicationset::owned_by(&a.application.raw, &reference.reference())
+                    })
                     .map(|a| {
                         ObjectId::new(
                             &a.application.namespace,
@@ -146,7 +158,8 @@ impl<'a> ClusterView<'a> {
         if let Some(inventory) = live {
             return (inventory, InventorySource::Cluster);
         }
-        if self.live.is_none() {
+        // Without Helm's storage, a release's objects are known only from the base render.
+        if self.live.is_none() || reference.kind == UnitKind::HelmRelease {
             if let Some(base) = self.base.get(reference).filter(|k| k.status == Status::Rendered) {
                 return (
                     base.objects.iter().filter_map(|o| o.id.clone()).collect(),
@@ -157,48 +170,50 @@ impl<'a> ClusterView<'a> {
         (Vec::new(), InventorySource::None)
     }
 
+    /// What Helm's storage says a release holds now (its manifest's objects, those `keep` keeps
+    /// included), when the cluster was read with its storage; empty when Helm has no record of it.
+    fn helm_inventory(&self, reference: &UnitRef) -> Option<Vec<ObjectId>> {
+        let helm = self.unit(reference)?.helm.as_deref()?;
+        let read = self.live?.helm_releases.as_ref()?;
+        let Some(stored) = read.get(&(helm.storage_namespace.clone(), helm.release.clone())) else {
+            return Some(Vec::new());
+        };
+        if stored.error.is_some() {
+            return None;
+        }
+        if stored.status == "uninstalled" {
+            return Some(Vec::new());
+        }
+        Some(stored.objects.iter().chain(&stored.kept).filter_map(|id| ObjectId::parse(id)).collect())
+    }
+
     /// The nearest head ancestor of a Kustomization whose base render fails, if any.
-    fn ancestor_failed_at_base(&self, reference: &KustomizationRef) -> Option<&KustomizationRef> {
-        let mut current = self.head.get(reference)?.parent.as_ref();
+    fn ancestor_failed_at_base(&self, reference: &UnitRef) -> Option<UnitRef> {
+        let mut current = parent_of(&self.head, self.head.get(reference)?);
         // Bounded: a parent chain longer than the Kustomizations is a cycle.
         for _ in 0..=self.head.len() {
             let ancestor = current?;
-            if self.base.get(ancestor).is_some_and(|b| b.status == Status::Failed) {
+            if self.base.get(&ancestor).is_some_and(|b| b.status == Status::Failed) {
                 return Some(ancestor);
             }
-            current = self.head.get(ancestor)?.parent.as_ref();
+            current = parent_of(&self.head, self.head.get(&ancestor)?);
         }
         None
     }
 
     /// The unit as head renders it, else as base did.
-    fn unit(&self, reference: &KustomizationRef) -> Option<&'a RenderedKustomization> {
+    pub(super) fn unit(&self, reference: &UnitRef) -> Option<&'a RenderedKustomization> {
         self.head.get(reference).or_else(|| self.base.get(reference)).copied()
     }
 
-    /// What a unit is: as rendered, else as the cluster has it.
-    fn kind_of(&self, reference: &KustomizationRef) -> UnitKind {
-        match self.unit(reference) {
-            Some(k) => k.kind,
-            None if self.live_application(reference).is_some() => UnitKind::Application,
-            None => UnitKind::Kustomization,
-        }
-    }
-
-    /// Whose rules a unit follows.
-    fn engine_of(&self, reference: &KustomizationRef) -> Engine {
-        self.kind_of(reference).engine()
-    }
-
-    fn live_application(
-        &self,
-        reference: &KustomizationRef,
-    ) -> Option<&'a crate::cluster::snapshot::LiveApplication> {
-        self.live.and_then(|s| s.applications.get(reference))
+    fn live_application(&self, reference: &UnitRef) -> Option<&'a crate::cluster::snapshot::LiveApplication> {
+        self.live
+            .filter(|_| reference.kind == UnitKind::Application)
+            .and_then(|s| s.applications.get(&reference.reference()))
     }
 
     /// The Application as the cluster runs it, else as base renders it.
-    fn current_application(&self, reference: &KustomizationRef) -> Option<&'a crate::argocd::Application> {
+    fn current_application(&self, reference: &UnitRef) -> Option<&'a crate::argocd::Application> {
         if let Some(live) = self.live_application(reference) {
             return Some(&live.application);
         }
@@ -206,8 +221,12 @@ impl<'a> ClusterView<'a> {
     }
 
     /// The spec the cluster runs now: the live one, else the base render's.
-    fn current_spec(&self, reference: &KustomizationRef) -> Option<&Kustomization> {
-        if let Some(live) = self.live.and_then(|s| s.kustomizations.get(reference)) {
+    fn current_spec(&self, reference: &UnitRef) -> Option<&Kustomization> {
+        if let Some(live) = self
+            .live
+            .filter(|_| reference.kind == UnitKind::Kustomization)
+            .and_then(|s| s.kustomizations.get(&reference.reference()))
+        {
             return Some(&live.spec);
         }
         self.base.get(reference).and_then(|k| k.spec.as_ref())
@@ -225,14 +244,14 @@ impl<'a> ClusterView<'a> {
     }
 
     /// The base render's manifest of an object, preferring the same Kustomization's.
-    pub(super) fn base_object(&self, owner: &KustomizationRef, id: &ObjectId) -> Option<&'a RenderedObject> {
+    pub(super) fn base_object(&self, owner: &UnitRef, id: &ObjectId) -> Option<&'a RenderedObject> {
         let renders = self.base_objects.get(id)?;
         let own = renders.iter().find(|(k, _)| k.namespace == owner.namespace && k.name == owner.name);
         own.or(renders.first()).map(|(_, object)| *object)
     }
 
     /// True when the base render of `owner` renders this object.
-    fn rendered_at_base_by(&self, owner: &KustomizationRef, id: &ObjectId) -> bool {
+    fn rendered_at_base_by(&self, owner: &UnitRef, id: &ObjectId) -> bool {
         self.base_objects.get(id).is_some_and(|renders| {
             renders.iter().any(|(k, _)| k.namespace == owner.namespace && k.name == owner.name)
         })
@@ -250,11 +269,12 @@ impl<'a> ClusterView<'a> {
         // A Kustomization only the cluster has, that this merge neither produces nor deletes, is
         // not this plan's business.
         plans.retain(|p| {
-            let reference = KustomizationRef { namespace: p.namespace.clone(), name: p.name.clone() };
+            let reference = p.unit_ref();
             !(p.status == KustomizationStatus::Removed
                 && p.changes.is_empty()
                 && !self.base.contains_key(&reference))
         });
+        let mut plans = releases_below_their_parents(plans);
         for plan in &mut plans {
             plan.changes.sort_by_cached_key(display_order);
             // Argo CD prunes PruneLast objects after everything else is applied and healthy.
@@ -273,9 +293,9 @@ impl<'a> ClusterView<'a> {
         plans
     }
 
-    fn plan_one(&self, reference: &KustomizationRef) -> KustomizationPlan {
+    fn plan_one(&self, reference: &UnitRef) -> KustomizationPlan {
         let (inventory, inventory_source) = self.inventory(reference);
-        let kind = self.kind_of(reference);
+        let kind = reference.kind;
         let mut plan = KustomizationPlan {
             cluster: self.name.to_string(),
             engine: kind.engine(),
@@ -293,7 +313,14 @@ impl<'a> ClusterView<'a> {
             notes: Vec::new(),
             desired: Vec::new(),
             unmanaged: Vec::new(),
+            parent: None,
+            chart: None,
         };
+        if reference.kind == UnitKind::HelmRelease {
+            let unit = self.unit(reference);
+            plan.parent = unit.and_then(|k| k.parent.as_ref()).map(|p| format!("Kustomization {p}"));
+            plan.chart = self.chart_line(reference);
+        }
         let Some(head) = self.head.get(reference) else {
             plan.status = KustomizationStatus::Removed;
             // The base render's path is the shown one (masked where it came from a Secret).
@@ -305,8 +332,14 @@ impl<'a> ClusterView<'a> {
         };
         plan.path = Some(head.path.clone());
         let known_before = self.base.contains_key(reference)
-            || self.live.is_some_and(|s| s.kustomizations.contains_key(reference))
-            || self.live_application(reference).is_some();
+            || self.live.is_some_and(|s| {
+                reference.kind == UnitKind::Kustomization
+                    && s.kustomizations.contains_key(&reference.reference())
+            })
+            || self.live_application(reference).is_some()
+            || (reference.kind == UnitKind::HelmRelease
+                && inventory_source == InventorySource::Cluster
+                && !inventory.is_empty());
         if head.suspended() {
             plan.status = KustomizationStatus::Suspended;
             plan.notes.push("suspended: Flux applies nothing and prunes nothing until it is resumed".into());
@@ -315,7 +348,7 @@ impl<'a> ClusterView<'a> {
         match head.status {
             Status::External => {
                 plan.status = KustomizationStatus::External;
-                if head.argocd.is_some() {
+                if head.argocd.is_some() || head.helm.is_some() {
                     plan.notes.extend(head.warnings.first().cloned());
                     return plan;
                 }
@@ -375,7 +408,8 @@ impl<'a> ClusterView<'a> {
             {
                 plan.unmanaged.push(id.to_string());
             }
-            if let Some(drift) = self.drift(reference, id, object) {
+            // helm-controller leaves drift alone unless its drift detection is on.
+            if let Some(drift) = self.drift(reference, id, object).filter(|_| head.helm.is_none()) {
                 plan.drift.push(drift);
             }
             if !inventory_set.contains(id) {
@@ -435,6 +469,9 @@ impl<'a> ClusterView<'a> {
         if head.argocd.is_some() {
             self.argo_sync(head, &desired, &inventory, &mut plan);
         }
+        if let Some(helm) = head.helm.as_deref() {
+            self.helm_upgrade(helm, known_before, &mut plan);
+        }
         plan.desired = desired.iter().map(|id| id.to_string()).collect();
         plan.desired.sort();
         plan.unmanaged.sort();
@@ -444,7 +481,7 @@ impl<'a> ClusterView<'a> {
     /// How the live object already differs from the base render (the drift this merge reverts),
     /// with what the merge does to it when this pull request changes it too. Secrets and objects
     /// holding values from Secrets are never compared: a diff would show their values.
-    fn drift(&self, reference: &KustomizationRef, id: &ObjectId, head: &RenderedObject) -> Option<Drift> {
+    fn drift(&self, reference: &UnitRef, id: &ObjectId, head: &RenderedObject) -> Option<Drift> {
         let Live::Present(live) = self.live_object(id) else { return None };
         let base = self.base_object(reference, id)?;
         // Nor Argo CD's own objects: values set by hand on a live Application (Helm parameters,
@@ -486,7 +523,7 @@ impl<'a> ClusterView<'a> {
     }
 
     /// What happens to an object in `owner`'s inventory that it no longer desires.
-    fn stale(&self, id: &ObjectId, owner: &KustomizationRef, prune: bool, cascade: Option<&str>) -> Change {
+    fn stale(&self, id: &ObjectId, owner: &UnitRef, prune: bool, cascade: Option<&str>) -> Change {
         let mut change = new_change(Action::Delete, id);
         change.cascade_from = cascade.map(str::to_string);
         if let Some(new_owner) = self.head_owner.get(id).filter(|o| *o != owner) {
@@ -517,11 +554,12 @@ impl<'a> ClusterView<'a> {
             });
             return change;
         }
-        if self.kind_of(owner) == UnitKind::ApplicationSet {
+        if owner.kind == UnitKind::ApplicationSet {
             // Its Applications carry an owner reference, not a tracking marker, and are read as
             // Applications: one the cluster does not have is already gone.
             let gone = self.live.filter(|s| !s.applications.is_empty()).is_some_and(|s| {
-                let reference = KustomizationRef { namespace: id.namespace.clone(), name: id.name.clone() };
+                let reference =
+                    crate::flux::KustomizationRef { namespace: id.namespace.clone(), name: id.name.clone() };
                 !s.applications.contains_key(&reference)
             });
             if gone {
@@ -530,7 +568,10 @@ impl<'a> ClusterView<'a> {
             }
             return change;
         }
-        if self.engine_of(owner) == Engine::ArgoCd {
+        if owner.kind == UnitKind::HelmRelease {
+            return self.helm_stale(change, owner, id);
+        }
+        if owner.kind.engine() == Engine::ArgoCd {
             // Argo CD reads the object's own sync options (the live object's, else offline the
             // base manifest's): Prune= when Git drops it, Delete= when its Application is deleted.
             let live = self.live_object(id);
@@ -637,7 +678,7 @@ impl<'a> ClusterView<'a> {
         {
             let id = ObjectId::new("", namespace, "", "Namespace");
             let before =
-                self.base.get(&head.reference()).and_then(|b| b.argocd.as_deref()?.application.as_ref());
+                self.base.get(&head.unit_ref()).and_then(|b| b.argocd.as_deref()?.application.as_ref());
             let new_destination =
                 before.is_none_or(|b| b.destination.namespace.as_deref() != Some(namespace));
             let present = matches!(self.live_object(&id), Live::Present(_));
@@ -665,9 +706,15 @@ impl<'a> ClusterView<'a> {
     }
 
     /// What deleting a unit's object does to what it applied.
-    fn removal(&self, kind: UnitKind, reference: &KustomizationRef, deleter: &KustomizationRef) -> Removal {
-        let argo = |r: &KustomizationRef| self.unit(r).and_then(|k| k.argocd.as_deref());
-        match kind {
+    fn removal(&self, reference: &UnitRef, deleter: &UnitRef) -> Removal {
+        let argo = |r: &UnitRef| self.unit(r).and_then(|k| k.argocd.as_deref());
+        match reference.kind {
+            UnitKind::HelmRelease => match self.unit(reference).and_then(|k| k.helm.as_deref()) {
+                Some(helm) if helm.suspended => {
+                    Removal::Keeps("it is suspended: the finalizer skips the uninstall".into())
+                }
+                _ => Removal::DeletesAll("helm-controller uninstalls its Helm release".into()),
+            },
             UnitKind::Kustomization => {
                 let spec = self.current_spec(reference);
                 if spec.is_some_and(Kustomization::deletes_inventory_on_removal) {
@@ -716,35 +763,31 @@ impl<'a> ClusterView<'a> {
         let mut expanded = BTreeSet::new();
         loop {
             // Unit objects deleted, by (kind, reference): the plan that deletes each.
-            let deleted: BTreeMap<(UnitKind, KustomizationRef), (String, KustomizationRef)> = plans
+            let deleted: BTreeMap<UnitRef, (String, UnitRef)> = plans
                 .iter()
                 .flat_map(|p| p.changes.iter().map(move |c| (p, c)))
                 .filter(|(_, c)| c.action == Action::Delete)
                 .filter_map(|(p, c)| {
                     let id = ObjectId::parse(&c.id)?;
                     let kind = unit_kind(&id)?;
-                    let deleter = KustomizationRef { namespace: p.namespace.clone(), name: p.name.clone() };
-                    Some((
-                        (kind, KustomizationRef { namespace: id.namespace, name: id.name }),
-                        (p.label(), deleter),
-                    ))
+                    let deleter = p.unit_ref();
+                    Some((UnitRef::new(kind, &id.namespace, &id.name), (p.label(), deleter)))
                 })
                 .collect();
             let mut progressed = false;
             for plan in plans.iter_mut().filter(|p| p.status == KustomizationStatus::Removed) {
-                let reference =
-                    KustomizationRef { namespace: plan.namespace.clone(), name: plan.name.clone() };
-                let Some((deleter, deleter_ref)) = deleted.get(&(plan.kind, reference.clone())) else {
+                let reference = plan.unit_ref();
+                let Some((deleter, deleter_ref)) = deleted.get(&reference) else {
                     continue;
                 };
-                if !expanded.insert((plan.kind, reference.clone())) {
+                if !expanded.insert(reference.clone()) {
                     continue;
                 }
                 progressed = true;
                 let cascade = plan.label();
                 let what = plan.kind.as_str();
                 let (inventory, _) = self.inventory(&reference);
-                match self.removal(plan.kind, &reference, deleter_ref) {
+                match self.removal(&reference, deleter_ref) {
                     Removal::DeletesAll(how) => {
                         plan.notes.push(format!("its {what} object is deleted by {deleter}: {how}"));
                         for id in &inventory {
@@ -783,6 +826,35 @@ impl<'a> ClusterView<'a> {
     }
 }
 
+/// Each HelmRelease's plan right after the plan of the Kustomization that applies it.
+fn releases_below_their_parents(plans: Vec<KustomizationPlan>) -> Vec<KustomizationPlan> {
+    let (mut releases, others): (Vec<_>, Vec<_>) =
+        plans.into_iter().partition(|p| p.kind == UnitKind::HelmRelease);
+    let mut ordered = Vec::with_capacity(others.len() + releases.len());
+    for plan in others {
+        let label = plan.label();
+        ordered.push(plan);
+        let (below, rest): (Vec<_>, Vec<_>) =
+            releases.into_iter().partition(|r| r.parent.as_deref() == Some(label.as_str()));
+        ordered.extend(below);
+        releases = rest;
+    }
+    ordered.extend(releases);
+    ordered
+}
+
+/// The unit that renders `unit`: parents are Kustomizations, Applications or ApplicationSets.
+fn parent_of(
+    units: &BTreeMap<UnitRef, &RenderedKustomization>,
+    unit: &RenderedKustomization,
+) -> Option<UnitRef> {
+    let parent = unit.parent.as_ref()?;
+    [UnitKind::Kustomization, UnitKind::Application, UnitKind::ApplicationSet]
+        .into_iter()
+        .map(|kind| UnitRef::new(kind, &parent.namespace, &parent.name))
+        .find(|candidate| units.contains_key(candidate))
+}
+
 /// What deleting a unit's object does to what it applied.
 enum Removal {
     /// Deleted along with it: how.
@@ -797,6 +869,7 @@ pub(super) fn unit_kind(id: &ObjectId) -> Option<UnitKind> {
         (KUSTOMIZE_GROUP, "Kustomization") => Some(UnitKind::Kustomization),
         (crate::argocd::GROUP, "Application") => Some(UnitKind::Application),
         (crate::argocd::GROUP, "ApplicationSet") => Some(UnitKind::ApplicationSet),
+        (crate::flux::helm::HELM_GROUP, crate::flux::helm::HELM_RELEASE_KIND) => Some(UnitKind::HelmRelease),
         _ => None,
     }
 }

@@ -26,7 +26,7 @@ pub fn alerts(policy: &Policy, plans: &[KustomizationPlan], base: &Render, head:
     }
     let mut alerts = Vec::new();
     for plan in plans.iter().filter(|p| stays(p)) {
-        let Some(k) = head.kustomization(&plan.cluster, &plan.namespace, &plan.name) else { continue };
+        let Some(k) = head.unit(&plan.cluster, &plan.unit_ref()) else { continue };
         let mut reasons = Vec::new();
         for dependency in depends_on(k.spec.as_ref().map(|s| &s.raw), &plan.namespace) {
             if deleted_kustomizations.contains(&(plan.cluster.clone(), dependency.clone())) {

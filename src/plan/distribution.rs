@@ -7,9 +7,10 @@
 use super::compute::{new_change, ClusterView, Live};
 use super::label_selector::{LabelSelector, Labels};
 use super::{Action, Cause, Change, KustomizationPlan};
-use crate::flux::{KustomizationRef, ObjectId};
+use crate::flux::ObjectId;
 use crate::render::postbuild::MASK;
 use crate::render::Status;
+use crate::render::UnitRef;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -383,7 +384,7 @@ impl ClusterView<'_> {
     }
 
     /// The distribution the cluster runs: the base render's manifest, else the live object.
-    fn distribution_now(&self, owner: &KustomizationRef, id: &ObjectId) -> Result<Distribution, String> {
+    fn distribution_now(&self, owner: &UnitRef, id: &ObjectId) -> Result<Distribution, String> {
         if let Some(object) = self.base_object(owner, id) {
             return Distribution::parse(&object.object, Some(&object.secret_digests));
         }
@@ -393,7 +394,7 @@ impl ClusterView<'_> {
         }
     }
 
-    fn distribution_at_head(&self, owner: &KustomizationRef, id: &ObjectId) -> Result<Distribution, String> {
+    fn distribution_at_head(&self, owner: &UnitRef, id: &ObjectId) -> Result<Distribution, String> {
         let object = self.head.get(owner).and_then(|k| k.objects.iter().find(|o| o.id.as_ref() == Some(id)));
         match object {
             Some(object) => Distribution::parse(&object.object, Some(&object.secret_digests)),
@@ -453,8 +454,8 @@ impl ClusterView<'_> {
     }
 }
 
-fn is_plan_of(plan: &KustomizationPlan, reference: &KustomizationRef) -> bool {
-    plan.namespace == reference.namespace && plan.name == reference.name
+fn is_plan_of(plan: &KustomizationPlan, reference: &UnitRef) -> bool {
+    plan.unit_ref() == *reference
 }
 
 #[cfg(test)]

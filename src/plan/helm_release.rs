@@ -8,8 +8,11 @@
 use super::compute::{new_change, ClusterView, Live};
 use super::{Action, Cause, Change, KustomizationPlan};
 use crate::cluster::helm_storage::StoredReleaseSummary;
+use crate::flux::helm::CrdPolicy;
 use crate::flux::helm::{self, OnDeletion, ReleaseRef, HELM_GROUP, HELM_RELEASE_KIND};
-use crate::flux::{KustomizationRef, ObjectId};
+use crate::flux::ObjectId;
+use crate::render::helm::{is_kept, HelmUnit};
+use crate::render::{UnitKind, UnitRef};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -140,7 +143,7 @@ impl ClusterView<'_> {
     /// HelmRelease (directly or through a removed Kustomization's cascade).
     pub(super) fn cascade_helm_uninstalls(&self, plans: &mut [KustomizationPlan]) {
         for plan in plans.iter_mut() {
-            let owner = KustomizationRef { namespace: plan.namespace.clone(), name: plan.name.clone() };
+            let owner = plan.unit_ref();
             let mut added = Vec::new();
             for change in plan.changes.iter_mut().filter(|c| c.action == Action::Delete) {
                 let Some(id) = ObjectId::parse(&change.id).filter(is_helm_release) else { continue };
@@ -153,8 +156,23 @@ impl ClusterView<'_> {
                 };
                 let Some(outcome) = helm::on_deletion(&manifest, live) else { continue };
                 let storage = self.helm_storage(&outcome);
-                let uninstall =
+                let mut uninstall =
                     uninstall(&id.namespace, &id.name, &outcome, UninstallSpec::of(&manifest), storage);
+                // A release rendered at base is a unit of the plan: its own plan lists what the
+                // uninstall deletes, from Helm's storage or else from that render.
+                let unit = UnitRef::new(UnitKind::HelmRelease, &id.namespace, &id.name);
+                if let Some(base) = self.base.get(&unit) {
+                    let rendered = base.status == crate::render::Status::Rendered;
+                    if let (OnDeletion::Uninstalls(release), Storage::Offline | Storage::NotRead, true) =
+                        (&outcome, storage, rendered)
+                    {
+                        uninstall.summary = format!(
+                            "uninstalls Helm release {release}: what it deletes is listed under {} (from the base render)",
+                            unit.label()
+                        );
+                    }
+                    uninstall.changes.clear();
+                }
                 change.reason = Some(match change.reason.take() {
                     Some(reason) => format!("{reason}; {}", uninstall.summary),
                     None => uninstall.summary.clone(),
@@ -184,6 +202,109 @@ impl ClusterView<'_> {
         }
     }
 }
+
+/// Why an upgrade or uninstall leaves a CRD of the chart's `crds/` directory alone.
+const CRDS_STAY: &str =
+    "a CRD from the chart's crds/ directory: not part of the release's manifest, so Helm never deletes it";
+
+impl ClusterView<'_> {
+    /// What becomes of an object a release held and no longer renders (`change` a deletion):
+    /// Helm deletes it unless `helm.sh/resource-policy: keep` says otherwise, or it is one of the
+    /// chart's CRDs.
+    pub(super) fn helm_stale(&self, mut change: Change, owner: &UnitRef, id: &ObjectId) -> Change {
+        let is_chart_crd = id.kind == "CustomResourceDefinition"
+            && self.unit(owner).and_then(|k| k.helm.as_deref()).is_some_and(|h| h.crds.contains(&id.name))
+            || self
+                .base
+                .get(owner)
+                .and_then(|k| k.helm.as_deref())
+                .is_some_and(|h| h.crds.contains(&id.name));
+        if let (Some(_), Some(helm)) =
+            (&change.cascade_from, self.unit(owner).and_then(|k| k.helm.as_deref()))
+        {
+            change.reason =
+                Some(format!("uninstalled with Helm release {}/{}", helm.release_namespace, helm.release));
+        }
+        let skip = |change: &mut Change, why: String| {
+            change.action = Action::Skip;
+            change.reason = Some(why);
+        };
+        if is_chart_crd {
+            skip(&mut change, CRDS_STAY.into());
+            return change;
+        }
+        // A snapshot holds the live objects of Flux inventories, not of Helm releases: one it
+        // lacks is not known to be gone. Helm's storage says what the release keeps.
+        let stored_kept = self.helm_stored(owner).is_some_and(|s| s.kept.contains(&id.to_string()));
+        match self.live_object(id) {
+            Live::Present(object) if is_kept(object) => skip(&mut change, KEPT.into()),
+            Live::Present(_) => {}
+            _ if stored_kept => skip(&mut change, format!("{KEPT} (in the release's stored manifest)")),
+            _ if self.base_object(owner, id).is_some_and(|o| is_kept(&o.object)) => {
+                skip(&mut change, format!("{KEPT} (in the base manifest)"))
+            }
+            _ => {}
+        }
+        change
+    }
+
+    /// What an upgrade (or install) adds to a release's plan: the CRD policy, the hooks it runs.
+    pub(super) fn helm_upgrade(&self, helm: &HelmUnit, upgrade: bool, plan: &mut KustomizationPlan) {
+        let (policy, field) =
+            if upgrade { (helm.upgrade_crds, "upgrade.crds") } else { (helm.install_crds, "install.crds") };
+        for change in plan.changes.iter_mut() {
+            if change.kind != "CustomResourceDefinition" || !helm.crds.contains(&change.name) {
+                continue;
+            }
+            // Create makes missing CRDs and leaves existing ones; CreateReplace also replaces them.
+            let applied = !matches!(
+                (policy, change.action),
+                (CrdPolicy::Skip, _) | (CrdPolicy::Create, Action::Update)
+            );
+            if !applied && matches!(change.action, Action::Create | Action::Update) {
+                change.action = Action::Skip;
+                change.reason = Some(format!(
+                    "{field} is {policy:?}: helm-controller does not {} the chart's CRDs{}",
+                    if change.diff.is_some() { "update" } else { "create" },
+                    if policy == CrdPolicy::Skip && upgrade {
+                        " (Skip is the default on upgrade)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+        let changes = plan.changes.iter().any(|c| c.action != Action::Skip);
+        if changes && !helm.hooks.is_empty() {
+            plan.notes.push(format!(
+                "the {} runs hook(s), not part of the release: {}",
+                if upgrade { "upgrade" } else { "install" },
+                helm.hooks.join("; ")
+            ));
+        }
+    }
+
+    /// The release's chart, and its change: `podinfo 6.5.0 → 6.6.0`.
+    pub(super) fn chart_line(&self, reference: &UnitRef) -> Option<String> {
+        let chart = |k: Option<&&crate::render::RenderedKustomization>| k?.helm.as_deref()?.chart.clone();
+        match (chart(self.base.get(reference)), chart(self.head.get(reference))) {
+            (Some(before), Some(after)) if before == after => Some(after.to_string()),
+            (Some(before), Some(after)) if before.name == after.name => {
+                Some(format!("{} {} → {}", after.name, before.version, after.version))
+            }
+            (Some(before), Some(after)) => Some(format!("{before} → {after}")),
+            (before, after) => after.or(before).map(|c| c.to_string()),
+        }
+    }
+
+    /// The release's record in Helm's storage, when it was read.
+    fn helm_stored(&self, reference: &UnitRef) -> Option<&StoredReleaseSummary> {
+        let helm = self.unit(reference)?.helm.as_deref()?;
+        self.live?.helm_releases.as_ref()?.get(&(helm.storage_namespace.clone(), helm.release.clone()))
+    }
+}
+
+const KEPT: &str = "its helm.sh/resource-policy annotation keeps it: Helm leaves it in place";
 
 fn read_summary<'a>(
     read: &'a BTreeMap<(String, String), StoredReleaseSummary>,

@@ -198,6 +198,12 @@ pub struct KustomizationPlan {
     pub status: KustomizationStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The unit that applies it (`Kustomization ns/name` for a HelmRelease).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// A HelmRelease's chart: `podinfo 6.5.0`, or `podinfo 6.5.0 → 6.6.0` when this merge changes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chart: Option<String>,
     pub changes: Vec<Change>,
     pub counts: Counts,
     pub inventory_size: usize,
@@ -221,8 +227,17 @@ pub struct KustomizationPlan {
 }
 
 impl KustomizationPlan {
+    /// `namespace/name`; `HelmRelease namespace/name` for a release, which may share its
+    /// namespace and name with the Kustomization that applies it.
     pub fn reference(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        match self.kind {
+            crate::render::UnitKind::HelmRelease => self.label(),
+            _ => format!("{}/{}", self.namespace, self.name),
+        }
+    }
+
+    pub fn unit_ref(&self) -> crate::render::UnitRef {
+        crate::render::UnitRef::new(self.kind, &self.namespace, &self.name)
     }
 
     /// `Kustomization ns/name`, `Application ns/name`: how messages name it.

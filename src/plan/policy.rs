@@ -58,6 +58,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("roots-changed", Severity::Danger),
     ("source-pinned", Severity::Info),
     ("external-artifact", Severity::Warning),
+    ("chart-unavailable", Severity::Warning),
     ("source-adds-content", Severity::Danger),
     ("source-ref-pinned", Severity::Danger),
 ];
@@ -216,7 +217,7 @@ pub fn evaluate(
     let unplanned = super::roots::problems(base, head);
     let mut alerts = super::roots::alerts(policy, &unplanned);
     for plan in plans.iter().filter(|p| !unplanned.contains_key(&p.cluster)) {
-        alerts.extend(plan_alerts(policy, plan, base, head));
+        alerts.extend(plan_alerts(policy, plan, plans, base, head));
     }
     alerts.extend(causes::deletion_alerts(policy, plans, base, head, blast_radius));
     alerts.extend(dependants::alerts(policy, plans, base, head));
@@ -368,7 +369,13 @@ pub fn verdict(plans: &[KustomizationPlan], alerts: &[Alert]) -> Verdict {
 
 /// A Kustomization's own alerts, deletions aside: a failing render, sources not planned,
 /// unresolved variables, ownership moves.
-fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &Render) -> Vec<Alert> {
+fn plan_alerts(
+    policy: &Policy,
+    plan: &KustomizationPlan,
+    plans: &[KustomizationPlan],
+    base: &Render,
+    head: &Render,
+) -> Vec<Alert> {
     let reference = plan.reference();
     let alert = |code: &str, message: String, objects: Vec<String>| {
         policy.alert(code, &plan.cluster, Some(reference.clone()), message, objects)
@@ -393,7 +400,7 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
             a
         }));
     }
-    if let Some(k) = head.kustomization(&plan.cluster, &plan.namespace, &plan.name) {
+    if let Some(k) = head.unit(&plan.cluster, &plan.unit_ref()) {
         if k.status == Status::External && k.source.kind == "ExternalArtifact" {
             // An ExternalArtifact usually comes from this repository: not building it is a gap.
             let why = k.warnings.iter().find(|w| w.starts_with(&format!("source {}", k.source)));
@@ -406,15 +413,31 @@ fn plan_alerts(policy: &Policy, plan: &KustomizationPlan, base: &Render, head: &
         } else if let Some(adds) = k.source_adds.as_ref().filter(|_| k.status == Status::External) {
             // Planned at base, not now: what the source adds (another repository, submodules) may
             // be anything, and nothing of it is shown.
-            let planned_before = base
-                .kustomization(&plan.cluster, &plan.namespace, &plan.name)
-                .is_some_and(|b| b.status != Status::External);
+            let planned_before =
+                base.unit(&plan.cluster, &plan.unit_ref()).is_some_and(|b| b.status != Status::External);
             let code = if planned_before { "source-adds-content" } else { "external-source" };
             let message = format!(
                 "source {} is this repository and more ({adds}): what Flux applies from it is not planned",
                 k.source
             );
             alerts.extend(alert(code, message, Vec::new()));
+        } else if k.status == Status::External && k.helm.is_some() {
+            // A release whose chart cannot be had is never passed as unchanged: a warning when
+            // this merge changes or adds its HelmRelease (its status says it otherwise).
+            use crate::flux::helm::{HELM_GROUP, HELM_RELEASE_KIND};
+            let id = crate::flux::ObjectId::new(&plan.namespace, &plan.name, HELM_GROUP, HELM_RELEASE_KIND)
+                .to_string();
+            let changed = plans
+                .iter()
+                .filter(|p| p.cluster == plan.cluster)
+                .flat_map(|p| &p.changes)
+                .any(|c| c.id == id && matches!(c.action, super::Action::Create | super::Action::Update));
+            let why = k.warnings.first().map(String::as_str).unwrap_or("its chart could not be had");
+            alerts.extend(changed.then(|| alert(
+                "chart-unavailable",
+                format!("not planned: {why}; what helm-controller installs, upgrades or deletes for it is not shown"),
+                Vec::new(),
+            )).flatten());
         } else if k.status == Status::External {
             let message = match (&k.argocd, k.warnings.first()) {
                 // Argo CD units say why: another repository, Helm, a plugin, a generator.

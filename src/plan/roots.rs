@@ -118,6 +118,8 @@ pub fn unplanned(cluster: &str, problem: &RootProblem) -> Vec<KustomizationPlan>
         notes: vec![format!("the root fails to build at {sides}: {}", consequence(sides))],
         desired: Vec::new(),
         unmanaged: Vec::new(),
+        parent: None,
+        chart: None,
     }]
 }
 

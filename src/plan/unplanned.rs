@@ -47,6 +47,15 @@ fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String> {
     }
     let key = format!("{}/{}", unit.source.namespace, unit.source.name);
     let another_repository = unit.source.kind == "GitRepository" && !render.this_repo_sources.contains(&key);
+    // A HelmRelease reads its chart and values files when they are in this repository.
+    if let Some(helm) = &unit.helm {
+        let here = matches!(unit.source.kind.as_str(), "GitRepository" | "Bucket") && !another_repository;
+        return if here {
+            helm.reads.iter().filter_map(|path| repo_path(path)).collect()
+        } else {
+            Vec::new()
+        };
+    }
     if another_repository && unit.status == Status::External {
         return Vec::new();
     }

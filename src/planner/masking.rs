@@ -162,6 +162,8 @@ mod tests {
             notes: Vec::new(),
             desired: Vec::new(),
             unmanaged: Vec::new(),
+            parent: None,
+            chart: None,
         }
     }
 

@@ -76,6 +76,34 @@ pub struct RenderSettings {
     pub cache_dir: Option<PathBuf>,
     /// A spinner on a terminal's stderr.
     pub progress: bool,
+    pub helm: HelmSettings,
+}
+
+/// How HelmReleases are rendered.
+#[derive(Debug, Clone)]
+pub struct HelmSettings {
+    /// Charts given by hand (`--chart`), keyed by HelmRelease `namespace/name`.
+    pub charts: BTreeMap<String, PathBuf>,
+    /// The Helm major version helm-controller runs.
+    pub major: u8,
+    /// `.Capabilities.KubeVersion` for charts; `None`: the live cluster's, else Helm's default.
+    pub kube_version: Option<String>,
+}
+
+impl Default for HelmSettings {
+    fn default() -> Self {
+        HelmSettings { charts: BTreeMap::new(), major: 4, kube_version: None }
+    }
+}
+
+impl HelmSettings {
+    pub fn apply(&self, opts: &mut RenderOptions) {
+        opts.charts = self.charts.clone();
+        opts.helm_major = self.major;
+        if self.kube_version.is_some() {
+            opts.kube_version = self.kube_version.clone();
+        }
+    }
 }
 
 impl Default for RenderSettings {
@@ -87,6 +115,7 @@ impl Default for RenderSettings {
             jobs: None,
             cache_dir: None,
             progress: false,
+            helm: HelmSettings::default(),
         }
     }
 }
@@ -133,6 +162,7 @@ impl Request {
         opts.rev = rev;
         opts.sources = self.render.sources.clone();
         opts.repo_urls = self.render.repo_urls.clone();
+        self.render.helm.apply(&mut opts);
         // Argo CD sources that follow the branch merged into read the tree being planned.
         opts.planned_branch =
             crate::git::branch_of(&self.repo, &self.base).or_else(|| crate::git::current_branch(&self.repo));

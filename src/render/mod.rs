@@ -25,6 +25,7 @@ mod walk;
 pub mod worker;
 
 pub use argo::{kept_applications, ArgoUnit, Hook, KeptApplication};
+pub use helm::HelmUnit;
 pub use roots::{DeclaredRoot, RootKind};
 pub use scratch::is_fluxplan_scratch;
 pub use walk::{render, Renderer};
@@ -170,6 +171,8 @@ pub enum UnitKind {
     Application,
     /// An Argo CD ApplicationSet: its objects are the Applications it generates.
     ApplicationSet,
+    /// A Flux HelmRelease: its objects are its chart's, as helm-controller installs them.
+    HelmRelease,
 }
 
 /// The GitOps engine whose rules a unit follows.
@@ -179,6 +182,8 @@ pub enum Engine {
     Flux,
     #[serde(rename = "argocd")]
     ArgoCd,
+    /// helm-controller: a Helm release installed and upgraded from a chart.
+    Helm,
 }
 
 impl UnitKind {
@@ -187,6 +192,7 @@ impl UnitKind {
             UnitKind::Kustomization => "Kustomization",
             UnitKind::Application => "Application",
             UnitKind::ApplicationSet => "ApplicationSet",
+            UnitKind::HelmRelease => "HelmRelease",
         }
     }
 
@@ -194,6 +200,7 @@ impl UnitKind {
         match self {
             UnitKind::Kustomization => Engine::Flux,
             UnitKind::Application | UnitKind::ApplicationSet => Engine::ArgoCd,
+            UnitKind::HelmRelease => Engine::Helm,
         }
     }
 }
@@ -204,7 +211,40 @@ impl Engine {
         match self {
             Engine::Flux => "Flux",
             Engine::ArgoCd => "Argo CD",
+            Engine::Helm => "helm-controller",
         }
+    }
+}
+
+/// A unit of a cluster: its kind, namespace and name (a Kustomization and a HelmRelease may share
+/// a namespace and name).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UnitRef {
+    // Field order is sort order: units sort by namespace and name, as plans always have.
+    pub namespace: String,
+    pub name: String,
+    pub kind: UnitKind,
+}
+
+impl UnitRef {
+    pub fn new(kind: UnitKind, namespace: &str, name: &str) -> Self {
+        UnitRef { kind, namespace: namespace.to_string(), name: name.to_string() }
+    }
+
+    pub fn reference(&self) -> KustomizationRef {
+        KustomizationRef { namespace: self.namespace.clone(), name: self.name.clone() }
+    }
+
+    /// `Kustomization ns/name`, `HelmRelease ns/name`.
+    pub fn label(&self) -> String {
+        format!("{} {}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+}
+
+/// `namespace/name`, as messages have always named units.
+impl std::fmt::Display for UnitRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
     }
 }
 
@@ -236,6 +276,9 @@ pub struct RenderedKustomization {
     /// elsewhere: what it adds (`spec.include …`, `spec.recurseSubmodules …`).
     #[serde(skip)]
     pub source_adds: Option<String>,
+    /// What helm-controller knows of a HelmRelease.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub helm: Option<Box<helm::HelmUnit>>,
 }
 
 impl RenderedKustomization {
@@ -264,6 +307,7 @@ impl RenderedKustomization {
             spec: None,
             argocd: None,
             source_adds: None,
+            helm: None,
         }
     }
 
@@ -271,16 +315,26 @@ impl RenderedKustomization {
         KustomizationRef { namespace: self.namespace.clone(), name: self.name.clone() }
     }
 
-    /// True when its controller applies nothing and prunes nothing (a suspended Kustomization).
-    pub fn suspended(&self) -> bool {
-        self.spec.as_ref().is_some_and(|s| s.suspend)
+    pub fn unit_ref(&self) -> UnitRef {
+        UnitRef::new(self.kind, &self.namespace, &self.name)
     }
 
-    /// True when what it no longer renders is deleted.
+    /// True when its controller applies nothing and prunes nothing (a suspended Kustomization or
+    /// HelmRelease).
+    pub fn suspended(&self) -> bool {
+        match &self.helm {
+            Some(helm) => helm.suspended,
+            None => self.spec.as_ref().is_some_and(|s| s.suspend),
+        }
+    }
+
+    /// True when what it no longer renders is deleted (a Helm upgrade always deletes what the
+    /// new manifest no longer holds, but for `helm.sh/resource-policy: keep`).
     pub fn prunes(&self) -> bool {
-        match &self.argocd {
-            Some(unit) => unit.prunes(),
-            None => self.spec.as_ref().is_some_and(|s| s.prune),
+        match (&self.argocd, &self.helm) {
+            (Some(unit), _) => unit.prunes(),
+            (None, Some(_)) => true,
+            (None, None) => self.spec.as_ref().is_some_and(|s| s.prune),
         }
     }
 
@@ -357,7 +411,8 @@ impl Render {
         self.clusters.iter().flat_map(|c| c.kustomizations.iter().map(move |k| (c, k)))
     }
 
-    /// The Kustomization `namespace/name` of a cluster.
+    /// The Kustomization (or Argo CD unit) `namespace/name` of a cluster: never a HelmRelease,
+    /// which may share its namespace and name.
     pub fn kustomization(
         &self,
         cluster: &str,
@@ -365,8 +420,18 @@ impl Render {
         name: &str,
     ) -> Option<&RenderedKustomization> {
         self.kustomizations()
-            .find(|(c, k)| c.name == cluster && k.namespace == namespace && k.name == name)
+            .find(|(c, k)| {
+                c.name == cluster
+                    && k.kind != UnitKind::HelmRelease
+                    && k.namespace == namespace
+                    && k.name == name
+            })
             .map(|(_, k)| k)
+    }
+
+    /// The unit `unit` of a cluster.
+    pub fn unit(&self, cluster: &str, unit: &UnitRef) -> Option<&RenderedKustomization> {
+        self.kustomizations().find(|(c, k)| c.name == cluster && k.unit_ref() == *unit).map(|(_, k)| k)
     }
 
     /// Every object a cluster's Kustomizations render.
@@ -479,6 +544,13 @@ pub struct RenderOptions {
     pub keep_exports: bool,
     /// Strict substitution (undefined variables fail), the controller's default since 1.9.
     pub strict_substitution: bool,
+    /// Charts given for HelmReleases (`--chart NAMESPACE/NAME=DIR|TGZ`), keyed `namespace/name`.
+    pub charts: BTreeMap<String, PathBuf>,
+    /// The Helm major version helm-controller runs (4 since Flux 2.8, 3 before).
+    pub helm_major: u8,
+    /// `.Capabilities` for charts: the cluster's Kubernetes version and extra API versions.
+    pub kube_version: Option<String>,
+    pub api_versions: Vec<String>,
     pub jobs: usize,
     pub kustomize_timeout: Duration,
     pub limits: source::SourceLimits,
@@ -506,6 +578,10 @@ impl RenderOptions {
             known_scopes: Vec::new(),
             declared_scopes: Vec::new(),
             strict_substitution: true,
+            charts: BTreeMap::new(),
+            helm_major: 4,
+            kube_version: None,
+            api_versions: Vec::new(),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             kustomize_timeout: Duration::from_secs(kustomize::DEFAULT_TIMEOUT_SECS),
             limits: source::SourceLimits::default(),

@@ -36,23 +36,37 @@ const ROOT_FIXPOINT_ROUNDS: usize = 3;
 /// head of a plan share them).
 pub struct Renderer {
     builder: Builder,
+    /// Helm v3 and v4, found when a render first needs them.
+    helm: [std::sync::OnceLock<Result<super::helm::Helm, String>>; 2],
 }
 
 impl Renderer {
     pub fn new(kustomize_timeout: Duration, cache_dir: Option<PathBuf>) -> Result<Self> {
         let kustomize = Kustomize::detect(kustomize_timeout)?;
-        Ok(Renderer { builder: Builder::new(kustomize, RenderCache::new(cache_dir)) })
+        Ok(Self::from_builder(Builder::new(kustomize, RenderCache::new(cache_dir))))
     }
 
     /// A renderer using the kustomize at `program`.
     pub fn with_kustomize(program: &str, kustomize_timeout: Duration) -> Result<Self> {
         let kustomize = Kustomize::at(program, kustomize_timeout)?;
-        Ok(Renderer { builder: Builder::new(kustomize, RenderCache::new(None)) })
+        Ok(Self::from_builder(Builder::new(kustomize, RenderCache::new(None))))
     }
 
     /// A renderer using `kustomize` (no on-disk cache).
     pub fn from_kustomize(kustomize: Kustomize) -> Self {
-        Renderer { builder: Builder::new(kustomize, RenderCache::new(None)) }
+        Self::from_builder(Builder::new(kustomize, RenderCache::new(None)))
+    }
+
+    fn from_builder(builder: Builder) -> Self {
+        Renderer { builder, helm: Default::default() }
+    }
+
+    /// Helm `major` (3 or 4), or why there is none.
+    fn helm(&self, major: u8) -> Result<&super::helm::Helm, String> {
+        let slot = &self.helm[usize::from(major != 3)];
+        slot.get_or_init(|| super::helm::Helm::detect(major).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     pub fn kustomize_version(&self) -> &str {
@@ -484,6 +498,19 @@ impl Renderer {
         if let Err(reason) = opts.cancel.check() {
             return Err(RenderError::Cancelled(reason).into());
         }
+        // Every HelmRelease a Kustomization applies, rendered from its chart as a unit below it.
+        let source_tree = |source: &flux::SourceRef| sources.tree(source, None).ok().flatten();
+        let releases = super::helm::units::Releases {
+            helm: self.helm(opts.helm_major),
+            source_tree: &source_tree,
+            charts: &opts.charts,
+            kube_version: opts.kube_version.as_deref(),
+            api_versions: &opts.api_versions,
+            cancel: &opts.cancel,
+        };
+        pool.install(|| {
+            clusters.iter_mut().for_each(|cluster| super::helm::units::add_units(cluster, &releases))
+        });
 
         // A Kustomization that fails to build still claims what its path includes, and those
         // files what theirs include: reached, just not rendered.
@@ -525,7 +552,9 @@ impl Renderer {
         }
         warnings.extend(assign_ids(&mut clusters, &opts.known_scopes, &opts.declared_scopes));
         for cluster in &mut clusters {
-            cluster.kustomizations.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            cluster
+                .kustomizations
+                .sort_by(|a, b| (&a.namespace, &a.name, a.kind).cmp(&(&b.namespace, &b.name, b.kind)));
         }
         clusters.sort_by(|a, b| a.name.cmp(&b.name));
         let patch_files = std::cell::OnceCell::new();
@@ -1034,8 +1063,12 @@ fn assign_ids(
     for k in clusters.iter_mut().flat_map(|c| &mut c.kustomizations) {
         let mut missing_namespace = Vec::new();
         // Argo CD applies namespaced objects without a namespace into the destination's.
-        let default_namespace =
-            k.argocd.as_ref().and_then(|unit| unit.application.as_ref()?.destination.namespace.clone());
+        // Helm installs them into the release's namespace.
+        let default_namespace = match (&k.argocd, &k.helm) {
+            (Some(unit), _) => unit.application.as_ref().and_then(|a| a.destination.namespace.clone()),
+            (None, Some(helm)) => Some(helm.release_namespace.clone()),
+            (None, None) => None,
+        };
         for object in &mut k.objects {
             let (group, _) = flux::split_api_version(object.object["apiVersion"].as_str().unwrap_or(""));
             let kind = object.object["kind"].as_str().unwrap_or("");

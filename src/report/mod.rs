@@ -223,8 +223,14 @@ fn alerts_of<'a>(plan: &'a Plan, k: &KustomizationPlan) -> Vec<&'a Alert> {
 }
 
 /// What a reader should see of a Kustomization: it changes, fails or has alerts.
+/// A HelmRelease whose chart fluxplan cannot have is shown when this merge changes it (its
+/// `chart-unavailable` alert), not on every plan.
 fn noteworthy(plan: &Plan, k: &KustomizationPlan) -> bool {
-    k.status != KustomizationStatus::Unchanged || !k.changes.is_empty() || !alerts_of(plan, k).is_empty()
+    let quiet_release =
+        k.kind == crate::render::UnitKind::HelmRelease && k.status == KustomizationStatus::External;
+    (k.status != KustomizationStatus::Unchanged && !quiet_release)
+        || !k.changes.is_empty()
+        || !alerts_of(plan, k).is_empty()
 }
 
 /// Why a change happens, as its line in the plan reads.
@@ -284,7 +290,8 @@ fn view(plan: &Plan, color: bool) -> Value {
                 alerts_of(plan, k).iter().map(|a| format!("{} {}", severity_icon(a.severity).0, a.code)).collect();
             json!({
                 "cluster": k.cluster, "reference": k.reference(),
-                "status_suffix": match status_label(k.status) { "" => String::new(), label => format!(" *{label}*") },
+                "status_suffix": format!("{}{}", match status_label(k.status) { "" => String::new(), label => format!(" *{label}*") },
+                    k.chart.as_ref().map(|c| format!(" · {c}")).unwrap_or_default()),
                 "create": k.counts.create, "update": k.counts.update, "delete": k.counts.delete,
                 "alerts": codes.join(", "),
             })
@@ -335,6 +342,9 @@ fn view(plan: &Plan, color: bool) -> Value {
                     })
                 })
                 .collect();
+            if let Some(chart) = &k.chart {
+                summary = format!("{chart}; {summary}");
+            }
             json!({
                 "reference": k.reference(), "cluster": k.cluster, "summary": summary, "notes": k.notes,
                 "error": k.error.as_ref().map(|e| e.message.clone()), "changes": changes, "unchanged": k.counts.unchanged,

@@ -70,6 +70,22 @@ fn changes(plan: &Value, name: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// (action, id) of the changes of the HelmRelease unit `name`.
+fn release_changes(plan: &Value, name: &str) -> Vec<(String, String)> {
+    let release = plan["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kind"] == "HelmRelease" && k["name"] == name)
+        .unwrap_or_else(|| panic!("HelmRelease {name} not planned: {plan}"));
+    release["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["action"].as_str().unwrap().to_string(), c["id"].as_str().unwrap().to_string()))
+        .collect()
+}
+
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
 }
@@ -460,8 +476,12 @@ fn removing_a_helm_release_lists_what_its_uninstall_deletes() {
     assert_eq!(code, 1, "{json_text}");
     assert_eq!(
         changes(&plan, "apps"),
+        pairs(&[("delete", "flux-system_podinfo_helm.toolkit.fluxcd.io_HelmRelease")])
+    );
+    // What the uninstall deletes is listed under the release, a unit of its own.
+    assert_eq!(
+        release_changes(&plan, "podinfo"),
         pairs(&[
-            ("delete", "flux-system_podinfo_helm.toolkit.fluxcd.io_HelmRelease"),
             ("delete", "podinfo_podinfo_apps_Deployment"),
             ("delete", "podinfo_podinfo__Service"),
             ("delete", "podinfo_podinfo-token__Secret"),
@@ -471,9 +491,10 @@ fn removing_a_helm_release_lists_what_its_uninstall_deletes() {
         ])
     );
     let apps = plan_of(&plan, "apps");
-    let cascaded: Vec<&Value> =
-        apps["changes"].as_array().unwrap().iter().filter(|c| c["kind"] != "HelmRelease").collect();
-    assert!(cascaded.iter().all(|c| c["cascade_from"] == "HelmRelease flux-system/podinfo"), "{apps}");
+    let release =
+        plan["kustomizations"].as_array().unwrap().iter().find(|k| k["kind"] == "HelmRelease").unwrap();
+    let cascaded = release["changes"].as_array().unwrap();
+    assert!(cascaded.iter().all(|c| c["cascade_from"] == "HelmRelease flux-system/podinfo"), "{release}");
     let helm_release =
         apps["changes"].as_array().unwrap().iter().find(|c| c["kind"] == "HelmRelease").unwrap();
     assert_eq!(
@@ -603,8 +624,12 @@ fn the_snapshot_file_carries_release_contents_as_ids_only() {
     // Planned offline from that file: the same cascade.
     let repo = helm_repo();
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", file.to_str().unwrap()]);
-    let deleted: Vec<String> =
-        changes(&plan, "apps").into_iter().filter(|(a, _)| a == "delete").map(|(_, id)| id).collect();
+    let deleted: Vec<String> = changes(&plan, "apps")
+        .into_iter()
+        .chain(release_changes(&plan, "podinfo"))
+        .filter(|(a, _)| a == "delete")
+        .map(|(_, id)| id)
+        .collect();
     assert_eq!(deleted.len(), 6, "{deleted:?}");
     assert!(deleted.contains(&"podinfo_podinfo_apps_Deployment".to_string()));
 }

@@ -169,10 +169,13 @@ fn a_helm_release_renders_its_chart_with_the_controllers_values_and_labels() {
         config_map: &|namespace, name| {
             (namespace == "apps" && name == "web-values").then(|| config_map.clone())
         },
+        given_chart: None,
         kube_version: None,
         api_versions: &[],
     };
-    let release = render(&helm, &spec, "apps", "web", &inputs, &CancelToken::new()).unwrap();
+    let rendered = render(&helm, &spec, "apps", "web", &inputs, &CancelToken::new()).unwrap();
+    assert_eq!(rendered.chart.as_ref().map(|c| c.to_string()).as_deref(), Some("web 0.1.0"));
+    let release = rendered.release;
     // The same chart with the same values, run directly: values files under the ConfigMap under the spec.
     let values = json!({"replicaCount": 4, "image": {"tag": "1.2"}, "service": {"port": 7070}});
     let mut expected = direct(&helm, &chart, ("web", "apps"), &values, &["--include-crds"]);

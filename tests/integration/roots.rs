@@ -118,15 +118,17 @@ fn the_flux_instance_helm_release_is_the_root() {
         cluster.root_file.as_deref(),
         Some("kubernetes/apps/flux-system/flux-instance/app/helmrelease.yaml")
     );
-    let reached: Vec<String> = cluster.kustomizations.iter().map(|k| k.reference().to_string()).collect();
+    let reached: Vec<String> = cluster.kustomizations.iter().map(|k| k.label()).collect();
     assert_eq!(
         reached,
         vec![
-            "default/echo",
-            "default/whoami",
-            "flux-system/cluster-apps",
-            "flux-system/flux-instance",
-            "flux-system/flux-system"
+            "Kustomization default/echo",
+            "Kustomization default/whoami",
+            "Kustomization flux-system/cluster-apps",
+            "Kustomization flux-system/flux-instance",
+            // The instance's own HelmRelease is a unit too: its chart comes from a Helm repository.
+            "HelmRelease flux-system/flux-instance",
+            "Kustomization flux-system/flux-system",
         ]
     );
     assert!(render.unreachable.is_empty(), "{:?}", render.unreachable);
@@ -148,8 +150,13 @@ fn the_walks_render_decides_a_sync_its_file_does_not_show() {
     let render = repo.render(Some("HEAD"));
     let roots: Vec<String> = render.clusters.iter().map(|c| c.root.to_string()).collect();
     assert_eq!(roots, ["flux-ops/flux-ops"]);
-    let reached: Vec<String> =
-        render.clusters[0].kustomizations.iter().map(|k| k.reference().to_string()).collect();
+    // Kustomizations only: the instance's HelmRelease is a unit too.
+    let reached: Vec<String> = render.clusters[0]
+        .kustomizations
+        .iter()
+        .filter(|k| k.helm.is_none())
+        .map(|k| k.reference().to_string())
+        .collect();
     assert_eq!(
         reached,
         [
@@ -160,7 +167,8 @@ fn the_walks_render_decides_a_sync_its_file_does_not_show() {
             "flux-system/flux-instance"
         ]
     );
-    assert!(render.kustomizations().all(|(_, k)| k.status == Status::Rendered));
+    // Its chart is an OCIRepository's, which fluxplan does not fetch: the release is external.
+    assert!(render.kustomizations().all(|(_, k)| k.status == Status::Rendered || k.helm.is_some()));
     // One kustomize build per Kustomization, choosing the root twice notwithstanding.
     assert_eq!(render.stats.builds - render.stats.cache_hits, 5, "{:?}", render.stats);
 }

@@ -5,6 +5,8 @@
 pub mod engine;
 pub mod manifest;
 pub mod release;
+pub mod units;
 
 pub use engine::{Helm, HelmError, Template};
-pub use manifest::{split_release, Release};
+pub use manifest::{is_kept, split_release, Release};
+pub use units::{ChartVersion, HelmUnit};

@@ -5,6 +5,7 @@
 
 use super::engine::{Helm, Template};
 use super::manifest::Release;
+use super::units::ChartVersion;
 use crate::cancel::CancelToken;
 use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec, HELM_GROUP};
 use crate::flux::SourceRef;
@@ -29,9 +30,19 @@ pub struct Inputs<'a> {
     pub source_tree: &'a dyn Fn(&SourceRef) -> Option<PathBuf>,
     /// A ConfigMap of the same render, by namespace and name.
     pub config_map: &'a dyn Fn(&str, &str) -> Option<Value>,
+    /// A chart given for this HelmRelease (`--chart`): a directory or a packaged archive, used
+    /// whatever its spec names.
+    pub given_chart: Option<&'a Path>,
     /// `.Capabilities`: the cluster's Kubernetes version and extra API versions.
     pub kube_version: Option<&'a str>,
     pub api_versions: &'a [String],
+}
+
+/// A release as rendered, and the chart it came from.
+#[derive(Debug)]
+pub struct Rendered {
+    pub release: Release,
+    pub chart: Option<ChartVersion>,
 }
 
 /// Renders `spec` (a HelmRelease of namespace `namespace`): the release's objects, hooks and
@@ -43,8 +54,12 @@ pub fn render(
     name: &str,
     inputs: &Inputs,
     cancel: &CancelToken,
-) -> Result<Release, NotRendered> {
-    let chart = locate_chart(spec, inputs)?;
+) -> Result<Rendered, NotRendered> {
+    let scratch = tempfile::tempdir().map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
+    let chart = match inputs.given_chart {
+        Some(given) => given_chart(given, spec, scratch.path())?,
+        None => locate_chart(spec, inputs)?,
+    };
     if !spec.post_renderers.is_empty() {
         return Err(NotRendered::External(
             "its postRenderers are not applied by fluxplan yet: the release is not planned".into(),
@@ -53,7 +68,6 @@ pub fn render(
     let values = merged_values(spec, namespace, inputs)?;
     // Where the chart's values come from its source's files, the chart is planned with them as
     // its values.yaml, as source-controller packages it.
-    let scratch = tempfile::tempdir().map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
     let (chart_dir, readable) = match &chart.values_files {
         Some(values) => {
             let copy = scratch.path().join("chart");
@@ -64,6 +78,7 @@ pub fn render(
         }
         None => (chart.dir.clone(), chart.dir.clone()),
     };
+    let version = chart_version(&chart.dir);
     let template = Template {
         chart: &chart_dir,
         readable: &readable,
@@ -99,7 +114,42 @@ pub fn render(
         set_all(object, "labels", spec.common_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         set_all(object, "labels", origin.iter().cloned());
     }
-    Ok(release)
+    Ok(Rendered { release, chart: version })
+}
+
+/// The name and version its `Chart.yaml` declares.
+fn chart_version(dir: &Path) -> Option<ChartVersion> {
+    let text = std::fs::read_to_string(dir.join("Chart.yaml")).ok()?;
+    let chart = crate::yaml::parse_documents(&text).ok()?.into_iter().next()?;
+    Some(ChartVersion {
+        name: chart["name"].as_str()?.to_string(),
+        version: match &chart["version"] {
+            Value::String(version) => version.clone(),
+            other => other.to_string(),
+        },
+    })
+}
+
+/// A chart given on the command line: a directory, or an archive unpacked into `scratch`.
+/// Values files are paths in the chart, as in a chart from a Helm repository.
+fn given_chart(given: &Path, spec: &HelmReleaseSpec, scratch: &Path) -> Result<Chart, NotRendered> {
+    let dir = if given.is_dir() {
+        given.to_path_buf()
+    } else {
+        crate::charts::archive::unpack(given, &scratch.join("given"))
+            .map_err(|e| failed(format!("the chart given with --chart ({}): {e}", given.display())))?
+    };
+    if !dir.join("Chart.yaml").is_file() {
+        return Err(failed(format!("the chart given with --chart ({}) has no Chart.yaml", given.display())));
+    }
+    let (values_files, ignore_missing) = match &spec.chart {
+        Some(ChartSource::Template { values_files, ignore_missing_values_files, .. }) => {
+            (values_files.clone(), *ignore_missing_values_files)
+        }
+        _ => (Vec::new(), false),
+    };
+    let values_files = read_values_files(&dir, &values_files, ignore_missing, "the given chart")?;
+    Ok(Chart { dir, values_files })
 }
 
 struct Chart {
@@ -136,27 +186,36 @@ fn locate_chart(spec: &HelmReleaseSpec, inputs: &Inputs) -> Result<Chart, NotRen
     if !dir.join("Chart.yaml").is_file() {
         return Err(failed(format!("no chart at '{chart}' in the source {source} (no Chart.yaml there)")));
     }
-    let values_files = if values_files.is_empty() {
-        None
-    } else {
-        let mut merged = Value::Object(Map::new());
-        for file in values_files {
-            let path = paths::secure_join(&tree, file);
-            let text = match std::fs::read_to_string(&path) {
-                Ok(text) => text,
-                Err(_) if ignore_missing => continue,
-                Err(e) => return Err(failed(format!("values file '{file}' in {source}: {e}"))),
-            };
-            let document = crate::yaml::parse_documents(&text)
-                .map_err(|e| failed(format!("values file '{file}' in {source} is not YAML: {e}")))?
-                .into_iter()
-                .next()
-                .unwrap_or(Value::Null);
-            merge(&mut merged, document);
-        }
-        Some(merged)
-    };
+    let values_files = read_values_files(&tree, values_files, ignore_missing, &source.to_string())?;
     Ok(Chart { dir, values_files })
+}
+
+/// The values files (paths under `root`) merged in order; `None` when there are none.
+fn read_values_files(
+    root: &Path,
+    files: &[String],
+    ignore_missing: bool,
+    whose: &str,
+) -> Result<Option<Value>, NotRendered> {
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut merged = Value::Object(Map::new());
+    for file in files {
+        let path = paths::secure_join(root, file);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(_) if ignore_missing => continue,
+            Err(e) => return Err(failed(format!("values file '{file}' in {whose}: {e}"))),
+        };
+        let document = crate::yaml::parse_documents(&text)
+            .map_err(|e| failed(format!("values file '{file}' in {whose} is not YAML: {e}")))?
+            .into_iter()
+            .next()
+            .unwrap_or(Value::Null);
+        merge(&mut merged, document);
+    }
+    Ok(Some(merged))
 }
 
 /// `valuesFrom` in order, then `spec.values` over them (the controller's order).

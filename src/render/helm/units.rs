@@ -1,0 +1,262 @@
+//! HelmReleases as units of a plan: every HelmRelease a rendered Kustomization applies becomes a
+//! unit of its own, below that Kustomization, whose objects are its chart's as helm-controller
+//! would install them.
+
+use super::engine::Helm;
+use super::release::{self, Inputs, NotRendered};
+use crate::cancel::CancelToken;
+use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec};
+use crate::flux::{KustomizationRef, SourceRef};
+use crate::render::build::BuiltObject;
+use crate::render::{postbuild, Cluster, ErrorReport, RenderError, RenderedKustomization, Status, UnitKind};
+use rayon::prelude::*;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// What helm-controller knows of a HelmRelease unit.
+#[derive(Debug, Clone, Serialize)]
+pub struct HelmUnit {
+    /// The Helm release's name and namespace, and where Helm stores it.
+    pub release: String,
+    pub release_namespace: String,
+    pub storage_namespace: String,
+    /// The chart's name and version, as its `Chart.yaml` says (when it was read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chart: Option<ChartVersion>,
+    /// Hooks the release runs (not part of its manifest): `Job ns/name on pre-install`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<String>,
+    /// Test hooks, left out of the plan.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub tests: usize,
+    /// The Helm that rendered it (`v4.1.4`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub helm: String,
+    #[serde(skip)]
+    pub suspended: bool,
+    /// What it reads in its chart's source: the chart's path and its values files.
+    #[serde(skip)]
+    pub reads: Vec<String>,
+    /// Names of the CRDs from the chart's `crds/` directories: not part of the manifest, never
+    /// deleted by an upgrade or uninstall, created or replaced per `install.crds`/`upgrade.crds`.
+    #[serde(skip)]
+    pub crds: BTreeSet<String>,
+    #[serde(skip)]
+    pub install_crds: CrdPolicy,
+    #[serde(skip)]
+    pub upgrade_crds: CrdPolicy,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChartVersion {
+    pub name: String,
+    pub version: String,
+}
+
+impl std::fmt::Display for ChartVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.name, self.version)
+    }
+}
+
+/// What rendering the HelmReleases of a revision needs besides the renders.
+pub struct Releases<'a> {
+    /// The Helm to render with, or why there is none.
+    pub helm: Result<&'a Helm, String>,
+    /// The tree of a source of this repository, by the source and the file naming it.
+    pub source_tree: &'a (dyn Fn(&SourceRef) -> Option<PathBuf> + Sync),
+    /// Charts given on the command line (`--chart NAMESPACE/NAME=DIR`), by HelmRelease.
+    pub charts: &'a BTreeMap<String, PathBuf>,
+    pub kube_version: Option<&'a str>,
+    pub api_versions: &'a [String],
+    pub cancel: &'a CancelToken,
+}
+
+/// Adds a unit for every HelmRelease the cluster's rendered Flux Kustomizations apply (the first
+/// one rendering it, when several do), rendered in parallel.
+pub fn add_units(cluster: &mut Cluster, releases: &Releases) {
+    let config_maps: BTreeMap<(String, String), Value> = cluster
+        .kustomizations
+        .iter()
+        .filter(|k| k.status == Status::Rendered)
+        .flat_map(|k| &k.objects)
+        .filter(|o| {
+            o.object["kind"] == "ConfigMap" && o.object["apiVersion"] == "v1" && !o.holds_secret_values
+        })
+        .filter_map(|o| {
+            let meta = &o.object["metadata"];
+            Some((
+                (meta["namespace"].as_str()?.to_string(), meta["name"].as_str()?.to_string()),
+                o.object.clone(),
+            ))
+        })
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut found = Vec::new();
+    for k in cluster.kustomizations.iter().filter(|k| k.kind == UnitKind::Kustomization) {
+        if k.status != Status::Rendered {
+            continue;
+        }
+        for object in k.objects.iter().filter(|o| crate::flux::helm::is_helm_release(&o.object)) {
+            let manifest = object.real.as_ref().unwrap_or(&object.object);
+            let name = manifest["metadata"]["name"].as_str().unwrap_or("").to_string();
+            let namespace = manifest["metadata"]["namespace"].as_str().unwrap_or("").to_string();
+            if name.is_empty() || namespace.is_empty() || !seen.insert((namespace.clone(), name.clone())) {
+                continue;
+            }
+            found.push(Found {
+                reference: KustomizationRef { namespace, name },
+                parent: k.reference(),
+                file: object.origin.clone(),
+                manifest: manifest.clone(),
+                holds_secret_values: object.holds_secret_values,
+            });
+        }
+    }
+    let units: Vec<RenderedKustomization> =
+        found.into_par_iter().map(|found| render_unit(found, releases, &config_maps)).collect();
+    cluster.kustomizations.extend(units);
+}
+
+struct Found {
+    reference: KustomizationRef,
+    parent: KustomizationRef,
+    file: Option<String>,
+    manifest: Value,
+    holds_secret_values: bool,
+}
+
+fn render_unit(
+    found: Found,
+    releases: &Releases,
+    config_maps: &BTreeMap<(String, String), Value>,
+) -> RenderedKustomization {
+    let spec = HelmReleaseSpec::parse(&found.manifest);
+    let (path, source) = match spec.as_ref().and_then(|s| s.chart.as_ref()) {
+        Some(ChartSource::Template { chart, source, .. }) => (chart.clone(), source.clone()),
+        Some(ChartSource::Reference(source)) => (format!("{} {}", source.kind, source.name), source.clone()),
+        None => {
+            (String::new(), SourceRef { kind: String::new(), name: String::new(), namespace: String::new() })
+        }
+    };
+    let mut unit = RenderedKustomization::new(
+        UnitKind::HelmRelease,
+        found.reference.clone(),
+        path,
+        source,
+        Some(found.parent),
+        found.file,
+    );
+    let Some(spec) = spec else {
+        return failed(unit, RenderError::InvalidSpec("not a HelmRelease fluxplan can read".into()));
+    };
+    let mut helm_unit = HelmUnit {
+        release: spec.release.name.clone(),
+        release_namespace: spec.release.namespace.clone(),
+        storage_namespace: spec.release.storage_namespace.clone(),
+        chart: None,
+        hooks: Vec::new(),
+        tests: 0,
+        helm: String::new(),
+        suspended: found.manifest["spec"]["suspend"].as_bool() == Some(true),
+        reads: match &spec.chart {
+            Some(ChartSource::Template { chart, values_files, .. }) => {
+                std::iter::once(chart).chain(values_files).cloned().collect()
+            }
+            _ => Vec::new(),
+        },
+        crds: BTreeSet::new(),
+        install_crds: spec.install_crds,
+        upgrade_crds: spec.upgrade_crds,
+    };
+    let external = |mut unit: RenderedKustomization, helm_unit: HelmUnit, why: String| {
+        unit.status = Status::External;
+        unit.warnings.push(why);
+        unit.helm = Some(Box::new(helm_unit));
+        unit
+    };
+    if found.holds_secret_values {
+        return external(
+            unit,
+            helm_unit,
+            "its spec holds values substituted from a Secret: not rendered, so they cannot show in its objects".into(),
+        );
+    }
+    let helm = match &releases.helm {
+        Ok(helm) => *helm,
+        Err(why) => return external(unit, helm_unit, format!("not rendered: {why}")),
+    };
+    helm_unit.helm = helm.version.clone();
+    let key = format!("{}/{}", found.reference.namespace, found.reference.name);
+    let given = releases.charts.get(&key).cloned();
+    let source_tree = |source: &SourceRef| (releases.source_tree)(source);
+    let config_map =
+        |namespace: &str, name: &str| config_maps.get(&(namespace.to_string(), name.to_string())).cloned();
+    let inputs = Inputs {
+        source_tree: &source_tree,
+        config_map: &config_map,
+        given_chart: given.as_deref(),
+        kube_version: releases.kube_version,
+        api_versions: releases.api_versions,
+    };
+    match release::render(
+        helm,
+        &spec,
+        &found.reference.namespace,
+        &found.reference.name,
+        &inputs,
+        releases.cancel,
+    ) {
+        Err(NotRendered::External(why)) => external(unit, helm_unit, why),
+        Err(NotRendered::Failed(error)) => {
+            unit.helm = Some(Box::new(helm_unit));
+            failed(unit, error)
+        }
+        Ok(rendered) => {
+            helm_unit.chart = rendered.chart.clone();
+            helm_unit.tests = rendered.release.tests;
+            helm_unit.hooks = rendered
+                .release
+                .hooks
+                .iter()
+                .map(|(phases, hook)| {
+                    let meta = &hook["metadata"];
+                    let name = crate::flux::id::display_name(
+                        hook["kind"].as_str().unwrap_or("?"),
+                        meta["namespace"].as_str().unwrap_or(&spec.release.namespace),
+                        meta["name"].as_str().unwrap_or("?"),
+                    );
+                    format!("{name} on {phases}")
+                })
+                .collect();
+            helm_unit.crds = rendered
+                .release
+                .crds
+                .iter()
+                .filter_map(|crd| crd["metadata"]["name"].as_str().map(str::to_string))
+                .collect();
+            let built = rendered
+                .release
+                .crds
+                .into_iter()
+                .chain(rendered.release.objects)
+                .map(|object| BuiltObject { object, origin: None })
+                .collect();
+            unit.objects = postbuild::plain(built);
+            unit.helm = Some(Box::new(helm_unit));
+            unit
+        }
+    }
+}
+
+fn failed(mut unit: RenderedKustomization, error: RenderError) -> RenderedKustomization {
+    unit.status = Status::Failed;
+    unit.error = Some(ErrorReport::from(&error));
+    unit
+}

@@ -1,0 +1,309 @@
+//! HelmReleases planned as units of their own: their chart rendered with the real, pinned Helm
+//! (scripts/fetch-helm.sh, run by the test script), then created, upgraded and uninstalled as
+//! helm-controller does.
+
+use crate::fixture::{alert_codes, fluxplan_bin, has_alert, plan_cli, plan_json, Repo};
+use fluxplan::render::helm::Helm;
+use serde_json::{json, Value};
+use std::process::Command;
+
+fn helm() -> Helm {
+    Helm::detect(4).unwrap_or_else(|e| panic!("this test needs Helm v4: {e}"))
+}
+
+/// A chart written by hand: a StatefulSet with a claim template (its name from values), a
+/// metrics Service, a ConfigMap Helm keeps, a Secret, a pre-upgrade hook and a CRD.
+fn write_chart(
+    repo: &Repo,
+    dir: &str,
+    version: &str,
+    statefulset: &str,
+    with_service: bool,
+    with_kept: bool,
+) {
+    repo.write(&format!("{dir}/Chart.yaml"), &format!("apiVersion: v2\nname: db\nversion: {version}\n"));
+    repo.write(&format!("{dir}/values.yaml"), &format!("name: {statefulset}\nreplicas: 1\n"));
+    repo.write(
+        &format!("{dir}/templates/statefulset.yaml"),
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: {{ .Values.name }}\nspec:\n  replicas: {{ .Values.replicas }}\n  \
+         serviceName: {{ .Values.name }}\n  selector:\n    matchLabels: {app: db}\n  template:\n    metadata:\n      labels: {app: db}\n    \
+         spec:\n      containers:\n      - name: db\n        image: postgres:17\n  volumeClaimTemplates:\n  - metadata:\n      name: data\n    \
+         spec:\n      accessModes: [ReadWriteOnce]\n      resources:\n        requests: {storage: 1Gi}\n",
+    );
+    repo.write(
+        &format!("{dir}/templates/secret.yaml"),
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db-auth\nstringData:\n  password: chart-secret-value\n",
+    );
+    repo.write(
+        &format!("{dir}/templates/hook.yaml"),
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: db-migrate\n  annotations:\n    helm.sh/hook: pre-upgrade\nspec:\n  \
+         template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: m\n        image: busybox\n",
+    );
+    repo.write(
+        &format!("{dir}/crds/backups.yaml"),
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: backups.db.example.com\nspec:\n  \
+         group: db.example.com\n  names: {kind: Backup, plural: backups}\n  scope: Namespaced\n  versions: []\n",
+    );
+    let service = format!("{dir}/templates/service.yaml");
+    if with_service {
+        repo.write(
+            &service,
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: db-metrics\nspec:\n  ports:\n  - port: 9187\n",
+        );
+    } else if repo.path().join(&service).exists() {
+        repo.remove(&service);
+    }
+    let kept = format!("{dir}/templates/kept.yaml");
+    if with_kept {
+        repo.write(
+            &kept,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db-settings\n  annotations:\n    helm.sh/resource-policy: keep\n\
+             data:\n  a: b\n",
+        );
+    } else if repo.path().join(&kept).exists() {
+        repo.remove(&kept);
+    }
+}
+
+/// The HelmRelease `data/db`, from the chart at `charts/db` of this repository.
+const RELEASE: &str = "apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: db
+  namespace: data
+spec:
+  interval: 10m
+  chart:
+    spec:
+      chart: ./charts/db
+      sourceRef:
+        kind: GitRepository
+        name: flux-system
+        namespace: flux-system
+  values:
+    replicas: 2
+";
+
+/// A cluster whose Kustomization `flux-system/db` applies the HelmRelease `data/db`.
+fn fleet() -> Repo {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/db.yaml", "db", "./apps/db", "");
+    repo.write("apps/db/release.yaml", RELEASE);
+    write_chart(&repo, "charts/db", "1.0.0", "db", true, true);
+    repo.commit("base");
+    repo
+}
+
+/// The plan entry of the unit `kind namespace/name`.
+fn unit<'a>(plan: &'a Value, kind: &str, reference: &str) -> &'a Value {
+    plan["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| {
+            k["kind"] == kind
+                && format!("{}/{}", k["namespace"].as_str().unwrap(), k["name"].as_str().unwrap())
+                    == reference
+        })
+        .unwrap_or_else(|| panic!("{kind} {reference} not in the plan: {plan:#}"))
+}
+
+fn changes(unit: &Value) -> Vec<(String, String)> {
+    let mut changes: Vec<(String, String)> = unit["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["action"].as_str().unwrap().to_string(), c["id"].as_str().unwrap().to_string()))
+        .collect();
+    changes.sort();
+    changes
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> =
+        expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    pairs.sort();
+    pairs
+}
+
+/// A chart bump that renames the StatefulSet and drops a Service: Helm's upgrade deletes them
+/// (the StatefulSet's claims orphaned), creates the new one, keeps what `keep` protects, and the
+/// StatefulSet's deletion blocks the merge.
+#[test]
+fn a_chart_bump_plans_the_upgrades_deletions_and_creates_and_blocks() {
+    let _ = helm();
+    let repo = fleet();
+    write_chart(&repo, "charts/db", "2.0.0", "db-v2", false, false);
+    repo.commit("db 2.0.0");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "blocked: {plan:#}");
+    let release = unit(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["engine"], "helm");
+    assert_eq!(release["parent"], "Kustomization flux-system/db");
+    assert_eq!(release["chart"], "db 1.0.0 → 2.0.0");
+    assert_eq!(
+        changes(release),
+        pairs(&[
+            ("create", "data_db-v2_apps_StatefulSet"),
+            ("delete", "data_db_apps_StatefulSet"),
+            ("delete", "data_db-metrics__Service"),
+            ("skip", "data_db-settings__ConfigMap"),
+        ])
+    );
+    let kept = release["changes"].as_array().unwrap().iter().find(|c| c["action"] == "skip").unwrap();
+    assert!(kept["reason"].as_str().unwrap().contains("helm.sh/resource-policy"), "{kept}");
+    let notes = release["notes"].to_string();
+    assert!(notes.contains("Job data/db-migrate on pre-upgrade"), "the hook is listed apart: {notes}");
+    assert!(has_alert(&plan, "danger", "protected-kind-deletion"), "{:?}", alert_codes(&plan));
+    // The Kustomization of the same namespace-less name is a unit of its own, unchanged.
+    assert!(unit(&plan, "Kustomization", "flux-system/db")["changes"].as_array().unwrap().is_empty());
+
+    // The comment groups the release's changes under it, its chart change in its heading.
+    let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
+    assert!(markdown.contains("`HelmRelease data/db` · db 1.0.0 → 2.0.0"), "{markdown}");
+    assert!(
+        markdown.contains("<b>HelmRelease data/db</b> (clusters/prod) — db 1.0.0 → 2.0.0;"),
+        "{markdown}"
+    );
+    assert!(!markdown.contains("chart-secret-value"), "a chart's Secret data never shows");
+}
+
+/// Values changed in the HelmRelease: the release's objects are updated with a diff.
+#[test]
+fn a_values_change_updates_the_releases_objects() {
+    let _ = helm();
+    let repo = fleet();
+    crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
+    repo.commit("three replicas");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1, "{plan:#}");
+    let release = unit(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["chart"], "db 1.0.0");
+    assert_eq!(changes(release), pairs(&[("update", "data_db_apps_StatefulSet")]));
+    let diff = release["changes"][0]["diff"].as_str().unwrap();
+    assert!(diff.contains("-  replicas: 2") && diff.contains("+  replicas: 3"), "{diff}");
+}
+
+/// A HelmRelease removed: its finalizer uninstalls the release. Offline, what that deletes is
+/// the base render's objects, but for what `keep` keeps and the chart's CRDs.
+#[test]
+fn a_removed_release_is_uninstalled_and_its_objects_listed_offline() {
+    let _ = helm();
+    let repo = fleet();
+    repo.remove("apps/db/release.yaml");
+    repo.write(
+        "apps/db/placeholder.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: p\n  namespace: data\n",
+    );
+    repo.commit("remove the release");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    let release = unit(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["status"], "removed");
+    assert_eq!(
+        changes(release),
+        pairs(&[
+            ("delete", "data_db-auth__Secret"),
+            ("delete", "data_db-metrics__Service"),
+            ("delete", "data_db_apps_StatefulSet"),
+            ("skip", "_backups.db.example.com_apiextensions.k8s.io_CustomResourceDefinition"),
+            ("skip", "data_db-settings__ConfigMap"),
+        ])
+    );
+    let parent = unit(&plan, "Kustomization", "flux-system/db");
+    let deletion = parent["changes"].as_array().unwrap().iter().find(|c| c["kind"] == "HelmRelease").unwrap();
+    assert!(deletion["reason"].as_str().unwrap().contains("listed under HelmRelease data/db"), "{deletion}");
+}
+
+/// A chart fluxplan cannot have is `external` with a warning, and what names it is planned: a
+/// changed HelmRelease never reads "no changes".
+#[test]
+fn a_chart_that_cannot_be_had_is_external_with_a_warning() {
+    let _ = helm();
+    let repo = fleet();
+    let from_repository = RELEASE.replace("chart: ./charts/db", "chart: db\n      version: 1.x").replace(
+        "kind: GitRepository\n        name: flux-system",
+        "kind: HelmRepository\n        name: charts",
+    );
+    repo.write("apps/db/release.yaml", &from_repository);
+    repo.commit("from a Helm repository");
+    crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
+    repo.commit("three replicas");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1, "changes, never no-changes: {plan:#}");
+    let release = unit(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["status"], "external");
+    assert!(has_alert(&plan, "warning", "chart-unavailable"), "{:?}", alert_codes(&plan));
+
+    // Given by hand, the same chart renders: as a directory, and as the archive `helm package` makes.
+    let dir = repo.path().join("charts/db");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[&format!("--chart=data/db={}", dir.display())]);
+    let by_dir = unit(&plan, "HelmRelease", "data/db").clone();
+    assert_eq!(changes(&by_dir), pairs(&[("update", "data_db_apps_StatefulSet")]));
+    let packaged = tempfile::tempdir().unwrap();
+    let out = Command::new(helm().program())
+        .arg("package")
+        .arg(&dir)
+        .arg("-d")
+        .arg(packaged.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let archive = packaged.path().join("db-1.0.0.tgz");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[&format!("--chart=data/db={}", archive.display())]);
+    assert_eq!(unit(&plan, "HelmRelease", "data/db")["changes"], by_dir["changes"]);
+}
+
+/// What `fluxplan build` shows of a release is what `helm template` prints for the same chart
+/// and values, with helm-controller's labels, the release's namespace, and Secret data masked.
+#[test]
+fn built_objects_are_what_helm_template_prints() {
+    let helm = helm();
+    let repo = fleet();
+    let out = Command::new(fluxplan_bin())
+        .args(["build", "--no-cache", "--format", "json", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let render: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let unit = render["clusters"][0]["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kind"] == "HelmRelease")
+        .unwrap_or_else(|| panic!("no HelmRelease unit: {render:#}"));
+    let mut built: Vec<Value> =
+        unit["objects"].as_array().unwrap().iter().map(|o| o["manifest"].clone()).collect();
+    let values = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(values.path(), "replicas: 2\n").unwrap();
+    let printed = Command::new(helm.program())
+        .args(["template", "db"])
+        .arg(repo.path().join("charts/db"))
+        .args(["--namespace", "data", "--include-crds", "--values"])
+        .arg(values.path())
+        .output()
+        .unwrap();
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let release = fluxplan::render::helm::split_release(&String::from_utf8(printed.stdout).unwrap()).unwrap();
+    let mut expected: Vec<Value> = release.crds;
+    for mut object in release.objects {
+        let meta = object["metadata"].as_object_mut().unwrap();
+        meta.insert("namespace".into(), json!("data"));
+        let labels = meta.entry("labels").or_insert(json!({}));
+        labels["helm.toolkit.fluxcd.io/name"] = json!("db");
+        labels["helm.toolkit.fluxcd.io/namespace"] = json!("data");
+        if object["kind"] == "Secret" {
+            assert_eq!(object["stringData"]["password"], "chart-secret-value");
+            object["stringData"]["password"] =
+                built.iter().find(|o| o["kind"] == "Secret").unwrap()["stringData"]["password"].clone();
+        }
+        expected.push(object);
+    }
+    let key = |o: &Value| format!("{}/{}", o["kind"], o["metadata"]["name"]);
+    built.sort_by_key(key);
+    expected.sort_by_key(key);
+    assert_eq!(built, expected);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("chart-secret-value"), "Secret data is masked");
+    assert_eq!(unit["helm"]["hooks"], json!(["Job data/db-migrate on pre-upgrade"]));
+}
