@@ -13,6 +13,9 @@ apps=${2:-10}
 runs=${3:-5}
 cargo build --release --quiet
 bin=$PWD/target/release/fluxplan
+# This benchmark measures kustomize: the fleet's charts (ghcr.io) are not fetched (bench/helm.sh
+# measures charts).
+export FLUXPLAN_NO_CHART_FETCH=true
 lib=$(scripts/fetch-kustomize-lib.sh)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: checks the tools the tests drive for real (git,
-# kustomize or kubectl, kustomize's library, Helm), starts PostgreSQL when it is down, then runs every
-# test once.
+# kustomize or kubectl, kustomize's library, Helm, an OCI registry), starts PostgreSQL when it is
+# down, then runs every test once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +13,16 @@ scripts/fetch-kustomize-lib.sh >/dev/null
 # The pinned Helm binaries (v4, and v3 for clusters on Flux 2.7 or older); the tests fail without them.
 scripts/fetch-helm.sh 4 >/dev/null
 scripts/fetch-helm.sh 3 >/dev/null
+
+# A real OCI registry for chart tests (Debian's docker-registry; the tests start it on loopback).
+if ! need docker-registry; then
+  if [ "$(id -u)" = 0 ] && need apt-get; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-registry >/dev/null \
+      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-registry >/dev/null; }
+  else
+    echo "docker-registry is required (apt-get install docker-registry)" >&2; exit 1
+  fi
+fi
 
 # PostgreSQL on 127.0.0.1:5432 (trust auth): start the local cluster when it is not answering.
 if need pg_isready && ! pg_isready -h 127.0.0.1 -p 5432 -q; then

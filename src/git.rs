@@ -194,6 +194,31 @@ pub fn yaml_mentions(repo: &Path, rev: Option<&str>, needle: &str) -> bool {
     cmd.status().is_ok_and(|status| status.success())
 }
 
+/// The lines matching `pattern` (an extended regular expression) of the YAML files at `commit`
+/// that hold `needle`. Any failure answers nothing.
+pub fn yaml_lines(repo: &Path, commit: &str, needle: &str, pattern: &str) -> Vec<String> {
+    let mut cmd = git(repo);
+    cmd.args(["grep", "-l", "-z", "-I", "-F", "-e", needle, commit, "--", "*.yaml", "*.yml"])
+        .stderr(Stdio::null());
+    let Ok(listed) = cmd.output() else { return Vec::new() };
+    let prefix = format!("{commit}:");
+    let files: Vec<String> = listed
+        .stdout
+        .split(|b| *b == 0)
+        .filter_map(|f| std::str::from_utf8(f).ok())
+        .filter_map(|f| f.strip_prefix(&prefix).map(str::to_string))
+        .collect();
+    let mut lines = Vec::new();
+    for batch in files.chunks(500) {
+        let mut cmd = git(repo);
+        cmd.args(["grep", "-h", "-I", "-E", "-e", pattern, commit, "--"]).args(batch).stderr(Stdio::null());
+        if let Ok(out) = cmd.output() {
+            lines.extend(String::from_utf8_lossy(&out.stdout).lines().map(str::to_string));
+        }
+    }
+    lines
+}
+
 /// Every branch, remote-tracking branch and tag of the repository with the commit it points at
 /// (annotated tags peeled): (full name, commit id).
 pub fn refs(repo: &Path) -> Result<Vec<(String, String)>> {

@@ -9,6 +9,7 @@ pub mod flux;
 pub mod forge;
 pub mod git;
 pub mod jobs;
+pub(crate) mod memo;
 pub mod paths;
 pub mod plan;
 pub mod planner;

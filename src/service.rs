@@ -47,6 +47,8 @@ pub struct ServiceConfig {
     pub comment_limit: usize,
     pub clusters: planner::Clusters,
     pub limits: planner::Limits,
+    /// How HelmReleases are rendered and where charts may be fetched from.
+    pub helm: planner::HelmSettings,
     pub roles: CommandRoles,
     pub reply_window: Duration,
     pub runs_token: Option<String>,
@@ -173,6 +175,7 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         clusters: config.clusters.clone(),
         comment_limit: config.comment_limit,
         limits: config.limits,
+        helm: config.helm.clone(),
         roles: config.roles,
         reply_window: config.reply_window,
         shutdown: shutdown.clone(),

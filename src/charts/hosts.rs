@@ -94,6 +94,18 @@ impl HostPolicy {
         }
     }
 
+    /// Whether `host` may resolve to `address` for a connection on some port: the exact port is
+    /// checked before each request (`check_address`).
+    pub fn may_resolve(&self, host: &str, address: IpAddr) -> bool {
+        let host = normalize_host(host);
+        special_kind(address).is_none()
+            || self.allowed.iter().any(|a| a.host == host && a.port.is_some())
+            || self
+                .mirrors
+                .values()
+                .any(|m| m.host_str().map(normalize_host).as_deref() == Some(host.as_str()))
+    }
+
     /// Whether a connection to `address` for `host:port` may be made (checked on every
     /// connection, redirects included, after name resolution).
     pub fn check_address(&self, host: &str, port: u16, address: IpAddr) -> Result<(), Refused> {

@@ -3,5 +3,53 @@
 //! content a pull request names.
 
 pub mod archive;
+pub mod fetch;
 pub mod hosts;
+pub mod oci;
+pub mod store;
 pub mod version;
+
+/// The URLs written in the Flux source manifests of `commit` (`url:` lines of files naming
+/// source.toolkit.fluxcd.io): the hosts a plan of a pull request onto `commit` may fetch from.
+pub fn base_source_urls(repo: &std::path::Path, commit: &str) -> Vec<String> {
+    crate::git::yaml_lines(repo, commit, crate::flux::SOURCE_GROUP, r"^\s*(url|endpoint):")
+        .iter()
+        .filter_map(|line| {
+            let value = line.split_once(':')?.1.trim();
+            let value = value.split(" #").next()?.trim().trim_matches(|c| c == '"' || c == '\'');
+            (!value.is_empty()).then(|| value.to_string())
+        })
+        .collect()
+}
+
+/// What the operator allows charts to be fetched from (flags, environment, clusters file).
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// `host` or `host:port` fetched from besides the hosts the base revision's sources use.
+    pub allowed_hosts: Vec<String>,
+    /// `HOST=MIRROR`: fetch from MIRROR what names HOST.
+    pub mirrors: Vec<String>,
+    /// `host:port` reached over plain HTTP.
+    pub insecure: Vec<String>,
+    /// URLs of the base revision's (and the cluster's) sources: their hosts may be fetched from.
+    /// `None`: those of the revision being rendered (`build`, where no pull request is planned).
+    pub known_urls: Option<Vec<String>>,
+    /// Fetch nothing: every chart from a repository or registry is unavailable.
+    pub offline: bool,
+}
+
+impl Settings {
+    /// The access these settings give, `own_urls` being the rendered revision's source URLs.
+    pub fn access(&self, own_urls: &[String]) -> Result<fetch::Access, String> {
+        if self.offline {
+            return Err("chart fetching is off (--no-chart-fetch)".into());
+        }
+        let known = self.known_urls.as_deref().unwrap_or(own_urls);
+        let hosts = hosts::HostPolicy::new(
+            known.iter().map(String::as_str),
+            self.allowed_hosts.iter().map(String::as_str),
+            self.mirrors.iter().map(String::as_str),
+        )?;
+        Ok(fetch::Access { hosts, insecure: self.insecure.iter().cloned().collect(), timeout: None })
+    }
+}

@@ -60,18 +60,8 @@ pub struct RenderArgs {
     /// tree is pinned: `plan` uses the same tree for base and head (the plan notes it).
     #[arg(long = "source", value_name = "NAMESPACE/NAME=DIR", value_parser = parse_source)]
     pub sources: Vec<(String, PathBuf)>,
-    /// The chart of the HelmRelease NAMESPACE/NAME: a chart directory or a packaged .tgz
-    /// (repeatable), used at base and head whatever the HelmRelease names.
-    #[arg(long = "chart", value_name = "NAMESPACE/NAME=DIR|TGZ", value_parser = parse_chart)]
-    pub charts: Vec<(String, PathBuf)>,
-    /// The Helm major version helm-controller runs: 4 (Flux 2.8 and later) or 3 (Flux 2.7 and
-    /// earlier).
-    #[arg(long, env = "FLUXPLAN_HELM_VERSION", default_value_t = 4, value_parser = clap::value_parser!(u8).range(3..=4))]
-    pub helm_version: u8,
-    /// The Kubernetes version charts see as `.Capabilities.KubeVersion` (`v1.33.0`); default:
-    /// the live cluster's when one is read, else Helm's built-in default.
-    #[arg(long, env = "FLUXPLAN_KUBE_VERSION", value_name = "VERSION")]
-    pub kube_version: Option<String>,
+    #[command(flatten)]
+    pub helm: HelmArgs,
     /// Another URL of this repository (repeatable): Argo CD Applications whose repoURL is one
     /// of them, or one of the repository's git remotes, are rendered from it.
     #[arg(long = "repo-url", value_name = "URL", env = "FLUXPLAN_REPO_URL", value_delimiter = ',')]
@@ -94,6 +84,72 @@ pub struct RenderArgs {
     pub no_cache: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
+}
+
+/// How HelmReleases are rendered and where their charts may come from (`build`, `plan`, `serve`).
+#[derive(Debug, Clone, Args)]
+pub struct HelmArgs {
+    /// The chart of the HelmRelease NAMESPACE/NAME: a chart directory or a packaged .tgz
+    /// (repeatable), used at base and head whatever the HelmRelease names.
+    #[arg(long = "chart", value_name = "NAMESPACE/NAME=DIR|TGZ", value_parser = parse_chart)]
+    pub charts: Vec<(String, PathBuf)>,
+    /// The Helm major version helm-controller runs: 4 (Flux 2.8 and later) or 3 (Flux 2.7 and
+    /// earlier).
+    #[arg(long, env = "FLUXPLAN_HELM_VERSION", default_value_t = 4, value_parser = clap::value_parser!(u8).range(3..=4))]
+    pub helm_version: u8,
+    /// Hosts charts may be fetched from besides those the base revision's sources use: `host`
+    /// or `host:port` (comma-separated or repeated). A loopback, private, link-local or metadata
+    /// address is fetched from only when its exact `host:port` is listed.
+    #[arg(
+        long = "chart-hosts",
+        value_name = "HOST[:PORT]",
+        env = "FLUXPLAN_CHART_HOSTS",
+        value_delimiter = ','
+    )]
+    pub chart_hosts: Vec<String>,
+    /// Fetch from MIRROR what names HOST, keeping the path (repeatable): for OCI registries and
+    /// Helm repositories alike. A mirror is trusted; it allows no new host.
+    #[arg(
+        long = "registry-mirror",
+        value_name = "HOST=MIRROR",
+        env = "FLUXPLAN_REGISTRY_MIRRORS",
+        value_delimiter = ','
+    )]
+    pub registry_mirrors: Vec<String>,
+    /// Reach HOST:PORT over plain HTTP, whatever the URL says (repeatable): a loopback mirror or
+    /// a test registry.
+    #[arg(
+        long = "insecure-registry",
+        value_name = "HOST:PORT",
+        env = "FLUXPLAN_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    pub insecure_registries: Vec<String>,
+    /// Fetch no chart: HelmReleases whose chart is in a Helm repository or OCI registry are
+    /// `external`.
+    #[arg(long, env = "FLUXPLAN_NO_CHART_FETCH")]
+    pub no_chart_fetch: bool,
+    /// The Kubernetes version charts see as `.Capabilities.KubeVersion` (`v1.33.0`); default:
+    /// the live cluster's when one is read, else Helm's built-in default.
+    #[arg(long, env = "FLUXPLAN_KUBE_VERSION", value_name = "VERSION")]
+    pub kube_version: Option<String>,
+}
+
+impl HelmArgs {
+    pub fn settings(&self) -> HelmSettings {
+        HelmSettings {
+            charts: self.charts.iter().cloned().collect::<BTreeMap<_, _>>(),
+            major: self.helm_version,
+            kube_version: self.kube_version.clone(),
+            fetch: crate::charts::Settings {
+                allowed_hosts: self.chart_hosts.clone(),
+                mirrors: self.registry_mirrors.clone(),
+                insecure: self.insecure_registries.clone(),
+                known_urls: None,
+                offline: self.no_chart_fetch,
+            },
+        }
+    }
 }
 
 /// How much work a repository may ask for: every breach is a `source-limit` alert.
@@ -152,11 +208,7 @@ impl RenderArgs {
         RenderSettings {
             sources: self.sources.iter().cloned().collect::<BTreeMap<_, _>>(),
             repo_urls: self.repo_urls.clone(),
-            helm: HelmSettings {
-                charts: self.charts.iter().cloned().collect::<BTreeMap<_, _>>(),
-                major: self.helm_version,
-                kube_version: self.kube_version.clone(),
-            },
+            helm: self.helm.settings(),
             strict_substitution: !self.no_strict_substitution,
             jobs: self.jobs,
             cache_dir: self.cache_dir(),

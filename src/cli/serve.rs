@@ -75,6 +75,8 @@ pub struct ServeArgs {
     pub live: LiveArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub helm: super::HelmArgs,
     /// Who may approve a blocked plan (GitHub: read, write, maintain, admin; GitLab: Reporter,
     /// Developer, Maintainer, Owner; or anyone).
     #[arg(long, env = "FLUXPLAN_APPROVE_ROLE", value_enum, default_value = "write")]
@@ -193,6 +195,7 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         comment_limit: args.comment_limit,
         clusters: args.live.clusters(args.cluster_snapshot.as_ref()),
         limits: super::plan::limits(&args.limits, args.plan_timeout),
+        helm: args.helm.settings(),
         roles: CommandRoles { approve: args.approve_role, plan: args.plan_role, help: args.help_role },
         reply_window: Duration::from_secs(args.reply_window_secs),
         runs_token: args.runs_token,

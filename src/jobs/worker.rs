@@ -52,6 +52,8 @@ pub struct WorkerConfig {
     pub comment_limit: usize,
     /// What one plan may ask for (sizes, times).
     pub limits: planner::Limits,
+    /// How HelmReleases are rendered and where charts may be fetched from.
+    pub helm: planner::HelmSettings,
     /// The role each command needs.
     pub roles: CommandRoles,
     /// At most one reply (refusal or help) per user and pull request in this window.
@@ -509,6 +511,7 @@ impl Worker {
         request.clusters = self.config.clusters.clone();
         request.limits = self.config.limits;
         request.render.cache_dir = Some(self.config.data_dir.join("cache"));
+        request.render.helm = self.config.helm.clone();
         request
     }
 

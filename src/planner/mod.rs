@@ -88,11 +88,13 @@ pub struct HelmSettings {
     pub major: u8,
     /// `.Capabilities.KubeVersion` for charts; `None`: the live cluster's, else Helm's default.
     pub kube_version: Option<String>,
+    /// Where charts may be fetched from.
+    pub fetch: crate::charts::Settings,
 }
 
 impl Default for HelmSettings {
     fn default() -> Self {
-        HelmSettings { charts: BTreeMap::new(), major: 4, kube_version: None }
+        HelmSettings { charts: BTreeMap::new(), major: 4, kube_version: None, fetch: Default::default() }
     }
 }
 
@@ -100,6 +102,7 @@ impl HelmSettings {
     pub fn apply(&self, opts: &mut RenderOptions) {
         opts.charts = self.charts.clone();
         opts.helm_major = self.major;
+        opts.chart_settings = self.fetch.clone();
         if self.kube_version.is_some() {
             opts.kube_version = self.kube_version.clone();
         }
@@ -243,8 +246,12 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         .as_deref()
         .and_then(|head| crate::git::changed_files(&request.repo, &base_commit, head).ok())
         .unwrap_or_default();
+    // Charts are fetched only from hosts the base revision's sources already use (or the
+    // operator allows): a pull request cannot point fluxplan anywhere new.
+    let base_urls = crate::charts::base_source_urls(&request.repo, &base_commit);
     let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept| -> Result<Render> {
         let mut opts = request.render_options(Some(rev.to_string()));
+        opts.chart_settings.known_urls = Some(base_urls.clone());
         opts.explain = changed.clone();
         opts.carried_roots = carried_roots;
         opts.kept_applications = kept;

@@ -548,6 +548,8 @@ pub struct RenderOptions {
     pub charts: BTreeMap<String, PathBuf>,
     /// The Helm major version helm-controller runs (4 since Flux 2.8, 3 before).
     pub helm_major: u8,
+    /// Where charts may be fetched from.
+    pub chart_settings: crate::charts::Settings,
     /// `.Capabilities` for charts: the cluster's Kubernetes version and extra API versions.
     pub kube_version: Option<String>,
     pub api_versions: Vec<String>,
@@ -580,6 +582,7 @@ impl RenderOptions {
             strict_substitution: true,
             charts: BTreeMap::new(),
             helm_major: 4,
+            chart_settings: Default::default(),
             kube_version: None,
             api_versions: Vec::new(),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),

@@ -38,27 +38,58 @@ pub struct Renderer {
     builder: Builder,
     /// Helm v3 and v4, found when a render first needs them.
     helm: [std::sync::OnceLock<Result<super::helm::Helm, String>>; 2],
+    /// Fetched charts, kept under the cache directory when there is one.
+    charts: crate::charts::store::ChartStore,
+    /// `helm template` runs, by key: each runs once per renderer (base and head share it).
+    templates: crate::memo::Memo<String, Result<super::helm::Release, super::kustomize::BuildError>>,
 }
 
 impl Renderer {
     pub fn new(kustomize_timeout: Duration, cache_dir: Option<PathBuf>) -> Result<Self> {
         let kustomize = Kustomize::detect(kustomize_timeout)?;
-        Ok(Self::from_builder(Builder::new(kustomize, RenderCache::new(cache_dir))))
+        Ok(Self::from_builder(Builder::new(kustomize, RenderCache::new(cache_dir.clone())), cache_dir))
     }
 
     /// A renderer using the kustomize at `program`.
     pub fn with_kustomize(program: &str, kustomize_timeout: Duration) -> Result<Self> {
         let kustomize = Kustomize::at(program, kustomize_timeout)?;
-        Ok(Self::from_builder(Builder::new(kustomize, RenderCache::new(None))))
+        Ok(Self::from_builder(Builder::new(kustomize, RenderCache::new(None)), None))
     }
 
     /// A renderer using `kustomize` (no on-disk cache).
     pub fn from_kustomize(kustomize: Kustomize) -> Self {
-        Self::from_builder(Builder::new(kustomize, RenderCache::new(None)))
+        Self::from_builder(Builder::new(kustomize, RenderCache::new(None)), None)
     }
 
-    fn from_builder(builder: Builder) -> Self {
-        Renderer { builder, helm: Default::default() }
+    fn from_builder(builder: Builder, cache_dir: Option<PathBuf>) -> Self {
+        Renderer {
+            builder,
+            helm: Default::default(),
+            charts: crate::charts::store::ChartStore::new(cache_dir),
+            templates: Default::default(),
+        }
+    }
+
+    /// A release printed by `helm template`: from this renderer's memory, else the render cache
+    /// (never for a release holding values from Secrets: those stay in memory), else `run`.
+    fn template(
+        &self,
+        key: &str,
+        holds_secrets: bool,
+        run: &dyn Fn() -> Result<super::helm::Release, super::kustomize::BuildError>,
+    ) -> Result<super::helm::Release, super::kustomize::BuildError> {
+        self.templates.get(&key.to_string(), || {
+            let cached = (!holds_secrets).then(|| self.builder.cache.get(key)).flatten();
+            if let Some(release) = cached.and_then(|text| serde_json::from_str(&text).ok()) {
+                return Ok(release);
+            }
+            let release = run()?;
+            if !holds_secrets {
+                let text = serde_json::to_string(&release).expect("JSON values serialize");
+                self.builder.cache.put(key, std::sync::Arc::new(text));
+            }
+            Ok(release)
+        })
     }
 
     /// Helm `major` (3 or 4), or why there is none.
@@ -500,16 +531,43 @@ impl Renderer {
         }
         // Every HelmRelease a Kustomization applies, rendered from its chart as a unit below it.
         let source_tree = |source: &flux::SourceRef| sources.tree(source, None).ok().flatten();
-        let releases = super::helm::units::Releases {
-            helm: self.helm(opts.helm_major),
-            source_tree: &source_tree,
-            charts: &opts.charts,
-            kube_version: opts.kube_version.as_deref(),
-            api_versions: &opts.api_versions,
-            cancel: &opts.cancel,
-        };
+        let own_urls: Vec<String> = clusters
+            .iter()
+            .flat_map(|c| &c.kustomizations)
+            .flat_map(|k| &k.objects)
+            .filter(|o| {
+                flux::split_api_version(o.object["apiVersion"].as_str().unwrap_or("")).0 == flux::SOURCE_GROUP
+            })
+            .filter_map(|o| o.object["spec"]["url"].as_str().map(str::to_string))
+            .collect();
+        let access = opts.chart_settings.access(&own_urls);
+        let fetching = access.as_ref().map(|access| (&self.charts, access)).map_err(Clone::clone);
+        let helm = self.helm(opts.helm_major);
+        let kustomize =
+            |dir: &Path, readable: &Path| self.builder.kustomize.build(dir, readable, &opts.cancel);
         pool.install(|| {
-            clusters.iter_mut().for_each(|cluster| super::helm::units::add_units(cluster, &releases))
+            for cluster in clusters.iter_mut() {
+                // Each cluster's own ConfigMaps and Secrets, when roots have clusters of their own.
+                let values = opts.cluster_values.get(&cluster.name).unwrap_or(&opts.values);
+                let releases = super::helm::units::Releases {
+                    helm: helm.clone(),
+                    source_tree: &source_tree,
+                    given_charts: &opts.charts,
+                    fetching: fetching.clone(),
+                    kustomize: &kustomize,
+                    templates: &|key: &str,
+                                 holds_secrets: bool,
+                                 run: &dyn Fn() -> Result<
+                        super::helm::Release,
+                        super::kustomize::BuildError,
+                    >| { self.template(key, holds_secrets, run) },
+                    cluster: values.as_ref(),
+                    kube_version: opts.kube_version.as_deref(),
+                    api_versions: &opts.api_versions,
+                    cancel: &opts.cancel,
+                };
+                super::helm::units::add_units(cluster, &releases);
+            }
         });
 
         // A Kustomization that fails to build still claims what its path includes, and those

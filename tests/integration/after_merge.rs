@@ -159,6 +159,7 @@ impl Harness {
             }),
             comment_limit: 65_536,
             limits: planner::Limits::default(),
+            helm: Default::default(),
             roles: Default::default(),
             reply_window: Duration::from_secs(600),
             shutdown: CancelToken::new(),

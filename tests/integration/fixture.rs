@@ -287,3 +287,31 @@ pub fn alert_codes(plan: &serde_json::Value) -> Vec<(String, String)> {
 pub fn has_alert(plan: &serde_json::Value, severity: &str, code: &str) -> bool {
     alert_codes(plan).contains(&(severity.to_string(), code.to_string()))
 }
+
+/// A server on loopback that must never be asked anything.
+pub struct Canary(std::net::TcpListener);
+
+impl Canary {
+    pub fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        Canary(listener)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.0.local_addr().unwrap().port()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}/{path}", self.0.local_addr().unwrap().port())
+    }
+
+    /// Called once the plan has exited: a connection it made would be waiting in the backlog.
+    pub fn assert_untouched(&self) {
+        match self.0.accept() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Ok((_, peer)) => panic!("the canary server was contacted from {peer}"),
+            Err(e) => panic!("canary accept failed: {e}"),
+        }
+    }
+}

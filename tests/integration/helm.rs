@@ -170,6 +170,11 @@ fn a_helm_release_renders_its_chart_with_the_controllers_values_and_labels() {
             (namespace == "apps" && name == "web-values").then(|| config_map.clone())
         },
         given_chart: None,
+        source_object: &|_| None,
+        cluster: &|_, _, _| fluxplan::cluster::Lookup::Unknown,
+        kustomize: &|_, _| Err(fluxplan::render::kustomize::BuildError::Failed("no kustomize here".into())),
+        templates: &|_, _, run| run(),
+        fetch: &|_| Err("no fetching here".into()),
         kube_version: None,
         api_versions: &[],
     };
@@ -197,7 +202,9 @@ fn a_helm_release_renders_its_chart_with_the_controllers_values_and_labels() {
     by_ref["spec"]["chartRef"] = json!({"kind": "OCIRepository", "name": "web"});
     let spec = HelmReleaseSpec::parse(&by_ref).unwrap();
     match render(&helm, &spec, "apps", "web", &inputs, &CancelToken::new()) {
-        Err(NotRendered::External(why)) => assert!(why.contains("OCIRepository/apps/web"), "{why}"),
+        Err(NotRendered::External(why)) => {
+            assert!(why.contains("OCIRepository/apps/web is not in this render"), "{why}")
+        }
         other => panic!("{other:?}"),
     }
 }

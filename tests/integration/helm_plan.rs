@@ -307,3 +307,98 @@ fn built_objects_are_what_helm_template_prints() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("chart-secret-value"), "Secret data is masked");
     assert_eq!(unit["helm"]["hooks"], json!(["Job data/db-migrate on pre-upgrade"]));
 }
+
+/// `valuesFrom` in order: a ConfigMap of the render (its whole document), a Secret of the cluster
+/// at a `targetPath`, then `spec.values`. What the Secret gives the chart never shows: not in the
+/// plan, its diffs, nor the render.
+#[test]
+fn values_from_config_maps_and_secrets_with_target_paths_and_secrets_masked() {
+    let helm = helm();
+    let repo = fleet();
+    repo.write(
+        "charts/db/templates/config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db-config\ndata:\n  password: {{ .Values.auth.password | quote }}\n  \
+         encoded: {{ .Values.auth.password | b64enc | quote }}\n  tier: {{ .Values.tier | quote }}\n  port: {{ .Values.port | quote }}\n",
+    );
+    repo.write(
+        "charts/db/values.yaml",
+        "name: db\nreplicas: 1\nauth: {password: none}\ntier: free\nport: 1\n",
+    );
+    repo.write(
+        "apps/db/values.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db-values\n  namespace: data\ndata:\n  values.yaml: |\n    tier: gold\n    port: 5432\n",
+    );
+    repo.commit("values");
+    crate::fixture::edit(
+        &repo,
+        "apps/db/release.yaml",
+        "  values:\n",
+        "  valuesFrom:\n  - kind: ConfigMap\n    name: db-values\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    \
+         targetPath: auth.password\n  values:\n",
+    );
+    repo.commit("values from");
+    let snapshot = tempfile::NamedTempFile::new().unwrap();
+    // "s3cr3t-from-the-cluster" in base64.
+    std::fs::write(
+        snapshot.path(),
+        "kind: ClusterSnapshot\nsecrets:\n- metadata: {name: db-auth, namespace: data}\n  data: {password: czNjcjN0LWZyb20tdGhlLWNsdXN0ZXI=}\n",
+    )
+    .unwrap();
+    let snapshot_arg = ["--cluster-snapshot", snapshot.path().to_str().unwrap()];
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &snapshot_arg);
+    let release = unit(&plan, "HelmRelease", "data/db");
+    let config = release["changes"].as_array().unwrap().iter().find(|c| c["name"] == "db-config").unwrap();
+    let diff = config["diff"].as_str().unwrap();
+    assert!(diff.contains("+  tier: gold") && diff.contains("+  port: '5432'"), "{diff}");
+    assert!(diff.contains("password: (masked)") && diff.contains("encoded: (masked)"), "{diff}");
+    let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &snapshot_arg);
+    let build = Command::new(fluxplan_bin())
+        .args(["build", "--no-cache", "--format", "yaml", "--cluster-snapshot"])
+        .arg(snapshot.path())
+        .arg("--repo")
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+    let built = String::from_utf8_lossy(&build.stdout);
+    assert!(built.contains("password: (masked)"), "{built}");
+    for output in [plan.to_string(), markdown, built.into_owned()] {
+        assert!(!output.contains("s3cr3t-from-the-cluster"), "the Secret's value leaked: {output}");
+        assert!(!output.contains("czNjcjN0LWZyb20tdGhlLWNsdXN0ZXI="), "its base64 leaked: {output}");
+    }
+
+    // Offline, the Secret is the cluster's: the release is external with the reason, never guessed.
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let release = unit(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["status"], "external");
+    assert!(release["notes"].to_string().contains("Secret data/db-auth"), "{release}");
+    let _ = helm;
+}
+
+/// `postRenderers` run through kustomize after the chart renders, before the controller's
+/// labels: an inline patch with its target, and an image override.
+#[test]
+fn post_renderers_patch_the_release_as_helm_controller_does() {
+    let _ = helm();
+    let repo = fleet();
+    crate::fixture::edit(
+        &repo,
+        "apps/db/release.yaml",
+        "  values:\n",
+        "  postRenderers:\n  - kustomize:\n      patches:\n      - target: {kind: StatefulSet, name: db}\n        patch: |\n          \
+         - op: replace\n            path: /spec/replicas\n            value: 5\n      images:\n      - name: postgres\n        newTag: \"18\"\n  values:\n",
+    );
+    repo.commit("post-render");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1, "{plan:#}");
+    let release = unit(&plan, "HelmRelease", "data/db");
+    assert_eq!(changes(release), pairs(&[("update", "data_db_apps_StatefulSet")]));
+    let diff = release["changes"][0]["diff"].as_str().unwrap();
+    for line in
+        ["-  replicas: 2", "+  replicas: 5", "-      - image: postgres:17", "+      - image: postgres:18"]
+    {
+        assert!(diff.contains(line), "{line} not in {diff}");
+    }
+    // The controller's labels come after: still on the patched object.
+    assert!(!diff.contains("helm.toolkit.fluxcd.io/name"), "labels unchanged: {diff}");
+}

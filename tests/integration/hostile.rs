@@ -3,11 +3,9 @@
 //! the planner's (its environment, /etc/passwd) may reach the plan, its errors or the cache.
 
 use crate::fixture::{
-    cache_entries, fluxplan_bin, process_running, stand_in_kustomize, wait_for, Repo, WAIT,
+    cache_entries, fluxplan_bin, process_running, stand_in_kustomize, wait_for, Canary, Repo, WAIT,
 };
 use serde_json::Value;
-use std::io::ErrorKind;
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 
@@ -163,30 +161,6 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 fn kustomization(body: &str) -> String {
     format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- cm.yaml\n{body}")
-}
-
-/// A server on loopback that must never be asked anything.
-struct Canary(TcpListener);
-
-impl Canary {
-    fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        Canary(listener)
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}/{path}", self.0.local_addr().unwrap().port())
-    }
-
-    /// Called once the plan has exited: a connection it made would be waiting in the backlog.
-    fn assert_untouched(&self) {
-        match self.0.accept() {
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-            Ok((_, peer)) => panic!("the canary server was contacted from {peer}"),
-            Err(e) => panic!("canary accept failed: {e}"),
-        }
-    }
 }
 
 #[test]

@@ -18,6 +18,7 @@ mod file_names;
 mod fixture;
 mod hardening;
 mod helm;
+mod helm_fetch;
 mod helm_plan;
 mod hostile;
 mod kube_view;

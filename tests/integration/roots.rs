@@ -211,7 +211,9 @@ fn commenting_out_an_apps_ks_yaml_deletes_it_and_adds_no_root() {
     let apps = std::fs::read_to_string(repo.path().join(APPS)).unwrap();
     repo.write(APPS, &apps.replace("- ./whoami/ks.yaml", "# - ./whoami/ks.yaml"));
     repo.commit("disable whoami");
-    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    // The fleet's charts are on ghcr.io: the goldens must not depend on the network.
+    let offline = ["--no-chart-fetch"];
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &offline);
     assert_eq!(code, 2, "a removed Kustomization takes its inventory: blocked");
     let listed = statuses(&plan);
     assert!(listed.iter().all(|(cluster, _, _)| cluster == "kubernetes/flux/cluster"), "{listed:?}");
@@ -220,9 +222,9 @@ fn commenting_out_an_apps_ks_yaml_deletes_it_and_adds_no_root() {
     assert_eq!(creates(&plan), 0, "deletes only");
     assert_eq!(plan["summary"]["delete"], 3, "whoami's Kustomization object, its Service and ConfigMap");
     assert_eq!(alert_codes(&plan), vec![("danger".to_string(), "kustomization-removed".to_string())]);
-    let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
+    let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &offline);
     insta::assert_snapshot!("roots_commented_out_app_markdown", markdown);
-    let (json_text, _) = plan_cli(&repo, "HEAD~1", "HEAD", "json", &[]);
+    let (json_text, _) = plan_cli(&repo, "HEAD~1", "HEAD", "json", &offline);
     insta::assert_snapshot!("roots_commented_out_app_json", json_text);
 
     // Re-enabling it is creates only, with no phantom "removed" root.

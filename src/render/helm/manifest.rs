@@ -9,7 +9,7 @@ pub const HOOK_ANNOTATION: &str = "helm.sh/hook";
 /// The annotation that keeps an object when its release no longer renders it.
 pub const RESOURCE_POLICY_ANNOTATION: &str = "helm.sh/resource-policy";
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Release {
     /// The chart's `crds/` (when asked for): installed before the manifest, never upgraded,
     /// never deleted by Helm, and not post-rendered.

@@ -6,6 +6,7 @@ pub mod engine;
 pub mod manifest;
 pub mod release;
 pub mod units;
+pub mod values;
 
 pub use engine::{Helm, HelmError, Template};
 pub use manifest::{is_kept, split_release, Release};

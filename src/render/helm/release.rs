@@ -7,9 +7,12 @@ use super::engine::{Helm, Template};
 use super::manifest::Release;
 use super::units::ChartVersion;
 use crate::cancel::CancelToken;
+use crate::charts::oci;
+use crate::charts::store::ChartRequest;
 use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec, HELM_GROUP};
 use crate::flux::SourceRef;
 use crate::paths;
+use crate::render::kustomize::BuildError;
 use crate::render::RenderError;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -30,19 +33,37 @@ pub struct Inputs<'a> {
     pub source_tree: &'a dyn Fn(&SourceRef) -> Option<PathBuf>,
     /// A ConfigMap of the same render, by namespace and name.
     pub config_map: &'a dyn Fn(&str, &str) -> Option<Value>,
+    /// A ConfigMap or Secret of the cluster (kind, namespace, name): Secrets only when read.
+    pub cluster: &'a dyn Fn(&str, &str, &str) -> crate::cluster::Lookup,
     /// A chart given for this HelmRelease (`--chart`): a directory or a packaged archive, used
     /// whatever its spec names.
     pub given_chart: Option<&'a Path>,
+    /// A source object (HelmRepository, OCIRepository, HelmChart) of the same render.
+    pub source_object: &'a dyn Fn(&SourceRef) -> Option<Value>,
+    /// Builds a kustomization directory with kustomize (reading nothing outside the second
+    /// directory), for `postRenderers`.
+    pub kustomize: &'a dyn Fn(&Path, &Path) -> Result<String, crate::render::kustomize::BuildError>,
+    /// `helm template` through the cache: by key, `true` when the output may hold a Secret's
+    /// value (then it is kept in memory only), and the run to make on a miss.
+    pub templates: &'a Templates<'a>,
+    /// Gets a chart from a Helm repository or an OCI registry; `Err` says why it cannot.
+    pub fetch: &'a dyn Fn(&ChartRequest) -> Result<PathBuf, String>,
     /// `.Capabilities`: the cluster's Kubernetes version and extra API versions.
     pub kube_version: Option<&'a str>,
     pub api_versions: &'a [String],
 }
+
+/// `helm template` through a cache (see `Inputs::templates`).
+pub type Templates<'a> =
+    dyn Fn(&str, bool, &dyn Fn() -> Result<Release, BuildError>) -> Result<Release, BuildError> + Sync + 'a;
 
 /// A release as rendered, and the chart it came from.
 #[derive(Debug)]
 pub struct Rendered {
     pub release: Release,
     pub chart: Option<ChartVersion>,
+    /// Texts of values from Secrets: masked wherever the release's objects are shown.
+    pub secret_texts: Vec<String>,
 }
 
 /// Renders `spec` (a HelmRelease of namespace `namespace`): the release's objects, hooks and
@@ -57,15 +78,11 @@ pub fn render(
 ) -> Result<Rendered, NotRendered> {
     let scratch = tempfile::tempdir().map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
     let chart = match inputs.given_chart {
-        Some(given) => given_chart(given, spec, scratch.path())?,
-        None => locate_chart(spec, inputs)?,
+        Some(given) => chart_on_disk(given, spec, scratch.path(), "the chart given with --chart")?,
+        None => locate_chart(spec.chart.as_ref(), spec, inputs, scratch.path(), 0)?,
     };
-    if !spec.post_renderers.is_empty() {
-        return Err(NotRendered::External(
-            "its postRenderers are not applied by fluxplan yet: the release is not planned".into(),
-        ));
-    }
-    let values = merged_values(spec, namespace, inputs)?;
+    let merged = super::values::merged(spec, namespace, inputs)?;
+    let values = merged.values;
     // Where the chart's values come from its source's files, the chart is planned with them as
     // its values.yaml, as source-controller packages it.
     let (chart_dir, readable) = match &chart.values_files {
@@ -90,21 +107,43 @@ pub fn render(
         include_crds: spec.install_crds != CrdPolicy::Skip,
         is_upgrade: false,
     };
-    let mut release = helm.template(&template, cancel).map_err(|e| match e {
-        // Chart dependencies source-controller would fetch: not a failure of the release.
-        crate::render::kustomize::BuildError::Failed(message) if message.contains("missing in charts/") => {
-            NotRendered::External(format!("its chart's dependencies are not vendored in charts/: {message}"))
+    let key = template_key(helm, &template, &chart_dir)
+        .map_err(|e| failed(format!("cannot read the chart: {e}")))?;
+    let holds_secrets = !merged.secret_texts.is_empty();
+    let mut release = (inputs.templates)(&key, holds_secrets, &|| helm.template(&template, cancel)).map_err(
+        |e| match e {
+            // Chart dependencies source-controller would fetch: not a failure of the release.
+            crate::render::kustomize::BuildError::Failed(message)
+                if message.contains("missing in charts/") =>
+            {
+                NotRendered::External(format!(
+                    "its chart's dependencies are not vendored in charts/: {message}"
+                ))
+            }
+            // Helm's message may quote a value: one from a Secret never shows.
+            crate::render::kustomize::BuildError::Failed(message) => failed(format!(
+                "helm template failed: {}",
+                super::values::mask(&message, &merged.secret_texts).unwrap_or(message.clone())
+            )),
+            crate::render::kustomize::BuildError::Limit(message) => {
+                NotRendered::Failed(RenderError::Limit(message))
+            }
+            crate::render::kustomize::BuildError::Cancelled(reason) => {
+                NotRendered::Failed(RenderError::Cancelled(reason))
+            }
+        },
+    )?;
+    for (n, renderer) in spec.post_renderers.iter().enumerate() {
+        if let Some(kustomize) = renderer.get("kustomize").filter(|k| k.is_object()) {
+            release.objects =
+                post_render(&release.objects, kustomize, inputs, n).map_err(
+                    |e| match super::values::mask(&e, &merged.secret_texts) {
+                        Some(masked) => failed(masked),
+                        None => failed(e),
+                    },
+                )?;
         }
-        crate::render::kustomize::BuildError::Failed(message) => {
-            failed(format!("helm template failed: {message}"))
-        }
-        crate::render::kustomize::BuildError::Limit(message) => {
-            NotRendered::Failed(RenderError::Limit(message))
-        }
-        crate::render::kustomize::BuildError::Cancelled(reason) => {
-            NotRendered::Failed(RenderError::Cancelled(reason))
-        }
-    })?;
+    }
     let origin = [
         (format!("{HELM_GROUP}/name"), Value::String(name.to_string())),
         (format!("{HELM_GROUP}/namespace"), Value::String(namespace.to_string())),
@@ -114,7 +153,91 @@ pub fn render(
         set_all(object, "labels", spec.common_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         set_all(object, "labels", origin.iter().cloned());
     }
-    Ok(Rendered { release, chart: version })
+    Ok(Rendered { release, chart: version, secret_texts: merged.secret_texts })
+}
+
+/// The release's objects through one `postRenderers[].kustomize`: its `patches` (inline, with
+/// their `target`) and `images`, applied by kustomize as helm-controller applies them. Only those
+/// fields are written: a post-renderer cannot make kustomize read a file.
+fn post_render(
+    objects: &[Value],
+    kustomize: &Value,
+    inputs: &Inputs,
+    n: usize,
+) -> Result<Vec<Value>, String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("cannot prepare postRenderers[{n}]: {e}"))?;
+    let patches: Vec<Value> = kustomize["patches"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let mut patch = Map::new();
+            if let Some(text) = p["patch"].as_str() {
+                patch.insert("patch".into(), Value::String(text.to_string()));
+            }
+            if p["target"].is_object() {
+                patch.insert("target".into(), p["target"].clone());
+            }
+            Value::Object(patch)
+        })
+        .collect();
+    let images: Vec<Value> = kustomize["images"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| {
+            let fields = ["name", "newName", "newTag", "digest"];
+            Value::Object(fields.iter().filter_map(|f| Some((f.to_string(), i.get(*f)?.clone()))).collect())
+        })
+        .collect();
+    let kustomization = serde_json::json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["release.yaml"],
+        "patches": patches,
+        "images": images,
+    });
+    let write = |name: &str, text: String| {
+        std::fs::write(dir.path().join(name), text)
+            .map_err(|e| format!("cannot prepare postRenderers[{n}]: {e}"))
+    };
+    write("release.yaml", crate::yaml::to_yaml_stream(objects))?;
+    write("kustomization.yaml", crate::yaml::to_yaml(&kustomization))?;
+    let printed = (inputs.kustomize)(dir.path(), dir.path())
+        .map_err(|e| format!("postRenderers[{n}].kustomize failed: {e}"))?;
+    crate::yaml::parse_documents(&printed)
+        .map(|docs| docs.into_iter().filter(Value::is_object).collect())
+        .map_err(|e| format!("postRenderers[{n}].kustomize printed what is not YAML: {e}"))
+}
+
+/// What a `helm template` run depends on, hashed: the Helm, every file of the chart, the values,
+/// the release and the capabilities. The same key prints the same release.
+fn template_key(helm: &Helm, template: &Template, chart: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    let inputs = serde_json::json!({
+        "helm": helm.version, "release": template.release, "namespace": template.namespace,
+        "values": template.values, "kube": template.kube_version, "apis": template.api_versions,
+        "crds": template.include_crds, "upgrade": template.is_upgrade,
+    });
+    hasher.update(inputs.to_string().as_bytes());
+    let mut files = Vec::new();
+    crate::tree::walk(chart, |entry, kind| -> Result<crate::tree::Descend, crate::tree::Unreadable> {
+        if kind.is_file() {
+            files.push(entry.path());
+        }
+        Ok(crate::tree::Descend::Yes)
+    })
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
+    for file in files {
+        let relative = file.strip_prefix(chart).unwrap_or(&file);
+        hasher.update(relative.to_string_lossy().as_bytes());
+        hasher.update([0]);
+        let content = std::fs::read(&file)?;
+        hasher.update((content.len() as u64).to_le_bytes());
+        hasher.update(&content);
+    }
+    Ok(format!("helm-template:{}", hex::encode(hasher.finalize())))
 }
 
 /// The name and version its `Chart.yaml` declares.
@@ -130,17 +253,22 @@ fn chart_version(dir: &Path) -> Option<ChartVersion> {
     })
 }
 
-/// A chart given on the command line: a directory, or an archive unpacked into `scratch`.
-/// Values files are paths in the chart, as in a chart from a Helm repository.
-fn given_chart(given: &Path, spec: &HelmReleaseSpec, scratch: &Path) -> Result<Chart, NotRendered> {
+/// A chart on disk (given with `--chart`, or fetched): a directory, or an archive unpacked into
+/// `scratch`. Values files are paths in the chart, as in a chart from a Helm repository.
+fn chart_on_disk(
+    given: &Path,
+    spec: &HelmReleaseSpec,
+    scratch: &Path,
+    whose: &str,
+) -> Result<Chart, NotRendered> {
     let dir = if given.is_dir() {
         given.to_path_buf()
     } else {
         crate::charts::archive::unpack(given, &scratch.join("given"))
-            .map_err(|e| failed(format!("the chart given with --chart ({}): {e}", given.display())))?
+            .map_err(|e| failed(format!("{whose} ({}): {e}", given.display())))?
     };
     if !dir.join("Chart.yaml").is_file() {
-        return Err(failed(format!("the chart given with --chart ({}) has no Chart.yaml", given.display())));
+        return Err(failed(format!("{whose} ({}) has no Chart.yaml", given.display())));
     }
     let (values_files, ignore_missing) = match &spec.chart {
         Some(ChartSource::Template { values_files, ignore_missing_values_files, .. }) => {
@@ -148,7 +276,7 @@ fn given_chart(given: &Path, spec: &HelmReleaseSpec, scratch: &Path) -> Result<C
         }
         _ => (Vec::new(), false),
     };
-    let values_files = read_values_files(&dir, &values_files, ignore_missing, "the given chart")?;
+    let values_files = read_values_files(&dir, &values_files, ignore_missing, whose)?;
     Ok(Chart { dir, values_files })
 }
 
@@ -158,22 +286,44 @@ struct Chart {
     values_files: Option<Value>,
 }
 
-fn failed(message: String) -> NotRendered {
+pub(super) fn failed(message: String) -> NotRendered {
     NotRendered::Failed(RenderError::InvalidSource(message))
 }
 
-fn locate_chart(spec: &HelmReleaseSpec, inputs: &Inputs) -> Result<Chart, NotRendered> {
-    let (chart, source, values_files, ignore_missing) = match &spec.chart {
+/// Finds the chart `source` names: in a source tree of this repository, or fetched from a Helm
+/// repository or OCI registry (through a HelmChart when it names one).
+fn locate_chart(
+    source: Option<&ChartSource>,
+    spec: &HelmReleaseSpec,
+    inputs: &Inputs,
+    scratch: &Path,
+    depth: usize,
+) -> Result<Chart, NotRendered> {
+    let (chart, source, version, values_files, ignore_missing) = match source {
         None => return Err(failed("the HelmRelease names no chart (spec.chart or spec.chartRef)".into())),
-        Some(ChartSource::Reference(source)) => {
-            return Err(NotRendered::External(format!(
-                "its chart comes from {source}, which fluxplan does not fetch yet"
-            )))
+        Some(ChartSource::Reference(reference)) => {
+            let request = match reference.kind.as_str() {
+                "OCIRepository" => oci_repository(reference, inputs)?,
+                "HelmChart" if depth == 0 => {
+                    let template = helm_chart(reference, inputs)?;
+                    return locate_chart(Some(&template), spec, inputs, scratch, depth + 1);
+                }
+                _ => {
+                    return Err(NotRendered::External(format!(
+                        "its chart comes from {reference}, which fluxplan does not fetch yet"
+                    )))
+                }
+            };
+            return fetched(&request, spec, inputs, scratch);
         }
-        Some(ChartSource::Template { chart, source, values_files, ignore_missing_values_files, .. }) => {
-            (chart, source, values_files, *ignore_missing_values_files)
+        Some(ChartSource::Template { chart, source, version, values_files, ignore_missing_values_files }) => {
+            (chart, source, version, values_files, *ignore_missing_values_files)
         }
     };
+    if source.kind == "HelmRepository" {
+        let request = helm_repository(source, chart, version.as_deref(), inputs)?;
+        return fetched(&request, spec, inputs, scratch);
+    }
     if !matches!(source.kind.as_str(), "GitRepository" | "Bucket") {
         return Err(NotRendered::External(format!(
             "its chart {chart} comes from {source}, which fluxplan does not fetch yet"
@@ -188,6 +338,113 @@ fn locate_chart(spec: &HelmReleaseSpec, inputs: &Inputs) -> Result<Chart, NotRen
     }
     let values_files = read_values_files(&tree, values_files, ignore_missing, &source.to_string())?;
     Ok(Chart { dir, values_files })
+}
+
+/// The chart `request` names, fetched and unpacked.
+fn fetched(
+    request: &ChartRequest,
+    spec: &HelmReleaseSpec,
+    inputs: &Inputs,
+    scratch: &Path,
+) -> Result<Chart, NotRendered> {
+    let archive = (inputs.fetch)(request)
+        .map_err(|why| NotRendered::External(format!("its chart could not be had ({request}): {why}")))?;
+    chart_on_disk(&archive, spec, scratch, &format!("the chart fetched for {request}"))
+}
+
+/// A source object of the render, or why the chart it holds is not planned.
+fn source_object(reference: &SourceRef, inputs: &Inputs) -> Result<Value, NotRendered> {
+    let object = (inputs.source_object)(reference).ok_or_else(|| {
+        NotRendered::External(format!(
+            "its chart's source {reference} is not in this render (only the cluster has it)"
+        ))
+    })?;
+    let spec = &object["spec"];
+    for field in ["secretRef", "certSecretRef", "verify"] {
+        if spec.get(field).is_some_and(|v| !v.is_null()) {
+            return Err(NotRendered::External(format!(
+                "its chart's source {reference} uses spec.{field}, which fluxplan does not read: not fetched"
+            )));
+        }
+    }
+    if let Some(provider) = spec["provider"].as_str().filter(|p| *p != "generic") {
+        return Err(NotRendered::External(format!(
+            "its chart's source {reference} authenticates with provider {provider}: not fetched"
+        )));
+    }
+    Ok(object)
+}
+
+fn url_of(object: &Value, reference: &SourceRef) -> Result<String, NotRendered> {
+    object["spec"]["url"]
+        .as_str()
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| failed(format!("{reference} has no spec.url")))
+}
+
+/// A chart of a HelmRepository (HTTP index, or `type: oci`), as source-controller resolves it.
+fn helm_repository(
+    reference: &SourceRef,
+    chart: &str,
+    version: Option<&str>,
+    inputs: &Inputs,
+) -> Result<ChartRequest, NotRendered> {
+    let object = source_object(reference, inputs)?;
+    let url = url_of(&object, reference)?;
+    let version = version.filter(|v| !v.is_empty()).unwrap_or("*").to_string();
+    Ok(if object["spec"]["type"] == "oci" || url.starts_with("oci://") {
+        let url = format!("{}/{chart}", url.trim_end_matches('/'));
+        ChartRequest::Oci { url, reference: oci::Reference::Semver(version) }
+    } else {
+        ChartRequest::Repository { url, chart: chart.to_string(), version }
+    })
+}
+
+/// The chart of an OCIRepository: its `ref` (digest, then semver, then tag; `latest` by default).
+fn oci_repository(reference: &SourceRef, inputs: &Inputs) -> Result<ChartRequest, NotRendered> {
+    let object = source_object(reference, inputs)?;
+    let url = url_of(&object, reference)?;
+    let selector = &object["spec"]["layerSelector"]["mediaType"];
+    if selector.as_str().is_some_and(|m| m != oci::CHART_LAYER) {
+        return Err(NotRendered::External(format!(
+            "{reference} selects layer {selector}, not a Helm chart's"
+        )));
+    }
+    let pinned = &object["spec"]["ref"];
+    let text = |key: &str| pinned[key].as_str().filter(|v| !v.is_empty()).map(str::to_string);
+    let reference = match (text("digest"), text("semver"), text("tag")) {
+        (Some(digest), _, _) => oci::Reference::Digest(digest),
+        (None, Some(range), _) => oci::Reference::Semver(range),
+        (None, None, tag) => oci::Reference::Tag(tag.unwrap_or_else(|| "latest".into())),
+    };
+    Ok(ChartRequest::Oci { url, reference })
+}
+
+/// A HelmChart's chart, read as the template of a HelmRelease.
+fn helm_chart(reference: &SourceRef, inputs: &Inputs) -> Result<ChartSource, NotRendered> {
+    let object = (inputs.source_object)(reference).ok_or_else(|| {
+        NotRendered::External(format!("its chart's source {reference} is not in this render"))
+    })?;
+    let spec = &object["spec"];
+    let source = SourceRef {
+        kind: spec["sourceRef"]["kind"].as_str().unwrap_or("").to_string(),
+        name: spec["sourceRef"]["name"].as_str().unwrap_or("").to_string(),
+        namespace: reference.namespace.clone(),
+    };
+    Ok(ChartSource::Template {
+        chart: spec["chart"].as_str().unwrap_or("").to_string(),
+        version: spec["version"].as_str().map(str::to_string),
+        source,
+        values_files: spec["valuesFiles"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        ignore_missing_values_files: spec["ignoreMissingValuesFiles"].as_bool() == Some(true),
+    })
 }
 
 /// The values files (paths under `root`) merged in order; `None` when there are none.
@@ -213,68 +470,9 @@ fn read_values_files(
             .into_iter()
             .next()
             .unwrap_or(Value::Null);
-        merge(&mut merged, document);
+        super::values::merge(&mut merged, document);
     }
     Ok(Some(merged))
-}
-
-/// `valuesFrom` in order, then `spec.values` over them (the controller's order).
-/// They are read from the HelmRelease's own namespace.
-fn merged_values(spec: &HelmReleaseSpec, namespace: &str, inputs: &Inputs) -> Result<Value, NotRendered> {
-    let mut values = Value::Object(Map::new());
-    for reference in &spec.values_from {
-        let named = format!("{} {namespace}/{}", reference.kind, reference.name);
-        if reference.kind != "ConfigMap" {
-            return Err(NotRendered::External(format!(
-                "its values from {named} are not read by fluxplan yet"
-            )));
-        }
-        if reference.target_path.is_some() {
-            return Err(NotRendered::External(format!(
-                "its values from {named} use targetPath, which fluxplan does not apply yet"
-            )));
-        }
-        let Some(config_map) = (inputs.config_map)(namespace, &reference.name) else {
-            if reference.optional {
-                continue;
-            }
-            return Err(NotRendered::External(format!(
-                "its values come from {named}, which this render does not hold (the live cluster's is not read yet)"
-            )));
-        };
-        let Some(text) = config_map["data"][&reference.values_key].as_str() else {
-            if reference.optional {
-                continue;
-            }
-            return Err(failed(format!("{named} has no key '{}'", reference.values_key)));
-        };
-        let document = crate::yaml::parse_documents(text)
-            .map_err(|e| failed(format!("{named} key '{}' is not YAML: {e}", reference.values_key)))?
-            .into_iter()
-            .next()
-            .unwrap_or(Value::Null);
-        merge(&mut values, document);
-    }
-    merge(&mut values, spec.values.clone());
-    Ok(values)
-}
-
-/// Merges `over` into `base`: maps key by key, recursively; anything else replaces.
-fn merge(base: &mut Value, over: Value) {
-    match (base, over) {
-        (Value::Object(base), Value::Object(over)) => {
-            for (key, value) in over {
-                match base.get_mut(&key) {
-                    Some(existing) if existing.is_object() && value.is_object() => merge(existing, value),
-                    _ => {
-                        base.insert(key, value);
-                    }
-                }
-            }
-        }
-        (_, Value::Null) => {}
-        (base, over) => *base = over,
-    }
 }
 
 /// Sets every pair on `metadata.<field>`, creating it when absent (kustomize's label and
@@ -309,17 +507,4 @@ fn copy_chart(from: &Path, to: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn values_merge_map_by_map_and_anything_else_replaces() {
-        let mut base = json!({"a": {"b": 1, "c": 2}, "list": [1, 2]});
-        merge(&mut base, json!({"a": {"c": 3, "d": 4}, "list": [3]}));
-        assert_eq!(base, json!({"a": {"b": 1, "c": 3, "d": 4}, "list": [3]}));
-    }
 }

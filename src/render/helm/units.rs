@@ -5,6 +5,8 @@
 use super::engine::Helm;
 use super::release::{self, Inputs, NotRendered};
 use crate::cancel::CancelToken;
+use crate::charts::fetch::Access;
+use crate::charts::store::{ChartRequest, ChartStore};
 use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec};
 use crate::flux::{KustomizationRef, SourceRef};
 use crate::render::build::BuiltObject;
@@ -72,7 +74,16 @@ pub struct Releases<'a> {
     /// The tree of a source of this repository, by the source and the file naming it.
     pub source_tree: &'a (dyn Fn(&SourceRef) -> Option<PathBuf> + Sync),
     /// Charts given on the command line (`--chart NAMESPACE/NAME=DIR`), by HelmRelease.
-    pub charts: &'a BTreeMap<String, PathBuf>,
+    pub given_charts: &'a BTreeMap<String, PathBuf>,
+    /// Where fetched charts are kept, and what may be fetched; `Err`: why nothing is.
+    pub fetching: Result<(&'a ChartStore, &'a Access), String>,
+    /// `helm template` through the render cache.
+    pub templates: &'a super::release::Templates<'a>,
+    /// kustomize, for `postRenderers` (a directory, and what it may read).
+    pub kustomize: &'a (dyn Fn(&std::path::Path, &std::path::Path) -> Result<String, crate::render::kustomize::BuildError>
+             + Sync),
+    /// ConfigMaps and Secrets of the cluster (Secrets only when read).
+    pub cluster: &'a dyn crate::cluster::SubstitutionSource,
     pub kube_version: Option<&'a str>,
     pub api_versions: &'a [String],
     pub cancel: &'a CancelToken,
@@ -95,6 +106,26 @@ pub fn add_units(cluster: &mut Cluster, releases: &Releases) {
                 (meta["namespace"].as_str()?.to_string(), meta["name"].as_str()?.to_string()),
                 o.object.clone(),
             ))
+        })
+        .collect();
+    let sources: BTreeMap<(String, String, String), Value> = cluster
+        .kustomizations
+        .iter()
+        .filter(|k| k.status == Status::Rendered)
+        .flat_map(|k| &k.objects)
+        .filter(|o| {
+            !o.holds_secret_values
+                && crate::flux::split_api_version(o.object["apiVersion"].as_str().unwrap_or("")).0
+                    == crate::flux::SOURCE_GROUP
+        })
+        .filter_map(|o| {
+            let meta = &o.object["metadata"];
+            let key = (
+                o.object["kind"].as_str()?.to_string(),
+                meta["namespace"].as_str()?.to_string(),
+                meta["name"].as_str()?.to_string(),
+            );
+            Some((key, o.object.clone()))
         })
         .collect();
     let mut seen = BTreeSet::new();
@@ -120,7 +151,7 @@ pub fn add_units(cluster: &mut Cluster, releases: &Releases) {
         }
     }
     let units: Vec<RenderedKustomization> =
-        found.into_par_iter().map(|found| render_unit(found, releases, &config_maps)).collect();
+        found.into_par_iter().map(|found| render_unit(found, releases, &config_maps, &sources)).collect();
     cluster.kustomizations.extend(units);
 }
 
@@ -136,6 +167,7 @@ fn render_unit(
     found: Found,
     releases: &Releases,
     config_maps: &BTreeMap<(String, String), Value>,
+    sources: &BTreeMap<(String, String, String), Value>,
 ) -> RenderedKustomization {
     let spec = HelmReleaseSpec::parse(&found.manifest);
     let (path, source) = match spec.as_ref().and_then(|s| s.chart.as_ref()) {
@@ -194,7 +226,14 @@ fn render_unit(
     };
     helm_unit.helm = helm.version.clone();
     let key = format!("{}/{}", found.reference.namespace, found.reference.name);
-    let given = releases.charts.get(&key).cloned();
+    let given = releases.given_charts.get(&key).cloned();
+    let source_object = |source: &SourceRef| {
+        sources.get(&(source.kind.clone(), source.namespace.clone(), source.name.clone())).cloned()
+    };
+    let fetch = |request: &ChartRequest| match &releases.fetching {
+        Ok((store, access)) => store.get(request, access).map(|fetched| fetched.archive),
+        Err(why) => Err(why.clone()),
+    };
     let source_tree = |source: &SourceRef| (releases.source_tree)(source);
     let config_map =
         |namespace: &str, name: &str| config_maps.get(&(namespace.to_string(), name.to_string())).cloned();
@@ -202,6 +241,11 @@ fn render_unit(
         source_tree: &source_tree,
         config_map: &config_map,
         given_chart: given.as_deref(),
+        source_object: &source_object,
+        kustomize: releases.kustomize,
+        templates: releases.templates,
+        cluster: &|kind: &str, namespace: &str, name: &str| releases.cluster.lookup(kind, namespace, name),
+        fetch: &fetch,
         kube_version: releases.kube_version,
         api_versions: releases.api_versions,
     };
@@ -249,6 +293,12 @@ fn render_unit(
                 .map(|object| BuiltObject { object, origin: None })
                 .collect();
             unit.objects = postbuild::plain(built);
+            // Values from Secrets never show: the digests stay those of the real objects.
+            for object in &mut unit.objects {
+                if super::values::mask_value(&mut object.object, &rendered.secret_texts) {
+                    object.holds_secret_values = true;
+                }
+            }
             unit.helm = Some(Box::new(helm_unit));
             unit
         }

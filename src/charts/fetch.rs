@@ -1,0 +1,206 @@
+//! HTTP GETs for chart content a pull request names, guarded: every URL (redirects included)
+//! passes the host policy, every address a connection may use passes the address policy, bodies
+//! are capped, and the whole is bounded in time. Redirects are followed here, one at a time, so
+//! each is checked; names are resolved here, so no connection reaches an address the policy
+//! refuses.
+
+use super::hosts::{HostPolicy, Refused};
+use reqwest::blocking::{Client, Response};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, LOCATION};
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+use url::Url;
+
+/// How many redirects one GET follows.
+const MAX_REDIRECTS: usize = 5;
+/// One request's time limit (connect, send, read the body).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a GET gave nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FetchError {
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    #[error("{url}: {message}")]
+    Failed { url: String, message: String },
+    #[error("{url}: HTTP {status}")]
+    Status { url: String, status: u16, www_authenticate: Option<String> },
+    #[error("{url}: larger than {limit} bytes")]
+    TooLarge { url: String, limit: u64 },
+}
+
+/// What may be fetched, and how.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    pub hosts: HostPolicy,
+    /// `host:port` entries reached over plain HTTP whatever the URL says (a loopback mirror, a
+    /// test registry).
+    pub insecure: BTreeSet<String>,
+    pub timeout: Option<Duration>,
+}
+
+/// A client that fetches only what `Access` allows.
+pub struct Fetcher {
+    client: Client,
+    access: Arc<Access>,
+}
+
+impl Fetcher {
+    pub fn new(access: Access) -> Result<Self, String> {
+        crate::tls::install_crypto_provider();
+        let access = Arc::new(access);
+        let client = Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(CheckedResolver { access: access.clone() }))
+            .no_proxy()
+            .timeout(access.timeout.unwrap_or(DEFAULT_TIMEOUT))
+            .connect_timeout(Duration::from_secs(15))
+            .user_agent(concat!("fluxplan/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot start an HTTP client: {e}"))?;
+        Ok(Fetcher { client, access })
+    }
+
+    /// The URL `url` is fetched from: the policy's (a mirror's when one is set) and plain HTTP
+    /// for an insecure registry.
+    pub fn target(&self, url: &str) -> Result<Url, FetchError> {
+        let mut target = self.access.hosts.check(url)?;
+        if target.scheme() == "oci" || self.is_insecure(&target) {
+            let scheme = if self.is_insecure(&target) { "http" } else { "https" };
+            let text = format!("{scheme}{}", &target.as_str()[target.scheme().len()..]);
+            target = Url::parse(&text).map_err(|_| Refused::Scheme(url.to_string()))?;
+        }
+        Ok(target)
+    }
+
+    fn is_insecure(&self, url: &Url) -> bool {
+        let port = url.port().unwrap_or(if url.scheme() == "http" { 80 } else { 443 });
+        url.host_str().is_some_and(|host| self.access.insecure.contains(&format!("{host}:{port}")))
+    }
+
+    /// GETs `url` (already a target: see `target`), at most `limit` bytes, following checked
+    /// redirects. `accept` and `token` become the Accept and Authorization headers.
+    pub fn get(
+        &self,
+        url: &Url,
+        accept: Option<&str>,
+        token: Option<&str>,
+        limit: u64,
+    ) -> Result<(Vec<u8>, HeaderMap), FetchError> {
+        let mut current = url.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            self.check_connection(&current)?;
+            let mut request = self.client.get(current.clone());
+            if let Some(accept) = accept {
+                request = request.header(ACCEPT, accept);
+            }
+            // A token is for the registry that issued it: never sent on to another host.
+            if let Some(token) = token.filter(|_| current.host_str() == url.host_str()) {
+                if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
+                    request = request.header(AUTHORIZATION, value);
+                }
+            }
+            let response = request.send().map_err(|e| failed(&current, e))?;
+            let status = response.status();
+            if status.is_redirection() {
+                let location =
+                    response.headers().get(LOCATION).and_then(|l| l.to_str().ok()).ok_or_else(|| {
+                        FetchError::Failed {
+                            url: current.to_string(),
+                            message: "a redirect without a Location".into(),
+                        }
+                    })?;
+                let next = current.join(location).map_err(|e| failed(&current, e))?;
+                // The policy decides again, as for a URL a pull request wrote.
+                current = self.target(next.as_str())?;
+                continue;
+            }
+            if !status.is_success() {
+                let www_authenticate = response
+                    .headers()
+                    .get("www-authenticate")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                return Err(FetchError::Status {
+                    url: current.to_string(),
+                    status: status.as_u16(),
+                    www_authenticate,
+                });
+            }
+            let headers = response.headers().clone();
+            return Ok((read_capped(response, &current, limit)?, headers));
+        }
+        Err(FetchError::Failed {
+            url: url.to_string(),
+            message: format!("more than {MAX_REDIRECTS} redirects"),
+        })
+    }
+
+    /// Every address `url`'s host has passes the address policy for its port (the resolver
+    /// checks again when the connection is made).
+    fn check_connection(&self, url: &Url) -> Result<(), FetchError> {
+        let host = url.host_str().ok_or_else(|| Refused::Scheme(url.to_string()))?;
+        let port = url.port_or_known_default().unwrap_or(443);
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let addresses: Vec<IpAddr> = match bare.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => (bare, port)
+                .to_socket_addrs()
+                .map_err(|e| failed(url, format!("cannot resolve {host}: {e}")))?
+                .map(|a| a.ip())
+                .collect(),
+        };
+        for address in addresses {
+            self.access.hosts.check_address(bare, port, address)?;
+        }
+        Ok(())
+    }
+}
+
+fn failed(url: &Url, e: impl std::fmt::Display) -> FetchError {
+    FetchError::Failed { url: url.to_string(), message: e.to_string() }
+}
+
+fn read_capped(response: Response, url: &Url, limit: u64) -> Result<Vec<u8>, FetchError> {
+    if response.content_length().is_some_and(|length| length > limit) {
+        return Err(FetchError::TooLarge { url: url.to_string(), limit });
+    }
+    let mut body = Vec::new();
+    response.take(limit + 1).read_to_end(&mut body).map_err(|e| failed(url, e))?;
+    if body.len() as u64 > limit {
+        return Err(FetchError::TooLarge { url: url.to_string(), limit });
+    }
+    Ok(body)
+}
+
+/// Resolves names and keeps only the addresses the policy allows for that host on some port:
+/// the exact port was checked before the request (`check_connection`).
+struct CheckedResolver {
+    access: Arc<Access>,
+}
+
+impl Resolve for CheckedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let access = self.access.clone();
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let lookup = host.clone();
+            let found: Vec<SocketAddr> =
+                tokio::task::spawn_blocking(move || (lookup.as_str(), 0).to_socket_addrs())
+                    .await
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?
+                    .collect();
+            let allowed: Vec<SocketAddr> =
+                found.into_iter().filter(|a| access.hosts.may_resolve(&host, a.ip())).collect();
+            if allowed.is_empty() {
+                return Err(format!("{host} resolves to no address fluxplan may connect to").into());
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
+}

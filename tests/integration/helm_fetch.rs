@@ -1,0 +1,353 @@
+//! Charts fetched as source-controller fetches them: from a real OCI registry (Debian's
+//! `docker-registry`, started here on loopback; the test script installs it) and from an HTTP
+//! Helm repository, every URL a pull request writes checked first.
+
+use crate::fixture::{alert_codes, has_alert, plan_json, wait_for, Canary, Repo, WAIT};
+use fluxplan::render::helm::Helm;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+fn helm() -> Helm {
+    Helm::detect(4).unwrap_or_else(|e| panic!("this test needs Helm v4: {e}"))
+}
+
+/// A chart `db` of `version` whose StatefulSet is named `statefulset`, packaged into `out`.
+fn package(out: &Path, version: &str, statefulset: &str) -> PathBuf {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = dir.path().join("db");
+    std::fs::create_dir_all(chart.join("templates")).unwrap();
+    std::fs::write(chart.join("Chart.yaml"), format!("apiVersion: v2\nname: db\nversion: {version}\n"))
+        .unwrap();
+    std::fs::write(chart.join("values.yaml"), "replicas: 1\n").unwrap();
+    std::fs::write(
+        chart.join("templates/statefulset.yaml"),
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: {statefulset}\nspec:\n  replicas: {{{{ .Values.replicas }}}}\n  \
+             serviceName: db\n  selector:\n    matchLabels: {{app: db}}\n  template:\n    metadata:\n      labels: {{app: db}}\n    \
+             spec:\n      containers:\n      - name: db\n        image: postgres:17\n"
+        ),
+    )
+    .unwrap();
+    let output =
+        Command::new(helm().program()).arg("package").arg(&chart).arg("-d").arg(out).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    out.join(format!("db-{version}.tgz"))
+}
+
+/// Debian's docker-registry serving on a free loopback port, stopped when dropped.
+struct Registry {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start() -> Self {
+        let program = which("docker-registry").unwrap_or_else(|| {
+            panic!("this test needs Debian's docker-registry (apt-get install docker-registry)")
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                dir.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(program)
+            .arg("serve")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let registry = Registry { child, port, _dir: dir };
+        wait_for("the registry to answer", WAIT, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        registry
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `helm push` of `archive` to `oci://HOST/charts`; returns the pushed digest.
+    fn push(&self, archive: &Path) -> String {
+        let output = Command::new(helm().program())
+            .arg("push")
+            .arg(archive)
+            .arg(format!("oci://{}/charts", self.host()))
+            .arg("--plain-http")
+            .env("HOME", tempfile::tempdir().unwrap().path())
+            .output()
+            .unwrap();
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "{text}");
+        text.lines()
+            .find_map(|line| line.strip_prefix("Digest: "))
+            .unwrap_or_else(|| panic!("helm push printed no digest: {text}"))
+            .trim()
+            .to_string()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(program)).find(|p| p.is_file())
+}
+
+/// A static HTTP server on loopback: files by path, redirects by path; it records every path
+/// asked for.
+struct Static {
+    port: u16,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl Static {
+    fn start(files: Vec<(String, Vec<u8>)>, redirects: Vec<(String, String)>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let log = asked.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                // The rest of the request head.
+                let mut header = String::new();
+                while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                    header.clear();
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                log.lock().unwrap().push(path.clone());
+                let mut stream = stream;
+                let response = if let Some((_, to)) = redirects.iter().find(|(p, _)| *p == path) {
+                    format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").into_bytes()
+                } else if let Some((_, body)) = files.iter().find(|(p, _)| *p == path) {
+                    let mut response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    )
+                    .into_bytes();
+                    response.extend(body);
+                    response
+                } else {
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec()
+                };
+                let _ = stream.write_all(&response);
+            }
+        });
+        Static { port, asked }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+/// A fleet whose Kustomization `flux-system/db` applies `sources` (Flux source manifests) and a
+/// HelmRelease `data/db` whose chart part is `chart` (YAML under `spec:`).
+fn fleet(sources: &str, chart: &str) -> Repo {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/db.yaml", "db", "./apps/db", "");
+    repo.write("apps/db/sources.yaml", sources);
+    repo.write("apps/db/release.yaml", &release_manifest(chart));
+    repo.commit("base");
+    repo
+}
+
+fn release_manifest(chart: &str) -> String {
+    format!(
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: db\n  namespace: data\nspec:\n  interval: 10m\n{chart}  values:\n    replicas: 2\n"
+    )
+}
+
+fn unit<'a>(plan: &'a Value, kind: &str, name: &str) -> &'a Value {
+    plan["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kind"] == kind && k["name"] == name)
+        .unwrap_or_else(|| panic!("{kind} {name} not in the plan: {plan:#}"))
+}
+
+fn changes(unit: &Value) -> Vec<(String, String)> {
+    let mut changes: Vec<(String, String)> = unit["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["action"].as_str().unwrap().to_string(), c["id"].as_str().unwrap().to_string()))
+        .collect();
+    changes.sort();
+    changes
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> =
+        expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    pairs.sort();
+    pairs
+}
+
+/// An OCIRepository by tag, then by digest, and a HelmRepository of `type: oci` by range, all
+/// from a real registry: a chart bump plans the rename.
+#[test]
+fn charts_come_from_an_oci_registry_by_tag_digest_and_range() {
+    let registry = Registry::start();
+    let packages = tempfile::tempdir().unwrap();
+    registry.push(&package(packages.path(), "1.0.0", "db"));
+    let digest = registry.push(&package(packages.path(), "2.0.0", "db-v2"));
+    let host = registry.host();
+    let access = ["--chart-hosts", &host, "--insecure-registry", &host];
+    let oci_repository = |reference: &str| {
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: db\n  namespace: data\nspec:\n  \
+             url: oci://{host}/charts/db\n  ref:\n    {reference}\n  layerSelector:\n    mediaType: application/vnd.cncf.helm.chart.content.v1.tar+gzip\n    operation: copy\n"
+        )
+    };
+    let chart_ref = "  chartRef:\n    kind: OCIRepository\n    name: db\n";
+    let repo = fleet(&oci_repository("tag: 1.0.0"), chart_ref);
+    repo.write("apps/db/sources.yaml", &oci_repository(&format!("digest: {digest}")));
+    repo.commit("db 2.0.0 by digest");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &access);
+    assert_eq!(code, 2, "the StatefulSet's deletion blocks: {plan:#}");
+    let release = unit(&plan, "HelmRelease", "db");
+    assert_eq!(release["chart"], "db 1.0.0 → 2.0.0", "{release:#}");
+    assert_eq!(
+        changes(release),
+        pairs(&[("create", "data_db-v2_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")])
+    );
+
+    // A HelmRepository of type oci, by range: the highest 1.x is 1.0.0, the highest 2.x 2.0.0.
+    let helm_repository = format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: charts\n  namespace: data\nspec:\n  \
+         type: oci\n  url: oci://{host}/charts\n"
+    );
+    let template = |range: &str| {
+        format!("  chart:\n    spec:\n      chart: db\n      version: \"{range}\"\n      sourceRef:\n        kind: HelmRepository\n        name: charts\n")
+    };
+    let repo = fleet(&helm_repository, &template("1.x"));
+    repo.write("apps/db/release.yaml", &release_manifest(&template(">=2.0.0 <3.0.0")));
+    repo.commit("db 2.x");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &access);
+    assert_eq!(unit(&plan, "HelmRelease", "db")["chart"], "db 1.0.0 → 2.0.0", "{plan:#}");
+}
+
+/// A classic Helm repository (index.yaml, relative archive URLs) with a semver range.
+#[test]
+fn charts_come_from_an_http_helm_repository_by_range() {
+    let packages = tempfile::tempdir().unwrap();
+    package(packages.path(), "1.0.0", "db");
+    package(packages.path(), "1.1.0", "db-v11");
+    package(packages.path(), "2.0.0", "db-v2");
+    let index = Command::new(helm().program()).args(["repo", "index"]).arg(packages.path()).output().unwrap();
+    assert!(index.status.success(), "{}", String::from_utf8_lossy(&index.stderr));
+    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(packages.path())
+        .unwrap()
+        .flatten()
+        .map(|e| (format!("/charts/{}", e.file_name().to_string_lossy()), std::fs::read(e.path()).unwrap()))
+        .collect();
+    let server = Static::start(files, Vec::new());
+    let sources = format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: charts\n  namespace: data\nspec:\n  url: {}/charts\n",
+        server.url()
+    );
+    let template = |range: &str| {
+        format!("  chart:\n    spec:\n      chart: db\n      version: \"{range}\"\n      sourceRef:\n        kind: HelmRepository\n        name: charts\n")
+    };
+    let repo = fleet(&sources, &template("~1.0"));
+    repo.write("apps/db/release.yaml", &release_manifest(&template("1.x")));
+    repo.commit("db 1.x");
+    let host = format!("127.0.0.1:{}", server.port);
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &["--chart-hosts", &host]);
+    assert_eq!(code, 2, "{plan:#}");
+    let release = unit(&plan, "HelmRelease", "db");
+    assert_eq!(release["chart"], "db 1.0.0 → 1.1.0");
+    assert_eq!(
+        changes(release),
+        pairs(&[("create", "data_db-v11_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")])
+    );
+    // The index is read once per plan, each archive once.
+    let asked = server.asked();
+    assert_eq!(asked.iter().filter(|p| p.as_str() == "/charts/index.yaml").count(), 1, "{asked:?}");
+}
+
+/// A pull request that adds a HelmRepository on a new host, a loopback address its base names
+/// without the operator allowing it, a metadata address, or a redirect to any of them: nothing
+/// is fetched, the release is `external` with a warning, and the canary hears nothing.
+#[test]
+fn a_pull_request_cannot_make_fluxplan_fetch_from_a_new_or_internal_address() {
+    let _ = helm();
+    let canary = Canary::start();
+    let template = "  chart:\n    spec:\n      chart: db\n      sourceRef:\n        kind: HelmRepository\n        name: charts\n";
+    let repository = |url: &str| {
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: charts\n  namespace: data\nspec:\n  url: {url}\n"
+        )
+    };
+    let redirect =
+        Static::start(Vec::new(), vec![("/charts/index.yaml".into(), canary.url("charts/index.yaml"))]);
+    let redirect_host = format!("127.0.0.1:{}", redirect.port);
+    for (base_url, head_url, allowed, expected) in [
+        // A host the base never used.
+        ("https://charts.example.com/stable", canary.url("charts"), None, "not used by the base revision"),
+        // A host the base uses, on loopback, not allowed by exact host and port.
+        (
+            format!("http://localhost:{}/charts", canary.port()).as_str(),
+            format!("http://localhost:{}/charts", canary.port()),
+            None,
+            "loopback address",
+        ),
+        // A cloud metadata address the base uses.
+        (
+            "http://169.254.169.254/charts",
+            "http://169.254.169.254/latest/charts".to_string(),
+            None,
+            "cloud metadata address",
+        ),
+        // An allowed server that redirects to the canary (same address, another port).
+        (
+            format!("{}/charts", redirect.url()).as_str(),
+            format!("{}/charts", redirect.url()),
+            Some(redirect_host.as_str()),
+            "loopback address",
+        ),
+    ] {
+        let repo = fleet(&repository(base_url), template);
+        repo.write("apps/db/sources.yaml", &repository(&head_url));
+        crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
+        repo.commit("elsewhere");
+        let extra: Vec<&str> = allowed.map(|host| vec!["--chart-hosts", host]).unwrap_or_default();
+        let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &extra);
+        assert_eq!(code, 1, "changes, never no-changes: {plan:#}");
+        let release = unit(&plan, "HelmRelease", "db");
+        assert_eq!(release["status"], "external", "{release:#}");
+        assert!(has_alert(&plan, "warning", "chart-unavailable"), "{:?}", alert_codes(&plan));
+        let notes = release["notes"].to_string();
+        assert!(notes.contains(expected), "{head_url}: {notes}");
+        canary.assert_untouched();
+    }
+    assert_eq!(redirect.asked(), ["/charts/index.yaml"], "the redirect was asked, its target never");
+}
