@@ -315,11 +315,13 @@ impl<'a> ClusterView<'a> {
             unmanaged: Vec::new(),
             parent: None,
             chart: None,
+            release_status: None,
         };
         if reference.kind == UnitKind::HelmRelease {
             let unit = self.unit(reference);
             plan.parent = unit.and_then(|k| k.parent.as_ref()).map(|p| format!("Kustomization {p}"));
             plan.chart = self.chart_line(reference);
+            plan.release_status = self.helm_stored(reference).map(|stored| stored.status.clone());
         }
         let Some(head) = self.head.get(reference) else {
             plan.status = KustomizationStatus::Removed;

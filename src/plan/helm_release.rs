@@ -298,7 +298,7 @@ impl ClusterView<'_> {
     }
 
     /// The release's record in Helm's storage, when it was read.
-    fn helm_stored(&self, reference: &UnitRef) -> Option<&StoredReleaseSummary> {
+    pub(super) fn helm_stored(&self, reference: &UnitRef) -> Option<&StoredReleaseSummary> {
         let helm = self.unit(reference)?.helm.as_deref()?;
         self.live?.helm_releases.as_ref()?.get(&(helm.storage_namespace.clone(), helm.release.clone()))
     }

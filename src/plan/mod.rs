@@ -204,6 +204,10 @@ pub struct KustomizationPlan {
     /// A HelmRelease's chart: `podinfo 6.5.0`, or `podinfo 6.5.0 → 6.6.0` when this merge changes it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chart: Option<String>,
+    /// A HelmRelease's release status as Helm's storage has it (`deployed`, `failed`,
+    /// `pending-upgrade`), when the cluster was read with its storage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release_status: Option<String>,
     pub changes: Vec<Change>,
     pub counts: Counts,
     pub inventory_size: usize,

@@ -59,6 +59,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("source-pinned", Severity::Info),
     ("external-artifact", Severity::Warning),
     ("chart-unavailable", Severity::Warning),
+    ("helm-release-stuck", Severity::Warning),
     ("source-adds-content", Severity::Danger),
     ("source-ref-pinned", Severity::Danger),
 ];
@@ -463,6 +464,20 @@ fn plan_alerts(
                 Vec::new(),
             ));
         }
+    }
+    // A release Helm left failed or pending: the next upgrade starts from there.
+    if let Some(status) =
+        plan.release_status.as_deref().filter(|s| *s == "failed" || s.starts_with("pending-"))
+    {
+        alerts.extend(alert(
+            "helm-release-stuck",
+            format!(
+                "Helm's storage says the release is {status}: helm-controller's next upgrade starts from a release \
+                 that did not finish (its spec.upgrade.remediation decides whether it retries, rolls back or \
+                 uninstalls); what the cluster holds may not be what the last revision installed"
+            ),
+            Vec::new(),
+        ));
     }
     for change in plan.changes.iter().filter(|c| c.moved_to.is_some()) {
         let to = change.moved_to.as_deref().unwrap_or("?");

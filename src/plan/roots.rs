@@ -120,6 +120,7 @@ pub fn unplanned(cluster: &str, problem: &RootProblem) -> Vec<KustomizationPlan>
         unmanaged: Vec::new(),
         parent: None,
         chart: None,
+        release_status: None,
     }]
 }
 

@@ -164,6 +164,7 @@ mod tests {
             unmanaged: Vec::new(),
             parent: None,
             chart: None,
+            release_status: None,
         }
     }
 

@@ -402,3 +402,39 @@ fn post_renderers_patch_the_release_as_helm_controller_does() {
     // The controller's labels come after: still on the patched object.
     assert!(!diff.contains("helm.toolkit.fluxcd.io/name"), "labels unchanged: {diff}");
 }
+
+/// With Helm's storage read, the upgrade starts from the release the cluster has: what it holds
+/// and the new chart no longer renders is deleted (here an object the base render never had),
+/// and a release Helm left failed is a warning.
+#[test]
+fn the_upgrade_starts_from_the_release_in_helms_storage() {
+    let _ = helm();
+    let repo = fleet();
+    crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
+    repo.commit("three replicas");
+    let snapshot = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        snapshot.path(),
+        "kind: ClusterSnapshot\nhelmReleases:\n- {name: db, namespace: data, storageNamespace: data, version: 4, \
+         status: failed, objects: [data_db_apps_StatefulSet, data_db-metrics__Service, data_db-auth__Secret, \
+         data_old-job_batch_Job], kept: [data_db-settings__ConfigMap]}\n",
+    )
+    .unwrap();
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.path().to_str().unwrap()]);
+    let release = unit(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["release_status"], "failed");
+    assert_eq!(release["inventory_source"], "cluster");
+    assert_eq!(
+        changes(release),
+        pairs(&[
+            // The chart's CRDs are not in the stored manifest; an upgrade (upgrade.crds: Skip by
+            // default) leaves them alone.
+            ("skip", "_backups.db.example.com_apiextensions.k8s.io_CustomResourceDefinition"),
+            ("delete", "data_old-job_batch_Job"),
+            ("update", "data_db_apps_StatefulSet"),
+        ])
+    );
+    let crd = release["changes"].as_array().unwrap().iter().find(|c| c["kind"] == "CustomResourceDefinition").unwrap();
+    assert!(crd["reason"].as_str().unwrap().contains("upgrade.crds is Skip"), "{crd}");
+    assert!(has_alert(&plan, "warning", "helm-release-stuck"), "{:?}", alert_codes(&plan));
+}
