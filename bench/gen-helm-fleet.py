@@ -21,7 +21,7 @@ def write(root, path, text):
 
 def main():
     helm, root, releases, floor = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    os.makedirs(root, exist_ok=True)
+    os.makedirs(os.path.join(root, "charts"), exist_ok=True)
     for chart in CHARTS:
         subprocess.run([helm, "create", os.path.join(root, "charts", chart)], check=True,
                        stdout=subprocess.DEVNULL, env={"HOME": "/nonexistent", "PATH": os.environ["PATH"]})

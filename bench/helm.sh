@@ -17,7 +17,8 @@ fleet=$work/fleet
 python3 bench/gen-helm-fleet.py "$helm" "$fleet" "$releases" "$work/floor.txt"
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-timed() { /usr/bin/time -f "%e %M" -o "$work/time" "$@" > /dev/null 2>&1 || true; cat "$work/time"; }
+# A non-zero exit (plan: 1 for changes) adds a line before the times: the last line is kept.
+timed() { /usr/bin/time -f "%e %M" -o "$work/time" "$@" > /dev/null 2>&1 || true; tail -1 "$work/time"; }
 
 cold=$(for _ in $(seq "$runs"); do timed "$bin" build --repo "$fleet" --rev HEAD --format ids --no-cache; done)
 cold_s=$(echo "$cold" | median)

@@ -29,8 +29,29 @@ pub enum SourceKind {
     Unspecified,
     Directory(DirectoryOptions),
     Kustomize(Box<KustomizeOptions>),
-    Helm,
+    Helm(Box<HelmOptions>),
     Plugin,
+}
+
+/// `source.helm`, as the repo-server passes it to `helm template`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HelmOptions {
+    /// Values files, in order: paths relative to the source's path, or `$REF/path` of a
+    /// multi-source Application's `ref` source.
+    pub value_files: Vec<String>,
+    pub ignore_missing_value_files: bool,
+    /// `values` (a YAML string) and `valuesObject` (which wins when both are given).
+    pub values: Option<String>,
+    pub values_object: Option<Value>,
+    /// `parameters`: (name, value, forceString).
+    pub parameters: Vec<(String, String, bool)>,
+    /// `fileParameters`: (name, path of the file whose content is the value).
+    pub file_parameters: Vec<(String, String)>,
+    pub release_name: Option<String>,
+    pub namespace: Option<String>,
+    pub skip_crds: bool,
+    pub kube_version: Option<String>,
+    pub api_versions: Vec<String>,
 }
 
 /// `source.directory`.
@@ -199,7 +220,7 @@ fn read_source(source: &Value) -> Source {
     let kind = if source.get("plugin").is_some_and(|p| !p.is_null()) {
         SourceKind::Plugin
     } else if source.get("helm").is_some_and(|h| !h.is_null()) || source.get("chart").is_some() {
-        SourceKind::Helm
+        SourceKind::Helm(Box::new(read_helm(&source["helm"])))
     } else if let Some(k) = source.get("kustomize").filter(|k| k.is_object()) {
         SourceKind::Kustomize(Box::new(read_kustomize(k)))
     } else if let Some(d) = source.get("directory").filter(|d| d.is_object()) {
@@ -220,6 +241,39 @@ fn read_source(source: &Value) -> Source {
         chart: text(source, "chart"),
         reference: text(source, "ref"),
         kind,
+    }
+}
+
+fn read_helm(h: &Value) -> HelmOptions {
+    let strings = |key: &str| -> Vec<String> {
+        h[key].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
+    };
+    let pairs = |key: &str| h[key].as_array().cloned().unwrap_or_default();
+    HelmOptions {
+        value_files: strings("valueFiles"),
+        ignore_missing_value_files: h["ignoreMissingValueFiles"] == Value::Bool(true),
+        values: text(h, "values").filter(|v| !v.trim().is_empty()),
+        values_object: h.get("valuesObject").filter(|v| v.is_object()).cloned(),
+        parameters: pairs("parameters")
+            .iter()
+            .filter_map(|p| {
+                let value = match &p["value"] {
+                    Value::String(s) => s.clone(),
+                    Value::Null => String::new(),
+                    other => other.to_string(),
+                };
+                Some((text(p, "name")?, value, p["forceString"] == Value::Bool(true)))
+            })
+            .collect(),
+        file_parameters: pairs("fileParameters")
+            .iter()
+            .filter_map(|p| Some((text(p, "name")?, text(p, "path")?)))
+            .collect(),
+        release_name: text(h, "releaseName").filter(|s| !s.is_empty()),
+        namespace: text(h, "namespace").filter(|s| !s.is_empty()),
+        skip_crds: h["skipCrds"] == Value::Bool(true),
+        kube_version: text(h, "kubeVersion").filter(|s| !s.is_empty()),
+        api_versions: strings("apiVersions"),
     }
 }
 
@@ -289,7 +343,11 @@ mod tests {
             json!({"sources": [
                 {"repoURL": "u", "path": "base", "kustomize": {"namePrefix": "p-", "images": ["nginx:1.27"], "commonLabels": {"team": "a"}}},
                 {"repoURL": "u", "ref": "values"},
-                {"repoURL": "https://charts", "chart": "redis", "targetRevision": "1.0"},
+                {"repoURL": "https://charts", "chart": "redis", "targetRevision": "1.0",
+                 "helm": {"valueFiles": ["$values/redis.yaml"], "values": "a: 1", "valuesObject": {"b": 2},
+                          "parameters": [{"name": "c", "value": "3", "forceString": true}, {"name": "d", "value": 4}],
+                          "fileParameters": [{"name": "e", "path": "e.txt"}], "releaseName": "cache",
+                          "skipCrds": true, "kubeVersion": "1.33.0", "apiVersions": ["x/v1"]}},
                 {"repoURL": "u", "path": "raw", "directory": {"recurse": true, "include": "*.yaml"}}],
               "syncPolicy": {"automated": {"prune": true, "allowEmpty": true}, "syncOptions": ["CreateNamespace=true"]}}),
             json!([RESOURCES_FINALIZER_BACKGROUND_FOR_TEST]),
@@ -299,7 +357,16 @@ mod tests {
         assert_eq!(k.name_prefix.as_deref(), Some("p-"));
         assert_eq!(k.images, ["nginx:1.27"]);
         assert_eq!(a.sources[1].reference.as_deref(), Some("values"));
-        assert_eq!(a.sources[2].kind, SourceKind::Helm);
+        let SourceKind::Helm(h) = &a.sources[2].kind else { panic!("helm") };
+        assert_eq!(h.value_files, ["$values/redis.yaml"]);
+        assert_eq!((h.values.as_deref(), &h.values_object), (Some("a: 1"), &Some(json!({"b": 2}))));
+        assert_eq!(h.parameters, [("c".into(), "3".into(), true), ("d".into(), "4".into(), false)]);
+        assert_eq!(h.file_parameters, [("e".into(), "e.txt".into())]);
+        assert_eq!(
+            (h.release_name.as_deref(), h.skip_crds, h.kube_version.as_deref()),
+            (Some("cache"), true, Some("1.33.0"))
+        );
+        assert_eq!(h.api_versions, ["x/v1"]);
         let SourceKind::Directory(d) = &a.sources[3].kind else { panic!("directory") };
         assert!(d.recurse);
         assert_eq!(a.automated, Some(Automated { prune: true, self_heal: false, allow_empty: true }));

@@ -115,8 +115,12 @@ impl Fetcher {
                         }
                     })?;
                 let next = current.join(location).map_err(|e| failed(&current, e))?;
-                // The policy decides again, as for a URL a pull request wrote.
-                current = self.target(next.as_str())?;
+                // Another host: the policy decides again, as for a URL a pull request wrote. The
+                // same host (a mirror's, say) was allowed already; its address is checked again.
+                let same_origin = next.scheme() == current.scheme()
+                    && next.host_str() == current.host_str()
+                    && next.port_or_known_default() == current.port_or_known_default();
+                current = if same_origin { next } else { self.target(next.as_str())? };
                 continue;
             }
             if !status.is_success() {

@@ -133,8 +133,9 @@ fn host_of(url: &str) -> Option<String> {
 /// `url` with its scheme, host and port taken from `mirror`, its path kept (after the mirror's).
 fn mirrored(url: &Url, mirror: &Url) -> Option<Url> {
     let base = mirror.path().trim_end_matches('/');
-    // An OCI reference keeps its scheme; the mirror gives the registry (and its path prefix).
-    let scheme = if url.scheme() == "oci" { "oci" } else { mirror.scheme() };
+    // An OCI reference keeps its scheme (https), unless the mirror says plain `http://`; the mirror
+    // gives the registry (and its path prefix).
+    let scheme = if url.scheme() == "oci" && mirror.scheme() != "http" { "oci" } else { mirror.scheme() };
     let host = mirror.host_str().unwrap_or_default();
     let port = mirror.port().map(|p| format!(":{p}")).unwrap_or_default();
     let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
@@ -221,7 +222,7 @@ mod tests {
     fn a_mirror_replaces_the_host_and_keeps_the_path() {
         let p = policy();
         let url = p.check("oci://ghcr.io/acme/charts/web:1.2.3").unwrap();
-        assert_eq!(url.as_str(), "oci://127.0.0.1:5001/mirror/acme/charts/web:1.2.3");
+        assert_eq!(url.as_str(), "http://127.0.0.1:5001/mirror/acme/charts/web:1.2.3", "a plain-HTTP mirror");
         // The mirror's own loopback address is the operator's: allowed.
         assert!(p.check_address("127.0.0.1", 5001, "127.0.0.1".parse().unwrap()).is_ok());
     }

@@ -123,6 +123,8 @@ pub(super) struct ArgoWalk<'a> {
     /// The symbolic links of each commit read (exports leave them out; the repo-server follows
     /// those that stay in the repository), by commit.
     links: Mutex<BTreeMap<String, Arc<BTreeMap<String, String>>>>,
+    /// Helm, charts and the template cache, for Helm sources.
+    charts: super::helm::Charts<'a>,
 }
 
 /// One revision of the repository as the repo-server reads it: every file, no ignore rule.
@@ -174,6 +176,7 @@ impl<'a> ArgoWalk<'a> {
         remotes: &BTreeSet<String>,
         opts: &'a RenderOptions,
         progress: &'a Progress,
+        charts: super::helm::Charts<'a>,
     ) -> Self {
         let this_repo =
             remotes.iter().chain(&opts.repo_urls).map(|u| argocd::normalize_repo_url(u)).collect();
@@ -195,6 +198,7 @@ impl<'a> ArgoWalk<'a> {
             refs: OnceLock::new(),
             pinned: Mutex::default(),
             links: Mutex::default(),
+            charts,
         }
     }
 
@@ -564,6 +568,72 @@ impl<'a> ArgoWalk<'a> {
         Ok((objects, hooks))
     }
 
+    /// A Helm source: the chart in `dir`, its value files read from `dir` (within `root`), or
+    /// `$REF/path` from a `ref` source of this repository.
+    fn render_helm(
+        &self,
+        app: &Application,
+        dir: &Path,
+        root: &Path,
+        options: &argocd::application::HelmOptions,
+    ) -> Result<Vec<super::build::BuiltObject>, Unrendered> {
+        let read = |file: &str| -> Result<Option<String>, super::helm::argo::NotRendered> {
+            use super::helm::argo::NotRendered;
+            let (base, relative) = match file.strip_prefix('$').and_then(|f| f.split_once('/')) {
+                Some((name, relative)) => {
+                    let referenced =
+                        app.sources.iter().find(|s| s.reference.as_deref() == Some(name)).ok_or_else(
+                            || NotRendered::Failed(format!("value file {file}: no source has ref {name}")),
+                        )?;
+                    if !self.is_this_repo(&referenced.repo_url) {
+                        return Err(NotRendered::External(format!(
+                            "value file {file} is in {}, which is not this repository",
+                            crate::git::redact_url(&referenced.repo_url)
+                        )));
+                    }
+                    let view = self
+                        .tree_at(referenced.target_revision.as_deref())
+                        .map_err(|why| NotRendered::External(format!("value file {file}: {why}")))?;
+                    (view.tree.clone(), relative.to_string())
+                }
+                None => {
+                    let inside = dir.strip_prefix(root).unwrap_or(Path::new(""));
+                    (root.to_path_buf(), inside.join(file).to_string_lossy().into_owned())
+                }
+            };
+            // The repo-server refuses a path that climbs out of the repository; so does fluxplan.
+            let Some(normalized) = paths::normalize(Path::new(relative.trim_start_matches('/'))) else {
+                return Err(NotRendered::Failed(format!("value file {file} leaves the repository")));
+            };
+            match std::fs::read_to_string(base.join(normalized)) {
+                Ok(text) => Ok(Some(text)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(NotRendered::Failed(format!("value file {file}: {e}"))),
+            }
+        };
+        let source = super::helm::argo::Source {
+            chart: dir,
+            options,
+            application: &app.name,
+            namespace: app.destination.namespace.as_deref(),
+            read: &read,
+        };
+        let objects =
+            super::helm::argo::render(&self.charts, &source, &self.opts.cancel).map_err(|e| match e {
+                super::helm::argo::NotRendered::External(why) => {
+                    Unrendered::External(format!("{why}: this Application is not planned"))
+                }
+                super::helm::argo::NotRendered::Failed(why) => {
+                    Unrendered::Failed(RenderError::InvalidSource(format!(
+                        "Helm source of Application {}/{}: {why}",
+                        app.namespace, app.name
+                    )))
+                }
+            })?;
+        self.progress.tick(false);
+        Ok(objects.into_iter().map(|object| super::build::BuiltObject { object, origin: None }).collect())
+    }
+
     fn render_source(
         &self,
         app: &Application,
@@ -571,9 +641,23 @@ impl<'a> ArgoWalk<'a> {
     ) -> Result<Vec<super::build::BuiltObject>, Unrendered> {
         let url = crate::git::redact_url(&source.repo_url);
         if let Some(chart) = &source.chart {
-            return Err(Unrendered::External(format!(
-                "Helm chart {chart} from {url}: Helm sources are not rendered by fluxplan, so this Application is not planned"
-            )));
+            // A chart of a Helm repository or registry: fetched by the same rules as HelmReleases'.
+            let request =
+                super::helm::argo::request(&source.repo_url, chart, source.target_revision.as_deref());
+            let archive = self.charts.fetch(&request).map_err(|why| {
+                Unrendered::External(format!(
+                    "Helm chart {chart} from {url} could not be had ({request}): {why}; this Application is not planned"
+                ))
+            })?;
+            let scratch = tempfile::tempdir()
+                .map_err(|e| RenderError::InvalidSource(format!("cannot unpack the chart {chart}: {e}")))?;
+            let dir = crate::charts::archive::unpack(&archive, scratch.path())
+                .map_err(|e| RenderError::InvalidSource(format!("the chart {chart} from {url}: {e}")))?;
+            let options = match &source.kind {
+                SourceKind::Helm(options) => options.as_ref().clone(),
+                _ => Default::default(),
+            };
+            return self.render_helm(app, &dir, &dir, &options);
         }
         if !self.is_this_repo(&source.repo_url) {
             return Err(Unrendered::External(format!(
@@ -614,7 +698,9 @@ impl<'a> ArgoWalk<'a> {
             .into());
         }
         let kind = match &source.kind {
-            SourceKind::Unspecified if dir.join("Chart.yaml").is_file() => SourceKind::Helm,
+            SourceKind::Unspecified if dir.join("Chart.yaml").is_file() => {
+                SourceKind::Helm(Default::default())
+            }
             SourceKind::Unspecified if kustomization_file(&dir).is_some() => {
                 SourceKind::Kustomize(Default::default())
             }
@@ -622,9 +708,7 @@ impl<'a> ArgoWalk<'a> {
             declared => declared.clone(),
         };
         match kind {
-            SourceKind::Helm => Err(Unrendered::External(format!(
-                "'{path}' is a Helm chart: Helm sources are not rendered by fluxplan, so this Application is not planned"
-            ))),
+            SourceKind::Helm(options) => self.render_helm(app, &dir, tree, &options),
             SourceKind::Plugin => Err(Unrendered::External(format!(
                 "'{path}' is rendered by a config management plugin: not rendered by fluxplan, so this Application \
                  is not planned"

@@ -542,7 +542,19 @@ impl Renderer {
             .collect();
         let access = opts.chart_settings.access(&own_urls);
         let fetching = access.as_ref().map(|access| (&self.charts, access)).map_err(Clone::clone);
-        let helm = self.helm(opts.helm_major);
+        let templates =
+            |key: &str,
+             holds_secrets: bool,
+             run: &dyn Fn() -> Result<super::helm::Release, super::kustomize::BuildError>| {
+                self.template(key, holds_secrets, run)
+            };
+        let charts = super::helm::Charts {
+            helm: self.helm(opts.helm_major),
+            fetching,
+            templates: &templates,
+            kube_version: opts.kube_version.as_deref(),
+            api_versions: &opts.api_versions,
+        };
         let kustomize =
             |dir: &Path, readable: &Path| self.builder.kustomize.build(dir, readable, &opts.cancel);
         pool.install(|| {
@@ -550,20 +562,11 @@ impl Renderer {
                 // Each cluster's own ConfigMaps and Secrets, when roots have clusters of their own.
                 let values = opts.cluster_values.get(&cluster.name).unwrap_or(&opts.values);
                 let releases = super::helm::units::Releases {
-                    helm: helm.clone(),
+                    charts: charts.clone(),
                     source_tree: &source_tree,
                     given_charts: &opts.charts,
-                    fetching: fetching.clone(),
                     kustomize: &kustomize,
-                    templates: &|key: &str,
-                                 holds_secrets: bool,
-                                 run: &dyn Fn() -> Result<
-                        super::helm::Release,
-                        super::kustomize::BuildError,
-                    >| { self.template(key, holds_secrets, run) },
                     cluster: values.as_ref(),
-                    kube_version: opts.kube_version.as_deref(),
-                    api_versions: &opts.api_versions,
                     cancel: &opts.cancel,
                 };
                 super::helm::units::add_units(cluster, &releases);
@@ -601,8 +604,15 @@ impl Renderer {
             })
             .cloned()
             .collect();
-        let argo =
-            super::argo::ArgoWalk::new(&self.builder, &this_repo, argo_tree, &remotes, opts, &progress);
+        let argo = super::argo::ArgoWalk::new(
+            &self.builder,
+            &this_repo,
+            argo_tree,
+            &remotes,
+            opts,
+            &progress,
+            charts,
+        );
         clusters.extend(argo.walk(&pool, &argo_files, &mut warnings));
         progress.finish();
         if let Err(reason) = opts.cancel.check() {

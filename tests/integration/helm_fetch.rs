@@ -351,3 +351,29 @@ fn a_pull_request_cannot_make_fluxplan_fetch_from_a_new_or_internal_address() {
     }
     assert_eq!(redirect.asked(), ["/charts/index.yaml"], "the redirect was asked, its target never");
 }
+
+/// An air-gapped cluster: the fleet names a public registry, the operator mirrors it on a
+/// loopback address. The mirror replaces the host and keeps the path; it needs no allow-list.
+#[test]
+fn a_registry_mirror_serves_what_names_the_public_registry() {
+    let registry = Registry::start();
+    let packages = tempfile::tempdir().unwrap();
+    registry.push(&package(packages.path(), "1.0.0", "db"));
+    registry.push(&package(packages.path(), "2.0.0", "db-v2"));
+    let oci_repository = |tag: &str| {
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: db\n  namespace: data\nspec:\n  \
+             url: oci://registry.example.com/charts/db\n  ref:\n    tag: {tag}\n"
+        )
+    };
+    let repo = fleet(&oci_repository("1.0.0"), "  chartRef:\n    kind: OCIRepository\n    name: db\n");
+    repo.write("apps/db/sources.yaml", &oci_repository("2.0.0"));
+    repo.commit("db 2.0.0");
+    let mirror = format!("registry.example.com=http://{}", registry.host());
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--registry-mirror", &mirror]);
+    assert_eq!(unit(&plan, "HelmRelease", "db")["chart"], "db 1.0.0 → 2.0.0", "{plan:#}");
+    // Without the mirror, the public name is all there is: not fetched here, said so.
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(unit(&plan, "HelmRelease", "db")["status"], "external", "{plan:#}");
+    assert_ne!(code, 0);
+}

@@ -420,7 +420,8 @@ fn the_upgrade_starts_from_the_release_in_helms_storage() {
          data_old-job_batch_Job], kept: [data_db-settings__ConfigMap]}\n",
     )
     .unwrap();
-    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.path().to_str().unwrap()]);
+    let (plan, _) =
+        plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.path().to_str().unwrap()]);
     let release = unit(&plan, "HelmRelease", "data/db");
     assert_eq!(release["release_status"], "failed");
     assert_eq!(release["inventory_source"], "cluster");
@@ -434,7 +435,12 @@ fn the_upgrade_starts_from_the_release_in_helms_storage() {
             ("update", "data_db_apps_StatefulSet"),
         ])
     );
-    let crd = release["changes"].as_array().unwrap().iter().find(|c| c["kind"] == "CustomResourceDefinition").unwrap();
+    let crd = release["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "CustomResourceDefinition")
+        .unwrap();
     assert!(crd["reason"].as_str().unwrap().contains("upgrade.crds is Skip"), "{crd}");
     assert!(has_alert(&plan, "warning", "helm-release-stuck"), "{:?}", alert_codes(&plan));
 }

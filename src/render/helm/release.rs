@@ -212,7 +212,7 @@ fn post_render(
 
 /// What a `helm template` run depends on, hashed: the Helm, every file of the chart, the values,
 /// the release and the capabilities. The same key prints the same release.
-fn template_key(helm: &Helm, template: &Template, chart: &Path) -> std::io::Result<String> {
+pub(super) fn template_key(helm: &Helm, template: &Template, chart: &Path) -> std::io::Result<String> {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     let inputs = serde_json::json!({

@@ -2,11 +2,9 @@
 //! unit of its own, below that Kustomization, whose objects are its chart's as helm-controller
 //! would install them.
 
-use super::engine::Helm;
 use super::release::{self, Inputs, NotRendered};
 use crate::cancel::CancelToken;
-use crate::charts::fetch::Access;
-use crate::charts::store::{ChartRequest, ChartStore};
+use crate::charts::store::ChartRequest;
 use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec};
 use crate::flux::{KustomizationRef, SourceRef};
 use crate::render::build::BuiltObject;
@@ -69,23 +67,16 @@ impl std::fmt::Display for ChartVersion {
 
 /// What rendering the HelmReleases of a revision needs besides the renders.
 pub struct Releases<'a> {
-    /// The Helm to render with, or why there is none.
-    pub helm: Result<&'a Helm, String>,
+    pub charts: super::Charts<'a>,
     /// The tree of a source of this repository, by the source and the file naming it.
     pub source_tree: &'a (dyn Fn(&SourceRef) -> Option<PathBuf> + Sync),
     /// Charts given on the command line (`--chart NAMESPACE/NAME=DIR`), by HelmRelease.
     pub given_charts: &'a BTreeMap<String, PathBuf>,
-    /// Where fetched charts are kept, and what may be fetched; `Err`: why nothing is.
-    pub fetching: Result<(&'a ChartStore, &'a Access), String>,
-    /// `helm template` through the render cache.
-    pub templates: &'a super::release::Templates<'a>,
     /// kustomize, for `postRenderers` (a directory, and what it may read).
     pub kustomize: &'a (dyn Fn(&std::path::Path, &std::path::Path) -> Result<String, crate::render::kustomize::BuildError>
              + Sync),
     /// ConfigMaps and Secrets of the cluster (Secrets only when read).
     pub cluster: &'a dyn crate::cluster::SubstitutionSource,
-    pub kube_version: Option<&'a str>,
-    pub api_versions: &'a [String],
     pub cancel: &'a CancelToken,
 }
 
@@ -220,7 +211,7 @@ fn render_unit(
             "its spec holds values substituted from a Secret: not rendered, so they cannot show in its objects".into(),
         );
     }
-    let helm = match &releases.helm {
+    let helm = match &releases.charts.helm {
         Ok(helm) => *helm,
         Err(why) => return external(unit, helm_unit, format!("not rendered: {why}")),
     };
@@ -230,10 +221,7 @@ fn render_unit(
     let source_object = |source: &SourceRef| {
         sources.get(&(source.kind.clone(), source.namespace.clone(), source.name.clone())).cloned()
     };
-    let fetch = |request: &ChartRequest| match &releases.fetching {
-        Ok((store, access)) => store.get(request, access).map(|fetched| fetched.archive),
-        Err(why) => Err(why.clone()),
-    };
+    let fetch = |request: &ChartRequest| releases.charts.fetch(request);
     let source_tree = |source: &SourceRef| (releases.source_tree)(source);
     let config_map =
         |namespace: &str, name: &str| config_maps.get(&(namespace.to_string(), name.to_string())).cloned();
@@ -243,11 +231,11 @@ fn render_unit(
         given_chart: given.as_deref(),
         source_object: &source_object,
         kustomize: releases.kustomize,
-        templates: releases.templates,
+        templates: releases.charts.templates,
         cluster: &|kind: &str, namespace: &str, name: &str| releases.cluster.lookup(kind, namespace, name),
         fetch: &fetch,
-        kube_version: releases.kube_version,
-        api_versions: releases.api_versions,
+        kube_version: releases.charts.kube_version,
+        api_versions: releases.charts.api_versions,
     };
     match release::render(
         helm,

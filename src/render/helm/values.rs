@@ -198,6 +198,15 @@ fn typed(text: &str) -> Value {
 
 /// Sets the value `text` stands for at `path` in `values`, making maps and lists on the way.
 pub fn set_at_path(values: &mut Value, path: &str, text: &str) -> Result<(), String> {
+    set(values, path, typed(text))
+}
+
+/// Sets `text`, as a string whatever it looks like, at `path` (Helm's `--set-string`).
+pub fn set_string_at_path(values: &mut Value, path: &str, text: &str) -> Result<(), String> {
+    set(values, path, Value::String(text.to_string()))
+}
+
+fn set(values: &mut Value, path: &str, value: Value) -> Result<(), String> {
     let steps = steps(path)?;
     let mut current = values;
     for step in &steps {
@@ -220,7 +229,7 @@ pub fn set_at_path(values: &mut Value, path: &str, text: &str) -> Result<(), Str
             }
         };
     }
-    *current = typed(text);
+    *current = value;
     Ok(())
 }
 
