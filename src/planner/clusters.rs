@@ -28,6 +28,44 @@ struct ClustersFile {
 struct ClusterEntry {
     context: Option<String>,
     snapshot: Option<PathBuf>,
+    /// The Helm major version this cluster's helm-controller runs (3 for Flux 2.7 and older).
+    #[serde(rename = "helmVersion")]
+    helm_version: Option<u8>,
+    /// `.Capabilities.KubeVersion` for this cluster's charts.
+    #[serde(rename = "kubeVersion")]
+    kube_version: Option<String>,
+}
+
+/// How one root's charts are rendered, when its clusters file entry says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterHelm {
+    pub major: Option<u8>,
+    pub kube_version: Option<String>,
+}
+
+fn clusters_file(path: &Path) -> Result<ClustersFile> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let doc = crate::yaml::parse_documents(&text).map_err(anyhow::Error::msg)?.pop().unwrap_or_default();
+    serde_json::from_value(doc).with_context(|| format!("{} is not a clusters file", path.display()))
+}
+
+fn root_key(root: &str) -> String {
+    root.trim_matches('/').trim_start_matches("./").to_string()
+}
+
+/// Reads the Helm settings of a `--clusters` file: root path → Helm version and capabilities.
+pub fn read_cluster_helm(path: &Path) -> Result<BTreeMap<String, ClusterHelm>> {
+    let mut helm = BTreeMap::new();
+    for (root, entry) in clusters_file(path)?.clusters {
+        if let Some(major) = entry.helm_version.filter(|m| !(3..=4).contains(m)) {
+            anyhow::bail!("{}: cluster {root}: helmVersion {major} is not 3 or 4", path.display());
+        }
+        let settings = ClusterHelm { major: entry.helm_version, kube_version: entry.kube_version };
+        if settings != ClusterHelm::default() {
+            helm.insert(root_key(&root), settings);
+        }
+    }
+    Ok(helm)
 }
 
 /// Where one root's cluster knowledge comes from.
@@ -39,15 +77,12 @@ pub enum ClusterSource {
 
 /// Reads a `--clusters` file: root path → source.
 pub fn read_clusters_file(path: &Path, template: &KubeOptions) -> Result<BTreeMap<String, ClusterSource>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let doc = crate::yaml::parse_documents(&text).map_err(anyhow::Error::msg)?.pop().unwrap_or_default();
-    let file: ClustersFile =
-        serde_json::from_value(doc).with_context(|| format!("{} is not a clusters file", path.display()))?;
+    let file = clusters_file(path)?;
     let base = path.parent().unwrap_or(Path::new("."));
     file.clusters
         .into_iter()
         .map(|(root, entry)| {
-            let root = root.trim_matches('/').trim_start_matches("./").to_string();
+            let root = root_key(&root);
             let source = match (entry.context, entry.snapshot) {
                 (Some(context), None) => {
                     ClusterSource::Live(KubeOptions { context: Some(context), ..template.clone() })

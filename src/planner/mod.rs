@@ -7,7 +7,7 @@ mod coverage;
 mod masking;
 mod policy_source;
 
-pub use clusters::{read_clusters_file, ClusterKnowledge, ClusterSource};
+pub use clusters::{read_cluster_helm, read_clusters_file, ClusterHelm, ClusterKnowledge, ClusterSource};
 pub use policy_source::PolicySource;
 
 use crate::cancel::{CancelReason, CancelToken};
@@ -249,9 +249,14 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
     // Charts are fetched only from hosts the base revision's sources already use (or the
     // operator allows): a pull request cannot point fluxplan anywhere new.
     let base_urls = crate::charts::base_source_urls(&request.repo, &base_commit);
+    let cluster_helm = match &request.clusters {
+        Clusters::PerRoot { file, .. } => read_cluster_helm(file)?,
+        _ => BTreeMap::new(),
+    };
     let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept| -> Result<Render> {
         let mut opts = request.render_options(Some(rev.to_string()));
         opts.chart_settings.known_urls = Some(base_urls.clone());
+        opts.cluster_helm = cluster_helm.clone();
         opts.explain = changed.clone();
         opts.carried_roots = carried_roots;
         opts.kept_applications = kept;

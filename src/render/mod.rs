@@ -550,6 +550,8 @@ pub struct RenderOptions {
     pub helm_major: u8,
     /// Where charts may be fetched from.
     pub chart_settings: crate::charts::Settings,
+    /// Helm versions and capabilities of particular clusters (by root path), from a clusters file.
+    pub cluster_helm: BTreeMap<String, crate::planner::ClusterHelm>,
     /// `.Capabilities` for charts: the cluster's Kubernetes version and extra API versions.
     pub kube_version: Option<String>,
     pub api_versions: Vec<String>,
@@ -583,6 +585,7 @@ impl RenderOptions {
             charts: BTreeMap::new(),
             helm_major: 4,
             chart_settings: Default::default(),
+            cluster_helm: BTreeMap::new(),
             kube_version: None,
             api_versions: Vec::new(),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),

@@ -561,8 +561,14 @@ impl Renderer {
             for cluster in clusters.iter_mut() {
                 // Each cluster's own ConfigMaps and Secrets, when roots have clusters of their own.
                 let values = opts.cluster_values.get(&cluster.name).unwrap_or(&opts.values);
+                // A cluster of its own may run another Helm, or another Kubernetes.
+                let mut charts = charts.clone();
+                if let Some(own) = opts.cluster_helm.get(&cluster.name) {
+                    charts.helm = self.helm(own.major.unwrap_or(opts.helm_major));
+                    charts.kube_version = own.kube_version.as_deref().or(charts.kube_version);
+                }
                 let releases = super::helm::units::Releases {
-                    charts: charts.clone(),
+                    charts,
                     source_tree: &source_tree,
                     given_charts: &opts.charts,
                     kustomize: &kustomize,

@@ -444,3 +444,40 @@ fn the_upgrade_starts_from_the_release_in_helms_storage() {
     assert!(crd["reason"].as_str().unwrap().contains("upgrade.crds is Skip"), "{crd}");
     assert!(has_alert(&plan, "warning", "helm-release-stuck"), "{:?}", alert_codes(&plan));
 }
+
+/// A clusters file names the Helm each cluster's helm-controller runs (3 for Flux 2.7 and older)
+/// and its Kubernetes version: charts see them, as they would there.
+#[test]
+fn a_clusters_file_chooses_each_clusters_helm_and_kubernetes_version() {
+    let _ = helm();
+    Helm::detect(3).unwrap_or_else(|e| panic!("this test needs Helm v3: {e}"));
+    let repo = fleet();
+    repo.write(
+        "charts/db/templates/capabilities.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: helm-{{ .Capabilities.HelmVersion.Version | replace \".\" \"-\" }}-kube-{{ .Capabilities.KubeVersion.Minor }}\n",
+    );
+    repo.commit("capabilities");
+    crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
+    repo.commit("three replicas");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("empty.yaml"), "kind: ClusterSnapshot\n").unwrap();
+    let file = dir.path().join("clusters.yaml");
+    std::fs::write(
+        &file,
+        "clusters:\n  clusters/prod: {snapshot: empty.yaml, helmVersion: 3, kubeVersion: v1.31.0}\n",
+    )
+    .unwrap();
+    let (plan, _) = plan_json(&repo, "HEAD~2", "HEAD", &["--clusters", file.to_str().unwrap()]);
+    let release = unit(&plan, "HelmRelease", "data/db");
+    let ids: Vec<String> = release["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(ids.contains(&"data_helm-v3-17-2-kube-31__ConfigMap".to_string()), "{ids:?}");
+    // Without it: Helm 4 and Helm's own default Kubernetes.
+    let (plan, _) = plan_json(&repo, "HEAD~2", "HEAD", &[]);
+    let release = unit(&plan, "HelmRelease", "data/db");
+    assert!(release["changes"].to_string().contains("data_helm-v4-1-4-kube-"), "{release}");
+}
