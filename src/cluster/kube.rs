@@ -355,15 +355,26 @@ impl KubeCluster {
             })
             .collect();
 
-        // The ConfigMaps and Secrets the live Kustomizations substitute from.
+        // The ConfigMaps and Secrets the live Kustomizations substitute from, and those the live
+        // HelmReleases take values from.
         let mut config_maps = Vec::new();
         let mut secrets = Vec::new();
-        for k in &kustomizations {
+        let helm_releases_live: Vec<&Value> =
+            objects.values().filter(|o| crate::flux::helm::is_helm_release(o)).collect();
+        let value_sources = kustomizations
+            .iter()
+            .map(|k| (k, &k["spec"]["postBuild"]["substituteFrom"]))
+            .chain(helm_releases_live.iter().map(|h| (*h, &h["spec"]["valuesFrom"])));
+        let mut read = std::collections::BTreeSet::new();
+        for (k, sources) in value_sources {
             let namespace = k["metadata"]["namespace"].as_str().unwrap_or("");
-            for source in k["spec"]["postBuild"]["substituteFrom"].as_array().into_iter().flatten() {
+            for source in sources.as_array().into_iter().flatten() {
                 let (Some(kind), Some(name)) = (source["kind"].as_str(), source["name"].as_str()) else {
                     continue;
                 };
+                if !read.insert((kind.to_string(), namespace.to_string(), name.to_string())) {
+                    continue;
+                }
                 let found = match kind {
                     "ConfigMap" => self.fetch_values("ConfigMap", namespace, name).await,
                     "Secret" if self.options.read_secrets => {
@@ -392,8 +403,21 @@ impl KubeCluster {
             None
         };
 
+        // `.Capabilities` for charts: the server's version and every group version it serves.
+        let kube_version = self.client.apiserver_version().await.ok().map(|info| info.git_version);
+        let api_versions: Vec<String> = self
+            .discovery
+            .groups()
+            .flat_map(|g| {
+                g.versions()
+                    .map(|v| if g.name().is_empty() { v.to_string() } else { format!("{}/{v}", g.name()) })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
         let mut document = json!({
             "apiVersion": "fluxplan.dev/v1alpha1",
+            "kubeVersion": kube_version,
+            "apiVersions": api_versions,
             "kind": "ClusterSnapshot",
             "kustomizations": kustomizations,
             "applications": applications,

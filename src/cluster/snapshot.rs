@@ -65,6 +65,10 @@ pub struct ClusterSnapshot {
     pub helm_releases: Option<BTreeMap<Key, StoredReleaseSummary>>,
     /// (group, kind) → scope of the CRDs the cluster serves.
     pub crds: BTreeMap<(String, String), Scope>,
+    /// The server's Kubernetes version (`v1.33.2`) and the group versions it serves, for charts'
+    /// `.Capabilities`.
+    pub kube_version: Option<String>,
+    pub api_versions: Vec<String>,
     /// (group, kind, namespace) the reader was not allowed to list: what lives there is unknown.
     pub unreadable: BTreeSet<(String, String, String)>,
     /// What went wrong while reading (403s, pages that expired), for the report.
@@ -182,6 +186,9 @@ impl ClusterSnapshot {
                 snapshot.objects.insert(id, object.clone());
             }
         }
+        snapshot.kube_version = doc["kubeVersion"].as_str().filter(|v| !v.is_empty()).map(str::to_string);
+        snapshot.api_versions =
+            list(&doc, "apiVersions").filter_map(|v| v.as_str()).map(str::to_string).collect();
         for crd in list(&doc, "customResourceDefinitions") {
             // Either {group, kind, scope} or a CustomResourceDefinition manifest.
             let spec = if crd.get("spec").is_some() { &crd["spec"] } else { crd };

@@ -175,6 +175,14 @@ impl ClusterKnowledge {
             .iter()
             .flat_map(|s| s.crds.iter().map(|((group, kind), scope)| (group.clone(), kind.clone(), *scope)))
             .collect();
+        // The cluster's version for charts, unless given by hand (one cluster: several may differ,
+        // and a clusters file sets each).
+        if let [snapshot] = self.snapshots.as_slice() {
+            if opts.kube_version.is_none() {
+                opts.kube_version = snapshot.kube_version.clone();
+            }
+            opts.api_versions = snapshot.api_versions.clone();
+        }
     }
 
     fn runtime(&mut self) -> Result<&tokio::runtime::Runtime> {

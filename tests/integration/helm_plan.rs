@@ -481,3 +481,82 @@ fn a_clusters_file_chooses_each_clusters_helm_and_kubernetes_version() {
     let release = unit(&plan, "HelmRelease", "data/db");
     assert!(release["changes"].to_string().contains("data_helm-v4-1-4-kube-"), "{release}");
 }
+
+/// Read live (`--kube --read-secrets`, GET only): the Secret a live HelmRelease takes values
+/// from, and the server's version for `.Capabilities`. The Secret's value never shows.
+#[test]
+fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
+    use crate::fake_kube::FakeKube;
+    let _ = helm();
+    let repo = fleet();
+    repo.write(
+        "charts/db/templates/auth.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: auth-kube-{{ .Capabilities.KubeVersion.Minor }}\ndata:\n  \
+         password: {{ .Values.password | quote }}\n  replicas: {{ .Values.replicas | quote }}\n",
+    );
+    crate::fixture::edit(
+        &repo,
+        "apps/db/release.yaml",
+        "  values:\n",
+        "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: password\n  values:\n",
+    );
+    repo.commit("values from a Secret");
+    crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
+    repo.commit("three replicas");
+    let release: Value =
+        serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
+            .unwrap();
+    let mut live_release = release.clone();
+    live_release["metadata"]["labels"] = json!({"kustomize.toolkit.fluxcd.io/name": "db", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"});
+    let fake = FakeKube::start(vec![
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "helmreleases.helm.toolkit.fluxcd.io"},
+            "spec": {"group": "helm.toolkit.fluxcd.io", "scope": "Namespaced",
+                "names": {"kind": "HelmRelease", "plural": "helmreleases", "singular": "helmrelease"},
+                "versions": [{"name": "v2", "served": true, "storage": true}]}}),
+        json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "db", "namespace": "flux-system"},
+            "spec": {"interval": "10m", "path": "./apps/db", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "flux-system"}},
+            "status": {"inventory": {"entries": [{"id": "data_db_helm.toolkit.fluxcd.io_HelmRelease", "v": "v2"}]}}}),
+        live_release,
+        // "live-s3cr3t-value" in base64.
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-auth", "namespace": "data"},
+            "data": {"password": "bGl2ZS1zM2NyM3QtdmFsdWU="}}),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(fluxplan_bin())
+        .args([
+            "plan",
+            "--no-cache",
+            "--kube",
+            "--read-secrets",
+            "--base",
+            "HEAD~1",
+            "--head",
+            "HEAD",
+            "--format",
+            "json",
+            "--repo",
+        ])
+        .arg(repo.path())
+        .env("KUBECONFIG", fake.kubeconfig(dir.path()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text.contains("live-s3cr3t-value") && !text.contains("bGl2ZS1zM2NyM3QtdmFsdWU="),
+        "leaked: {text}"
+    );
+    let plan: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let release = unit(&plan, "HelmRelease", "data/db");
+    let auth = release["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "ConfigMap" && c["name"].as_str().unwrap().starts_with("auth"))
+        .unwrap_or_else(|| panic!("{release:#}"));
+    assert_eq!(auth["name"], "auth-kube-33", "the server's version: {auth}");
+    // Helm's storage was read and holds no such release: an install, every object created.
+    assert_eq!(auth["action"], "create", "{auth}");
+    assert!(fake.requests().iter().all(|(method, _)| method == "GET"));
+}
