@@ -10,10 +10,15 @@ pub mod store;
 pub mod version;
 
 /// The URLs written in the Flux source manifests of `commit` (`url:` lines of files naming
-/// source.toolkit.fluxcd.io): the hosts a plan of a pull request onto `commit` may fetch from.
+/// source.toolkit.fluxcd.io) and its charts' dependencies (`repository:`): the hosts a plan of a
+/// pull request onto `commit` may fetch from.
 pub fn base_source_urls(repo: &std::path::Path, commit: &str) -> Vec<String> {
-    crate::git::yaml_lines(repo, commit, crate::flux::SOURCE_GROUP, r"^\s*(url|endpoint):")
+    let sources = crate::git::yaml_lines(repo, commit, crate::flux::SOURCE_GROUP, r"^\s*(url|endpoint):");
+    // Charts' dependencies name their repositories in Chart.yaml (and Chart.lock).
+    let dependencies = crate::git::yaml_lines(repo, commit, "dependencies", r"^\s*-?\s*repository:");
+    sources
         .iter()
+        .chain(&dependencies)
         .filter_map(|line| {
             let value = line.split_once(':')?.1.trim();
             let value = value.split(" #").next()?.trim().trim_matches(|c| c == '"' || c == '\'');

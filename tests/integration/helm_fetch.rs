@@ -377,3 +377,55 @@ fn a_registry_mirror_serves_what_names_the_public_registry() {
     assert_eq!(unit(&plan, "HelmRelease", "db")["status"], "external", "{plan:#}");
     assert_ne!(code, 0);
 }
+
+/// A chart of this repository whose dependencies are not vendored: one from a Helm repository
+/// (the version Chart.lock pins), one a `file://` chart of the same source. Got as
+/// source-controller gets them; the repository's host is one the base revision's charts name.
+#[test]
+fn a_charts_dependencies_are_got_as_source_controller_gets_them() {
+    let packages = tempfile::tempdir().unwrap();
+    package(packages.path(), "1.0.0", "db");
+    package(packages.path(), "1.1.0", "db-v11");
+    let index = Command::new(helm().program()).args(["repo", "index"]).arg(packages.path()).output().unwrap();
+    assert!(index.status.success(), "{}", String::from_utf8_lossy(&index.stderr));
+    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(packages.path())
+        .unwrap()
+        .flatten()
+        .map(|e| (format!("/charts/{}", e.file_name().to_string_lossy()), std::fs::read(e.path()).unwrap()))
+        .collect();
+    let server = Static::start(files, Vec::new());
+    let repo = fleet("", "  chart:\n    spec:\n      chart: ./charts/app\n      sourceRef:\n        kind: GitRepository\n        name: flux-system\n        namespace: flux-system\n");
+    repo.write(
+        "charts/app/Chart.yaml",
+        &format!(
+            "apiVersion: v2\nname: app\nversion: 1.0.0\ndependencies:\n- name: db\n  version: 1.x\n  repository: {}/charts\n\
+             - name: common\n  version: 0.1.0\n  repository: file://../common\n",
+            server.url()
+        ),
+    );
+    repo.write("charts/app/Chart.lock", "dependencies:\n- name: db\n  version: 1.0.0\n");
+    repo.write("charts/app/templates/app.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n");
+    repo.write("charts/common/Chart.yaml", "apiVersion: v2\nname: common\nversion: 0.1.0\n");
+    repo.write(
+        "charts/common/templates/common.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: common\n",
+    );
+    repo.commit("an umbrella chart");
+    // The lock moves to 1.1.0: the StatefulSet of the dependency is renamed.
+    repo.write("charts/app/Chart.lock", "dependencies:\n- name: db\n  version: 1.1.0\n");
+    repo.commit("db 1.1.0");
+    let host = format!("127.0.0.1:{}", server.port);
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--chart-hosts", &host]);
+    let release = unit(&plan, "HelmRelease", "db");
+    assert_eq!(
+        changes(release),
+        pairs(&[("create", "data_db-v11_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")]),
+        "{release:#}"
+    );
+    // Both dependencies rendered: their objects are in the release at head.
+    let (plan, _) = plan_json(&repo, "HEAD~2", "HEAD", &["--chart-hosts", &host]);
+    let ids = unit(&plan, "HelmRelease", "db")["changes"].to_string();
+    for id in ["data_app__ConfigMap", "data_common__ConfigMap", "data_db-v11_apps_StatefulSet"] {
+        assert!(ids.contains(id), "{id} not in {ids}");
+    }
+}

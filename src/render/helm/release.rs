@@ -85,15 +85,39 @@ pub fn render(
     let values = merged.values;
     // Where the chart's values come from its source's files, the chart is planned with them as
     // its values.yaml, as source-controller packages it.
-    let (chart_dir, readable) = match &chart.values_files {
-        Some(values) => {
-            let copy = scratch.path().join("chart");
-            copy_chart(&chart.dir, &copy).map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
-            std::fs::write(copy.join("values.yaml"), crate::yaml::to_yaml(values))
-                .map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
-            (copy, scratch.path().to_path_buf())
+    // Dependencies not vendored are got as source-controller gets them when it builds the chart.
+    let missing = super::dependencies::missing(&chart.dir, &chart.root)
+        .map_err(|why| NotRendered::External(format!("its chart's dependencies cannot be had: {why}")))?;
+    let (chart_dir, readable) = if chart.values_files.is_none() && missing.is_empty() {
+        (chart.dir.clone(), chart.dir.clone())
+    } else {
+        let copy = scratch.path().join("chart");
+        let prepare = |e: std::io::Error| failed(format!("cannot prepare the chart: {e}"));
+        copy_chart(&chart.dir, &copy).map_err(prepare)?;
+        if let Some(values) = &chart.values_files {
+            std::fs::write(copy.join("values.yaml"), crate::yaml::to_yaml(values)).map_err(prepare)?;
         }
-        None => (chart.dir.clone(), chart.dir.clone()),
+        for dependency in missing {
+            match dependency {
+                super::dependencies::Missing::Local { name, dir } => {
+                    if !dir.join("Chart.yaml").is_file() {
+                        return Err(failed(format!("dependency {name}: no chart at {}", dir.display())));
+                    }
+                    copy_chart(&dir, &copy.join("charts").join(&name)).map_err(prepare)?;
+                }
+                super::dependencies::Missing::Fetch { name, request } => {
+                    let archive = (inputs.fetch)(&request).map_err(|why| {
+                        NotRendered::External(format!(
+                            "its chart's dependency {name} could not be had ({request}): {why}"
+                        ))
+                    })?;
+                    std::fs::create_dir_all(copy.join("charts")).map_err(prepare)?;
+                    std::fs::copy(&archive, copy.join("charts").join(format!("{name}.tgz")))
+                        .map_err(prepare)?;
+                }
+            }
+        }
+        (copy, scratch.path().to_path_buf())
     };
     let version = chart_version(&chart.dir);
     let template = Template {
@@ -277,11 +301,13 @@ fn chart_on_disk(
         _ => (Vec::new(), false),
     };
     let values_files = read_values_files(&dir, &values_files, ignore_missing, whose)?;
-    Ok(Chart { dir, values_files })
+    Ok(Chart { root: dir.clone(), dir, values_files })
 }
 
 struct Chart {
     dir: PathBuf,
+    /// What `file://` dependencies may reach: the source's tree, or the chart itself.
+    root: PathBuf,
     /// The merged values files that replace the chart's values.yaml, when the spec names some.
     values_files: Option<Value>,
 }
@@ -337,7 +363,7 @@ fn locate_chart(
         return Err(failed(format!("no chart at '{chart}' in the source {source} (no Chart.yaml there)")));
     }
     let values_files = read_values_files(&tree, values_files, ignore_missing, &source.to_string())?;
-    Ok(Chart { dir, values_files })
+    Ok(Chart { dir, root: tree, values_files })
 }
 
 /// The chart `request` names, fetched and unpacked.
