@@ -104,7 +104,8 @@ pub struct HelmArgs {
         long = "chart-hosts",
         value_name = "HOST[:PORT]",
         env = "FLUXPLAN_CHART_HOSTS",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = parse_chart_host
     )]
     pub chart_hosts: Vec<String>,
     /// Fetch from MIRROR what names HOST, keeping the path (repeatable): for OCI registries and
@@ -113,7 +114,8 @@ pub struct HelmArgs {
         long = "registry-mirror",
         value_name = "HOST=MIRROR",
         env = "FLUXPLAN_REGISTRY_MIRRORS",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = parse_registry_mirror
     )]
     pub registry_mirrors: Vec<String>,
     /// Reach HOST:PORT over plain HTTP, whatever the URL says (repeatable): a loopback mirror or
@@ -191,6 +193,14 @@ fn parse_source(text: &str) -> Result<(String, PathBuf), String> {
         return Err("expected NAMESPACE/NAME=DIR".into());
     }
     Ok((key.to_string(), PathBuf::from(dir)))
+}
+
+fn parse_chart_host(text: &str) -> Result<String, String> {
+    crate::charts::hosts::HostPolicy::new([], [text], []).map(|_| text.to_string())
+}
+
+fn parse_registry_mirror(text: &str) -> Result<String, String> {
+    crate::charts::hosts::HostPolicy::new([], [], [text]).map(|_| text.to_string())
 }
 
 fn parse_chart(text: &str) -> Result<(String, PathBuf), String> {

@@ -3,14 +3,9 @@
 //! this repository with value files, `$ref` values of a multi-source Application, parameters,
 //! and a chart whose dependencies are not vendored (external, as the repo-server fetches them).
 
-use crate::fixture::{alert_codes, changes_of, edit, plan_json, Repo};
-use fluxplan::render::helm::Helm;
+use crate::fixture::{alert_codes, changes_of, edit, helm, plan_json, Repo};
 
 const REMOTE: &str = "https://github.com/acme/argo-charts.git";
-
-fn helm() -> Helm {
-    Helm::detect(4).unwrap_or_else(|e| panic!("this test needs Helm v4: {e}"))
-}
 
 const APPLICATIONS_TEMPLATE: &str = r#"{{- range .Values.applications }}
 ---
@@ -98,7 +93,7 @@ fn fleet() -> Repo {
 
 #[test]
 fn an_app_of_apps_chart_and_its_chart_apps_are_rendered_as_the_repo_server_renders_them() {
-    let _ = helm();
+    let _ = helm(4);
     let repo = fleet();
     let render = repo.render(Some("HEAD"));
     let ids =
@@ -132,7 +127,7 @@ fn an_app_of_apps_chart_and_its_chart_apps_are_rendered_as_the_repo_server_rende
 
 #[test]
 fn a_value_file_change_plans_the_charts_update() {
-    let _ = helm();
+    let _ = helm(4);
     let repo = fleet();
     edit(&repo, "env/shared.yaml", "replicaCount: 5", "replicaCount: 7");
     repo.commit("more replicas");

@@ -315,3 +315,44 @@ impl Canary {
         }
     }
 }
+
+/// The pinned Helm of `major` (scripts/fetch-helm.sh installs it): a test needing it fails
+/// without it.
+pub fn helm(major: u8) -> fluxplan::render::helm::Helm {
+    fluxplan::render::helm::Helm::detect(major)
+        .unwrap_or_else(|e| panic!("this test needs Helm v{major}: {e}"))
+}
+
+/// The plan entry of the unit `kind namespace/name`.
+pub fn unit_in<'a>(plan: &'a serde_json::Value, kind: &str, reference: &str) -> &'a serde_json::Value {
+    plan["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| {
+            k["kind"] == kind
+                && format!("{}/{}", k["namespace"].as_str().unwrap(), k["name"].as_str().unwrap())
+                    == reference
+        })
+        .unwrap_or_else(|| panic!("{kind} {reference} not in the plan: {plan:#}"))
+}
+
+/// (action, id) of every change of a plan entry, sorted.
+pub fn sorted_changes(unit: &serde_json::Value) -> Vec<(String, String)> {
+    let mut changes: Vec<(String, String)> = unit["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["action"].as_str().unwrap().to_string(), c["id"].as_str().unwrap().to_string()))
+        .collect();
+    changes.sort();
+    changes
+}
+
+/// `expected` as sorted (action, id) pairs, to compare with `sorted_changes`.
+pub fn sorted_pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> =
+        expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    pairs.sort();
+    pairs
+}

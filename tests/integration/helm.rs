@@ -8,9 +8,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 
-fn helm(major: u8) -> Helm {
-    Helm::detect(major).unwrap_or_else(|e| panic!("this test needs Helm v{major}: {e}"))
-}
+use crate::fixture::helm;
 
 /// A chart as `helm create` makes it, plus a CRD in `crds/` and a pre-upgrade hook.
 fn chart(helm: &Helm, dir: &Path) -> std::path::PathBuf {

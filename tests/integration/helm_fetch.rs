@@ -2,18 +2,15 @@
 //! `docker-registry`, started here on loopback; the test script installs it) and from an HTTP
 //! Helm repository, every URL a pull request writes checked first.
 
-use crate::fixture::{alert_codes, has_alert, plan_json, wait_for, Canary, Repo, WAIT};
-use fluxplan::render::helm::Helm;
-use serde_json::Value;
+use crate::fixture::{
+    alert_codes, has_alert, helm, plan_json, sorted_changes, sorted_pairs, unit_in, wait_for, Canary, Repo,
+    WAIT,
+};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-
-fn helm() -> Helm {
-    Helm::detect(4).unwrap_or_else(|e| panic!("this test needs Helm v4: {e}"))
-}
 
 /// A chart `db` of `version` whose StatefulSet is named `statefulset`, packaged into `out`.
 fn package(out: &Path, version: &str, statefulset: &str) -> PathBuf {
@@ -33,7 +30,7 @@ fn package(out: &Path, version: &str, statefulset: &str) -> PathBuf {
     )
     .unwrap();
     let output =
-        Command::new(helm().program()).arg("package").arg(&chart).arg("-d").arg(out).output().unwrap();
+        Command::new(helm(4).program()).arg("package").arg(&chart).arg("-d").arg(out).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     out.join(format!("db-{version}.tgz"))
 }
@@ -81,7 +78,7 @@ impl Registry {
 
     /// `helm push` of `archive` to `oci://HOST/charts`; returns the pushed digest.
     fn push(&self, archive: &Path) -> String {
-        let output = Command::new(helm().program())
+        let output = Command::new(helm(4).program())
             .arg("push")
             .arg(archive)
             .arg(format!("oci://{}/charts", self.host()))
@@ -158,6 +155,20 @@ impl Static {
         Static { port, asked }
     }
 
+    /// A classic Helm repository at `/charts`: the archives in `packages`, indexed by `helm repo index`.
+    fn repository(packages: &Path) -> Self {
+        let index = Command::new(helm(4).program()).args(["repo", "index"]).arg(packages).output().unwrap();
+        assert!(index.status.success(), "{}", String::from_utf8_lossy(&index.stderr));
+        let files = std::fs::read_dir(packages)
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                (format!("/charts/{}", e.file_name().to_string_lossy()), std::fs::read(e.path()).unwrap())
+            })
+            .collect();
+        Static::start(files, Vec::new())
+    }
+
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
@@ -184,33 +195,6 @@ fn release_manifest(chart: &str) -> String {
     )
 }
 
-fn unit<'a>(plan: &'a Value, kind: &str, name: &str) -> &'a Value {
-    plan["kustomizations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| k["kind"] == kind && k["name"] == name)
-        .unwrap_or_else(|| panic!("{kind} {name} not in the plan: {plan:#}"))
-}
-
-fn changes(unit: &Value) -> Vec<(String, String)> {
-    let mut changes: Vec<(String, String)> = unit["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["action"].as_str().unwrap().to_string(), c["id"].as_str().unwrap().to_string()))
-        .collect();
-    changes.sort();
-    changes
-}
-
-fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> =
-        expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-    pairs.sort();
-    pairs
-}
-
 /// An OCIRepository by tag, then by digest, and a HelmRepository of `type: oci` by range, all
 /// from a real registry: a chart bump plans the rename.
 #[test]
@@ -233,11 +217,11 @@ fn charts_come_from_an_oci_registry_by_tag_digest_and_range() {
     repo.commit("db 2.0.0 by digest");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &access);
     assert_eq!(code, 2, "the StatefulSet's deletion blocks: {plan:#}");
-    let release = unit(&plan, "HelmRelease", "db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["chart"], "db 1.0.0 → 2.0.0", "{release:#}");
     assert_eq!(
-        changes(release),
-        pairs(&[("create", "data_db-v2_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")])
+        sorted_changes(release),
+        sorted_pairs(&[("create", "data_db-v2_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")])
     );
 
     // A HelmRepository of type oci, by range: the highest 1.x is 1.0.0, the highest 2.x 2.0.0.
@@ -252,7 +236,7 @@ fn charts_come_from_an_oci_registry_by_tag_digest_and_range() {
     repo.write("apps/db/release.yaml", &release_manifest(&template(">=2.0.0 <3.0.0")));
     repo.commit("db 2.x");
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &access);
-    assert_eq!(unit(&plan, "HelmRelease", "db")["chart"], "db 1.0.0 → 2.0.0", "{plan:#}");
+    assert_eq!(unit_in(&plan, "HelmRelease", "data/db")["chart"], "db 1.0.0 → 2.0.0", "{plan:#}");
 }
 
 /// A classic Helm repository (index.yaml, relative archive URLs) with a semver range.
@@ -262,14 +246,7 @@ fn charts_come_from_an_http_helm_repository_by_range() {
     package(packages.path(), "1.0.0", "db");
     package(packages.path(), "1.1.0", "db-v11");
     package(packages.path(), "2.0.0", "db-v2");
-    let index = Command::new(helm().program()).args(["repo", "index"]).arg(packages.path()).output().unwrap();
-    assert!(index.status.success(), "{}", String::from_utf8_lossy(&index.stderr));
-    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(packages.path())
-        .unwrap()
-        .flatten()
-        .map(|e| (format!("/charts/{}", e.file_name().to_string_lossy()), std::fs::read(e.path()).unwrap()))
-        .collect();
-    let server = Static::start(files, Vec::new());
+    let server = Static::repository(packages.path());
     let sources = format!(
         "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: charts\n  namespace: data\nspec:\n  url: {}/charts\n",
         server.url()
@@ -283,11 +260,11 @@ fn charts_come_from_an_http_helm_repository_by_range() {
     let host = format!("127.0.0.1:{}", server.port);
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &["--chart-hosts", &host]);
     assert_eq!(code, 2, "{plan:#}");
-    let release = unit(&plan, "HelmRelease", "db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["chart"], "db 1.0.0 → 1.1.0");
     assert_eq!(
-        changes(release),
-        pairs(&[("create", "data_db-v11_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")])
+        sorted_changes(release),
+        sorted_pairs(&[("create", "data_db-v11_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")])
     );
     // The index is read once per plan, each archive once.
     let asked = server.asked();
@@ -299,7 +276,7 @@ fn charts_come_from_an_http_helm_repository_by_range() {
 /// is fetched, the release is `external` with a warning, and the canary hears nothing.
 #[test]
 fn a_pull_request_cannot_make_fluxplan_fetch_from_a_new_or_internal_address() {
-    let _ = helm();
+    let _ = helm(4);
     let canary = Canary::start();
     let template = "  chart:\n    spec:\n      chart: db\n      sourceRef:\n        kind: HelmRepository\n        name: charts\n";
     let repository = |url: &str| {
@@ -342,7 +319,7 @@ fn a_pull_request_cannot_make_fluxplan_fetch_from_a_new_or_internal_address() {
         let extra: Vec<&str> = allowed.map(|host| vec!["--chart-hosts", host]).unwrap_or_default();
         let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &extra);
         assert_eq!(code, 1, "changes, never no-changes: {plan:#}");
-        let release = unit(&plan, "HelmRelease", "db");
+        let release = unit_in(&plan, "HelmRelease", "data/db");
         assert_eq!(release["status"], "external", "{release:#}");
         assert!(has_alert(&plan, "warning", "chart-unavailable"), "{:?}", alert_codes(&plan));
         let notes = release["notes"].to_string();
@@ -371,10 +348,10 @@ fn a_registry_mirror_serves_what_names_the_public_registry() {
     repo.commit("db 2.0.0");
     let mirror = format!("registry.example.com=http://{}", registry.host());
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--registry-mirror", &mirror]);
-    assert_eq!(unit(&plan, "HelmRelease", "db")["chart"], "db 1.0.0 → 2.0.0", "{plan:#}");
+    assert_eq!(unit_in(&plan, "HelmRelease", "data/db")["chart"], "db 1.0.0 → 2.0.0", "{plan:#}");
     // Without the mirror, the public name is all there is: not fetched here, said so.
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    assert_eq!(unit(&plan, "HelmRelease", "db")["status"], "external", "{plan:#}");
+    assert_eq!(unit_in(&plan, "HelmRelease", "data/db")["status"], "external", "{plan:#}");
     assert_ne!(code, 0);
 }
 
@@ -386,14 +363,7 @@ fn a_charts_dependencies_are_got_as_source_controller_gets_them() {
     let packages = tempfile::tempdir().unwrap();
     package(packages.path(), "1.0.0", "db");
     package(packages.path(), "1.1.0", "db-v11");
-    let index = Command::new(helm().program()).args(["repo", "index"]).arg(packages.path()).output().unwrap();
-    assert!(index.status.success(), "{}", String::from_utf8_lossy(&index.stderr));
-    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(packages.path())
-        .unwrap()
-        .flatten()
-        .map(|e| (format!("/charts/{}", e.file_name().to_string_lossy()), std::fs::read(e.path()).unwrap()))
-        .collect();
-    let server = Static::start(files, Vec::new());
+    let server = Static::repository(packages.path());
     let repo = fleet("", "  chart:\n    spec:\n      chart: ./charts/app\n      sourceRef:\n        kind: GitRepository\n        name: flux-system\n        namespace: flux-system\n");
     repo.write(
         "charts/app/Chart.yaml",
@@ -416,15 +386,15 @@ fn a_charts_dependencies_are_got_as_source_controller_gets_them() {
     repo.commit("db 1.1.0");
     let host = format!("127.0.0.1:{}", server.port);
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--chart-hosts", &host]);
-    let release = unit(&plan, "HelmRelease", "db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(
-        changes(release),
-        pairs(&[("create", "data_db-v11_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")]),
+        sorted_changes(release),
+        sorted_pairs(&[("create", "data_db-v11_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")]),
         "{release:#}"
     );
     // Both dependencies rendered: their objects are in the release at head.
     let (plan, _) = plan_json(&repo, "HEAD~2", "HEAD", &["--chart-hosts", &host]);
-    let ids = unit(&plan, "HelmRelease", "db")["changes"].to_string();
+    let ids = unit_in(&plan, "HelmRelease", "data/db")["changes"].to_string();
     for id in ["data_app__ConfigMap", "data_common__ConfigMap", "data_db-v11_apps_StatefulSet"] {
         assert!(ids.contains(id), "{id} not in {ids}");
     }

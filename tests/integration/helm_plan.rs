@@ -2,14 +2,12 @@
 //! (scripts/fetch-helm.sh, run by the test script), then created, upgraded and uninstalled as
 //! helm-controller does.
 
-use crate::fixture::{alert_codes, fluxplan_bin, has_alert, plan_cli, plan_json, Repo};
-use fluxplan::render::helm::Helm;
+use crate::fixture::{
+    alert_codes, fluxplan_bin, has_alert, helm, plan_cli, plan_json, sorted_changes, sorted_pairs, unit_in,
+    Repo,
+};
 use serde_json::{json, Value};
 use std::process::Command;
-
-fn helm() -> Helm {
-    Helm::detect(4).unwrap_or_else(|e| panic!("this test needs Helm v4: {e}"))
-}
 
 /// A chart written by hand: a StatefulSet with a claim template (its name from values), a
 /// metrics Service, a ConfigMap Helm keeps, a Secret, a pre-upgrade hook and a CRD.
@@ -94,56 +92,24 @@ fn fleet() -> Repo {
     repo
 }
 
-/// The plan entry of the unit `kind namespace/name`.
-fn unit<'a>(plan: &'a Value, kind: &str, reference: &str) -> &'a Value {
-    plan["kustomizations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| {
-            k["kind"] == kind
-                && format!("{}/{}", k["namespace"].as_str().unwrap(), k["name"].as_str().unwrap())
-                    == reference
-        })
-        .unwrap_or_else(|| panic!("{kind} {reference} not in the plan: {plan:#}"))
-}
-
-fn changes(unit: &Value) -> Vec<(String, String)> {
-    let mut changes: Vec<(String, String)> = unit["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["action"].as_str().unwrap().to_string(), c["id"].as_str().unwrap().to_string()))
-        .collect();
-    changes.sort();
-    changes
-}
-
-fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> =
-        expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-    pairs.sort();
-    pairs
-}
-
 /// A chart bump that renames the StatefulSet and drops a Service: Helm's upgrade deletes them
 /// (the StatefulSet's claims orphaned), creates the new one, keeps what `keep` protects, and the
 /// StatefulSet's deletion blocks the merge.
 #[test]
 fn a_chart_bump_plans_the_upgrades_deletions_and_creates_and_blocks() {
-    let _ = helm();
+    let _ = helm(4);
     let repo = fleet();
     write_chart(&repo, "charts/db", "2.0.0", "db-v2", false, false);
     repo.commit("db 2.0.0");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2, "blocked: {plan:#}");
-    let release = unit(&plan, "HelmRelease", "data/db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["engine"], "helm");
     assert_eq!(release["parent"], "Kustomization flux-system/db");
     assert_eq!(release["chart"], "db 1.0.0 → 2.0.0");
     assert_eq!(
-        changes(release),
-        pairs(&[
+        sorted_changes(release),
+        sorted_pairs(&[
             ("create", "data_db-v2_apps_StatefulSet"),
             ("delete", "data_db_apps_StatefulSet"),
             ("delete", "data_db-metrics__Service"),
@@ -156,7 +122,7 @@ fn a_chart_bump_plans_the_upgrades_deletions_and_creates_and_blocks() {
     assert!(notes.contains("Job data/db-migrate on pre-upgrade"), "the hook is listed apart: {notes}");
     assert!(has_alert(&plan, "danger", "protected-kind-deletion"), "{:?}", alert_codes(&plan));
     // The Kustomization of the same namespace-less name is a unit of its own, unchanged.
-    assert!(unit(&plan, "Kustomization", "flux-system/db")["changes"].as_array().unwrap().is_empty());
+    assert!(unit_in(&plan, "Kustomization", "flux-system/db")["changes"].as_array().unwrap().is_empty());
 
     // The comment groups the release's changes under it, its chart change in its heading.
     let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
@@ -171,15 +137,15 @@ fn a_chart_bump_plans_the_upgrades_deletions_and_creates_and_blocks() {
 /// Values changed in the HelmRelease: the release's objects are updated with a diff.
 #[test]
 fn a_values_change_updates_the_releases_objects() {
-    let _ = helm();
+    let _ = helm(4);
     let repo = fleet();
     crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
     repo.commit("three replicas");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 1, "{plan:#}");
-    let release = unit(&plan, "HelmRelease", "data/db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["chart"], "db 1.0.0");
-    assert_eq!(changes(release), pairs(&[("update", "data_db_apps_StatefulSet")]));
+    assert_eq!(sorted_changes(release), sorted_pairs(&[("update", "data_db_apps_StatefulSet")]));
     let diff = release["changes"][0]["diff"].as_str().unwrap();
     assert!(diff.contains("-  replicas: 2") && diff.contains("+  replicas: 3"), "{diff}");
 }
@@ -188,7 +154,7 @@ fn a_values_change_updates_the_releases_objects() {
 /// the base render's objects, but for what `keep` keeps and the chart's CRDs.
 #[test]
 fn a_removed_release_is_uninstalled_and_its_objects_listed_offline() {
-    let _ = helm();
+    let _ = helm(4);
     let repo = fleet();
     repo.remove("apps/db/release.yaml");
     repo.write(
@@ -198,11 +164,11 @@ fn a_removed_release_is_uninstalled_and_its_objects_listed_offline() {
     repo.commit("remove the release");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 2, "{plan:#}");
-    let release = unit(&plan, "HelmRelease", "data/db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["status"], "removed");
     assert_eq!(
-        changes(release),
-        pairs(&[
+        sorted_changes(release),
+        sorted_pairs(&[
             ("delete", "data_db-auth__Secret"),
             ("delete", "data_db-metrics__Service"),
             ("delete", "data_db_apps_StatefulSet"),
@@ -210,7 +176,7 @@ fn a_removed_release_is_uninstalled_and_its_objects_listed_offline() {
             ("skip", "data_db-settings__ConfigMap"),
         ])
     );
-    let parent = unit(&plan, "Kustomization", "flux-system/db");
+    let parent = unit_in(&plan, "Kustomization", "flux-system/db");
     let deletion = parent["changes"].as_array().unwrap().iter().find(|c| c["kind"] == "HelmRelease").unwrap();
     assert!(deletion["reason"].as_str().unwrap().contains("listed under HelmRelease data/db"), "{deletion}");
 }
@@ -219,7 +185,7 @@ fn a_removed_release_is_uninstalled_and_its_objects_listed_offline() {
 /// changed HelmRelease never reads "no changes".
 #[test]
 fn a_chart_that_cannot_be_had_is_external_with_a_warning() {
-    let _ = helm();
+    let _ = helm(4);
     let repo = fleet();
     let from_repository = RELEASE.replace("chart: ./charts/db", "chart: db\n      version: 1.x").replace(
         "kind: GitRepository\n        name: flux-system",
@@ -231,17 +197,17 @@ fn a_chart_that_cannot_be_had_is_external_with_a_warning() {
     repo.commit("three replicas");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 1, "changes, never no-changes: {plan:#}");
-    let release = unit(&plan, "HelmRelease", "data/db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["status"], "external");
     assert!(has_alert(&plan, "warning", "chart-unavailable"), "{:?}", alert_codes(&plan));
 
     // Given by hand, the same chart renders: as a directory, and as the archive `helm package` makes.
     let dir = repo.path().join("charts/db");
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[&format!("--chart=data/db={}", dir.display())]);
-    let by_dir = unit(&plan, "HelmRelease", "data/db").clone();
-    assert_eq!(changes(&by_dir), pairs(&[("update", "data_db_apps_StatefulSet")]));
+    let by_dir = unit_in(&plan, "HelmRelease", "data/db").clone();
+    assert_eq!(sorted_changes(&by_dir), sorted_pairs(&[("update", "data_db_apps_StatefulSet")]));
     let packaged = tempfile::tempdir().unwrap();
-    let out = Command::new(helm().program())
+    let out = Command::new(helm(4).program())
         .arg("package")
         .arg(&dir)
         .arg("-d")
@@ -251,14 +217,14 @@ fn a_chart_that_cannot_be_had_is_external_with_a_warning() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let archive = packaged.path().join("db-1.0.0.tgz");
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[&format!("--chart=data/db={}", archive.display())]);
-    assert_eq!(unit(&plan, "HelmRelease", "data/db")["changes"], by_dir["changes"]);
+    assert_eq!(unit_in(&plan, "HelmRelease", "data/db")["changes"], by_dir["changes"]);
 }
 
 /// What `fluxplan build` shows of a release is what `helm template` prints for the same chart
 /// and values, with helm-controller's labels, the release's namespace, and Secret data masked.
 #[test]
 fn built_objects_are_what_helm_template_prints() {
-    let helm = helm();
+    let helm = helm(4);
     let repo = fleet();
     let out = Command::new(fluxplan_bin())
         .args(["build", "--no-cache", "--format", "json", "--repo"])
@@ -313,7 +279,7 @@ fn built_objects_are_what_helm_template_prints() {
 /// plan, its diffs, nor the render.
 #[test]
 fn values_from_config_maps_and_secrets_with_target_paths_and_secrets_masked() {
-    let helm = helm();
+    let helm = helm(4);
     let repo = fleet();
     repo.write(
         "charts/db/templates/config.yaml",
@@ -346,7 +312,7 @@ fn values_from_config_maps_and_secrets_with_target_paths_and_secrets_masked() {
     .unwrap();
     let snapshot_arg = ["--cluster-snapshot", snapshot.path().to_str().unwrap()];
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &snapshot_arg);
-    let release = unit(&plan, "HelmRelease", "data/db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     let config = release["changes"].as_array().unwrap().iter().find(|c| c["name"] == "db-config").unwrap();
     let diff = config["diff"].as_str().unwrap();
     assert!(diff.contains("+  tier: gold") && diff.contains("+  port: '5432'"), "{diff}");
@@ -369,7 +335,7 @@ fn values_from_config_maps_and_secrets_with_target_paths_and_secrets_masked() {
 
     // Offline, the Secret is the cluster's: the release is external with the reason, never guessed.
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    let release = unit(&plan, "HelmRelease", "data/db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["status"], "external");
     assert!(release["notes"].to_string().contains("Secret data/db-auth"), "{release}");
     let _ = helm;
@@ -379,7 +345,7 @@ fn values_from_config_maps_and_secrets_with_target_paths_and_secrets_masked() {
 /// labels: an inline patch with its target, and an image override.
 #[test]
 fn post_renderers_patch_the_release_as_helm_controller_does() {
-    let _ = helm();
+    let _ = helm(4);
     let repo = fleet();
     crate::fixture::edit(
         &repo,
@@ -391,8 +357,8 @@ fn post_renderers_patch_the_release_as_helm_controller_does() {
     repo.commit("post-render");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 1, "{plan:#}");
-    let release = unit(&plan, "HelmRelease", "data/db");
-    assert_eq!(changes(release), pairs(&[("update", "data_db_apps_StatefulSet")]));
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(sorted_changes(release), sorted_pairs(&[("update", "data_db_apps_StatefulSet")]));
     let diff = release["changes"][0]["diff"].as_str().unwrap();
     for line in
         ["-  replicas: 2", "+  replicas: 5", "-      - image: postgres:17", "+      - image: postgres:18"]
@@ -408,7 +374,7 @@ fn post_renderers_patch_the_release_as_helm_controller_does() {
 /// and a release Helm left failed is a warning.
 #[test]
 fn the_upgrade_starts_from_the_release_in_helms_storage() {
-    let _ = helm();
+    let _ = helm(4);
     let repo = fleet();
     crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
     repo.commit("three replicas");
@@ -422,12 +388,12 @@ fn the_upgrade_starts_from_the_release_in_helms_storage() {
     .unwrap();
     let (plan, _) =
         plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.path().to_str().unwrap()]);
-    let release = unit(&plan, "HelmRelease", "data/db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["release_status"], "failed");
     assert_eq!(release["inventory_source"], "cluster");
     assert_eq!(
-        changes(release),
-        pairs(&[
+        sorted_changes(release),
+        sorted_pairs(&[
             // The chart's CRDs are not in the stored manifest; an upgrade (upgrade.crds: Skip by
             // default) leaves them alone.
             ("skip", "_backups.db.example.com_apiextensions.k8s.io_CustomResourceDefinition"),
@@ -449,8 +415,7 @@ fn the_upgrade_starts_from_the_release_in_helms_storage() {
 /// and its Kubernetes version: charts see them, as they would there.
 #[test]
 fn a_clusters_file_chooses_each_clusters_helm_and_kubernetes_version() {
-    let _ = helm();
-    Helm::detect(3).unwrap_or_else(|e| panic!("this test needs Helm v3: {e}"));
+    let _ = (helm(4), helm(3));
     let repo = fleet();
     repo.write(
         "charts/db/templates/capabilities.yaml",
@@ -468,7 +433,7 @@ fn a_clusters_file_chooses_each_clusters_helm_and_kubernetes_version() {
     )
     .unwrap();
     let (plan, _) = plan_json(&repo, "HEAD~2", "HEAD", &["--clusters", file.to_str().unwrap()]);
-    let release = unit(&plan, "HelmRelease", "data/db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     let ids: Vec<String> = release["changes"]
         .as_array()
         .unwrap()
@@ -478,7 +443,7 @@ fn a_clusters_file_chooses_each_clusters_helm_and_kubernetes_version() {
     assert!(ids.contains(&"data_helm-v3-17-2-kube-31__ConfigMap".to_string()), "{ids:?}");
     // Without it: Helm 4 and Helm's own default Kubernetes.
     let (plan, _) = plan_json(&repo, "HEAD~2", "HEAD", &[]);
-    let release = unit(&plan, "HelmRelease", "data/db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     assert!(release["changes"].to_string().contains("data_helm-v4-1-4-kube-"), "{release}");
 }
 
@@ -487,7 +452,7 @@ fn a_clusters_file_chooses_each_clusters_helm_and_kubernetes_version() {
 #[test]
 fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
     use crate::fake_kube::FakeKube;
-    let _ = helm();
+    let _ = helm(4);
     let repo = fleet();
     repo.write(
         "charts/db/templates/auth.yaml",
@@ -548,7 +513,7 @@ fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
         "leaked: {text}"
     );
     let plan: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-    let release = unit(&plan, "HelmRelease", "data/db");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
     let auth = release["changes"]
         .as_array()
         .unwrap()
