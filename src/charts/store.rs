@@ -98,7 +98,7 @@ impl ChartStore {
     fn fetch(&self, request: &ChartRequest, fetcher: &Fetcher) -> Result<Fetched, String> {
         match request {
             ChartRequest::Repository { url, chart, version } => {
-                let (archive_url, digest) = self.from_index(url, chart, version, fetcher)?;
+                let (archive_url, digest) = self.resolve_in_index(url, chart, version, fetcher)?;
                 let target = fetcher.target(archive_url.as_str()).map_err(|e| e.to_string())?;
                 let (bytes, _) =
                     fetcher.get(&target, None, None, MAX_CHART_BYTES).map_err(|e| e.to_string())?;
@@ -112,7 +112,7 @@ impl ChartStore {
     }
 
     /// The archive URL and digest of the best version of `chart` in the repository at `url`.
-    fn from_index(
+    fn resolve_in_index(
         &self,
         url: &str,
         chart: &str,

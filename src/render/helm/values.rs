@@ -243,7 +243,7 @@ pub fn mask(text: &str, secrets: &[String]) -> Option<String> {
         .flat_map(|s| [s.clone(), base64::engine::general_purpose::STANDARD.encode(s)])
         .collect();
     // Longest first: a secret containing another is masked whole.
-    forms.sort_by(|a, b| b.len().cmp(&a.len()));
+    forms.sort_by_key(|form| std::cmp::Reverse(form.len()));
     for form in &forms {
         if masked.contains(form.as_str()) {
             masked = masked.replace(form.as_str(), "(masked)");
