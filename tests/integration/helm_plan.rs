@@ -525,3 +525,33 @@ fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
     assert_eq!(auth["action"], "create", "{auth}");
     assert!(fake.requests().iter().all(|(method, _)| method == "GET"));
 }
+
+/// A chart an ArtifactGenerator builds from this repository (Flux 2.7's ExternalArtifact
+/// `chartRef`): rendered from the artifact the generator makes at each revision.
+#[test]
+fn a_chart_from_an_artifact_generator_is_planned() {
+    let _ = helm(4);
+    let repo = fleet();
+    repo.write(
+        "clusters/prod/charts-generator.yaml",
+        "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata:\n  name: charts\n  namespace: flux-system\n\
+         spec:\n  sources:\n    - alias: repo\n      kind: GitRepository\n      name: flux-system\n  artifacts:\n    - name: db-chart\n      \
+         copy:\n        - from: \"@repo/charts/db/**\"\n          to: \"@artifact/\"\n",
+    );
+    let by_artifact = RELEASE.replace(
+        "  chart:\n    spec:\n      chart: ./charts/db\n      sourceRef:\n        kind: GitRepository\n        name: flux-system\n        namespace: flux-system\n",
+        "  chartRef:\n    kind: ExternalArtifact\n    name: db-chart\n    namespace: flux-system\n",
+    );
+    assert_ne!(by_artifact, RELEASE);
+    repo.write("apps/db/release.yaml", &by_artifact);
+    repo.commit("the chart as an artifact");
+    write_chart(&repo, "charts/db", "2.0.0", "db-v2", true, true);
+    repo.commit("db 2.0.0");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["chart"], "db 1.0.0 → 2.0.0", "{release:#}");
+    assert_eq!(
+        sorted_changes(release),
+        sorted_pairs(&[("create", "data_db-v2_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")])
+    );
+}

@@ -330,6 +330,20 @@ fn locate_chart(
         Some(ChartSource::Reference(reference)) => {
             let request = match reference.kind.as_str() {
                 "OCIRepository" => oci_repository(reference, inputs)?,
+                // An artifact an ArtifactGenerator builds from this repository: the chart is its root.
+                "ExternalArtifact" => {
+                    let tree = (inputs.source_tree)(reference).ok_or_else(|| {
+                        NotRendered::External(format!(
+                            "its chart comes from {reference}, which is not built locally"
+                        ))
+                    })?;
+                    if !tree.join("Chart.yaml").is_file() {
+                        return Err(failed(format!(
+                            "{reference} holds no chart (no Chart.yaml at its root)"
+                        )));
+                    }
+                    return Ok(Chart { dir: tree.clone(), root: tree, values_files: None });
+                }
                 "HelmChart" if depth == 0 => {
                     let template = helm_chart(reference, inputs)?;
                     return locate_chart(Some(&template), spec, inputs, scratch, depth + 1);
