@@ -3,8 +3,8 @@
 //! builds of that directory, and killed (with its process group) on timeout, cancellation or any
 //! protocol failure. A worker that dies fails only the build it was running.
 
-use super::kustomize::BuildError;
 use super::worker::{self, BUILD, ERROR, HELLO, OUTPUT};
+use super::BuildError;
 use crate::cancel::{kill_group, CancelToken};
 use crate::sandbox::Confinement;
 use std::fs::File;
@@ -430,7 +430,12 @@ mod tests {
         use std::io::BufRead;
         let dir = tempfile::tempdir().unwrap();
         let mut parent = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "render::pool::tests::worker_parent_for_test", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                "render::kustomize::pool::tests::worker_parent_for_test",
+                "--ignored",
+                "--nocapture",
+            ])
             .env("FLUXPLAN_TEST_WORKER_PARENT", dir.path())
             .stdout(Stdio::piped())
             .spawn()
@@ -475,7 +480,7 @@ mod tests {
     /// The benchmark's floor is kustomize's cost under the same collector as the workers'.
     #[test]
     fn the_library_floor_benchmark_runs_go_as_the_workers_do() {
-        let floor = include_str!("../../bench/library-floor.py");
+        let floor = include_str!("../../../bench/library-floor.py");
         for (name, value) in GO_RUNTIME_ENV {
             assert!(
                 floor.contains(&format!("\"{name}\": \"{value}\"")),

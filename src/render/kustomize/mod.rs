@@ -2,6 +2,12 @@
 //! plugins), confined by the sandbox, with a time and an output limit, and killed at once when
 //! its plan is cancelled: kustomize's Go library in sandboxed worker processes (see `pool`) when
 //! it is installed, else a `kustomize build` (or `kubectl kustomize`) process per build.
+//! `library`: where the library is; `worker`: the worker process and its frames; `pool`: the
+//! parent's pool of workers.
+
+pub mod library;
+mod pool;
+pub mod worker;
 
 use crate::cancel::{CancelReason, CancelToken};
 use crate::sandbox::{self, Confinement};
@@ -11,9 +17,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use self::library::Choice;
+use self::pool::WorkerPool;
 use super::confined::{self, Limits};
-use super::library::{self, Choice};
-use super::pool::WorkerPool;
 
 /// The environment variable that chooses the kustomize binary.
 pub const KUSTOMIZE_ENV: &str = "FLUXPLAN_KUSTOMIZE";
