@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 # The Go runtime reads its settings when the library loads: the same as fluxplan's workers
-# (GO_RUNTIME_ENV in src/render/kustomize/pool.rs), so the floor is kustomize's cost under the same collector.
+# (GO_RUNTIME_ENV in src/sandbox.rs), so the floor is kustomize's cost under the same collector.
 GO_RUNTIME_ENV = {"GOGC": "400", "GOMEMLIMIT": "1GiB"}
 if any(os.environ.get(k) != v for k, v in GO_RUNTIME_ENV.items()):
     os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **GO_RUNTIME_ENV})

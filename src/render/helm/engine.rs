@@ -141,6 +141,7 @@ impl Helm {
             program: self.program.clone(),
             landlock: self.landlock,
             libraries: Vec::new(),
+            go_runtime: true,
         };
         let limits = Limits {
             timeout: self.timeout,

@@ -174,6 +174,7 @@ impl Kustomize {
             program: program.clone(),
             landlock: self.landlock,
             libraries: Vec::new(),
+            go_runtime: false,
         };
         let limits = Limits {
             timeout: self.timeout,

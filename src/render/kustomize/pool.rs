@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 /// How long a new worker may take to load the library and say hello.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The Go runtime's settings in a worker (see `spawn`; `bench/library-floor.py` uses the same).
-const GO_RUNTIME_ENV: &[(&str, &str)] = &[("GOGC", "400"), ("GOMEMLIMIT", "1GiB")];
 /// The most of a dead worker's stderr quoted in the build's error.
 const STDERR_TAIL: u64 = 2048;
 
@@ -219,14 +218,9 @@ impl WorkerPool {
             program: self.program.clone(),
             landlock,
             libraries: vec![self.library.clone()],
+            go_runtime: true,
         };
         confinement.apply(&mut cmd).map_err(|e| BuildError::Failed(e.to_string()))?;
-        // A worker's heap is small, so Go's default collector (GOGC=100) runs every few MB and
-        // took a third of a build's time; the soft limit makes it collect hard again near 1 GiB.
-        // GOGC=800 saved a tenth of the synthetic fleet's kustomize CPU but nothing on the
-        // homelab fleet, whose workers grew from about 60 to 90 MiB (kustomize's OpenAPI schema
-        // is a large live heap to multiply): not worth it.
-        cmd.envs(GO_RUNTIME_ENV.iter().copied());
         // Kept for later builds: started by a thread that outlives this render's.
         let mut child = crate::sandbox::spawn_lasting(cmd)
             .map_err(|e| failed(&format!("cannot run {}", self.program.display()), &e))?;
@@ -481,7 +475,7 @@ mod tests {
     #[test]
     fn the_library_floor_benchmark_runs_go_as_the_workers_do() {
         let floor = include_str!("../../../bench/library-floor.py");
-        for (name, value) in GO_RUNTIME_ENV {
+        for (name, value) in crate::sandbox::GO_RUNTIME_ENV {
             assert!(
                 floor.contains(&format!("\"{name}\": \"{value}\"")),
                 "bench/library-floor.py lacks {name}={value}"
