@@ -33,6 +33,39 @@ pub enum FetchError {
     TooLarge { url: String, limit: u64 },
 }
 
+/// Credentials for one source (its `secretRef`, read from the cluster with `--read-secrets`).
+/// Never shown: `Debug` says only which kind it is.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Auth {
+    Basic { username: String, password: String },
+    Bearer(String),
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Auth::Basic { .. } => "Auth::Basic(hidden)",
+            Auth::Bearer(_) => "Auth::Bearer(hidden)",
+        })
+    }
+}
+
+impl Auth {
+    fn header(&self) -> Option<HeaderValue> {
+        use base64::Engine as _;
+        let text = match self {
+            Auth::Basic { username, password } => format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"))
+            ),
+            Auth::Bearer(token) => format!("Bearer {token}"),
+        };
+        let mut value = HeaderValue::from_str(&text).ok()?;
+        value.set_sensitive(true);
+        Some(value)
+    }
+}
+
 /// What may be fetched, and how.
 #[derive(Debug, Clone, Default)]
 pub struct Access {
@@ -83,14 +116,18 @@ impl Fetcher {
     }
 
     /// GETs `url` (already a target: see `target`), at most `limit` bytes, following checked
-    /// redirects. `accept` and `token` become the Accept and Authorization headers.
+    /// redirects. `accept` and `auth` become the Accept and Authorization headers (the latter
+    /// sent to `url`'s host only).
     pub fn get(
         &self,
         url: &Url,
         accept: Option<&str>,
-        token: Option<&str>,
+        auth: Option<&Auth>,
         limit: u64,
     ) -> Result<(Vec<u8>, HeaderMap), FetchError> {
+        if auth.is_some() {
+            self.access.hosts.check_credentials(url.host_str().unwrap_or(""))?;
+        }
         let mut current = url.clone();
         for _ in 0..=MAX_REDIRECTS {
             self.check_connection(&current)?;
@@ -98,11 +135,10 @@ impl Fetcher {
             if let Some(accept) = accept {
                 request = request.header(ACCEPT, accept);
             }
-            // A token is for the registry that issued it: never sent on to another host.
-            if let Some(token) = token.filter(|_| current.host_str() == url.host_str()) {
-                if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
-                    request = request.header(AUTHORIZATION, value);
-                }
+            // Credentials are for the host they were given for: never sent on to another.
+            if let Some(value) = auth.filter(|_| current.host_str() == url.host_str()).and_then(Auth::header)
+            {
+                request = request.header(AUTHORIZATION, value);
             }
             let response = request.send().map_err(|e| failed(&current, e))?;
             let status = response.status();

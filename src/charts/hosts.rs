@@ -19,6 +19,11 @@ pub enum Refused {
          fluxplan fetch from a new host (allow it with --chart-hosts)"
     )]
     NewHost(String),
+    #[error(
+        "credentials are sent only to hosts the operator names: {0} is not in --chart-hosts (a pull request \
+         may point a source with a secretRef anywhere it may fetch from)"
+    )]
+    Credentials(String),
     #[error("{host} resolves to {address}, a {kind} address: refused (allow exactly {host}:{port} with --chart-hosts)")]
     Address { host: String, port: u16, address: IpAddr, kind: &'static str },
 }
@@ -91,6 +96,22 @@ impl HostPolicy {
         match self.mirrors.get(&host) {
             Some(mirror) => mirrored(&parsed, mirror).ok_or_else(|| Refused::Scheme(url.to_string())),
             None => Ok(parsed),
+        }
+    }
+
+    /// Whether a source's credentials may be sent to `host`: only to hosts the operator names
+    /// (`--chart-hosts`, mirrors), never merely because the base revision uses them.
+    pub fn check_credentials(&self, host: &str) -> Result<(), Refused> {
+        let host = normalize_host(host);
+        let named = self.allowed.iter().any(|a| a.host == host)
+            || self
+                .mirrors
+                .values()
+                .any(|m| m.host_str().map(normalize_host).as_deref() == Some(host.as_str()));
+        if named {
+            Ok(())
+        } else {
+            Err(Refused::Credentials(host))
         }
     }
 
@@ -216,6 +237,17 @@ mod tests {
         }
         // Spelling tricks name the same host.
         assert!(p.check("https://CHARTS.example.com./stable/index.yaml").is_ok());
+    }
+
+    #[test]
+    fn credentials_go_only_to_hosts_the_operator_names() {
+        let p = policy();
+        // Known from the base revision, fetched from, but not trusted with a Secret's credentials.
+        assert!(p.check("https://charts.example.com/stable/index.yaml").is_ok());
+        assert!(matches!(p.check_credentials("charts.example.com"), Err(Refused::Credentials(_))));
+        assert!(p.check_credentials("registry.internal").is_ok());
+        assert!(p.check_credentials("cache.example.org").is_ok());
+        assert!(p.check_credentials("127.0.0.1").is_ok(), "the mirror's host");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! against its digest. Public registries want an anonymous bearer token first (`WWW-Authenticate`
 //! on a 401): its realm is a URL like any other, checked by the same policy.
 
-use super::fetch::{FetchError, Fetcher};
+use super::fetch::{Auth, FetchError, Fetcher};
 use super::version::Constraint;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -39,6 +39,7 @@ pub fn pull_chart(
     fetcher: &Fetcher,
     url: &str,
     reference: &Reference,
+    credentials: Option<&Auth>,
     limit: u64,
 ) -> Result<(Vec<u8>, String), String> {
     let target = fetcher.target(url).map_err(|e| e.to_string())?;
@@ -46,7 +47,7 @@ pub fn pull_chart(
     if repository.is_empty() {
         return Err(format!("{url} names no repository"));
     }
-    let mut session = Session { fetcher, base: target, repository, token: None };
+    let mut session = Session { fetcher, base: target, repository, credentials, token: None };
     let reference = match reference {
         Reference::Tag(tag) => tag.replace('+', "_"),
         Reference::Digest(digest) => digest.clone(),
@@ -83,7 +84,9 @@ struct Session<'a> {
     /// The registry (scheme, host, port) as the policy allows it.
     base: Url,
     repository: String,
-    token: Option<String>,
+    /// The source's credentials: sent as they are, or exchanged for a token.
+    credentials: Option<&'a Auth>,
+    token: Option<Auth>,
 }
 
 impl Session<'_> {
@@ -97,12 +100,13 @@ impl Session<'_> {
     fn bytes(&mut self, path: &str, accept: Option<&str>, limit: u64) -> Result<Vec<u8>, String> {
         let url = self.url(path);
         for attempt in 0..2 {
-            match self.fetcher.get(&url, accept, self.token.as_deref(), limit) {
+            let auth = self.token.as_ref().or(self.credentials);
+            match self.fetcher.get(&url, accept, auth, limit) {
                 Ok((bytes, _)) => return Ok(bytes),
                 Err(FetchError::Status { status: 401, www_authenticate: Some(challenge), .. })
-                    if attempt == 0 =>
+                    if attempt == 0 && challenge.trim_start().to_ascii_lowercase().starts_with("bearer") =>
                 {
-                    self.token = Some(self.anonymous_token(&challenge)?);
+                    self.token = Some(Auth::Bearer(self.token_for(&challenge)?));
                 }
                 Err(e) => return Err(e.to_string()),
             }
@@ -132,8 +136,9 @@ impl Session<'_> {
         Ok(best.original().replace('+', "_"))
     }
 
-    /// An anonymous pull token from the realm a `Bearer` challenge names.
-    fn anonymous_token(&self, challenge: &str) -> Result<String, String> {
+    /// A pull token from the realm a `Bearer` challenge names: anonymous, or for the source's
+    /// credentials.
+    fn token_for(&self, challenge: &str) -> Result<String, String> {
         let params = challenge_params(challenge)
             .ok_or_else(|| format!("the registry wants credentials ({challenge})"))?;
         let realm = params
@@ -151,7 +156,8 @@ impl Session<'_> {
                 query.append_pair("scope", &format!("repository:{}:pull", self.repository));
             }
         }
-        let (bytes, _) = self.fetcher.get(&url, None, None, 1 << 20).map_err(|e| e.to_string())?;
+        let (bytes, _) =
+            self.fetcher.get(&url, None, self.credentials, 1 << 20).map_err(|e| e.to_string())?;
         let answer: Value = serde_json::from_slice(&bytes).map_err(|e| format!("{realm}: not JSON: {e}"))?;
         answer["token"]
             .as_str()

@@ -3,7 +3,7 @@
 //! and kept by digest so that every plan after the first reads it from disk. Each request is
 //! resolved once per renderer: base and head of a plan see the same chart for the same request.
 
-use super::fetch::{Access, FetchError, Fetcher};
+use super::fetch::{Access, Auth, FetchError, Fetcher};
 use super::oci;
 use super::version::Constraint;
 use sha2::{Digest, Sha256};
@@ -90,22 +90,43 @@ impl ChartStore {
     }
 
     /// The chart `request` names, fetched with `access` (once per store).
-    pub fn get(&self, request: &ChartRequest, access: &Access) -> Result<Fetched, String> {
-        self.resolved
-            .get(request, || Fetcher::new(access.clone()).and_then(|fetcher| self.fetch(request, &fetcher)))
+    /// `credentials`: the source's, when it names a Secret (the same request is the same chart,
+    /// whoever asks).
+    pub fn get(
+        &self,
+        request: &ChartRequest,
+        access: &Access,
+        credentials: Option<&Auth>,
+    ) -> Result<Fetched, String> {
+        self.resolved.get(request, || {
+            Fetcher::new(access.clone()).and_then(|fetcher| self.fetch(request, &fetcher, credentials))
+        })
     }
 
-    fn fetch(&self, request: &ChartRequest, fetcher: &Fetcher) -> Result<Fetched, String> {
+    fn fetch(
+        &self,
+        request: &ChartRequest,
+        fetcher: &Fetcher,
+        credentials: Option<&Auth>,
+    ) -> Result<Fetched, String> {
         match request {
             ChartRequest::Repository { url, chart, version } => {
-                let (archive_url, digest) = self.resolve_in_index(url, chart, version, fetcher)?;
+                let (archive_url, digest) =
+                    self.resolve_in_index(url, chart, version, fetcher, credentials)?;
                 let target = fetcher.target(archive_url.as_str()).map_err(|e| e.to_string())?;
-                let (bytes, _) =
-                    fetcher.get(&target, None, None, MAX_CHART_BYTES).map_err(|e| e.to_string())?;
+                // The repository's credentials go to archives on its own host only, as Helm sends them.
+                let (bytes, _) = fetcher
+                    .get(
+                        &target,
+                        None,
+                        credentials.filter(|_| target.host_str() == host_of(url).as_deref()),
+                        MAX_CHART_BYTES,
+                    )
+                    .map_err(|e| e.to_string())?;
                 self.keep(&bytes, digest.as_deref())
             }
             ChartRequest::Oci { url, reference } => {
-                let (bytes, digest) = oci::pull_chart(fetcher, url, reference, MAX_CHART_BYTES)?;
+                let (bytes, digest) = oci::pull_chart(fetcher, url, reference, credentials, MAX_CHART_BYTES)?;
                 self.keep(&bytes, Some(&digest))
             }
         }
@@ -118,9 +139,10 @@ impl ChartStore {
         chart: &str,
         version: &str,
         fetcher: &Fetcher,
+        credentials: Option<&Auth>,
     ) -> Result<(Url, Option<String>), String> {
         let constraint = Constraint::parse(version).map_err(|e| format!("version '{version}': {e}"))?;
-        let index = self.index(url, fetcher)?;
+        let index = self.index(url, fetcher, credentials)?;
         let entries = index["entries"][chart]
             .as_array()
             .ok_or_else(|| format!("the Helm repository {url} has no chart named {chart}"))?;
@@ -143,16 +165,22 @@ impl ChartStore {
         Ok((archive, digest))
     }
 
-    fn index(&self, url: &str, fetcher: &Fetcher) -> Result<serde_json::Value, String> {
+    fn index(
+        &self,
+        url: &str,
+        fetcher: &Fetcher,
+        credentials: Option<&Auth>,
+    ) -> Result<serde_json::Value, String> {
         self.indexes.get(&url.to_string(), || {
             let index_url = format!("{}/index.yaml", url.trim_end_matches('/'));
             let target = fetcher.target(&index_url).map_err(|e| e.to_string())?;
-            let (bytes, _) = fetcher.get(&target, None, None, MAX_INDEX_BYTES).map_err(|e| match e {
-                FetchError::Status { status: 404, .. } => {
-                    format!("{url} is not a Helm repository (no index.yaml)")
-                }
-                other => other.to_string(),
-            })?;
+            let (bytes, _) =
+                fetcher.get(&target, None, credentials, MAX_INDEX_BYTES).map_err(|e| match e {
+                    FetchError::Status { status: 404, .. } => {
+                        format!("{url} is not a Helm repository (no index.yaml)")
+                    }
+                    other => other.to_string(),
+                })?;
             let text = String::from_utf8(bytes).map_err(|_| format!("{index_url} is not text"))?;
             crate::yaml::parse_documents(&text)
                 .map_err(|e| format!("{index_url} is not YAML: {e}"))?
@@ -180,4 +208,8 @@ impl ChartStore {
         }
         Ok(Fetched { archive, digest })
     }
+}
+
+fn host_of(url: &str) -> Option<String> {
+    Url::parse(url).ok()?.host_str().map(str::to_string)
 }

@@ -355,26 +355,35 @@ impl KubeCluster {
             })
             .collect();
 
-        // The ConfigMaps and Secrets the live Kustomizations substitute from, and those the live
-        // HelmReleases take values from.
+        // The ConfigMaps and Secrets the live Kustomizations substitute from, those the live
+        // HelmReleases take values from, and the credentials of the live chart sources.
         let mut config_maps = Vec::new();
         let mut secrets = Vec::new();
-        let helm_releases_live: Vec<&Value> =
-            objects.values().filter(|o| crate::flux::helm::is_helm_release(o)).collect();
-        let value_sources = kustomizations
-            .iter()
-            .map(|k| (k, &k["spec"]["postBuild"]["substituteFrom"]))
-            .chain(helm_releases_live.iter().map(|h| (*h, &h["spec"]["valuesFrom"])));
-        let mut read = std::collections::BTreeSet::new();
-        for (k, sources) in value_sources {
-            let namespace = k["metadata"]["namespace"].as_str().unwrap_or("");
-            for source in sources.as_array().into_iter().flatten() {
-                let (Some(kind), Some(name)) = (source["kind"].as_str(), source["name"].as_str()) else {
-                    continue;
-                };
-                if !read.insert((kind.to_string(), namespace.to_string(), name.to_string())) {
-                    continue;
+        let mut wanted: std::collections::BTreeSet<(String, String, String)> = Default::default();
+        let mut want = |owner: &Value, references: &Value| {
+            let namespace = owner["metadata"]["namespace"].as_str().unwrap_or("");
+            for reference in references.as_array().into_iter().flatten() {
+                if let (Some(kind), Some(name)) = (reference["kind"].as_str(), reference["name"].as_str()) {
+                    wanted.insert((kind.to_string(), namespace.to_string(), name.to_string()));
                 }
+            }
+        };
+        for k in &kustomizations {
+            want(k, &k["spec"]["postBuild"]["substituteFrom"]);
+        }
+        for object in objects.values() {
+            if crate::flux::helm::is_helm_release(object) {
+                want(object, &object["spec"]["valuesFrom"]);
+            }
+            let is_source = crate::flux::split_api_version(object["apiVersion"].as_str().unwrap_or("")).0
+                == crate::flux::SOURCE_GROUP;
+            if let Some(name) = object["spec"]["secretRef"]["name"].as_str().filter(|_| is_source) {
+                want(object, &json!([{"kind": "Secret", "name": name}]));
+            }
+        }
+        for (kind, namespace, name) in &wanted {
+            let (kind, namespace, name) = (kind.as_str(), namespace.as_str(), name.as_str());
+            {
                 let found = match kind {
                     "ConfigMap" => self.fetch_values("ConfigMap", namespace, name).await,
                     "Secret" if self.options.read_secrets => {

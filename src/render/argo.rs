@@ -644,7 +644,8 @@ impl<'a> ArgoWalk<'a> {
             // A chart of a Helm repository or registry: fetched by the same rules as HelmReleases'.
             let request =
                 super::helm::argo::request(&source.repo_url, chart, source.target_revision.as_deref());
-            let archive = self.charts.fetch(&request).map_err(|why| {
+            // Argo CD's repository credentials live in its own namespace: not read.
+            let archive = self.charts.fetch(&request, None).map_err(|why| {
                 Unrendered::External(format!(
                     "Helm chart {chart} from {url} could not be had ({request}): {why}; this Application is not planned"
                 ))

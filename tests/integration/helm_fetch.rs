@@ -117,6 +117,15 @@ struct Static {
 
 impl Static {
     fn start(files: Vec<(String, Vec<u8>)>, redirects: Vec<(String, String)>) -> Self {
+        Self::guarded(files, redirects, None)
+    }
+
+    /// A server that answers 401 to any request without the `Authorization` header `auth`.
+    fn guarded(
+        files: Vec<(String, Vec<u8>)>,
+        redirects: Vec<(String, String)>,
+        auth: Option<String>,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let asked = Arc::new(Mutex::new(Vec::new()));
@@ -130,13 +139,19 @@ impl Static {
                 }
                 // The rest of the request head.
                 let mut header = String::new();
+                let mut authorized = auth.is_none();
                 while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                    if let (Some(expected), Some((name, value))) = (&auth, header.split_once(':')) {
+                        authorized |= name.eq_ignore_ascii_case("authorization") && value.trim() == expected;
+                    }
                     header.clear();
                 }
                 let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
                 log.lock().unwrap().push(path.clone());
                 let mut stream = stream;
-                let response = if let Some((_, to)) = redirects.iter().find(|(p, _)| *p == path) {
+                let response = if !authorized {
+                    b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec()
+                } else if let Some((_, to)) = redirects.iter().find(|(p, _)| *p == path) {
                     format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").into_bytes()
                 } else if let Some((_, body)) = files.iter().find(|(p, _)| *p == path) {
                     let mut response = format!(
@@ -157,6 +172,11 @@ impl Static {
 
     /// A classic Helm repository at `/charts`: the archives in `packages`, indexed by `helm repo index`.
     fn repository(packages: &Path) -> Self {
+        Self::private_repository(packages, None)
+    }
+
+    /// The same, answering only requests with the `Authorization` header `auth`.
+    fn private_repository(packages: &Path, auth: Option<String>) -> Self {
         let index = Command::new(helm(4).program()).args(["repo", "index"]).arg(packages).output().unwrap();
         assert!(index.status.success(), "{}", String::from_utf8_lossy(&index.stderr));
         let files = std::fs::read_dir(packages)
@@ -166,7 +186,7 @@ impl Static {
                 (format!("/charts/{}", e.file_name().to_string_lossy()), std::fs::read(e.path()).unwrap())
             })
             .collect();
-        Static::start(files, Vec::new())
+        Static::guarded(files, Vec::new(), auth)
     }
 
     fn url(&self) -> String {
@@ -398,4 +418,48 @@ fn a_charts_dependencies_are_got_as_source_controller_gets_them() {
     for id in ["data_app__ConfigMap", "data_common__ConfigMap", "data_db-v11_apps_StatefulSet"] {
         assert!(ids.contains(id), "{id} not in {ids}");
     }
+}
+
+/// A private Helm repository: its HelmRepository names a Secret with the credentials. Read from
+/// the cluster (here its snapshot), sent to that repository's host only, never shown; without
+/// them the release is external and says which Secret it needs.
+#[test]
+fn a_private_repository_is_read_with_its_sources_credentials() {
+    let packages = tempfile::tempdir().unwrap();
+    package(packages.path(), "1.0.0", "db");
+    package(packages.path(), "1.1.0", "db-v11");
+    // "fleet-reader:hunter2-private" in base64, as HTTP Basic authentication sends it.
+    let server = Static::private_repository(
+        packages.path(),
+        Some("Basic ZmxlZXQtcmVhZGVyOmh1bnRlcjItcHJpdmF0ZQ==".into()),
+    );
+    let sources = format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: charts\n  namespace: data\nspec:\n  \
+         url: {}/charts\n  secretRef:\n    name: charts-auth\n",
+        server.url()
+    );
+    let template = |version: &str| {
+        format!("  chart:\n    spec:\n      chart: db\n      version: \"{version}\"\n      sourceRef:\n        kind: HelmRepository\n        name: charts\n")
+    };
+    let repo = fleet(&sources, &template("1.0.0"));
+    repo.write("apps/db/release.yaml", &release_manifest(&template("1.1.0")));
+    repo.commit("db 1.1.0");
+    let host = format!("127.0.0.1:{}", server.port);
+    let snapshot = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        snapshot.path(),
+        "kind: ClusterSnapshot\nsecrets:\n- metadata: {name: charts-auth, namespace: data}\n  \
+         data: {username: ZmxlZXQtcmVhZGVy, password: aHVudGVyMi1wcml2YXRl}\n",
+    )
+    .unwrap();
+    let with_cluster = ["--chart-hosts", &host, "--cluster-snapshot", snapshot.path().to_str().unwrap()];
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &with_cluster);
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["chart"], "db 1.0.0 → 1.1.0", "{release:#}");
+    assert!(!plan.to_string().contains("hunter2-private"), "the password never shows");
+    // Offline: the Secret is the cluster's.
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--chart-hosts", &host]);
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["status"], "external");
+    assert!(release["notes"].to_string().contains("Secret data/charts-auth"), "{release:#}");
 }

@@ -33,9 +33,13 @@ pub struct Charts<'a> {
 
 impl Charts<'_> {
     /// The archive of the chart `request` names, or why it cannot be had.
-    pub fn fetch(&self, request: &ChartRequest) -> Result<std::path::PathBuf, String> {
+    pub fn fetch(
+        &self,
+        request: &ChartRequest,
+        credentials: Option<&crate::charts::fetch::Auth>,
+    ) -> Result<std::path::PathBuf, String> {
         match &self.fetching {
-            Ok((store, access)) => store.get(request, access).map(|fetched| fetched.archive),
+            Ok((store, access)) => store.get(request, access, credentials).map(|fetched| fetched.archive),
             Err(why) => Err(why.clone()),
         }
     }

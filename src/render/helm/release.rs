@@ -7,6 +7,7 @@ use super::engine::{Helm, Template};
 use super::manifest::Release;
 use super::units::ChartVersion;
 use crate::cancel::CancelToken;
+use crate::charts::fetch::Auth;
 use crate::charts::oci;
 use crate::charts::store::ChartRequest;
 use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec, HELM_GROUP};
@@ -46,8 +47,9 @@ pub struct Inputs<'a> {
     /// `helm template` through the cache: by key, `true` when the output may hold a Secret's
     /// value (then it is kept in memory only), and the run to make on a miss.
     pub templates: &'a Templates<'a>,
-    /// Gets a chart from a Helm repository or an OCI registry; `Err` says why it cannot.
-    pub fetch: &'a dyn Fn(&ChartRequest) -> Result<PathBuf, String>,
+    /// Gets a chart from a Helm repository or an OCI registry, with its source's credentials;
+    /// `Err` says why it cannot.
+    pub fetch: &'a dyn Fn(&ChartRequest, Option<&Auth>) -> Result<PathBuf, String>,
     /// `.Capabilities`: the cluster's Kubernetes version and extra API versions.
     pub kube_version: Option<&'a str>,
     pub api_versions: &'a [String],
@@ -106,7 +108,7 @@ pub fn render(
                     copy_chart(&dir, &copy.join("charts").join(&name)).map_err(prepare)?;
                 }
                 super::dependencies::Missing::Fetch { name, request } => {
-                    let archive = (inputs.fetch)(&request).map_err(|why| {
+                    let archive = (inputs.fetch)(&request, None).map_err(|why| {
                         NotRendered::External(format!(
                             "its chart's dependency {name} could not be had ({request}): {why}"
                         ))
@@ -380,27 +382,34 @@ fn locate_chart(
     Ok(Chart { dir, root: tree, values_files })
 }
 
-/// The chart `request` names, fetched and unpacked.
+/// A chart to fetch, with its source's credentials.
+struct Sourced {
+    request: ChartRequest,
+    credentials: Option<Auth>,
+}
+
+/// The chart `sourced` names, fetched and unpacked.
 fn fetched(
-    request: &ChartRequest,
+    sourced: &Sourced,
     spec: &HelmReleaseSpec,
     inputs: &Inputs,
     scratch: &Path,
 ) -> Result<Chart, NotRendered> {
-    let archive = (inputs.fetch)(request)
+    let request = &sourced.request;
+    let archive = (inputs.fetch)(request, sourced.credentials.as_ref())
         .map_err(|why| NotRendered::External(format!("its chart could not be had ({request}): {why}")))?;
     chart_on_disk(&archive, spec, scratch, &format!("the chart fetched for {request}"))
 }
 
-/// A source object of the render, or why the chart it holds is not planned.
-fn source_object(reference: &SourceRef, inputs: &Inputs) -> Result<Value, NotRendered> {
+/// A source object of the render with its credentials, or why the chart it holds is not planned.
+fn source_object(reference: &SourceRef, inputs: &Inputs) -> Result<(Value, Option<Auth>), NotRendered> {
     let object = (inputs.source_object)(reference).ok_or_else(|| {
         NotRendered::External(format!(
             "its chart's source {reference} is not in this render (only the cluster has it)"
         ))
     })?;
     let spec = &object["spec"];
-    for field in ["secretRef", "certSecretRef", "verify"] {
+    for field in ["certSecretRef", "verify"] {
         if spec.get(field).is_some_and(|v| !v.is_null()) {
             return Err(NotRendered::External(format!(
                 "its chart's source {reference} uses spec.{field}, which fluxplan does not read: not fetched"
@@ -412,7 +421,50 @@ fn source_object(reference: &SourceRef, inputs: &Inputs) -> Result<Value, NotRen
             "its chart's source {reference} authenticates with provider {provider}: not fetched"
         )));
     }
-    Ok(object)
+    let credentials = match spec["secretRef"]["name"].as_str().filter(|n| !n.is_empty()) {
+        Some(name) => Some(credentials_of(reference, name, inputs)?),
+        None => None,
+    };
+    Ok((object, credentials))
+}
+
+/// A source's `secretRef`, from the cluster (read with `--read-secrets`): `username` and
+/// `password`, or the registry's entry of a `.dockerconfigjson`. Never shown.
+fn credentials_of(reference: &SourceRef, name: &str, inputs: &Inputs) -> Result<Auth, NotRendered> {
+    let named = format!("Secret {}/{name}", reference.namespace);
+    let data = match (inputs.cluster)("Secret", &reference.namespace, name) {
+        crate::cluster::Lookup::Found(data) => data,
+        crate::cluster::Lookup::NotFound => {
+            return Err(failed(format!("{reference} names the credentials {named}, which does not exist")))
+        }
+        crate::cluster::Lookup::Unknown => {
+            return Err(NotRendered::External(format!(
+                "its chart's source {reference} needs the credentials in {named}, which only the cluster holds (plan \
+                 with a cluster and --read-secrets)"
+            )))
+        }
+    };
+    if let (Some(username), Some(password)) = (data.get("username"), data.get("password")) {
+        return Ok(Auth::Basic { username: username.clone(), password: password.clone() });
+    }
+    let docker: Option<Value> =
+        data.get(".dockerconfigjson").and_then(|text| serde_json::from_str(text).ok());
+    let entry =
+        docker.as_ref().and_then(|d| d["auths"].as_object()).and_then(|auths| auths.values().next().cloned());
+    if let Some(entry) = entry {
+        if let (Some(username), Some(password)) = (entry["username"].as_str(), entry["password"].as_str()) {
+            return Ok(Auth::Basic { username: username.into(), password: password.into() });
+        }
+        use base64::Engine as _;
+        let decoded = entry["auth"]
+            .as_str()
+            .and_then(|a| base64::engine::general_purpose::STANDARD.decode(a).ok())
+            .and_then(|b| String::from_utf8(b).ok());
+        if let Some((username, password)) = decoded.as_deref().and_then(|d| d.split_once(':')) {
+            return Ok(Auth::Basic { username: username.into(), password: password.into() });
+        }
+    }
+    Err(failed(format!("{named} holds neither username and password nor a .dockerconfigjson login")))
 }
 
 fn url_of(object: &Value, reference: &SourceRef) -> Result<String, NotRendered> {
@@ -429,21 +481,22 @@ fn helm_repository(
     chart: &str,
     version: Option<&str>,
     inputs: &Inputs,
-) -> Result<ChartRequest, NotRendered> {
-    let object = source_object(reference, inputs)?;
+) -> Result<Sourced, NotRendered> {
+    let (object, credentials) = source_object(reference, inputs)?;
     let url = url_of(&object, reference)?;
     let version = version.filter(|v| !v.is_empty()).unwrap_or("*").to_string();
-    Ok(if object["spec"]["type"] == "oci" || url.starts_with("oci://") {
+    let request = if object["spec"]["type"] == "oci" || url.starts_with("oci://") {
         let url = format!("{}/{chart}", url.trim_end_matches('/'));
         ChartRequest::Oci { url, reference: oci::Reference::Semver(version) }
     } else {
         ChartRequest::Repository { url, chart: chart.to_string(), version }
-    })
+    };
+    Ok(Sourced { request, credentials })
 }
 
 /// The chart of an OCIRepository: its `ref` (digest, then semver, then tag; `latest` by default).
-fn oci_repository(reference: &SourceRef, inputs: &Inputs) -> Result<ChartRequest, NotRendered> {
-    let object = source_object(reference, inputs)?;
+fn oci_repository(reference: &SourceRef, inputs: &Inputs) -> Result<Sourced, NotRendered> {
+    let (object, credentials) = source_object(reference, inputs)?;
     let url = url_of(&object, reference)?;
     let selector = &object["spec"]["layerSelector"]["mediaType"];
     if selector.as_str().is_some_and(|m| m != oci::CHART_LAYER) {
@@ -458,7 +511,7 @@ fn oci_repository(reference: &SourceRef, inputs: &Inputs) -> Result<ChartRequest
         (None, Some(range), _) => oci::Reference::Semver(range),
         (None, None, tag) => oci::Reference::Tag(tag.unwrap_or_else(|| "latest".into())),
     };
-    Ok(ChartRequest::Oci { url, reference })
+    Ok(Sourced { request: ChartRequest::Oci { url, reference }, credentials })
 }
 
 /// A HelmChart's chart, read as the template of a HelmRelease.

@@ -221,7 +221,9 @@ fn render_unit(
     let source_object = |source: &SourceRef| {
         sources.get(&(source.kind.clone(), source.namespace.clone(), source.name.clone())).cloned()
     };
-    let fetch = |request: &ChartRequest| releases.charts.fetch(request);
+    let fetch = |request: &ChartRequest, credentials: Option<&crate::charts::fetch::Auth>| {
+        releases.charts.fetch(request, credentials)
+    };
     let source_tree = |source: &SourceRef| (releases.source_tree)(source);
     let config_map =
         |namespace: &str, name: &str| config_maps.get(&(namespace.to_string(), name.to_string())).cloned();
