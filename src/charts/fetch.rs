@@ -125,7 +125,9 @@ impl Fetcher {
         auth: Option<&Auth>,
         limit: u64,
     ) -> Result<(Vec<u8>, HeaderMap), FetchError> {
-        if auth.is_some() {
+        // A source's own credentials go only where the operator says; a token a registry handed
+        // out goes back to that registry.
+        if let Some(Auth::Basic { .. }) = auth {
             self.access.hosts.check_credentials(url.host_str().unwrap_or(""))?;
         }
         let mut current = url.clone();
@@ -135,9 +137,9 @@ impl Fetcher {
             if let Some(accept) = accept {
                 request = request.header(ACCEPT, accept);
             }
-            // Credentials are for the host they were given for: never sent on to another.
-            if let Some(value) = auth.filter(|_| current.host_str() == url.host_str()).and_then(Auth::header)
-            {
+            // Credentials are for the origin they were given for (scheme, host and port): never sent
+            // on to another, nor in clear text after a redirect from https.
+            if let Some(value) = auth.filter(|_| same_origin(&current, url)).and_then(Auth::header) {
                 request = request.header(AUTHORIZATION, value);
             }
             let response = request.send().map_err(|e| failed(&current, e))?;
@@ -151,12 +153,19 @@ impl Fetcher {
                         }
                     })?;
                 let next = current.join(location).map_err(|e| failed(&current, e))?;
-                // Another host: the policy decides again, as for a URL a pull request wrote. The
-                // same host (a mirror's, say) was allowed already; its address is checked again.
-                let same_origin = next.scheme() == current.scheme()
-                    && next.host_str() == current.host_str()
-                    && next.port_or_known_default() == current.port_or_known_default();
-                current = if same_origin { next } else { self.target(next.as_str())? };
+                // The server chose this URL, not the pull request: registries send blobs on to their
+                // CDNs. The addresses are checked as for any URL (no private or metadata address
+                // unless allowed exactly), and never from https down to http.
+                if current.scheme() == "https" && next.scheme() != "https" {
+                    return Err(FetchError::Failed {
+                        url: current.to_string(),
+                        message: format!("redirects to {next}, from https to plain HTTP: refused"),
+                    });
+                }
+                if !matches!(next.scheme(), "http" | "https") {
+                    return Err(Refused::Scheme(next.to_string()).into());
+                }
+                current = next;
                 continue;
             }
             if !status.is_success() {
@@ -243,4 +252,11 @@ impl Resolve for CheckedResolver {
             Ok(Box::new(allowed.into_iter()) as Addrs)
         })
     }
+}
+
+/// The same scheme, host and port.
+fn same_origin(a: &Url, b: &Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
 }

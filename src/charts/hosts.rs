@@ -1,6 +1,6 @@
 //! Which chart URLs fluxplan may fetch. A pull request chooses URLs (a new HelmRepository can
-//! point anywhere), so a host is fetched from only when the base revision's sources or the live
-//! cluster's already use it, or the operator allow-listed it; and an address on loopback,
+//! point anywhere), so a host is fetched from only when the base revision's sources (or its charts'
+//! dependencies) already use it, or the operator allow-listed it; and an address on loopback,
 //! link-local, private or shared ranges or a cloud metadata address is refused unless that exact
 //! host and port is allow-listed. Mirrors (`--registry-mirror HOST=MIRROR`) replace a host and
 //! keep the path; a mirror is trusted as the operator's, but it allows no URL by itself.
@@ -177,7 +177,11 @@ fn special_kind(address: IpAddr) -> Option<&'static str> {
 
 fn special_v4(a: Ipv4Addr) -> Option<&'static str> {
     let [first, second, ..] = a.octets();
-    if a == Ipv4Addr::new(169, 254, 169, 254) || a == Ipv4Addr::new(100, 100, 100, 200) {
+    // AWS, GCP and Azure (169.254.169.254), Alibaba (100.100.100.200), Azure's wire server.
+    if a == Ipv4Addr::new(169, 254, 169, 254)
+        || a == Ipv4Addr::new(100, 100, 100, 200)
+        || a == Ipv4Addr::new(168, 63, 129, 16)
+    {
         Some("cloud metadata")
     } else if a.is_loopback() {
         Some("loopback")
@@ -187,6 +191,8 @@ fn special_v4(a: Ipv4Addr) -> Option<&'static str> {
         Some("private")
     } else if first == 100 && (64..128).contains(&second) {
         Some("shared (carrier-grade NAT)")
+    } else if first == 198 && (18..20).contains(&second) {
+        Some("benchmarking (198.18.0.0/15)")
     } else if a.is_unspecified() || a.is_broadcast() || a.is_multicast() || first == 0 || first >= 240 {
         Some("reserved")
     } else {
@@ -195,7 +201,24 @@ fn special_v4(a: Ipv4Addr) -> Option<&'static str> {
 }
 
 fn special_v6(a: Ipv6Addr) -> Option<&'static str> {
-    let first = a.segments()[0];
+    let segments = a.segments();
+    let first = segments[0];
+    // IPv4 carried in IPv6 (NAT64, 6to4): judged as the IPv4 address it reaches.
+    let embedded = match segments {
+        [0x64, 0xff9b, 0, 0, 0, 0, high, low] => Some((high, low)),
+        [0x2002, high, low, ..] => Some((high, low)),
+        _ => None,
+    };
+    if let Some((high, low)) = embedded {
+        let v4 = Ipv4Addr::from(((high as u32) << 16) | low as u32);
+        return special_v4(v4).or(Some("IPv4 translation"));
+    }
+    if first == 0x2001 && segments[1] == 0 {
+        return Some("Teredo tunnel");
+    }
+    if first & 0xffc0 == 0xfec0 {
+        return Some("site-local");
+    }
     if a == "fd00:ec2::254".parse::<Ipv6Addr>().expect("valid address") {
         Some("cloud metadata")
     } else if a.is_loopback() {
@@ -267,6 +290,12 @@ mod tests {
             "10.1.2.3",
             "172.20.0.1",
             "192.168.1.1",
+            "168.63.129.16",
+            "198.18.0.1",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::",
+            "2001:0:4136:e378::1",
+            "fec0::1",
             "169.254.169.254",
             "169.254.1.1",
             "100.64.0.1",

@@ -44,8 +44,18 @@ pub fn pull_chart(
 ) -> Result<(Vec<u8>, String), String> {
     let target = fetcher.target(url).map_err(|e| e.to_string())?;
     let repository = target.path().trim_start_matches('/').to_string();
-    if repository.is_empty() {
-        return Err(format!("{url} names no repository"));
+    // The distribution spec's grammar: path components of lower-case letters, digits and
+    // separators. Anything else (`..`, `%2e`) is not a repository, and must not become another
+    // path on the registry.
+    let component = |c: &str| {
+        !c.is_empty()
+            && c.chars()
+                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || matches!(ch, '.' | '_' | '-'))
+            && c.chars().next().is_some_and(|ch| ch.is_ascii_alphanumeric())
+            && c.chars().last().is_some_and(|ch| ch.is_ascii_alphanumeric())
+    };
+    if repository.is_empty() || !repository.split('/').all(component) {
+        return Err(format!("{url} does not name an OCI repository"));
     }
     let mut session = Session { fetcher, base: target, repository, credentials, token: None };
     let reference = match reference {
@@ -53,8 +63,18 @@ pub fn pull_chart(
         Reference::Digest(digest) => digest.clone(),
         Reference::Semver(range) => session.best_tag(range)?,
     };
-    let manifest =
-        session.json(&format!("manifests/{reference}"), Some(MANIFEST_TYPES), MAX_MANIFEST_BYTES)?;
+    let is_digest = reference.starts_with("sha256:");
+    if !(if is_digest { is_sha256_digest(&reference) } else { is_tag(&reference) }) {
+        return Err(format!("{url}: {reference:?} is neither a tag nor a sha256 digest"));
+    }
+    let manifest_bytes =
+        session.bytes(&format!("manifests/{reference}"), Some(MANIFEST_TYPES), MAX_MANIFEST_BYTES)?;
+    // Pinned by digest: the manifest must be the one pinned.
+    if is_digest && format!("sha256:{}", hex::encode(Sha256::digest(&manifest_bytes))) != reference {
+        return Err(format!("{url}: the manifest served for {reference} is not the one that digest names"));
+    }
+    let manifest: Value = serde_json::from_slice(&manifest_bytes)
+        .map_err(|e| format!("{url} {reference}: the manifest is not JSON: {e}"))?;
     let layer = manifest["layers"]
         .as_array()
         .into_iter()
@@ -64,10 +84,7 @@ pub fn pull_chart(
     let digest = layer["digest"]
         .as_str()
         .ok_or_else(|| format!("{url} {reference}: the chart layer has no digest"))?;
-    if !digest.starts_with("sha256:")
-        || digest.len() != 71
-        || !digest[7..].bytes().all(|b| b.is_ascii_hexdigit())
-    {
+    if !is_sha256_digest(digest) {
         return Err(format!("{url} {reference}: the chart layer's digest {digest:?} is not a sha256 digest"));
     }
     let bytes = session.bytes(&format!("blobs/{digest}"), None, limit)?;
@@ -76,6 +93,19 @@ pub fn pull_chart(
         return Err(format!("{url} {reference}: the chart layer's content is {actual}, not {digest}"));
     }
     Ok((bytes, actual))
+}
+
+/// `sha256:` and 64 hexadecimal digits.
+fn is_sha256_digest(text: &str) -> bool {
+    text.strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// A tag as the distribution spec allows it.
+fn is_tag(text: &str) -> bool {
+    text.len() <= 128
+        && text.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
 /// Requests to one repository of a registry, with the token it asked for.

@@ -50,8 +50,10 @@ pub struct ChartStore {
     /// `cache_dir/charts`, when there is a cache; else a temporary directory made on first use.
     kept: Option<PathBuf>,
     scratch: OnceLock<Result<tempfile::TempDir, String>>,
-    resolved: Memo<ChartRequest, Fetched>,
-    indexes: Memo<String, serde_json::Value>,
+    /// By request and the credentials it was made with: a chart fetched for one source never
+    /// answers another without them (nor a refusal with them).
+    resolved: Memo<(ChartRequest, Option<Auth>), Fetched>,
+    indexes: Memo<(String, Option<Auth>), serde_json::Value>,
 }
 
 type Memo<K, V> = crate::memo::Memo<K, Result<V, String>>;
@@ -98,7 +100,7 @@ impl ChartStore {
         access: &Access,
         credentials: Option<&Auth>,
     ) -> Result<Fetched, String> {
-        self.resolved.get(request, || {
+        self.resolved.get(&(request.clone(), credentials.cloned()), || {
             Fetcher::new(access.clone()).and_then(|fetcher| self.fetch(request, &fetcher, credentials))
         })
     }
@@ -171,7 +173,7 @@ impl ChartStore {
         fetcher: &Fetcher,
         credentials: Option<&Auth>,
     ) -> Result<serde_json::Value, String> {
-        self.indexes.get(&url.to_string(), || {
+        self.indexes.get(&(url.to_string(), credentials.cloned()), || {
             let index_url = format!("{}/index.yaml", url.trim_end_matches('/'));
             let target = fetcher.target(&index_url).map_err(|e| e.to_string())?;
             let (bytes, _) =

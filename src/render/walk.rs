@@ -1153,6 +1153,12 @@ fn assign_ids(
                     if meta.get("namespace").and_then(Value::as_str).unwrap_or("").is_empty() {
                         meta.insert("namespace".into(), Value::String(namespace.clone()));
                     }
+                    // The real name too (a Helm object named from a Secret's value).
+                    if let Some(real) =
+                        object.real_name.as_mut().filter(|r| r.namespace.as_deref().unwrap_or("").is_empty())
+                    {
+                        real.namespace = Some(namespace.clone());
+                    }
                 }
             }
             let manifest = &object.object;

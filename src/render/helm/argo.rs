@@ -55,6 +55,13 @@ pub fn request(repo_url: &str, chart: &str, revision: Option<&str>) -> ChartRequ
 pub fn render(charts: &Charts, source: &Source, cancel: &CancelToken) -> Result<Vec<Value>, NotRendered> {
     let helm = charts.helm.as_ref().map_err(|why| NotRendered::External(format!("not rendered: {why}")))?;
     let options = source.options;
+    let count = options.parameters.len() + options.file_parameters.len() + options.value_files.len();
+    if count > super::values::MAX_VALUE_SOURCES {
+        return Err(NotRendered::Failed(format!(
+            "more than {} value files and parameters",
+            super::values::MAX_VALUE_SOURCES
+        )));
+    }
     let mut values = Value::Object(Map::new());
     for file in &options.value_files {
         if file.starts_with("http://") || file.starts_with("https://") {

@@ -8,6 +8,17 @@ use crate::charts::store::ChartRequest;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// The most dependencies a chart may declare (real charts have a handful).
+const MAX_DEPENDENCIES: usize = 64;
+
+/// A chart name as Helm allows it: letters, digits, `-`, `_` and `.`, not starting with `.`.
+fn is_chart_name(name: &str) -> bool {
+    name.len() <= 250
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.contains("..")
+}
+
 /// A dependency the chart does not vendor, and where it comes from.
 #[derive(Debug, PartialEq)]
 pub enum Missing {
@@ -40,10 +51,20 @@ pub fn missing(dir: &Path, root: &Path) -> Result<Vec<Missing>, String> {
             .find(|d| d["name"] == name)
             .and_then(|d| d["version"].as_str().map(str::to_string))
     };
+    if declared.len() > MAX_DEPENDENCIES {
+        return Err(format!(
+            "the chart declares {} dependencies, more than {MAX_DEPENDENCIES}",
+            declared.len()
+        ));
+    }
     let vendored = vendored(dir);
     let mut missing = Vec::new();
     for dependency in &declared {
         let Some(name) = dependency["name"].as_str().filter(|n| !n.is_empty()) else { continue };
+        // The name becomes a file name under charts/: nothing but a chart name.
+        if !is_chart_name(name) {
+            return Err(format!("dependency name {name:?} is not a chart name"));
+        }
         if vendored.iter().any(|v| v == name) {
             continue;
         }
@@ -53,6 +74,11 @@ pub fn missing(dir: &Path, root: &Path) -> Result<Vec<Missing>, String> {
             .unwrap_or_else(|| "*".into());
         let item = if repository.is_empty() || repository.starts_with("file://") {
             let relative = repository.trim_start_matches("file://");
+            if relative.starts_with('/') {
+                return Err(format!(
+                    "dependency {name}: {repository} is an absolute path, outside the source"
+                ));
+            }
             let relative = if relative.is_empty() { format!("charts/{name}") } else { relative.to_string() };
             let local =
                 crate::paths::normalize(&dir.strip_prefix(root).unwrap_or(Path::new("")).join(&relative))
@@ -146,18 +172,22 @@ mod tests {
     }
 
     #[test]
-    fn paths_out_of_the_source_and_repository_aliases_are_refused() {
+    fn names_and_paths_that_leave_the_chart_or_the_source_and_aliases_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        for (repository, expected) in [("file://../../../etc", "leaves the source"), ("@stable", "alias")] {
+        for (name, repository, expected) in [
+            ("x", "file://../../../etc", "leaves the source"),
+            ("x", "file:///etc", "absolute path"),
+            ("x", "@stable", "alias"),
+            ("../../../home/user/.ssh", "file://../lib", "not a chart name"),
+            ("/home/user/.ssh", "file://../lib", "not a chart name"),
+        ] {
             std::fs::write(
                 dir.path().join("Chart.yaml"),
-                format!(
-                    "apiVersion: v2\nname: app\ndependencies:\n- {{name: x, repository: \"{repository}\"}}\n"
-                ),
+                format!("apiVersion: v2\nname: app\ndependencies:\n- {{name: \"{name}\", repository: \"{repository}\"}}\n"),
             )
             .unwrap();
             let error = missing(dir.path(), dir.path()).unwrap_err();
-            assert!(error.contains(expected), "{error}");
+            assert!(error.contains(expected), "{name} {repository}: {error}");
         }
     }
 }

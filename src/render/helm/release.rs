@@ -49,11 +49,14 @@ pub struct Inputs<'a> {
     pub templates: &'a Templates<'a>,
     /// Gets a chart from a Helm repository or an OCI registry, with its source's credentials;
     /// `Err` says why it cannot.
-    pub fetch: &'a dyn Fn(&ChartRequest, Option<&Auth>) -> Result<PathBuf, String>,
+    pub fetch: &'a FetchChart<'a>,
     /// `.Capabilities`: the cluster's Kubernetes version and extra API versions.
     pub kube_version: Option<&'a str>,
     pub api_versions: &'a [String],
 }
+
+/// Gets a chart's archive (see `Inputs::fetch`).
+pub type FetchChart<'a> = dyn Fn(&ChartRequest, Option<&Auth>) -> Result<PathBuf, String> + 'a;
 
 /// `helm template` through a cache (see `Inputs::templates`).
 pub type Templates<'a> =
@@ -64,7 +67,10 @@ pub type Templates<'a> =
 pub struct Rendered {
     pub release: Release,
     pub chart: Option<ChartVersion>,
-    /// Texts of values from Secrets: masked wherever the release's objects are shown.
+    /// When values come from Secrets: the release rendered with them masked, which is what is
+    /// shown (`release` is what the cluster gets; only its digests are used).
+    pub shown: Option<Release>,
+    /// Texts of values from Secrets: masked wherever they still show.
     pub secret_texts: Vec<String>,
 }
 
@@ -100,6 +106,7 @@ pub fn render(
             std::fs::write(copy.join("values.yaml"), crate::yaml::to_yaml(values)).map_err(prepare)?;
         }
         for dependency in missing {
+            cancel.check().map_err(|reason| NotRendered::Failed(RenderError::Cancelled(reason)))?;
             match dependency {
                 super::dependencies::Missing::Local { name, dir } => {
                     if !dir.join("Chart.yaml").is_file() {
@@ -122,52 +129,80 @@ pub fn render(
         (copy, scratch.path().to_path_buf())
     };
     let version = chart_version(&chart.dir);
-    let template = Template {
-        chart: &chart_dir,
-        readable: &readable,
-        release: &spec.release.name,
-        namespace: &spec.release.namespace,
-        values: &values,
-        kube_version: inputs.kube_version,
-        api_versions: inputs.api_versions,
-        include_crds: spec.install_crds != CrdPolicy::Skip,
-        is_upgrade: false,
-    };
-    let key = template_key(helm, &template, &chart_dir)
-        .map_err(|e| failed(format!("cannot read the chart: {e}")))?;
     let holds_secrets = !merged.secret_texts.is_empty();
-    let mut release = (inputs.templates)(&key, holds_secrets, &|| helm.template(&template, cancel)).map_err(
-        |e| match e {
-            // Chart dependencies source-controller would fetch: not a failure of the release.
-            crate::render::kustomize::BuildError::Failed(message)
-                if message.contains("missing in charts/") =>
-            {
-                NotRendered::External(format!(
-                    "its chart's dependencies are not vendored in charts/: {message}"
-                ))
-            }
-            // Helm's message may quote a value: one from a Secret never shows.
-            crate::render::kustomize::BuildError::Failed(message) => failed(format!(
-                "helm template failed: {}",
-                super::values::mask(&message, &merged.secret_texts).unwrap_or(message.clone())
-            )),
-            crate::render::kustomize::BuildError::Limit(message) => {
-                NotRendered::Failed(RenderError::Limit(message))
-            }
-            crate::render::kustomize::BuildError::Cancelled(reason) => {
-                NotRendered::Failed(RenderError::Cancelled(reason))
-            }
-        },
-    )?;
+    let run = |values: &Value, may_hold_secrets: bool| -> Result<Release, BuildError> {
+        let template = Template {
+            chart: &chart_dir,
+            readable: &readable,
+            release: &spec.release.name,
+            namespace: &spec.release.namespace,
+            values,
+            kube_version: inputs.kube_version,
+            api_versions: inputs.api_versions,
+            include_crds: spec.install_crds != CrdPolicy::Skip,
+            is_upgrade: false,
+        };
+        let key = template_key(helm, &template, &chart_dir)
+            .map_err(|e| BuildError::Failed(format!("cannot read the chart: {e}")))?;
+        let mut release = (inputs.templates)(&key, may_hold_secrets, &|| helm.template(&template, cancel))?;
+        finish(&mut release, spec, namespace, name, inputs)?;
+        Ok(release)
+    };
+    let rendered = run(&values, holds_secrets);
+    // A chart's templates may print a value in any form (encoded, split, in a name): what is shown
+    // of a release with values from Secrets comes from a render that never saw them. Its messages
+    // too: the real render's could quote one.
+    let shown = merged.shown.as_ref().map(|shown| run(shown, false));
+    let (release, shown) = match (rendered, shown) {
+        (Ok(release), None) => (release, None),
+        (Ok(release), Some(Ok(shown))) => (release, Some(shown)),
+        (Err(e), None) => return Err(not_rendered(e)),
+        (Err(e), Some(shown)) => {
+            return Err(match (e, shown) {
+                (BuildError::Failed(_), Err(shown_error)) => not_rendered(shown_error),
+                (BuildError::Failed(_), Ok(_)) => failed(
+                    "helm template failed with the values from Secrets (its message is hidden: it could quote them)".into(),
+                ),
+                (other, _) => not_rendered(other),
+            })
+        }
+        (Ok(_), Some(Err(_))) => {
+            return Err(NotRendered::External(
+                "its objects depend on its values from Secrets in a way fluxplan cannot show without showing them: \
+                 not rendered"
+                    .into(),
+            ))
+        }
+    };
+    Ok(Rendered { release, shown, chart: version, secret_texts: merged.secret_texts })
+}
+
+/// Why `helm template` gave nothing, as the plan says it.
+fn not_rendered(error: BuildError) -> NotRendered {
+    match error {
+        // Chart dependencies source-controller would fetch: not a failure of the release.
+        BuildError::Failed(message) if message.contains("missing in charts/") => {
+            NotRendered::External(format!("its chart's dependencies are not vendored in charts/: {message}"))
+        }
+        BuildError::Failed(message) => failed(format!("helm template failed: {message}")),
+        BuildError::Limit(message) => NotRendered::Failed(RenderError::Limit(message)),
+        BuildError::Cancelled(reason) => NotRendered::Failed(RenderError::Cancelled(reason)),
+    }
+}
+
+/// The controller's post-rendering of a release: `postRenderers`, then `commonMetadata`, then
+/// its origin labels.
+fn finish(
+    release: &mut Release,
+    spec: &HelmReleaseSpec,
+    namespace: &str,
+    name: &str,
+    inputs: &Inputs,
+) -> Result<(), BuildError> {
     for (n, renderer) in spec.post_renderers.iter().enumerate() {
         if let Some(kustomize) = renderer.get("kustomize").filter(|k| k.is_object()) {
             release.objects =
-                post_render(&release.objects, kustomize, inputs, n).map_err(
-                    |e| match super::values::mask(&e, &merged.secret_texts) {
-                        Some(masked) => failed(masked),
-                        None => failed(e),
-                    },
-                )?;
+                post_render(&release.objects, kustomize, inputs, n).map_err(BuildError::Failed)?;
         }
     }
     let origin = [
@@ -179,7 +214,7 @@ pub fn render(
         set_all(object, "labels", spec.common_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         set_all(object, "labels", origin.iter().cloned());
     }
-    Ok(Rendered { release, chart: version, secret_texts: merged.secret_texts })
+    Ok(())
 }
 
 /// The release's objects through one `postRenderers[].kustomize`: its `patches` (inline, with

@@ -8,7 +8,10 @@ use crate::charts::store::ChartRequest;
 use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec};
 use crate::flux::{KustomizationRef, SourceRef};
 use crate::render::build::BuiltObject;
-use crate::render::{postbuild, Cluster, ErrorReport, RenderError, RenderedKustomization, Status, UnitKind};
+use crate::render::{
+    postbuild, Cluster, ErrorReport, RealName, RenderError, RenderedKustomization, RenderedObject, Status,
+    UnitKind,
+};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::Value;
@@ -254,9 +257,10 @@ fn render_unit(
         }
         Ok(rendered) => {
             helm_unit.chart = rendered.chart.clone();
-            helm_unit.tests = rendered.release.tests;
-            helm_unit.hooks = rendered
-                .release
+            // What is shown comes from the render that never saw values from Secrets.
+            let shown = rendered.shown.as_ref().unwrap_or(&rendered.release);
+            helm_unit.tests = shown.tests;
+            helm_unit.hooks = shown
                 .hooks
                 .iter()
                 .map(|(phases, hook)| {
@@ -269,21 +273,37 @@ fn render_unit(
                     format!("{name} on {phases}")
                 })
                 .collect();
-            helm_unit.crds = rendered
-                .release
+            helm_unit.crds = shown
                 .crds
                 .iter()
                 .filter_map(|crd| crd["metadata"]["name"].as_str().map(str::to_string))
                 .collect();
-            let built = rendered
-                .release
-                .crds
-                .into_iter()
-                .chain(rendered.release.objects)
-                .map(|object| BuiltObject { object, origin: None })
-                .collect();
-            unit.objects = postbuild::plain(built);
-            // Values from Secrets never show: the digests stay those of the real objects.
+            let plain = |release: &super::Release| {
+                let built = release
+                    .crds
+                    .iter()
+                    .chain(&release.objects)
+                    .map(|object| BuiltObject { object: object.clone(), origin: None });
+                postbuild::plain(built.collect())
+            };
+            let real = plain(&rendered.release);
+            let objects = match &rendered.shown {
+                None => real,
+                Some(shown) => match with_shown_manifests(real, plain(shown)) {
+                    Some(objects) => objects,
+                    None => {
+                        return external(
+                            unit,
+                            helm_unit,
+                            "its objects depend on its values from Secrets in a way fluxplan cannot show without \
+                             showing them: not rendered"
+                                .into(),
+                        )
+                    }
+                },
+            };
+            unit.objects = objects;
+            // Defense in depth: a value from a Secret that still shows is masked.
             for object in &mut unit.objects {
                 if super::values::mask_value(&mut object.object, &rendered.secret_texts) {
                     object.holds_secret_values = true;
@@ -293,6 +313,35 @@ fn render_unit(
             unit
         }
     }
+}
+
+/// The real objects (what the cluster gets: their digests, their names for the inventory) shown
+/// as the render without Secret values has them; `None` when the two renders do not pair up.
+fn with_shown_manifests(
+    real: Vec<RenderedObject>,
+    shown: Vec<RenderedObject>,
+) -> Option<Vec<RenderedObject>> {
+    let same_kinds = real.len() == shown.len()
+        && real.iter().zip(&shown).all(|(r, s)| {
+            r.object["kind"] == s.object["kind"] && r.object["apiVersion"] == s.object["apiVersion"]
+        });
+    if !same_kinds {
+        return None;
+    }
+    Some(
+        real.into_iter()
+            .zip(shown)
+            .map(|(real, shown)| {
+                let real_name = RealName::of(&real.object);
+                RenderedObject {
+                    real_name: (real_name != RealName::of(&shown.object)).then_some(real_name),
+                    object: shown.object,
+                    holds_secret_values: true,
+                    ..real
+                }
+            })
+            .collect(),
+    )
 }
 
 fn failed(mut unit: RenderedKustomization, error: RenderError) -> RenderedKustomization {

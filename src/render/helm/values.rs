@@ -12,8 +12,14 @@ use serde_json::{Map, Value};
 /// The merged values, and the texts that came from Secrets (to mask wherever they show).
 pub struct Merged {
     pub values: Value,
+    /// When some values come from Secrets: the same values with each of those replaced by a mask,
+    /// for the render that is shown.
+    pub shown: Option<Value>,
     pub secret_texts: Vec<String>,
 }
+
+/// What a value from a Secret is replaced with in the render that is shown.
+pub const MASKED: &str = "(masked)";
 
 /// Strings shorter than this are not masked on their own: `true`, `80` would mask half a
 /// manifest. The whole value of a key is always masked.
@@ -24,7 +30,11 @@ const MIN_MASKED_LEAF: usize = 4;
 /// (read with `--read-secrets`).
 pub fn merged(spec: &HelmReleaseSpec, namespace: &str, inputs: &Inputs) -> Result<Merged, NotRendered> {
     let mut values = Value::Object(Map::new());
+    let mut shown = Value::Object(Map::new());
     let mut secret_texts = Vec::new();
+    if spec.values_from.len() > MAX_VALUE_SOURCES {
+        return Err(failed(format!("more than {MAX_VALUE_SOURCES} valuesFrom entries")));
+    }
     for reference in &spec.values_from {
         let named = format!("{} {namespace}/{}", reference.kind, reference.name);
         let is_secret = match reference.kind.as_str() {
@@ -46,8 +56,17 @@ pub fn merged(spec: &HelmReleaseSpec, namespace: &str, inputs: &Inputs) -> Resul
         let quote =
             |e: String| if is_secret { String::from("(message hidden: the value is a Secret's)") } else { e };
         match &reference.target_path {
-            Some(path) => set_at_path(&mut values, path, text)
-                .map_err(|e| failed(format!("{named} targetPath '{path}': {}", quote(e))))?,
+            Some(path) => {
+                set_at_path(&mut values, path, text)
+                    .map_err(|e| failed(format!("{named} targetPath '{path}': {}", quote(e))))?;
+                if is_secret {
+                    secret_texts.push(text.trim_matches(|c| c == '"' || c == '\'').to_string());
+                    set_string_at_path(&mut shown, path, MASKED)
+                        .map_err(|e| failed(format!("{named}: {e}")))?;
+                } else {
+                    set_at_path(&mut shown, path, text).map_err(|e| failed(format!("{named}: {e}")))?;
+                }
+            }
             None => {
                 let document = crate::yaml::parse_documents(text)
                     .map_err(|e| {
@@ -58,13 +77,18 @@ pub fn merged(spec: &HelmReleaseSpec, namespace: &str, inputs: &Inputs) -> Resul
                     .unwrap_or(Value::Null);
                 if is_secret {
                     leaves(&document, &mut secret_texts);
+                    merge(&mut shown, masked(&document));
+                } else {
+                    merge(&mut shown, document.clone());
                 }
                 merge(&mut values, document);
             }
         }
     }
     merge(&mut values, spec.values.clone());
-    Ok(Merged { values, secret_texts })
+    merge(&mut shown, spec.values.clone());
+    let shown = (!secret_texts.is_empty()).then_some(shown);
+    Ok(Merged { values, shown, secret_texts })
 }
 
 /// The data of a valuesFrom source; `None` when it is optional and missing.
@@ -100,10 +124,21 @@ fn data_of(
     }
 }
 
-/// Every string of `value` long enough to mask on its own.
+/// `value` with every scalar replaced by the mask, its shape kept.
+fn masked(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), masked(v))).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(masked).collect()),
+        Value::Null => Value::Null,
+        _ => Value::String(MASKED.into()),
+    }
+}
+
+/// Every scalar of `value` long enough to mask on its own.
 fn leaves(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::String(s) if s.len() >= MIN_MASKED_LEAF => out.push(s.clone()),
+        Value::Number(n) if n.to_string().len() >= MIN_MASKED_LEAF => out.push(n.to_string()),
         Value::Array(items) => items.iter().for_each(|v| leaves(v, out)),
         Value::Object(map) => map.values().for_each(|v| leaves(v, out)),
         _ => {}
@@ -127,6 +162,13 @@ pub fn merge(base: &mut Value, over: Value) {
         (base, over) => *base = over,
     }
 }
+
+/// Bounds on a path a pull request writes (each index makes a list that long): far beyond what
+/// values need, far below what exhausts memory.
+const MAX_INDEX: usize = 1_000;
+const MAX_STEPS: usize = 30;
+/// The most `valuesFrom` entries (or Argo CD parameters) one release may have.
+pub const MAX_VALUE_SOURCES: usize = 200;
 
 /// One step of a target path: a key of a map or an index of a list.
 #[derive(Debug, PartialEq)]
@@ -159,8 +201,8 @@ fn steps(path: &str) -> Result<Vec<Step>, String> {
                 let digits: String = chars.by_ref().take_while(|c| *c != ']').collect();
                 let index =
                     digits.parse::<usize>().map_err(|_| format!("'[{digits}]' is not a list index"))?;
-                if index > 65_535 {
-                    return Err(format!("list index {index} is too large"));
+                if index > MAX_INDEX {
+                    return Err(format!("list index {index} is over {MAX_INDEX}"));
                 }
                 steps.push(Step::Index(index));
             }
@@ -170,6 +212,9 @@ fn steps(path: &str) -> Result<Vec<Step>, String> {
     end_key(&mut key, &mut steps);
     if steps.is_empty() {
         return Err("an empty path".into());
+    }
+    if steps.len() > MAX_STEPS {
+        return Err(format!("more than {MAX_STEPS} levels deep"));
     }
     Ok(steps)
 }
@@ -239,7 +284,9 @@ pub fn mask(text: &str, secrets: &[String]) -> Option<String> {
     let mut found = false;
     let mut forms: Vec<String> = secrets
         .iter()
-        .filter(|s| !s.is_empty())
+        // Too short to mask on its own: `80` would mask half a manifest (and shown renders never
+        // see these values anyway).
+        .filter(|s| s.len() >= MIN_MASKED_LEAF)
         .flat_map(|s| [s.clone(), base64::engine::general_purpose::STANDARD.encode(s)])
         .collect();
     // Longest first: a secret containing another is masked whole.
@@ -296,7 +343,8 @@ mod tests {
             json!({"a": {"keep": 1, "b": {"c": 42}, "quoted": "42"}, "flag": true, "zip": "0755",
                    "dotted.key": "x", "list": [null, {"name": "second"}], "text": "a,b: c"})
         );
-        for bad in ["", "a..b", "a[x]", "a[99999999]"] {
+        let deep = vec!["a"; 31].join(".");
+        for bad in ["", "a..b", "a[x]", "a[1001]", "a[99999999]", deep.as_str()] {
             assert!(set_at_path(&mut json!({}), bad, "1").is_err(), "{bad}");
         }
     }
