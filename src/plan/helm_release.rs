@@ -1,9 +1,13 @@
-//! The HelmRelease uninstall cascade: deleting a HelmRelease object runs helm-controller's
-//! finalizer, which (unless the HelmRelease is suspended) uninstalls its Helm release: every
-//! object of the latest revision's manifest is deleted, except those carrying the
-//! `helm.sh/resource-policy` annotation; delete hooks run; CRDs from the chart's `crds/` are not
-//! in the manifest and stay. What the manifest holds is known only from the release's storage
-//! Secret (a cluster read with `--read-secrets`), and only object ids ever reach the plan.
+//! HelmReleases in a plan. A release is a unit of its own (`plan_one` plans it like any unit);
+//! what is Helm's is here: an upgrade deletes what the new manifest no longer holds, except what
+//! `helm.sh/resource-policy: keep` keeps and the chart's `crds/` (never part of the manifest),
+//! and creates or updates those CRDs only as `install.crds`/`upgrade.crds` say.
+//!
+//! Deleting a HelmRelease object runs helm-controller's finalizer, which (unless the HelmRelease
+//! is suspended) uninstalls its release: every object of the latest revision's manifest is
+//! deleted but for what `keep` keeps; delete hooks run. What the manifest holds is known from the
+//! release's storage Secret (a cluster read with `--read-secrets`; only object ids reach the
+//! plan), else from the base render of the release.
 
 use super::compute::{new_change, ClusterView, Live};
 use super::{Action, Cause, Change, KustomizationPlan};

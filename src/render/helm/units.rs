@@ -86,40 +86,32 @@ pub struct Releases<'a> {
 /// Adds a unit for every HelmRelease the cluster's rendered Flux Kustomizations apply (the first
 /// one rendering it, when several do), rendered in parallel.
 pub fn add_units(cluster: &mut Cluster, releases: &Releases) {
-    let config_maps: BTreeMap<(String, String), Value> = cluster
-        .kustomizations
-        .iter()
-        .filter(|k| k.status == Status::Rendered)
-        .flat_map(|k| &k.objects)
-        .filter(|o| {
-            o.object["kind"] == "ConfigMap" && o.object["apiVersion"] == "v1" && !o.holds_secret_values
-        })
-        .filter_map(|o| {
-            let meta = &o.object["metadata"];
-            Some((
-                (meta["namespace"].as_str()?.to_string(), meta["name"].as_str()?.to_string()),
-                o.object.clone(),
-            ))
-        })
+    // What the cluster holds after the merge, as the render has it (never objects holding values
+    // from Secrets: their manifests are masked).
+    let applied = || {
+        cluster
+            .kustomizations
+            .iter()
+            .filter(|k| k.status == Status::Rendered)
+            .flat_map(|k| &k.objects)
+            .filter(|o| !o.holds_secret_values)
+            .map(|o| &o.object)
+    };
+    let named = |o: &Value| {
+        Some((o["metadata"]["namespace"].as_str()?.to_string(), o["metadata"]["name"].as_str()?.to_string()))
+    };
+    let config_maps: BTreeMap<(String, String), Value> = applied()
+        .filter(|o| o["kind"] == "ConfigMap" && o["apiVersion"] == "v1")
+        .filter_map(|o| Some((named(o)?, o.clone())))
         .collect();
-    let sources: BTreeMap<(String, String, String), Value> = cluster
-        .kustomizations
-        .iter()
-        .filter(|k| k.status == Status::Rendered)
-        .flat_map(|k| &k.objects)
+    let sources: BTreeMap<(String, String, String), Value> = applied()
         .filter(|o| {
-            !o.holds_secret_values
-                && crate::flux::split_api_version(o.object["apiVersion"].as_str().unwrap_or("")).0
-                    == crate::flux::SOURCE_GROUP
+            crate::flux::split_api_version(o["apiVersion"].as_str().unwrap_or("")).0
+                == crate::flux::SOURCE_GROUP
         })
         .filter_map(|o| {
-            let meta = &o.object["metadata"];
-            let key = (
-                o.object["kind"].as_str()?.to_string(),
-                meta["namespace"].as_str()?.to_string(),
-                meta["name"].as_str()?.to_string(),
-            );
-            Some((key, o.object.clone()))
+            let (namespace, name) = named(o)?;
+            Some(((o["kind"].as_str()?.to_string(), namespace, name), o.clone()))
         })
         .collect();
     let mut seen = BTreeSet::new();
