@@ -237,6 +237,14 @@ fn charts_come_from_an_oci_registry_by_tag_digest_and_range() {
     repo.commit("db 2.0.0 by digest");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &access);
     assert_eq!(code, 2, "the StatefulSet's deletion blocks: {plan:#}");
+    // What fluxplan shows of the fetched chart is what Helm prints for the archive pushed.
+    crate::helm_plan::built_as_helm_prints(
+        &repo,
+        &access,
+        &packages.path().join("db-2.0.0.tgz"),
+        "replicas: 2\n",
+        ("db", "data"),
+    );
     let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["chart"], "db 1.0.0 → 2.0.0", "{release:#}");
     assert_eq!(
@@ -289,6 +297,13 @@ fn charts_come_from_an_http_helm_repository_by_range() {
     // The index is read once per plan, each archive once.
     let asked = server.asked();
     assert_eq!(asked.iter().filter(|p| p.as_str() == "/charts/index.yaml").count(), 1, "{asked:?}");
+    crate::helm_plan::built_as_helm_prints(
+        &repo,
+        &["--chart-hosts", &host],
+        &packages.path().join("db-1.1.0.tgz"),
+        "replicas: 2\n",
+        ("db", "data"),
+    );
 }
 
 /// A pull request that adds a HelmRepository on a new host, a loopback address its base names
