@@ -129,6 +129,13 @@ impl Fetcher {
         // out goes back to that registry.
         if let Some(Auth::Basic { .. }) = auth {
             self.access.hosts.check_credentials(url.host_str().unwrap_or(""))?;
+            // Never in clear text, but to a registry the operator says speaks plain HTTP.
+            if url.scheme() != "https" && !self.is_insecure(url) {
+                return Err(FetchError::Failed {
+                    url: url.to_string(),
+                    message: "credentials are sent over https only (or to an --insecure-registry)".into(),
+                });
+            }
         }
         let mut current = url.clone();
         for _ in 0..=MAX_REDIRECTS {

@@ -133,8 +133,11 @@ impl HostPolicy {
         let host = normalize_host(host);
         let Some(kind) = special_kind(address) else { return Ok(()) };
         let exactly = self.allowed.iter().any(|a| a.host == host && a.port == Some(port));
-        let mirror =
-            self.mirrors.values().any(|m| m.host_str().map(normalize_host).as_deref() == Some(host.as_str()));
+        // A mirror's own address, on the mirror's own port.
+        let mirror = self.mirrors.values().any(|m| {
+            m.host_str().map(normalize_host).as_deref() == Some(host.as_str())
+                && m.port_or_known_default() == Some(port)
+        });
         if exactly || mirror {
             return Ok(());
         }
@@ -205,7 +208,7 @@ fn special_v6(a: Ipv6Addr) -> Option<&'static str> {
     let first = segments[0];
     // IPv4 carried in IPv6 (NAT64, 6to4): judged as the IPv4 address it reaches.
     let embedded = match segments {
-        [0x64, 0xff9b, 0, 0, 0, 0, high, low] => Some((high, low)),
+        [0x64, 0xff9b, 0, 0, 0, 0, high, low] | [0x64, 0xff9b, 1, _, _, _, high, low] => Some((high, low)),
         [0x2002, high, low, ..] => Some((high, low)),
         _ => None,
     };

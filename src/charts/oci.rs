@@ -70,7 +70,10 @@ pub fn pull_chart(
     let manifest_bytes =
         session.bytes(&format!("manifests/{reference}"), Some(MANIFEST_TYPES), MAX_MANIFEST_BYTES)?;
     // Pinned by digest: the manifest must be the one pinned.
-    if is_digest && format!("sha256:{}", hex::encode(Sha256::digest(&manifest_bytes))) != reference {
+    if is_digest
+        && !format!("sha256:{}", hex::encode(Sha256::digest(&manifest_bytes)))
+            .eq_ignore_ascii_case(&reference)
+    {
         return Err(format!("{url}: the manifest served for {reference} is not the one that digest names"));
     }
     let manifest: Value = serde_json::from_slice(&manifest_bytes)

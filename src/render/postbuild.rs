@@ -272,7 +272,7 @@ fn set(meta: &mut Value, field: &str, key: &str, value: &str) {
     map[key] = json!(value);
 }
 
-fn digest(value: &Value) -> String {
+pub(crate) fn digest(value: &Value) -> String {
     hex::encode(Sha256::digest(yaml::canonical_json(value).as_bytes()))
 }
 

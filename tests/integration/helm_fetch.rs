@@ -467,7 +467,23 @@ fn a_private_repository_is_read_with_its_sources_credentials() {
          data: {username: ZmxlZXQtcmVhZGVy, password: aHVudGVyMi1wcml2YXRl}\n",
     )
     .unwrap();
-    let with_cluster = ["--chart-hosts", &host, "--cluster-snapshot", snapshot.path().to_str().unwrap()];
+    // Credentials go over https only, but to a registry the operator says speaks plain HTTP.
+    let (plan, _) = plan_json(
+        &repo,
+        "HEAD~1",
+        "HEAD",
+        &["--chart-hosts", &host, "--cluster-snapshot", snapshot.path().to_str().unwrap()],
+    );
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert!(release["notes"].to_string().contains("over https only"), "{release:#}");
+    let with_cluster = [
+        "--chart-hosts",
+        &host,
+        "--insecure-registry",
+        &host,
+        "--cluster-snapshot",
+        snapshot.path().to_str().unwrap(),
+    ];
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &with_cluster);
     let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["chart"], "db 1.0.0 → 1.1.0", "{release:#}");

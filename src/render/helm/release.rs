@@ -70,8 +70,6 @@ pub struct Rendered {
     /// When values come from Secrets: the release rendered with them masked, which is what is
     /// shown (`release` is what the cluster gets; only its digests are used).
     pub shown: Option<Release>,
-    /// Texts of values from Secrets: masked wherever they still show.
-    pub secret_texts: Vec<String>,
 }
 
 /// Renders `spec` (a HelmRelease of namespace `namespace`): the release's objects, hooks and
@@ -129,7 +127,7 @@ pub fn render(
         (copy, scratch.path().to_path_buf())
     };
     let version = chart_version(&chart.dir);
-    let holds_secrets = !merged.secret_texts.is_empty();
+    let holds_secrets = merged.shown.is_some();
     let run = |values: &Value, may_hold_secrets: bool| -> Result<Release, BuildError> {
         let template = Template {
             chart: &chart_dir,
@@ -174,7 +172,7 @@ pub fn render(
             ))
         }
     };
-    Ok(Rendered { release, shown, chart: version, secret_texts: merged.secret_texts })
+    Ok(Rendered { release, shown, chart: version })
 }
 
 /// Why `helm template` gave nothing, as the plan says it.

@@ -279,9 +279,11 @@ fn render_unit(
                 postbuild::plain(built.collect())
             };
             let real = plain(&rendered.release);
+            // Post-renderers may reorder objects by name: with names from Secrets, they do not pair.
+            let reordered = !spec.post_renderers.is_empty();
             let objects = match &rendered.shown {
                 None => real,
-                Some(shown) => match with_shown_manifests(real, plain(shown)) {
+                Some(shown) => match with_shown_manifests(real, plain(shown), reordered) {
                     Some(objects) => objects,
                     None => {
                         return external(
@@ -295,12 +297,6 @@ fn render_unit(
                 },
             };
             unit.objects = objects;
-            // Defense in depth: a value from a Secret that still shows is masked.
-            for object in &mut unit.objects {
-                if super::values::mask_value(&mut object.object, &rendered.secret_texts) {
-                    object.holds_secret_values = true;
-                }
-            }
             unit.helm = Some(Box::new(helm_unit));
             unit
         }
@@ -309,15 +305,20 @@ fn render_unit(
 
 /// The real objects (what the cluster gets: their digests, their names for the inventory) shown
 /// as the render without Secret values has them; `None` when the two renders do not pair up.
+/// They pair when each has the same kind and the same shape (keys, list lengths): only values
+/// may differ, so what is shown cannot be a decoy of other fields. `reordered`: the objects went
+/// through kustomize, which sorts by name, so names must match too.
 fn with_shown_manifests(
     real: Vec<RenderedObject>,
     shown: Vec<RenderedObject>,
+    reordered: bool,
 ) -> Option<Vec<RenderedObject>> {
-    let same_kinds = real.len() == shown.len()
+    let pairs = real.len() == shown.len()
         && real.iter().zip(&shown).all(|(r, s)| {
-            r.object["kind"] == s.object["kind"] && r.object["apiVersion"] == s.object["apiVersion"]
+            same_shape(&r.object, &s.object)
+                && (!reordered || RealName::of(&r.object) == RealName::of(&s.object))
         });
-    if !same_kinds {
+    if !pairs {
         return None;
     }
     Some(
@@ -325,10 +326,18 @@ fn with_shown_manifests(
             .zip(shown)
             .map(|(real, shown)| {
                 let real_name = RealName::of(&real.object);
+                // The real data keys could be named from a Secret: one digest for them all.
+                let secret_digests = if real.secret_digests.is_empty() {
+                    real.secret_digests
+                } else {
+                    let all = serde_json::to_string(&real.secret_digests).unwrap_or_default();
+                    [("data".to_string(), crate::render::postbuild::digest(&Value::String(all)))].into()
+                };
                 RenderedObject {
                     real_name: (real_name != RealName::of(&shown.object)).then_some(real_name),
                     object: shown.object,
                     holds_secret_values: true,
+                    secret_digests,
                     ..real
                 }
             })
@@ -336,8 +345,64 @@ fn with_shown_manifests(
     )
 }
 
+/// The same keys at every level and the same list lengths; scalars may differ (but not in kind
+/// of container).
+fn same_shape(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len() && a.iter().all(|(k, v)| b.get(k).is_some_and(|w| same_shape(v, w)))
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(v, w)| same_shape(v, w))
+        }
+        (Value::Object(_) | Value::Array(_), _) | (_, Value::Object(_) | Value::Array(_)) => false,
+        _ => true,
+    }
+}
+
 fn failed(mut unit: RenderedKustomization, error: RenderError) -> RenderedKustomization {
     unit.status = Status::Failed;
     unit.error = Some(ErrorReport::from(&error));
     unit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn objects(manifests: &[Value]) -> Vec<RenderedObject> {
+        postbuild::plain(
+            manifests.iter().map(|object| BuiltObject { object: object.clone(), origin: None }).collect(),
+        )
+    }
+
+    #[test]
+    fn a_shown_render_pairs_only_when_just_values_differ() {
+        let real = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"pw": "hunter22"}});
+        let shown = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"pw": "(masked)"}});
+        let paired =
+            with_shown_manifests(objects(&[real.clone()]), objects(&[shown.clone()]), false).unwrap();
+        assert_eq!(paired[0].object, shown);
+        assert!(paired[0].holds_secret_values);
+        assert_eq!(paired[0].digest, objects(&[real.clone()])[0].digest, "compared as the cluster gets it");
+        // A decoy: the shown render lacks a field the real one has.
+        let decoy = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}});
+        assert!(with_shown_manifests(objects(&[real.clone()]), objects(&[decoy]), false).is_none());
+        // Names that differ do not pair once kustomize may have reordered the objects.
+        let renamed =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d"}, "data": {"pw": "x"}});
+        assert!(with_shown_manifests(objects(&[real.clone()]), objects(&[renamed.clone()]), true).is_none());
+        assert!(with_shown_manifests(objects(&[real]), objects(&[renamed]), false).is_some());
+    }
+
+    #[test]
+    fn secret_data_keys_from_a_secret_never_name_a_change() {
+        let real = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"hunter22": "x"}});
+        let shown = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "x"}});
+        // Keys differ: not the same shape, not shown.
+        assert!(with_shown_manifests(objects(&[real.clone()]), objects(&[shown]), false).is_none());
+        let paired = with_shown_manifests(objects(&[real.clone()]), objects(&[real]), false).unwrap();
+        assert_eq!(paired[0].secret_digests.keys().collect::<Vec<_>>(), ["data"]);
+    }
 }

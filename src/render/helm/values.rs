@@ -1,29 +1,23 @@
 //! A HelmRelease's values, merged as helm-controller merges them: `valuesFrom` in order
 //! (ConfigMaps and Secrets, a key's whole document or, with `targetPath`, one value set at a
-//! path), then `spec.values`. What comes from a Secret is remembered so that it can be masked in
-//! everything shown.
+//! path), then `spec.values`. What comes from a Secret is also merged masked, for the render
+//! everything shown comes from.
 
 use super::release::{failed, Inputs, NotRendered};
 use crate::cluster::Lookup;
 use crate::flux::helm::{HelmReleaseSpec, ValuesReference};
-use base64::Engine as _;
 use serde_json::{Map, Value};
 
-/// The merged values, and the texts that came from Secrets (to mask wherever they show).
+/// The merged values, and the masked ones when some come from Secrets.
 pub struct Merged {
     pub values: Value,
     /// When some values come from Secrets: the same values with each of those replaced by a mask,
-    /// for the render that is shown.
+    /// for the render that is shown (the real one is never shown).
     pub shown: Option<Value>,
-    pub secret_texts: Vec<String>,
 }
 
 /// What a value from a Secret is replaced with in the render that is shown.
 pub const MASKED: &str = "(masked)";
-
-/// Strings shorter than this are not masked on their own: `true`, `80` would mask half a
-/// manifest. The whole value of a key is always masked.
-const MIN_MASKED_LEAF: usize = 4;
 
 /// `valuesFrom` in order, then `spec.values` over them, read from the HelmRelease's namespace:
 /// ConfigMaps from the render of the same revision, else the cluster; Secrets from the cluster
@@ -31,7 +25,7 @@ const MIN_MASKED_LEAF: usize = 4;
 pub fn merged(spec: &HelmReleaseSpec, namespace: &str, inputs: &Inputs) -> Result<Merged, NotRendered> {
     let mut values = Value::Object(Map::new());
     let mut shown = Value::Object(Map::new());
-    let mut secret_texts = Vec::new();
+    let mut from_secrets = false;
     if spec.values_from.len() > MAX_VALUE_SOURCES {
         return Err(failed(format!("more than {MAX_VALUE_SOURCES} valuesFrom entries")));
     }
@@ -49,9 +43,7 @@ pub fn merged(spec: &HelmReleaseSpec, namespace: &str, inputs: &Inputs) -> Resul
             }
             return Err(failed(format!("{named} has no key '{}'", reference.values_key)));
         };
-        if is_secret {
-            secret_texts.push(text.clone());
-        }
+        from_secrets |= is_secret;
         // A parser's message may quote the text: a Secret's never shows.
         let quote =
             |e: String| if is_secret { String::from("(message hidden: the value is a Secret's)") } else { e };
@@ -60,7 +52,6 @@ pub fn merged(spec: &HelmReleaseSpec, namespace: &str, inputs: &Inputs) -> Resul
                 set_at_path(&mut values, path, text)
                     .map_err(|e| failed(format!("{named} targetPath '{path}': {}", quote(e))))?;
                 if is_secret {
-                    secret_texts.push(text.trim_matches(|c| c == '"' || c == '\'').to_string());
                     set_string_at_path(&mut shown, path, MASKED)
                         .map_err(|e| failed(format!("{named}: {e}")))?;
                 } else {
@@ -76,7 +67,6 @@ pub fn merged(spec: &HelmReleaseSpec, namespace: &str, inputs: &Inputs) -> Resul
                     .next()
                     .unwrap_or(Value::Null);
                 if is_secret {
-                    leaves(&document, &mut secret_texts);
                     merge(&mut shown, masked(&document));
                 } else {
                     merge(&mut shown, document.clone());
@@ -87,8 +77,7 @@ pub fn merged(spec: &HelmReleaseSpec, namespace: &str, inputs: &Inputs) -> Resul
     }
     merge(&mut values, spec.values.clone());
     merge(&mut shown, spec.values.clone());
-    let shown = (!secret_texts.is_empty()).then_some(shown);
-    Ok(Merged { values, shown, secret_texts })
+    Ok(Merged { values, shown: from_secrets.then_some(shown) })
 }
 
 /// The data of a valuesFrom source; `None` when it is optional and missing.
@@ -124,24 +113,14 @@ fn data_of(
     }
 }
 
-/// `value` with every scalar replaced by the mask, its shape kept.
+/// `value` with every scalar replaced by the mask, its shape kept: its keys are the chart's value
+/// paths (`auth.password`), which the shown render must see to put the mask where the value goes.
 fn masked(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), masked(v))).collect()),
         Value::Array(items) => Value::Array(items.iter().map(masked).collect()),
         Value::Null => Value::Null,
         _ => Value::String(MASKED.into()),
-    }
-}
-
-/// Every scalar of `value` long enough to mask on its own.
-fn leaves(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) if s.len() >= MIN_MASKED_LEAF => out.push(s.clone()),
-        Value::Number(n) if n.to_string().len() >= MIN_MASKED_LEAF => out.push(n.to_string()),
-        Value::Array(items) => items.iter().for_each(|v| leaves(v, out)),
-        Value::Object(map) => map.values().for_each(|v| leaves(v, out)),
-        _ => {}
     }
 }
 
@@ -278,44 +257,6 @@ fn set(values: &mut Value, path: &str, value: Value) -> Result<(), String> {
     Ok(())
 }
 
-/// `text` with every secret text (and its base64) replaced by a mask; `None` when none occurs.
-pub fn mask(text: &str, secrets: &[String]) -> Option<String> {
-    let mut masked = text.to_string();
-    let mut found = false;
-    let mut forms: Vec<String> = secrets
-        .iter()
-        // Too short to mask on its own: `80` would mask half a manifest (and shown renders never
-        // see these values anyway).
-        .filter(|s| s.len() >= MIN_MASKED_LEAF)
-        .flat_map(|s| [s.clone(), base64::engine::general_purpose::STANDARD.encode(s)])
-        .collect();
-    // Longest first: a secret containing another is masked whole.
-    forms.sort_by_key(|form| std::cmp::Reverse(form.len()));
-    for form in &forms {
-        if masked.contains(form.as_str()) {
-            masked = masked.replace(form.as_str(), "(masked)");
-            found = true;
-        }
-    }
-    found.then_some(masked)
-}
-
-/// Masks every string of `value` that holds a secret text; true when one did.
-pub fn mask_value(value: &mut Value, secrets: &[String]) -> bool {
-    match value {
-        Value::String(s) => match mask(s, secrets) {
-            Some(masked) => {
-                *s = masked;
-                true
-            }
-            None => false,
-        },
-        Value::Array(items) => items.iter_mut().fold(false, |any, v| mask_value(v, secrets) | any),
-        Value::Object(map) => map.values_mut().fold(false, |any, v| mask_value(v, secrets) | any),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,13 +288,5 @@ mod tests {
         for bad in ["", "a..b", "a[x]", "a[1001]", "a[99999999]", deep.as_str()] {
             assert!(set_at_path(&mut json!({}), bad, "1").is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn secret_texts_are_masked_plain_and_in_base64() {
-        let secrets = vec!["hunter22".to_string()];
-        let mut object = json!({"data": {"a": "pw=hunter22", "b": "aHVudGVyMjI=", "c": "plain"}});
-        assert!(mask_value(&mut object, &secrets));
-        assert_eq!(object, json!({"data": {"a": "pw=(masked)", "b": "(masked)", "c": "plain"}}));
     }
 }
