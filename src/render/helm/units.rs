@@ -371,7 +371,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn objects(manifests: &[Value]) -> Vec<RenderedObject> {
+    fn objects(manifest: &Value) -> Vec<RenderedObject> {
+        let manifests = std::slice::from_ref(manifest);
         postbuild::plain(
             manifests.iter().map(|object| BuiltObject { object: object.clone(), origin: None }).collect(),
         )
@@ -381,19 +382,18 @@ mod tests {
     fn a_shown_render_pairs_only_when_just_values_differ() {
         let real = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"pw": "hunter22"}});
         let shown = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"pw": "(masked)"}});
-        let paired =
-            with_shown_manifests(objects(&[real.clone()]), objects(&[shown.clone()]), false).unwrap();
+        let paired = with_shown_manifests(objects(&real), objects(&shown), false).unwrap();
         assert_eq!(paired[0].object, shown);
         assert!(paired[0].holds_secret_values);
-        assert_eq!(paired[0].digest, objects(&[real.clone()])[0].digest, "compared as the cluster gets it");
+        assert_eq!(paired[0].digest, objects(&real)[0].digest, "compared as the cluster gets it");
         // A decoy: the shown render lacks a field the real one has.
         let decoy = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}});
-        assert!(with_shown_manifests(objects(&[real.clone()]), objects(&[decoy]), false).is_none());
+        assert!(with_shown_manifests(objects(&real), objects(&decoy), false).is_none());
         // Names that differ do not pair once kustomize may have reordered the objects.
         let renamed =
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d"}, "data": {"pw": "x"}});
-        assert!(with_shown_manifests(objects(&[real.clone()]), objects(&[renamed.clone()]), true).is_none());
-        assert!(with_shown_manifests(objects(&[real]), objects(&[renamed]), false).is_some());
+        assert!(with_shown_manifests(objects(&real), objects(&renamed), true).is_none());
+        assert!(with_shown_manifests(objects(&real), objects(&renamed), false).is_some());
     }
 
     #[test]
@@ -401,8 +401,8 @@ mod tests {
         let real = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"hunter22": "x"}});
         let shown = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "x"}});
         // Keys differ: not the same shape, not shown.
-        assert!(with_shown_manifests(objects(&[real.clone()]), objects(&[shown]), false).is_none());
-        let paired = with_shown_manifests(objects(&[real.clone()]), objects(&[real]), false).unwrap();
+        assert!(with_shown_manifests(objects(&real), objects(&shown), false).is_none());
+        let paired = with_shown_manifests(objects(&real), objects(&real), false).unwrap();
         assert_eq!(paired[0].secret_digests.keys().collect::<Vec<_>>(), ["data"]);
     }
 }
