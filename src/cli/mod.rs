@@ -242,6 +242,7 @@ impl RenderArgs {
                 .iter()
                 .map(|((group, kind), scope)| (group.clone(), kind.clone(), *scope))
                 .collect();
+            snapshot.apply_to_charts(&mut opts);
         }
         opts.strict_substitution = settings.strict_substitution;
         if let Some(jobs) = settings.jobs {

@@ -105,6 +105,21 @@ pub fn live_id(object: &Value) -> Option<ObjectId> {
 }
 
 impl ClusterSnapshot {
+    /// What charts rendered for this cluster see: its Kubernetes version and API versions (unless
+    /// given already), and whether each release is installed (an upgrade renders as one).
+    pub fn apply_to_charts(&self, opts: &mut crate::render::RenderOptions) {
+        if opts.kube_version.is_none() {
+            opts.kube_version = self.kube_version.clone();
+        }
+        opts.api_versions = self.api_versions.clone();
+        opts.installed_releases = self.helm_releases.as_ref().map(|read| {
+            read.iter()
+                .filter(|(_, stored)| stored.status != "uninstalled")
+                .map(|(key, _)| key.clone())
+                .collect()
+        });
+    }
+
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read cluster snapshot {}", path.display()))?;

@@ -178,10 +178,7 @@ impl ClusterKnowledge {
         // The cluster's version for charts, unless given by hand (one cluster: several may differ,
         // and a clusters file sets each).
         if let [snapshot] = self.snapshots.as_slice() {
-            if opts.kube_version.is_none() {
-                opts.kube_version = snapshot.kube_version.clone();
-            }
-            opts.api_versions = snapshot.api_versions.clone();
+            snapshot.apply_to_charts(opts);
         }
     }
 

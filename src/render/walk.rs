@@ -573,6 +573,7 @@ impl Renderer {
                     given_charts: &opts.charts,
                     kustomize: &kustomize,
                     cluster: values.as_ref(),
+                    installed: opts.installed_releases.as_ref(),
                     cancel: &opts.cancel,
                 };
                 super::helm::units::add_units(cluster, &releases);

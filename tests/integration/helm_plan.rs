@@ -453,6 +453,33 @@ fn the_upgrade_starts_from_the_release_in_helms_storage() {
         .unwrap();
     assert!(crd["reason"].as_str().unwrap().contains("upgrade.crds is Skip"), "{crd}");
     assert!(has_alert(&plan, "warning", "helm-release-stuck"), "{:?}", alert_codes(&plan));
+
+    // An installed release renders as an upgrade (`.Release.IsUpgrade`), one Helm has no record
+    // of as an install.
+    repo.write(
+        "charts/db/templates/mode.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mode\ndata:\n  upgrade: {{ .Release.IsUpgrade | quote }}\n",
+    );
+    repo.commit("mode");
+    let mode = |extra: &[&str]| {
+        let out = Command::new(fluxplan_bin())
+            .args(["build", "--no-cache", "--format", "json", "--repo"])
+            .arg(repo.path())
+            .args(extra)
+            .output()
+            .unwrap();
+        let render: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let text = render.to_string();
+        ["\"upgrade\":\"true\"", "\"upgrade\":\"false\""]
+            .iter()
+            .find(|m| text.contains(*m))
+            .map(|m| m.to_string())
+    };
+    assert_eq!(
+        mode(&["--cluster-snapshot", snapshot.path().to_str().unwrap()]).as_deref(),
+        Some("\"upgrade\":\"true\"")
+    );
+    assert_eq!(mode(&[]).as_deref(), Some("\"upgrade\":\"false\""));
 }
 
 /// A clusters file names the Helm each cluster's helm-controller runs (3 for Flux 2.7 and older)

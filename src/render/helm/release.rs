@@ -50,6 +50,8 @@ pub struct Inputs<'a> {
     /// Gets a chart from a Helm repository or an OCI registry, with its source's credentials;
     /// `Err` says why it cannot.
     pub fetch: &'a FetchChart<'a>,
+    /// The release is installed (its storage says so): rendered as an upgrade.
+    pub upgrade: bool,
     /// `.Capabilities`: the cluster's Kubernetes version and extra API versions.
     pub kube_version: Option<&'a str>,
     pub api_versions: &'a [String],
@@ -138,7 +140,7 @@ pub fn render(
             kube_version: inputs.kube_version,
             api_versions: inputs.api_versions,
             include_crds: spec.install_crds != CrdPolicy::Skip,
-            is_upgrade: false,
+            is_upgrade: inputs.upgrade,
         };
         let key = template_key(helm, &template, &chart_dir)
             .map_err(|e| BuildError::Failed(format!("cannot read the chart: {e}")))?;

@@ -80,6 +80,8 @@ pub struct Releases<'a> {
              + Sync),
     /// ConfigMaps and Secrets of the cluster (Secrets only when read).
     pub cluster: &'a dyn crate::cluster::SubstitutionSource,
+    /// The releases the cluster holds (storage namespace, name), when its Helm storage was read.
+    pub installed: Option<&'a BTreeSet<(String, String)>>,
     pub cancel: &'a CancelToken,
 }
 
@@ -231,6 +233,9 @@ fn render_unit(
         templates: releases.charts.templates,
         cluster: &|kind: &str, namespace: &str, name: &str| releases.cluster.lookup(kind, namespace, name),
         fetch: &fetch,
+        upgrade: releases.installed.is_some_and(|installed| {
+            installed.contains(&(spec.release.storage_namespace.clone(), spec.release.name.clone()))
+        }),
         kube_version: releases.charts.kube_version,
         api_versions: releases.charts.api_versions,
     };
