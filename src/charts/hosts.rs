@@ -1,9 +1,10 @@
 //! Which chart URLs fluxplan may fetch. A pull request chooses URLs (a new HelmRepository can
-//! point anywhere), so a host is fetched from only when the base revision's sources (or its charts'
-//! dependencies) already use it, or the operator allow-listed it; and an address on loopback,
-//! link-local, private or shared ranges or a cloud metadata address is refused unless that exact
-//! host and port is allow-listed. Mirrors (`--registry-mirror HOST=MIRROR`) replace a host and
-//! keep the path; a mirror is trusted as the operator's, but it allows no URL by itself.
+//! point anywhere), so a host is fetched from only when the base revision's sources (or its
+//! charts' dependencies) or the cluster's already use it, or the operator allow-listed it; and an
+//! address on loopback, link-local, private or shared ranges or a cloud metadata address is
+//! refused unless that exact host and port is allow-listed. Mirrors (`--registry-mirror
+//! HOST=MIRROR`) replace a host and keep the path; a mirror is trusted as the operator's, but it
+//! allows no URL by itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

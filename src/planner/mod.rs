@@ -246,9 +246,21 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         .as_deref()
         .and_then(|head| crate::git::changed_files(&request.repo, &base_commit, head).ok())
         .unwrap_or_default();
-    // Charts are fetched only from hosts the base revision's sources already use (or the
-    // operator allows): a pull request cannot point fluxplan anywhere new.
-    let base_urls = crate::charts::base_source_urls(&request.repo, &base_commit);
+    // Charts are fetched only from hosts the base revision's or the cluster's sources already use
+    // (or the operator allows): a pull request cannot point fluxplan anywhere new.
+    let mut base_urls = crate::charts::base_source_urls(&request.repo, &base_commit);
+    // And the sources the cluster runs now.
+    base_urls.extend(
+        knowledge
+            .snapshots
+            .iter()
+            .flat_map(|s| s.objects.values())
+            .filter(|o| {
+                crate::flux::split_api_version(o["apiVersion"].as_str().unwrap_or("")).0
+                    == crate::flux::SOURCE_GROUP
+            })
+            .filter_map(|o| o["spec"]["url"].as_str().map(str::to_string)),
+    );
     let cluster_helm = match &request.clusters {
         Clusters::PerRoot { file, .. } => read_cluster_helm(file)?,
         _ => BTreeMap::new(),
