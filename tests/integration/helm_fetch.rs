@@ -6,6 +6,7 @@ use crate::fixture::{
     alert_codes, has_alert, helm, plan_json, sorted_changes, sorted_pairs, unit_in, wait_for, Canary, Repo,
     WAIT,
 };
+use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -433,6 +434,16 @@ fn a_charts_dependencies_are_got_as_source_controller_gets_them() {
     for id in ["data_app__ConfigMap", "data_common__ConfigMap", "data_db-v11_apps_StatefulSet"] {
         assert!(ids.contains(id), "{id} not in {ids}");
     }
+    // The file:// dependency is read by the release: a change to it is planned, not unplanned.
+    repo.write(
+        "charts/common/templates/common.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: common\ndata:\n  a: b\n",
+    );
+    repo.commit("common changes");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--chart-hosts", &host]);
+    assert_eq!(plan["unplanned_changes"], json!([]), "{plan:#}");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(sorted_changes(release), sorted_pairs(&[("update", "data_common__ConfigMap")]));
 }
 
 /// A private Helm repository: its HelmRepository names a Secret with the credentials. Read from

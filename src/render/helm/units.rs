@@ -185,12 +185,7 @@ fn render_unit(
         tests: 0,
         helm: String::new(),
         suspended: found.manifest["spec"]["suspend"].as_bool() == Some(true),
-        reads: match &spec.chart {
-            Some(ChartSource::Template { chart, values_files, .. }) => {
-                std::iter::once(chart).chain(values_files).cloned().collect()
-            }
-            _ => Vec::new(),
-        },
+        reads: reads(&spec, releases),
         crds: BTreeSet::new(),
         install_crds: spec.install_crds,
         upgrade_crds: spec.upgrade_crds,
@@ -306,6 +301,24 @@ fn render_unit(
             unit
         }
     }
+}
+
+/// What a release reads in its chart's source: the chart's path, its values files, and the
+/// charts its `file://` dependencies name.
+fn reads(spec: &HelmReleaseSpec, releases: &Releases) -> Vec<String> {
+    let Some(ChartSource::Template { chart, values_files, source, .. }) = &spec.chart else {
+        return Vec::new();
+    };
+    let mut reads: Vec<String> = std::iter::once(chart).chain(values_files).cloned().collect();
+    if let Some(tree) = (releases.source_tree)(source) {
+        let dir = crate::paths::secure_join(&tree, chart);
+        for dependency in super::dependencies::missing(&dir, &tree).unwrap_or_default() {
+            if let super::dependencies::Missing::Local { dir, .. } = dependency {
+                reads.extend(dir.strip_prefix(&tree).ok().map(|p| p.to_string_lossy().into_owned()));
+            }
+        }
+    }
+    reads
 }
 
 /// The real objects (what the cluster gets: their digests, their names for the inventory) shown
