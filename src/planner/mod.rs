@@ -357,7 +357,17 @@ fn pinned_sources(request: &Request, policy: &Policy) -> Vec<crate::plan::Alert>
             ),
         )
     });
-    pinned.collect()
+    let charts = request.render.helm.charts.iter().filter_map(|(key, chart)| {
+        policy.general_alert(
+            "source-pinned",
+            format!(
+                "the chart of HelmRelease {key} is read from {} (--chart), for base and head alike: a change of \
+                 its chart in this pull request is not planned",
+                chart.display()
+            ),
+        )
+    });
+    pinned.chain(charts).collect()
 }
 
 /// The sources of cluster knowledge per root ("" applies to every root).

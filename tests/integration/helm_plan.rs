@@ -205,6 +205,11 @@ fn a_chart_that_cannot_be_had_is_external_with_a_warning() {
     let dir = repo.path().join("charts/db");
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[&format!("--chart=data/db={}", dir.display())]);
     let by_dir = unit_in(&plan, "HelmRelease", "data/db").clone();
+    assert!(
+        has_alert(&plan, "info", "source-pinned"),
+        "the plan says the chart is pinned: {:?}",
+        alert_codes(&plan)
+    );
     assert_eq!(sorted_changes(&by_dir), sorted_pairs(&[("update", "data_db_apps_StatefulSet")]));
     let packaged = tempfile::tempdir().unwrap();
     let out = Command::new(helm(4).program())
