@@ -23,7 +23,7 @@ Exit codes:
 pub enum PlanFormat {
     /// A pull request comment (what the bot posts).
     Markdown,
-    /// The plan itself, for machines (keys in the README).
+    /// The plan itself, for machines (keys in docs/plan.md).
     Json,
     /// Compact, coloured on a terminal (NO_COLOR turns colour off).
     Text,
