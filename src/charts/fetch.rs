@@ -107,6 +107,10 @@ impl Fetcher {
             let text = format!("{scheme}{}", &target.as_str()[target.scheme().len()..]);
             target = Url::parse(&text).map_err(|_| Refused::Scheme(url.to_string()))?;
         }
+        // Credentials go only in the Authorization header fluxplan sets: never from a URL (nor
+        // into a message that quotes it).
+        let _ = target.set_username("");
+        let _ = target.set_password(None);
         Ok(target)
     }
 

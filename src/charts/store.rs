@@ -30,9 +30,9 @@ impl std::fmt::Display for ChartRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ChartRequest::Repository { url, chart, version } => {
-                write!(f, "chart {chart} {version} from {url}")
+                write!(f, "chart {chart} {version} from {}", crate::git::redact_url(url))
             }
-            ChartRequest::Oci { url, reference } => write!(f, "{url} {reference}"),
+            ChartRequest::Oci { url, reference } => write!(f, "{} {reference}", crate::git::redact_url(url)),
         }
     }
 }
@@ -214,4 +214,20 @@ impl ChartStore {
 
 fn host_of(url: &str) -> Option<String> {
     Url::parse(url).ok()?.host_str().map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_never_says_credentials_written_in_its_url() {
+        let request = ChartRequest::Repository {
+            url: "https://reader:hunter2@charts.example.com/stable".into(),
+            chart: "db".into(),
+            version: "*".into(),
+        };
+        let shown = request.to_string();
+        assert!(!shown.contains("hunter2") && shown.contains("charts.example.com/stable"), "{shown}");
+    }
 }
