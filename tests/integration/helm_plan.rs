@@ -92,6 +92,12 @@ fn fleet() -> Repo {
     repo
 }
 
+/// The release's values change (2 → 3 replicas), committed.
+fn scale_up(repo: &Repo) {
+    crate::fixture::edit(repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
+    repo.commit("three replicas");
+}
+
 /// A chart bump that renames the StatefulSet and drops a Service: Helm's upgrade deletes them
 /// (the StatefulSet's claims orphaned), creates the new one, keeps what `keep` protects, and the
 /// StatefulSet's deletion blocks the merge.
@@ -139,8 +145,7 @@ fn a_chart_bump_plans_the_upgrades_deletions_and_creates_and_blocks() {
 fn a_values_change_updates_the_releases_objects() {
     let _ = helm(4);
     let repo = fleet();
-    crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
-    repo.commit("three replicas");
+    scale_up(&repo);
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 1, "{plan:#}");
     let release = unit_in(&plan, "HelmRelease", "data/db");
@@ -193,8 +198,7 @@ fn a_chart_that_cannot_be_had_is_external_with_a_warning() {
     );
     repo.write("apps/db/release.yaml", &from_repository);
     repo.commit("from a Helm repository");
-    crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
-    repo.commit("three replicas");
+    scale_up(&repo);
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 1, "changes, never no-changes: {plan:#}");
     let release = unit_in(&plan, "HelmRelease", "data/db");
@@ -425,8 +429,7 @@ fn post_renderers_patch_the_release_as_helm_controller_does() {
 fn the_upgrade_starts_from_the_release_in_helms_storage() {
     let _ = helm(4);
     let repo = fleet();
-    crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
-    repo.commit("three replicas");
+    scale_up(&repo);
     let snapshot = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
         snapshot.path(),
@@ -498,8 +501,7 @@ fn a_clusters_file_chooses_each_clusters_helm_and_kubernetes_version() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: helm-{{ .Capabilities.HelmVersion.Version | replace \".\" \"-\" }}-kube-{{ .Capabilities.KubeVersion.Minor }}\n",
     );
     repo.commit("capabilities");
-    crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
-    repo.commit("three replicas");
+    scale_up(&repo);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("empty.yaml"), "kind: ClusterSnapshot\n").unwrap();
     let file = dir.path().join("clusters.yaml");
@@ -542,8 +544,7 @@ fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
         "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: password\n  values:\n",
     );
     repo.commit("values from a Secret");
-    crate::fixture::edit(&repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
-    repo.commit("three replicas");
+    scale_up(&repo);
     let release: Value =
         serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
             .unwrap();
