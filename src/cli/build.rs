@@ -50,6 +50,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         });
     opts.declared_scopes = policy.crd_scopes;
     opts.declared_roots = policy.roots;
+    opts.declared_sources = policy.sources;
     let renderer = crate::render::Renderer::new(opts.kustomize_timeout, args.render.cache_dir())?;
     let render = renderer.render(&opts)?;
     // Nothing rendered is no success: a wrong --repo must not pass silently.
@@ -70,8 +71,13 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     // Names that hold a value substituted from a Secret are shown masked, wherever they appear.
     let masks = Masks::of(&[&render]);
     super::write_out(&masks.apply(&text))?;
+    let nothing_rendered = render.nothing_rendered();
     if !matches!(args.format, BuildFormat::Json) {
         for line in warning_lines(&render) {
+            // What the error below lists is said there, once.
+            if nothing_rendered.as_ref().is_some_and(|reason| reason.contains(&format!("- {line}"))) {
+                continue;
+            }
             eprintln!("warning: {}", masks.apply(&line));
         }
     }
@@ -81,8 +87,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         }
     }
     // Kustomizations exist and none rendered: the empty output must not pass for a success.
-    if let Some(reason) = render.nothing_rendered() {
-        eprintln!("error: {reason}");
+    if let Some(reason) = nothing_rendered {
+        eprintln!("error: {}", masks.apply(&reason));
         return Ok(3);
     }
     let failed = render.clusters.iter().flat_map(|c| &c.kustomizations).any(|k| k.status == Status::Failed);
@@ -93,7 +99,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-/// Warnings of the whole render, one line each, for stderr.
+/// Warnings of the whole render, one line each, for stderr; a line clusters share is said once.
 fn warning_lines(render: &Render) -> Vec<String> {
     let mut lines = render.warnings.clone();
     lines.extend(render.source_limits.iter().map(|breach| format!("source-limit: {breach}")));
@@ -106,6 +112,8 @@ fn warning_lines(render: &Render) -> Vec<String> {
             .iter()
             .map(|u| format!("{}: Kustomization {} is not reached from any root", u.file, u.name)),
     );
+    let mut seen = std::collections::BTreeSet::new();
+    lines.retain(|line| seen.insert(line.clone()));
     lines
 }
 

@@ -132,7 +132,8 @@ pub fn run(args: PlanArgs) -> Result<u8> {
         }
     };
     super::write_out(&text)?;
-    if let Some(error) = &plan.error {
+    // The report says why on a terminal; stderr says it again only where the report goes elsewhere.
+    if let Some(error) = plan.error.as_ref().filter(|_| !std::io::stdout().is_terminal()) {
         eprintln!("error: {error}");
     }
     Ok(plan.verdict.exit_code())

@@ -6,7 +6,7 @@ use super::{
 };
 use crate::flux::scope::Scope;
 use crate::flux::KustomizationRef;
-use crate::render::{DeclaredRoot, Render, Status};
+use crate::render::{DeclaredRoot, DeclaredSource, Render, Status};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -80,6 +80,8 @@ pub struct Policy {
     pub severities: BTreeMap<String, Option<Severity>>,
     /// The repository's roots, when declared (`roots:`): the only roots then.
     pub roots: Option<Vec<DeclaredRoot>>,
+    /// Sources that are this repository or a directory of it (`sources:`).
+    pub sources: Vec<DeclaredSource>,
     /// Scopes of custom kinds whose CRD is neither in the repository nor in the catalogue:
     /// (group, kind, scope).
     pub crd_scopes: Vec<(String, String, Scope)>,
@@ -94,6 +96,7 @@ impl Default for Policy {
             protected_kinds: DEFAULT_PROTECTED_KINDS.iter().map(|k| k.to_string()).collect(),
             severities: DEFAULT_SEVERITIES.iter().map(|(c, s)| (c.to_string(), Some(*s))).collect(),
             roots: None,
+            sources: Vec::new(),
             crd_scopes: Vec::new(),
         }
     }
@@ -106,6 +109,7 @@ struct PolicyFile {
     protected_kinds: Option<Vec<String>>,
     alerts: Option<BTreeMap<String, String>>,
     roots: Option<Vec<DeclaredRoot>>,
+    sources: Option<Vec<DeclaredSource>>,
     /// `Kind.group: Cluster | Namespaced`
     crd_scopes: Option<BTreeMap<String, String>>,
 }
@@ -138,6 +142,10 @@ impl Policy {
         if let Some(roots) = file.roots {
             DeclaredRoot::validate(&roots)?;
             policy.roots = Some(roots);
+        }
+        if let Some(sources) = file.sources {
+            DeclaredSource::validate(&sources)?;
+            policy.sources = sources;
         }
         for (kind_group, scope) in file.crd_scopes.unwrap_or_default() {
             let (kind, group) = kind_group
@@ -564,7 +572,10 @@ mod tests {
             Policy::parse("roots:\n- path: clusters/prod\n  name: production\n- path: clusters/staging\n")
                 .unwrap();
         let roots = policy.roots.unwrap();
-        assert_eq!(roots[0], DeclaredRoot { path: "clusters/prod".into(), name: Some("production".into()) });
+        assert_eq!(
+            roots[0],
+            DeclaredRoot { path: "clusters/prod".into(), name: Some("production".into()), source: None }
+        );
         assert_eq!(roots[1].name, None);
         assert_eq!(policy.severities["root-failed"], Some(Severity::Danger));
         assert_eq!(policy.severities["roots-changed"], Some(Severity::Danger));

@@ -19,8 +19,26 @@ pub enum RootProblem {
 
 /// The renders without phantom roots: a fallback root ("nothing produces it") on one side that
 /// the other side renders as some Kustomization's child is that child, not a cluster.
+/// Likewise a cluster whose root directory base does not have and head does (a root declared
+/// ahead in `.fluxplan.yaml`): no cluster runs it before the merge, so it is new.
 pub fn without_phantom_roots<'r>(base: &'r Render, head: &'r Render) -> (Cow<'r, Render>, Cow<'r, Render>) {
-    (drop_phantoms(base, head), drop_phantoms(head, base))
+    let mut kept_base = drop_phantoms(base, head);
+    let not_yet: Vec<String> =
+        kept_base.clusters.iter().filter(|c| not_yet_created(c, head)).map(|c| c.name.clone()).collect();
+    if !not_yet.is_empty() {
+        kept_base.to_mut().clusters.retain(|c| !not_yet.contains(&c.name));
+    }
+    (kept_base, drop_phantoms(head, base))
+}
+
+/// True when the root of a base cluster fails for want of its directory, which head has.
+fn not_yet_created(base: &Cluster, head: &Render) -> bool {
+    let Some(after) = head.clusters.iter().find(|c| c.name == base.name) else { return false };
+    let missing = base.root_kustomization().is_some_and(|k| {
+        k.status == Status::Failed && k.error.as_ref().is_some_and(|e| e.code == "path-not-found")
+    });
+    let renders = after.root_kustomization().is_some_and(|k| k.status == Status::Rendered);
+    missing && renders && identity(base) == identity(after)
 }
 
 fn drop_phantoms<'r>(render: &'r Render, other: &Render) -> Cow<'r, Render> {
@@ -63,11 +81,21 @@ fn identity(cluster: &Cluster) -> (String, RootKind, String) {
 pub fn problems<'r>(base: &'r Render, head: &'r Render) -> BTreeMap<String, RootProblem> {
     let find = |render: &'r Render, name: &str| render.clusters.iter().find(|c| c.name == name);
     let names: BTreeSet<&str> = base.clusters.iter().chain(&head.clusters).map(|c| c.name.as_str()).collect();
+    // Clusters head alone has are new only when the merge adds and nothing else: every cluster of
+    // base stays, with the same root, not newly failing. Else a head-only cluster may be one
+    // moved or renamed (its sync path changed), which no plan can tell apart.
+    let only_adds = base.clusters.iter().all(|b| {
+        find(head, &b.name).is_some_and(|h| {
+            identity(b) == identity(h)
+                && !matches!(failure(b, h), Some(RootProblem::Failed { sides: "head", .. }))
+        })
+    });
     let mut problems = BTreeMap::new();
     for name in names {
         let (before, after) = (find(base, name), find(head, name));
         let problem = match (before, after) {
             (Some(b), Some(h)) if identity(b) == identity(h) => failure(b, h),
+            (None, Some(h)) if only_adds && added_by_the_merge(h) => None,
             _ => Some(RootProblem::Changed { base: before.map(describe), head: after.map(describe) }),
         };
         if let Some(problem) = problem {
@@ -77,9 +105,20 @@ pub fn problems<'r>(base: &'r Render, head: &'r Render) -> BTreeMap<String, Root
     problems
 }
 
+/// A cluster only head has, whose root the repository declares (a `flux bootstrap` directory, a
+/// Flux Operator sync): the pull request adds it, and everything it renders is new. A fallback
+/// root only head has may be a Kustomization its parent no longer includes: never new.
+fn added_by_the_merge(head: &Cluster) -> bool {
+    matches!(
+        head.found_by,
+        RootKind::Bootstrap | RootKind::FluxInstance | RootKind::FluxInstanceHelmRelease | RootKind::Declared
+    )
+}
+
 fn failure<'r>(base: &'r Cluster, head: &'r Cluster) -> Option<RootProblem> {
     let failed = |c: &'r Cluster| c.root_kustomization().filter(|k| k.status == Status::Failed);
     let (b, h) = (failed(base), failed(head));
+
     let sides = match (&b, &h) {
         (Some(_), Some(_)) => "base and head",
         (Some(_), None) => "base",

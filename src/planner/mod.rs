@@ -275,6 +275,7 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         knowledge.apply_to(&mut opts);
         opts.declared_scopes = declared.crd_scopes.clone();
         opts.declared_roots = declared.roots.clone();
+        opts.declared_sources = declared.sources.clone();
         renderer.render(&opts).with_context(|| format!("cannot render revision {shown}"))
     };
     // Base and head render side by side: exports, discovery and builds of the two overlap.

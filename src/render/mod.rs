@@ -24,7 +24,7 @@ mod walk;
 pub use argo::{kept_applications, ArgoUnit, Hook, KeptApplication};
 pub use helm::HelmUnit;
 pub use kustomize::{library, worker};
-pub use roots::{DeclaredRoot, RootKind};
+pub use roots::{DeclaredRoot, DeclaredSource, RootKind, SourceName};
 pub use scratch::is_fluxplan_scratch;
 pub use walk::{render, Renderer};
 
@@ -471,13 +471,17 @@ impl Render {
         }
         for u in &self.unreachable {
             lines.push(format!(
-                "- {} ({}): not reached from any root (no root renders it and its source is not local)",
-                u.name, u.file
+                "- {}: Kustomization {} is not reached from any root (no root renders it and its source is not local)",
+                u.file, u.name
             ));
         }
         lines.push(
-            "Map the sources these Kustomizations read to local directories with --source NAMESPACE/NAME=DIR, or \
-             add the ArtifactGenerator or GitRepository that makes them to the repository."
+            "If these sources are this repository (a Flux Operator sync, or an artifact CI pushes from it), say \
+             so in .fluxplan.yaml: `roots: [{path: clusters/prod}]` for each cluster's directory, and \
+             `sources: [{kind: OCIRepository, name: NAME, namespace: NS, path: DIR}]` for other sources that \
+             hold it or a directory of it (docs/flux-operator.md). ExternalArtifacts: add the ArtifactGenerator \
+             that builds them. Sources of other repositories: map them with --source NAMESPACE/NAME=DIR (one \
+             tree for base and head)."
                 .into(),
         );
         Some(lines.join("\n"))
@@ -526,6 +530,8 @@ pub struct RenderOptions {
     pub explain: Vec<String>,
     /// Roots declared in the base revision's `.fluxplan.yaml`: when given, the only roots.
     pub declared_roots: Option<Vec<DeclaredRoot>>,
+    /// Sources the base revision's `.fluxplan.yaml` says are this repository (`sources:`).
+    pub declared_sources: Vec<DeclaredSource>,
     /// Bootstrap roots of the plan's base, rendered at head when head no longer declares them.
     pub carried_roots: Vec<roots::CarriedRoot>,
     /// Applications an ApplicationSet that never updates what it generated (`applicationsSync:
@@ -578,6 +584,7 @@ impl RenderOptions {
             values: Arc::new(crate::cluster::Offline),
             cluster_values: BTreeMap::new(),
             declared_roots: None,
+            declared_sources: Vec::new(),
             carried_roots: Vec::new(),
             kept_applications: BTreeMap::new(),
             known_scopes: Vec::new(),

@@ -17,7 +17,10 @@ pub fn nothing_found(dir: &Path, shown: &str, rev: Option<&str>, render: &Render
     } else {
         format!(
             "no Flux Kustomization under {shown} renders from this repository: the {} found use sources that \
-             are not local (map them with --source NAMESPACE/NAME=DIR); is this the repository root?",
+             are not local. If a cluster syncs this repository from those sources (a Flux Operator sync, an \
+             artifact CI pushes), declare its directory in .fluxplan.yaml (`roots: [{{path: clusters/prod}}]`, \
+             and `sources:` for other sources that hold this repository: docs/flux-operator.md); map sources \
+             of other repositories with --source NAMESPACE/NAME=DIR",
             render.unreachable.len()
         )
     };

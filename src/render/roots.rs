@@ -60,6 +60,93 @@ pub struct DeclaredRoot {
     /// The cluster's name (default: the path).
     #[serde(default)]
     pub name: Option<String>,
+    /// The source the root Kustomization syncs (default: the Flux Operator sync found at that
+    /// path, else `GitRepository/flux-system/flux-system`): this repository at the planned
+    /// revision, whatever its kind.
+    #[serde(default)]
+    pub source: Option<SourceName>,
+}
+
+/// A Flux source by kind, namespace and name, as `.fluxplan.yaml` names one.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceName {
+    pub kind: String,
+    pub name: String,
+    #[serde(default = "flux_namespace")]
+    pub namespace: String,
+}
+
+fn flux_namespace() -> String {
+    FLUX_NAMESPACE.to_string()
+}
+
+/// Source kinds whose artifact can be this repository (or a directory of it).
+const REPOSITORY_SOURCE_KINDS: &[&str] = &["GitRepository", "OCIRepository", "Bucket"];
+
+impl SourceName {
+    /// `namespace/name`, as sources are keyed.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn validate(&self, field: &str) -> Result<(), String> {
+        if !REPOSITORY_SOURCE_KINDS.contains(&self.kind.as_str()) {
+            return Err(format!(
+                "{field}: kind '{}' cannot hold this repository (use one of {})",
+                self.kind,
+                REPOSITORY_SOURCE_KINDS.join(", ")
+            ));
+        }
+        if self.name.trim().is_empty() || self.namespace.trim().is_empty() {
+            return Err(format!("{field}: a source needs a non-empty name and namespace"));
+        }
+        Ok(())
+    }
+}
+
+/// A source `.fluxplan.yaml` says is this repository (`sources:`), or a directory of it whose
+/// content is the source's whole artifact (a CI job pushes `./apps` as an OCI artifact).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredSource {
+    #[serde(flatten)]
+    pub source: SourceName,
+    /// The directory of this repository the artifact holds (default: the whole repository).
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+impl DeclaredSource {
+    /// Refuses what cannot name a source or a directory of this repository.
+    pub fn validate(sources: &[DeclaredSource]) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for declared in sources {
+            declared.source.validate("sources")?;
+            if !seen.insert(declared.source.clone()) {
+                return Err(format!(
+                    "sources: {} {} is declared twice",
+                    declared.source.kind,
+                    declared.source.key()
+                ));
+            }
+            if let Some(path) = &declared.path {
+                if Path::new(path).is_absolute() || path.split('/').any(|part| part == "..") {
+                    return Err(format!(
+                        "sources: the path of {} {} must be a directory inside the repository, not '{path}'",
+                        declared.source.kind,
+                        declared.source.key()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The directory, normalized; `None` for the whole repository.
+    pub fn subpath(&self) -> Option<String> {
+        self.path.as_deref().map(normalized_path).filter(|p| !p.is_empty() && p != ".")
+    }
 }
 
 impl DeclaredRoot {
@@ -72,6 +159,9 @@ impl DeclaredRoot {
             }
             if root.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
                 return Err(format!("roots: the root at {} has an empty name", root.path));
+            }
+            if let Some(source) = &root.source {
+                source.validate(&format!("roots: the source of the root at {}", root.path))?;
             }
             let name = root.name.clone().unwrap_or_else(|| normalized_path(&root.path));
             if !names.insert(name.clone()) {
@@ -374,7 +464,7 @@ pub fn choose(
     syncs: &[InstanceSync],
 ) -> Vec<Root> {
     if let Some(declared) = declared.filter(|d| !d.is_empty()) {
-        return declared.iter().filter_map(|d| declared_root(d, candidates)).collect();
+        return declared.iter().filter_map(|d| declared_root(d, candidates, syncs)).collect();
     }
     let mut roots: Vec<Root> = candidates
         .iter()
@@ -418,23 +508,30 @@ fn ref_of(sync: &InstanceSync) -> KustomizationRef {
 }
 
 /// A declared root: the bootstrap Kustomization syncing that path when there is one (its own
-/// patches apply to itself), else the one `flux bootstrap` or the operator would create.
-fn declared_root(declared: &DeclaredRoot, candidates: &[Candidate]) -> Option<Root> {
+/// patches apply to itself), else the one `flux bootstrap` or the operator would create, syncing
+/// the declared source, else the source of the operator's sync of that path.
+fn declared_root(declared: &DeclaredRoot, candidates: &[Candidate], syncs: &[InstanceSync]) -> Option<Root> {
     let path = normalized_path(&declared.path);
     let existing = candidates.iter().find(|c| c.self_producing && normalized_path(&c.spec.path) == path);
     let (spec, file) = match existing {
-        Some(c) => (c.spec.clone(), Some(c.file.to_string())),
-        None => {
+        Some(c) if declared.source.is_none() => (c.spec.clone(), Some(c.file.to_string())),
+        _ => {
+            let operator = syncs.iter().find(|s| normalized_path(&s.path) == path);
+            let (namespace, name, source_kind) = match (&declared.source, operator) {
+                (Some(source), _) => (source.namespace.clone(), source.name.clone(), source.kind.clone()),
+                (None, Some(sync)) => (sync.namespace.clone(), sync.name.clone(), sync.source_kind.clone()),
+                (None, None) => (FLUX_NAMESPACE.into(), FLUX_NAMESPACE.into(), "GitRepository".into()),
+            };
             let sync = InstanceSync {
                 kind: RootKind::Declared,
-                namespace: FLUX_NAMESPACE.into(),
-                name: FLUX_NAMESPACE.into(),
-                source_kind: "GitRepository".into(),
+                namespace,
+                name,
+                source_kind,
                 url: String::new(),
                 path: declared.path.clone(),
                 file: None,
             };
-            (sync.root_spec()?, None)
+            (sync.root_spec()?, operator.and_then(|s| s.file.clone()))
         }
     };
     Some(Root { spec, file, kind: RootKind::Declared, declared_name: declared.name.clone() })
@@ -635,8 +732,8 @@ mod tests {
             produced_by_other: false,
         }];
         let declared = [
-            DeclaredRoot { path: "clusters/prod".into(), name: Some("production".into()) },
-            DeclaredRoot { path: "clusters/staging/".into(), name: None },
+            DeclaredRoot { path: "clusters/prod".into(), name: Some("production".into()), source: None },
+            DeclaredRoot { path: "clusters/staging/".into(), name: None, source: None },
         ];
         let roots = choose(Some(&declared), &candidates, &[]);
         assert_eq!(roots.len(), 2);
@@ -645,9 +742,26 @@ mod tests {
         assert_eq!(roots[1].spec.path, "clusters/staging/");
         assert_eq!(cluster_names(&roots), vec!["production", "clusters/staging"]);
         assert!(DeclaredRoot::validate(&declared).is_ok());
-        assert!(DeclaredRoot::validate(&[DeclaredRoot { path: " ".into(), name: None }]).is_err());
-        let twice = DeclaredRoot { path: "a".into(), name: Some("x".into()) };
+        assert!(
+            DeclaredRoot::validate(&[DeclaredRoot { path: " ".into(), name: None, source: None }]).is_err()
+        );
+        let twice = DeclaredRoot { path: "a".into(), name: Some("x".into()), source: None };
         assert!(DeclaredRoot::validate(&[twice.clone(), twice]).is_err());
+    }
+
+    #[test]
+    fn a_declared_root_syncs_its_declared_source_else_the_operators() {
+        let sync = syncs_of("kind: FluxInstance\nmetadata:\n  namespace: flux-system\nspec:\n  sync:\n    kind: OCIRepository\n    url: oci://ghcr.io/acme/fleet\n    path: clusters/eu\n");
+        let declared =
+            |path: &str, source: Option<SourceName>| DeclaredRoot { path: path.into(), name: None, source };
+        let source_of = |root: &Root| root.spec.source_ref.to_string();
+        let roots = choose(Some(&[declared("clusters/eu", None), declared("clusters/us", None)]), &[], &sync);
+        assert_eq!(source_of(&roots[0]), "OCIRepository/flux-system/flux-system");
+        assert_eq!(source_of(&roots[1]), "GitRepository/flux-system/flux-system");
+        let bucket = SourceName { kind: "Bucket".into(), name: "fleet".into(), namespace: "ops".into() };
+        let roots = choose(Some(&[declared("clusters/eu", Some(bucket))]), &[], &sync);
+        assert_eq!(source_of(&roots[0]), "Bucket/ops/fleet");
+        assert_eq!(roots[0].spec.reference().to_string(), "ops/fleet");
     }
 
     #[test]

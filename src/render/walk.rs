@@ -8,7 +8,7 @@ use super::finished;
 use super::kustomize::Kustomize;
 use super::postbuild::{self, Variables};
 use super::reach;
-use super::roots::{self, Candidate, InstanceSync, Root, Sourced};
+use super::roots::{self, Candidate, DeclaredSource, InstanceSync, Root, Sourced};
 use super::source::ExportedSource;
 use super::{
     Cluster, ErrorReport, RealName, Render, RenderError, RenderOptions, RenderStats, RenderedKustomization,
@@ -160,12 +160,16 @@ fn adds_to_its_tree(spec: &Value) -> Option<String> {
         .then(|| "spec.recurseSubmodules adds its submodules".to_string())
 }
 
-/// A source of this repository: its `spec.ignore`, and what its artifact adds (see
-/// `adds_to_its_tree`).
+/// A source of this repository: the kinds that name it, its `spec.ignore`, what its artifact
+/// adds (see `adds_to_its_tree`), and the directory of the repository its artifact holds.
 #[derive(Default)]
 struct ThisRepo {
+    /// `GitRepository`, or the kind an operator sync or `.fluxplan.yaml` gives the name.
+    kinds: BTreeSet<String>,
     ignore: Option<String>,
     adds: Option<String>,
+    /// The artifact is this directory of the repository (`sources:` in `.fluxplan.yaml`).
+    subpath: Option<String>,
 }
 
 /// One Kustomization waiting to be rendered.
@@ -192,28 +196,36 @@ struct Sources<'a> {
     generators: &'a Generators,
 }
 
-/// The sources that denote the repository being rendered: `flux-system/flux-system`, and every
-/// GitRepository or operator sync whose URL is one of the repository's remotes.
+/// The sources that denote the repository being rendered: `flux-system/flux-system`, every
+/// Flux Operator sync whatever its kind (the instance syncs the repository that declares it: a
+/// GitRepository, or the OCIRepository or Bucket CI pushes it to), every source `.fluxplan.yaml`
+/// declares, and every GitRepository whose URL is one of the repository's remotes.
 /// `learned` holds what rendered GitRepositories of this repository add (see `learned_adds`):
 /// files read as written miss what patches give them. Once any definition of a source adds
 /// content, it stays marked: a later plain definition of the same name never clears it.
 fn this_repo_keys(
     repositories: &[DiskGitRepository],
     syncs: &[InstanceSync],
+    declared: &[DeclaredSource],
     remotes: &BTreeSet<String>,
     learned: &BTreeMap<String, String>,
 ) -> BTreeMap<String, ThisRepo> {
     let bootstrap_key = format!("{}/{}", BOOTSTRAP_SOURCE.0, BOOTSTRAP_SOURCE.1);
     let mut keys: BTreeMap<String, ThisRepo> = BTreeMap::new();
-    keys.insert(bootstrap_key.clone(), ThisRepo::default());
-    for sync in syncs.iter().filter(|s| s.source_kind == "GitRepository") {
-        if remotes.contains(&git::normalize_url(&sync.url)) {
-            keys.entry(sync.source_key()).or_default();
-        }
+    let git = || "GitRepository".to_string();
+    keys.entry(bootstrap_key.clone()).or_default().kinds.insert(git());
+    for sync in syncs {
+        keys.entry(sync.source_key()).or_default().kinds.insert(sync.source_kind.clone());
+    }
+    for source in declared {
+        let entry = keys.entry(source.source.key()).or_default();
+        entry.kinds.insert(source.source.kind.clone());
+        entry.subpath = source.subpath();
     }
     for repo in repositories {
         if repo.key == bootstrap_key || remotes.contains(&git::normalize_url(&repo.url)) {
             let entry = keys.entry(repo.key.clone()).or_default();
+            entry.kinds.insert(git());
             entry.ignore = repo.ignore.clone();
             entry.adds = entry.adds.take().or_else(|| repo.adds.clone());
         }
@@ -253,10 +265,16 @@ fn learned_adds(clusters: &[Cluster], sources: &Sources) -> BTreeMap<String, Str
 impl Sources<'_> {
     /// True when `source` is the repository being rendered (not a mapped directory).
     fn is_this_repo(&self, source: &flux::SourceRef) -> bool {
+        self.this_repo(source).is_some()
+    }
+
+    /// The entry of a source that is this repository (not a mapped directory).
+    fn this_repo(&self, source: &flux::SourceRef) -> Option<&ThisRepo> {
         let key = format!("{}/{}", source.namespace, source.name);
-        source.kind == "GitRepository"
-            && !self.mapped.contains_key(&key)
-            && self.this_repo_keys.contains_key(&key)
+        if self.mapped.contains_key(&key) {
+            return None;
+        }
+        self.this_repo_keys.get(&key).filter(|repo| repo.kinds.contains(&source.kind))
     }
 
     /// The local tree of a source for a Kustomization defined in `near`, or `None` when it is
@@ -284,10 +302,7 @@ impl Sources<'_> {
 
     /// What a GitRepository of this repository adds to its artifact (see `adds_to_its_tree`).
     fn adds_of(&self, source: &flux::SourceRef) -> Option<&str> {
-        let key = format!("{}/{}", source.namespace, source.name);
-        (source.kind == "GitRepository" && !self.mapped.contains_key(&key))
-            .then(|| self.this_repo_keys.get(&key)?.adds.as_deref())
-            .flatten()
+        (source.kind == "GitRepository").then(|| self.this_repo(source)?.adds.as_deref()).flatten()
     }
 
     /// Why a source is external, for the Kustomization's warning.
@@ -318,17 +333,35 @@ impl Sources<'_> {
         let key = format!("{}/{}", source.namespace, source.name);
         let tree = if let Some(mapped) = self.mapped.get(&key) {
             mapped.tree(None)
-        } else if source.kind != "GitRepository" {
-            return Ok(None);
-        } else if let Some(repo) = self.this_repo_keys.get(&key) {
+        } else if let Some(repo) = self.this_repo(source) {
             if repo.adds.is_some() {
                 return Ok(None);
             }
-            self.this_repo.tree(repo.ignore.as_deref())
+            let tree = self.this_repo.tree(repo.ignore.as_deref());
+            match (&repo.subpath, tree) {
+                (Some(subpath), Ok(tree)) => return subtree(&tree, subpath, source).map(Some),
+                (_, tree) => tree,
+            }
         } else {
             return Ok(None);
         };
         tree.map(Some).map_err(|e| RenderError::InvalidSource(format!("cannot prepare source {source}: {e}")))
+    }
+}
+
+/// The directory `subpath` of an exported tree, as the artifact of `source` (`.fluxplan.yaml`
+/// says it holds that directory): it must be a directory inside the tree at this revision.
+fn subtree(tree: &Path, subpath: &str, source: &flux::SourceRef) -> Result<PathBuf, RenderError> {
+    let dir = paths::secure_join(tree, subpath);
+    let inside = |dir: &Path| {
+        Some(dir.canonicalize().ok()?.starts_with(tree.canonicalize().ok()?)).filter(|_| dir.is_dir())
+    };
+    match inside(&dir) {
+        Some(true) => Ok(dir),
+        _ => Err(RenderError::PathNotFound(format!(
+            "source {source} is the directory {subpath} of this repository (sources: in .fluxplan.yaml), \
+             which this revision does not have"
+        ))),
     }
 }
 
@@ -378,6 +411,7 @@ impl Renderer {
             this_repo_keys: this_repo_keys(
                 &discovered.git_repositories,
                 &discovered.syncs,
+                &opts.declared_sources,
                 &remotes,
                 &BTreeMap::new(),
             ),
@@ -502,7 +536,13 @@ impl Renderer {
             // Syncs found only in renders may name sources of this repository discovery missed.
             let sources = Sources {
                 this_repo: &this_repo,
-                this_repo_keys: this_repo_keys(&discovered.git_repositories, &syncs, &remotes, &learned),
+                this_repo_keys: this_repo_keys(
+                    &discovered.git_repositories,
+                    &syncs,
+                    &opts.declared_sources,
+                    &remotes,
+                    &learned,
+                ),
                 mapped: &mapped,
                 generators: &generators,
             };
@@ -862,6 +902,15 @@ impl Context<'_> {
             for object in &mut built.objects {
                 if let Some(file) = object.origin.as_deref().and_then(|o| self.sources.repo_origin(root, o)) {
                     object.origin = Some(file);
+                }
+            }
+        } else if let Some(subpath) =
+            self.sources.this_repo(&spec.source_ref).and_then(|r| r.subpath.as_deref())
+        {
+            // A directory of the repository as the artifact: its files are named from the top.
+            for object in &mut built.objects {
+                if let Some(origin) = &mut object.origin {
+                    *origin = format!("{subpath}/{origin}");
                 }
             }
         }

@@ -23,6 +23,7 @@ mod helm_fetch;
 mod helm_plan;
 mod hostile;
 mod kube_view;
+mod operator;
 mod plan;
 mod render_cli;
 mod render_engine;
