@@ -9,6 +9,7 @@ pub mod helm;
 pub mod id;
 pub mod kustomization;
 pub mod order;
+pub mod resourceset;
 pub mod scope;
 pub mod sourceignore;
 

@@ -11,7 +11,7 @@ pub mod diff;
 mod distribution;
 mod fan_out;
 mod helm_release;
-mod label_selector;
+pub(crate) mod label_selector;
 pub mod live_diff;
 pub mod policy;
 mod roots;

@@ -16,6 +16,7 @@ pub mod postbuild;
 mod reach;
 pub mod references;
 pub mod repo_root;
+pub mod resourceset;
 pub mod roots;
 pub mod scratch;
 pub mod source;
