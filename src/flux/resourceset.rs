@@ -106,9 +106,11 @@ impl ResourceSet {
                 (None, selector) if selector.is_object() => {
                     inputs_from.push(ProviderRef::Selector(selector.clone()))
                 }
-                _ => return Err(format!(
+                _ => {
+                    return Err(format!(
                     "spec.inputsFrom[{i}]: input provider reference must have either name or selector set"
-                )),
+                ))
+                }
             }
         }
         let strategy = match spec["inputStrategy"]["name"].as_str().unwrap_or("Flatten") {

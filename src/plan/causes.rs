@@ -266,7 +266,9 @@ fn decisions(plan: &KustomizationPlan) -> String {
     }
     if orphaned > 0 {
         parts.push(match plan.engine {
-            Engine::Flux | Engine::Helm => format!("stops managing {orphaned} (prune is off)"),
+            Engine::Flux | Engine::Helm | Engine::ResourceSet => {
+                format!("stops managing {orphaned} (prune is off)")
+            }
             Engine::ArgoCd => {
                 format!("leaves {orphaned} in the cluster (prune is off: OutOfSync, requires pruning)")
             }

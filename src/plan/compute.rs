@@ -52,7 +52,7 @@ fn by_reference(cluster: Option<&Cluster>) -> BTreeMap<UnitRef, &RenderedKustomi
     cluster.into_iter().flat_map(|c| &c.kustomizations).map(|k| (k.unit_ref(), k)).collect()
 }
 
-const NOT_FOUND: &str = "not found in the cluster: already deleted";
+pub(super) const NOT_FOUND: &str = "not found in the cluster: already deleted";
 /// How a deletion Argo CD makes last (`PruneLast=true`) ends its reason.
 const PRUNED_LAST: &str = "pruned last (PruneLast=true), once everything else is applied and healthy";
 
@@ -136,6 +136,9 @@ impl<'a> ClusterView<'a> {
                 .and_then(|s| s.kustomizations.get(&reference.reference()))
                 .map(|k| k.inventory.clone()),
             UnitKind::HelmRelease => self.helm_inventory(reference),
+            // The operator's inventory is in the ResourceSet's status, not read: the base render
+            // stands for it.
+            UnitKind::ResourceSet => None,
             UnitKind::Application => self.live_application(reference).map(|a| a.inventory.clone()),
             // The Applications it generated: those it owns.
             UnitKind::ApplicationSet => self.live.filter(|s| !s.applications.is_empty()).map(|s| {
@@ -159,7 +162,7 @@ impl<'a> ClusterView<'a> {
             return (inventory, InventorySource::Cluster);
         }
         // Without Helm's storage, a release's objects are known only from the base render.
-        if self.live.is_none() || reference.kind == UnitKind::HelmRelease {
+        if self.live.is_none() || matches!(reference.kind, UnitKind::HelmRelease | UnitKind::ResourceSet) {
             if let Some(base) = self.base.get(reference).filter(|k| k.status == Status::Rendered) {
                 return (
                     base.objects.iter().filter_map(|o| o.id.clone()).collect(),
@@ -317,9 +320,13 @@ impl<'a> ClusterView<'a> {
             chart: None,
             release_status: None,
         };
-        if reference.kind == UnitKind::HelmRelease {
+        if matches!(reference.kind, UnitKind::HelmRelease | UnitKind::ResourceSet) {
             let unit = self.unit(reference);
-            plan.parent = unit.and_then(|k| k.parent.as_ref()).map(|p| format!("Kustomization {p}"));
+            plan.parent = unit.and_then(|k| {
+                let units = if self.head.contains_key(reference) { &self.head } else { &self.base };
+                let parent = parent_of(units, k)?;
+                Some(format!("{} {parent}", parent.kind.as_str()))
+            });
             plan.chart = self.chart_line(reference);
             plan.release_status = self.helm_stored(reference).map(|stored| stored.status.clone());
         }
@@ -573,6 +580,9 @@ impl<'a> ClusterView<'a> {
         if owner.kind == UnitKind::HelmRelease {
             return self.helm_stale(change, owner, id);
         }
+        if owner.kind == UnitKind::ResourceSet {
+            return self.resourceset_stale(change, owner, id);
+        }
         if owner.kind.engine() == Engine::ArgoCd {
             // Argo CD reads the object's own sync options (the live object's, else offline the
             // base manifest's): Prune= when Git drops it, Delete= when its Application is deleted.
@@ -717,6 +727,14 @@ impl<'a> ClusterView<'a> {
                 }
                 _ => Removal::DeletesAll("helm-controller uninstalls its Helm release".into()),
             },
+            UnitKind::ResourceSet => match self.unit(reference).and_then(|k| k.resourceset.as_deref()) {
+                Some(set) if set.disabled => {
+                    Removal::Keeps("its reconciliation is disabled: the finalizer deletes nothing".into())
+                }
+                _ => Removal::DeletesAll(
+                    "the Flux Operator's finalizer deletes everything it generated".into(),
+                ),
+            },
             UnitKind::Kustomization => {
                 let spec = self.current_spec(reference);
                 if spec.is_some_and(Kustomization::deletes_inventory_on_removal) {
@@ -828,20 +846,25 @@ impl<'a> ClusterView<'a> {
     }
 }
 
-/// Each HelmRelease's plan right after the plan of the Kustomization that applies it.
+/// Each HelmRelease's and ResourceSet's plan right after the plan of the unit that applies it
+/// (a ResourceSet's releases after the ResourceSet).
 fn releases_below_their_parents(plans: Vec<KustomizationPlan>) -> Vec<KustomizationPlan> {
-    let (mut releases, others): (Vec<_>, Vec<_>) =
-        plans.into_iter().partition(|p| p.kind == UnitKind::HelmRelease);
-    let mut ordered = Vec::with_capacity(others.len() + releases.len());
+    let placed_below =
+        |p: &KustomizationPlan| matches!(p.kind, UnitKind::HelmRelease | UnitKind::ResourceSet);
+    let (mut below, others): (Vec<_>, Vec<_>) = plans.into_iter().partition(|p| placed_below(p));
+    let mut ordered = Vec::with_capacity(others.len() + below.len());
     for plan in others {
-        let label = plan.label();
-        ordered.push(plan);
-        let (below, rest): (Vec<_>, Vec<_>) =
-            releases.into_iter().partition(|r| r.parent.as_deref() == Some(label.as_str()));
-        ordered.extend(below);
-        releases = rest;
+        let mut stack = vec![plan];
+        while let Some(plan) = stack.pop() {
+            let label = plan.label();
+            ordered.push(plan);
+            let (children, rest): (Vec<_>, Vec<_>) =
+                below.into_iter().partition(|r| r.parent.as_deref() == Some(label.as_str()));
+            below = rest;
+            stack.extend(children.into_iter().rev());
+        }
     }
-    ordered.extend(releases);
+    ordered.extend(below);
     ordered
 }
 
@@ -851,7 +874,7 @@ fn parent_of(
     unit: &RenderedKustomization,
 ) -> Option<UnitRef> {
     let parent = unit.parent.as_ref()?;
-    [UnitKind::Kustomization, UnitKind::Application, UnitKind::ApplicationSet]
+    [UnitKind::Kustomization, UnitKind::ResourceSet, UnitKind::Application, UnitKind::ApplicationSet]
         .into_iter()
         .map(|kind| UnitRef::new(kind, &parent.namespace, &parent.name))
         .find(|candidate| units.contains_key(candidate))
@@ -872,6 +895,7 @@ pub(super) fn unit_kind(id: &ObjectId) -> Option<UnitKind> {
         (crate::argocd::GROUP, "Application") => Some(UnitKind::Application),
         (crate::argocd::GROUP, "ApplicationSet") => Some(UnitKind::ApplicationSet),
         (crate::flux::helm::HELM_GROUP, crate::flux::helm::HELM_RELEASE_KIND) => Some(UnitKind::HelmRelease),
+        (crate::flux::resourceset::GROUP, crate::flux::resourceset::KIND) => Some(UnitKind::ResourceSet),
         _ => None,
     }
 }

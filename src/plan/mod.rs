@@ -14,6 +14,7 @@ mod helm_release;
 pub(crate) mod label_selector;
 pub mod live_diff;
 pub mod policy;
+mod resourceset;
 mod roots;
 pub mod unplanned;
 
@@ -231,11 +232,12 @@ pub struct KustomizationPlan {
 }
 
 impl KustomizationPlan {
-    /// `namespace/name`; `HelmRelease namespace/name` for a release, which may share its
-    /// namespace and name with the Kustomization that applies it.
+    /// `namespace/name`; `HelmRelease namespace/name` for a release and `ResourceSet
+    /// namespace/name` for a ResourceSet, which may share their namespace and name with a
+    /// Kustomization.
     pub fn reference(&self) -> String {
         match self.kind {
-            crate::render::UnitKind::HelmRelease => self.label(),
+            crate::render::UnitKind::HelmRelease | crate::render::UnitKind::ResourceSet => self.label(),
             _ => format!("{}/{}", self.namespace, self.name),
         }
     }

@@ -60,6 +60,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("external-artifact", Severity::Warning),
     ("chart-unavailable", Severity::Warning),
     ("helm-release-stuck", Severity::Warning),
+    ("resourceset-unknown", Severity::Warning),
     ("source-adds-content", Severity::Danger),
     ("source-ref-pinned", Severity::Danger),
 ];
@@ -430,23 +431,36 @@ fn plan_alerts(
                 k.source
             );
             alerts.extend(alert(code, message, Vec::new()));
-        } else if k.status == Status::External && k.helm.is_some() {
-            // A release whose chart cannot be had is never passed as unchanged: a warning when
-            // this merge changes or adds its HelmRelease (its status says it otherwise).
-            use crate::flux::helm::{HELM_GROUP, HELM_RELEASE_KIND};
-            let id = crate::flux::ObjectId::new(&plan.namespace, &plan.name, HELM_GROUP, HELM_RELEASE_KIND)
-                .to_string();
+        } else if k.status == Status::External && (k.helm.is_some() || k.resourceset.is_some()) {
+            // A release whose chart cannot be had, a ResourceSet whose inputs only the cluster
+            // knows: never passed as unchanged, but a warning when this merge changes or adds its
+            // object (its status says it otherwise).
+            let (group, kind, code, consequence) = match k.helm {
+                Some(_) => (
+                    crate::flux::helm::HELM_GROUP,
+                    crate::flux::helm::HELM_RELEASE_KIND,
+                    "chart-unavailable",
+                    "what helm-controller installs, upgrades or deletes for it is not shown",
+                ),
+                None => (
+                    crate::flux::resourceset::GROUP,
+                    crate::flux::resourceset::KIND,
+                    "resourceset-unknown",
+                    "what the Flux Operator creates, updates or deletes for it is not shown",
+                ),
+            };
+            let id = crate::flux::ObjectId::new(&plan.namespace, &plan.name, group, kind).to_string();
             let changed = plans
                 .iter()
                 .filter(|p| p.cluster == plan.cluster)
                 .flat_map(|p| &p.changes)
                 .any(|c| c.id == id && matches!(c.action, super::Action::Create | super::Action::Update));
-            let why = k.warnings.first().map(String::as_str).unwrap_or("its chart could not be had");
-            alerts.extend(changed.then(|| alert(
-                "chart-unavailable",
-                format!("not planned: {why}; what helm-controller installs, upgrades or deletes for it is not shown"),
-                Vec::new(),
-            )).flatten());
+            let why = k.warnings.first().map(String::as_str).unwrap_or("it could not be rendered");
+            alerts.extend(
+                changed
+                    .then(|| alert(code, format!("not planned: {why}; {consequence}"), Vec::new()))
+                    .flatten(),
+            );
         } else if k.status == Status::External {
             let message = match (&k.argocd, k.warnings.first()) {
                 // Argo CD units say why: another repository, Helm, a plugin, a generator.

@@ -57,6 +57,9 @@ pub enum RenderError {
     Cycle(String),
     #[error("{0}")]
     Apply(String),
+    /// A ResourceSet's templates cannot be built as the Flux Operator builds them.
+    #[error("{0}")]
+    Template(String),
     /// Over a limit (time, output): never silent, always a `source-limit` alert.
     #[error("{0}")]
     Limit(String),
@@ -76,6 +79,7 @@ impl RenderError {
             RenderError::InvalidSpec(_) => "invalid-spec",
             RenderError::Cycle(_) => "cycle",
             RenderError::Apply(_) => "apply-would-fail",
+            RenderError::Template(_) => "template-failed",
             RenderError::Limit(_) => "source-limit",
             RenderError::Cancelled(_) => "cancelled",
         }
@@ -172,6 +176,8 @@ pub enum UnitKind {
     ApplicationSet,
     /// A Flux HelmRelease: its objects are its chart's, as helm-controller installs them.
     HelmRelease,
+    /// A Flux Operator ResourceSet: its objects are its templates rendered for every input.
+    ResourceSet,
 }
 
 /// The GitOps engine whose rules a unit follows.
@@ -183,6 +189,9 @@ pub enum Engine {
     ArgoCd,
     /// helm-controller: a Helm release installed and upgraded from a chart.
     Helm,
+    /// The Flux Operator: a ResourceSet's objects, applied and pruned by its inventory.
+    #[serde(rename = "resourceset")]
+    ResourceSet,
 }
 
 impl UnitKind {
@@ -192,6 +201,7 @@ impl UnitKind {
             UnitKind::Application => "Application",
             UnitKind::ApplicationSet => "ApplicationSet",
             UnitKind::HelmRelease => "HelmRelease",
+            UnitKind::ResourceSet => "ResourceSet",
         }
     }
 
@@ -200,6 +210,7 @@ impl UnitKind {
             UnitKind::Kustomization => Engine::Flux,
             UnitKind::Application | UnitKind::ApplicationSet => Engine::ArgoCd,
             UnitKind::HelmRelease => Engine::Helm,
+            UnitKind::ResourceSet => Engine::ResourceSet,
         }
     }
 }
@@ -211,6 +222,7 @@ impl Engine {
             Engine::Flux => "Flux",
             Engine::ArgoCd => "Argo CD",
             Engine::Helm => "helm-controller",
+            Engine::ResourceSet => "the Flux Operator",
         }
     }
 }
@@ -278,6 +290,9 @@ pub struct RenderedKustomization {
     /// What helm-controller knows of a HelmRelease.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub helm: Option<Box<helm::HelmUnit>>,
+    /// What the Flux Operator knows of a ResourceSet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resourceset: Option<Box<resourceset::ResourceSetUnit>>,
 }
 
 impl RenderedKustomization {
@@ -307,6 +322,7 @@ impl RenderedKustomization {
             argocd: None,
             source_adds: None,
             helm: None,
+            resourceset: None,
         }
     }
 
@@ -321,9 +337,10 @@ impl RenderedKustomization {
     /// True when its controller applies nothing and prunes nothing (a suspended Kustomization or
     /// HelmRelease).
     pub fn suspended(&self) -> bool {
-        match &self.helm {
-            Some(helm) => helm.suspended,
-            None => self.spec.as_ref().is_some_and(|s| s.suspend),
+        match (&self.helm, &self.resourceset) {
+            (Some(helm), _) => helm.suspended,
+            (None, Some(set)) => set.disabled,
+            (None, None) => self.spec.as_ref().is_some_and(|s| s.suspend),
         }
     }
 
@@ -333,6 +350,8 @@ impl RenderedKustomization {
         match (&self.argocd, &self.helm) {
             (Some(unit), _) => unit.prunes(),
             (None, Some(_)) => true,
+            // The operator deletes what a ResourceSet no longer generates.
+            (None, None) if self.resourceset.is_some() => true,
             (None, None) => self.spec.as_ref().is_some_and(|s| s.prune),
         }
     }
@@ -533,6 +552,9 @@ pub struct RenderOptions {
     pub declared_roots: Option<Vec<DeclaredRoot>>,
     /// Sources the base revision's `.fluxplan.yaml` says are this repository (`sources:`).
     pub declared_sources: Vec<DeclaredSource>,
+    /// The ResourceSetInputProviders the live cluster holds, with their exported inputs; `None`
+    /// when no cluster was read.
+    pub input_providers: Option<Arc<Vec<Value>>>,
     /// Bootstrap roots of the plan's base, rendered at head when head no longer declares them.
     pub carried_roots: Vec<roots::CarriedRoot>,
     /// Applications an ApplicationSet that never updates what it generated (`applicationsSync:
@@ -586,6 +608,7 @@ impl RenderOptions {
             cluster_values: BTreeMap::new(),
             declared_roots: None,
             declared_sources: Vec::new(),
+            input_providers: None,
             carried_roots: Vec::new(),
             kept_applications: BTreeMap::new(),
             known_scopes: Vec::new(),

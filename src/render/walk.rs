@@ -172,7 +172,7 @@ struct ThisRepo {
     subpath: Option<String>,
 }
 
-/// One Kustomization waiting to be rendered.
+/// One unit waiting to be rendered: a Kustomization, or a ResourceSet.
 #[derive(Clone)]
 struct Node {
     cluster: usize,
@@ -181,11 +181,37 @@ struct Node {
     inherited_secrets: BTreeSet<String>,
     /// The path as shown (masked) when it differs from the real one.
     shown_path: Option<String>,
-    spec: Kustomization,
+    unit: Pending,
     parent: Option<KustomizationRef>,
     file: Option<String>,
     ancestors: Vec<KustomizationRef>,
     is_root: bool,
+}
+
+/// What a node renders.
+#[derive(Clone)]
+enum Pending {
+    Kustomization(Kustomization),
+    ResourceSet(std::sync::Arc<PendingSet>),
+}
+
+/// A ResourceSet its parent applies.
+struct PendingSet {
+    /// The manifest as the parent renders it (values from Secrets included).
+    manifest: Value,
+    /// It holds values substituted from Secrets: its objects would show them.
+    holds_secret_values: bool,
+    /// The input providers among the objects its parent applies (and its parent's parents').
+    providers: Vec<Value>,
+}
+
+impl Node {
+    fn name(&self) -> String {
+        match &self.unit {
+            Pending::Kustomization(spec) => spec.name.clone(),
+            Pending::ResourceSet(set) => set.manifest["metadata"]["name"].as_str().unwrap_or("").to_string(),
+        }
+    }
 }
 
 /// Where each source lives locally.
@@ -945,7 +971,7 @@ impl Context<'_> {
                 file: file.clone(),
                 ancestors: Vec::new(),
                 is_root: true,
-                spec: spec.clone(),
+                unit: Pending::Kustomization(spec.clone()),
             });
             clusters.push(Cluster {
                 name,
@@ -957,7 +983,7 @@ impl Context<'_> {
         }
         let mut reached: BTreeSet<(String, String)> = BTreeSet::new();
         // Each cluster's Kustomizations by reference: a pull request can write many.
-        let mut index: Vec<std::collections::HashMap<KustomizationRef, usize>> =
+        let mut index: Vec<std::collections::HashMap<super::UnitRef, usize>> =
             vec![Default::default(); clusters.len()];
         // A stopped plan stops between levels too.
         while !queue.is_empty() && self.opts.cancel.check().is_ok() {
@@ -973,7 +999,7 @@ impl Context<'_> {
             for (node, mut rendered, children) in results {
                 let cluster = &mut clusters[node.cluster];
                 if let Some(other) =
-                    index[node.cluster].get(&rendered.reference()).map(|&i| &mut cluster.kustomizations[i])
+                    index[node.cluster].get(&rendered.unit_ref()).map(|&i| &mut cluster.kustomizations[i])
                 {
                     other.warnings.push(format!(
                         "also produced by {}: two definitions of one Kustomization fight over it",
@@ -986,11 +1012,11 @@ impl Context<'_> {
                 }
                 for child in &children {
                     if let Some(file) = &child.file {
-                        reached.insert((file.clone(), child.spec.name.clone()));
+                        reached.insert((file.clone(), child.name()));
                     }
                 }
                 rendered.warnings.sort();
-                index[node.cluster].insert(rendered.reference(), cluster.kustomizations.len());
+                index[node.cluster].insert(rendered.unit_ref(), cluster.kustomizations.len());
                 cluster.kustomizations.push(rendered);
                 queue.extend(children);
             }
@@ -999,7 +1025,17 @@ impl Context<'_> {
     }
 
     fn render_node(&self, node: &Node) -> (RenderedKustomization, Vec<Node>) {
-        let mut spec = node.spec.clone();
+        match &node.unit {
+            Pending::Kustomization(spec) => self.render_kustomization(node, spec.clone()),
+            Pending::ResourceSet(set) => self.render_resourceset(node, set),
+        }
+    }
+
+    fn render_kustomization(
+        &self,
+        node: &Node,
+        mut spec: Kustomization,
+    ) -> (RenderedKustomization, Vec<Node>) {
         let mut record = RenderedKustomization::new(
             super::UnitKind::Kustomization,
             spec.reference(),
@@ -1074,53 +1110,182 @@ impl Context<'_> {
                     ));
                 }
                 record.unresolved_variables = unresolved;
-                let mut ancestors = node.ancestors.clone();
-                ancestors.push(spec.reference());
-                for object in objects.iter().filter(|o| is_flux_kustomization(&o.object)) {
-                    if is_self(object, &spec, node.file.as_deref()) {
-                        continue;
-                    }
-                    let manifest = object.real.as_ref().unwrap_or(&object.object);
-                    if manifest["metadata"]["namespace"].as_str().is_none() {
-                        continue; // reported as "namespace not specified" when ids are assigned
-                    }
-                    match Kustomization::from_value(manifest, "") {
-                        Ok(child) if ancestors.contains(&child.reference()) => {
-                            let cycle: Vec<String> = ancestors
-                                .iter()
-                                .skip_while(|a| **a != child.reference())
-                                .chain([&child.reference()])
-                                .map(|a| a.to_string())
-                                .collect();
-                            record.status = Status::Failed;
-                            record.error = Some(ErrorReport::from(&RenderError::Cycle(format!(
-                                "Kustomization cycle: {}",
-                                cycle.join(" → ")
-                            ))));
-                        }
-                        Ok(child) => children.push(Node {
-                            cluster: node.cluster,
-                            cluster_name: node.cluster_name.clone(),
-                            inherited_secrets: secret_substitutes(object),
-                            shown_path: object
-                                .real
-                                .as_ref()
-                                .and_then(|_| object.object["spec"]["path"].as_str().map(str::to_string)),
-                            spec: child,
-                            parent: Some(spec.reference()),
-                            file: object.origin.clone(),
-                            ancestors: ancestors.clone(),
-                            is_root: false,
-                        }),
-                        Err(e) => {
-                            record.warnings.push(format!("nested {}: {e}", postbuild::describe(manifest)))
-                        }
-                    }
-                }
+                children = self.nested(node, &spec.reference(), Some(&spec), &objects, &mut record);
                 record.objects = objects;
             }
         }
         record.spec = Some(spec);
+        (record, children)
+    }
+
+    /// The units among `objects` a unit applies: Kustomizations (but the unit itself, `own`) and
+    /// ResourceSets, to render next; a cycle fails `record`.
+    fn nested(
+        &self,
+        node: &Node,
+        parent: &KustomizationRef,
+        own: Option<&Kustomization>,
+        objects: &[RenderedObject],
+        record: &mut RenderedKustomization,
+    ) -> Vec<Node> {
+        let mut ancestors = node.ancestors.clone();
+        ancestors.push(parent.clone());
+        // A ResourceSet reads the providers applied beside it (and above it).
+        let mut providers: Option<Vec<Value>> = None;
+        let mut children = Vec::new();
+        let child = |unit: Pending, object: &RenderedObject, shown_path: Option<String>| Node {
+            cluster: node.cluster,
+            cluster_name: node.cluster_name.clone(),
+            inherited_secrets: secret_substitutes(object),
+            shown_path,
+            unit,
+            parent: Some(parent.clone()),
+            file: object.origin.clone(),
+            ancestors: ancestors.clone(),
+            is_root: false,
+        };
+        for object in objects {
+            let manifest = object.real.as_ref().unwrap_or(&object.object);
+            let is_set = flux::resourceset::is_resourceset(&object.object);
+            if !is_set && !is_flux_kustomization(&object.object) {
+                continue;
+            }
+            if own.is_some_and(|spec| is_self(object, spec, node.file.as_deref())) {
+                continue;
+            }
+            if manifest["metadata"]["namespace"].as_str().is_none() {
+                continue; // reported as "namespace not specified" when ids are assigned
+            }
+            if is_set {
+                let providers = providers.get_or_insert_with(|| {
+                    let here = objects.iter().map(|o| o.real.as_ref().unwrap_or(&o.object));
+                    let inherited = match &node.unit {
+                        Pending::ResourceSet(set) => set.providers.as_slice(),
+                        Pending::Kustomization(_) => &[],
+                    };
+                    here.chain(inherited)
+                        .filter(|o| flux::resourceset::is_input_provider(o))
+                        .cloned()
+                        .collect()
+                });
+                let set = PendingSet {
+                    manifest: manifest.clone(),
+                    holds_secret_values: object.holds_secret_values || object.real.is_some(),
+                    providers: providers.clone(),
+                };
+                children.push(child(Pending::ResourceSet(std::sync::Arc::new(set)), object, None));
+                continue;
+            }
+            match Kustomization::from_value(manifest, "") {
+                Ok(spec) if ancestors.contains(&spec.reference()) => {
+                    let cycle: Vec<String> = ancestors
+                        .iter()
+                        .skip_while(|a| **a != spec.reference())
+                        .chain([&spec.reference()])
+                        .map(|a| a.to_string())
+                        .collect();
+                    record.status = Status::Failed;
+                    record.error = Some(ErrorReport::from(&RenderError::Cycle(format!(
+                        "Kustomization cycle: {}",
+                        cycle.join(" → ")
+                    ))));
+                }
+                Ok(spec) => {
+                    let shown_path = object
+                        .real
+                        .as_ref()
+                        .and_then(|_| object.object["spec"]["path"].as_str().map(str::to_string));
+                    children.push(child(Pending::Kustomization(spec), object, shown_path));
+                }
+                Err(e) => record.warnings.push(format!("nested {}: {e}", postbuild::describe(manifest))),
+            }
+        }
+        children
+    }
+
+    /// A ResourceSet as the Flux Operator builds it: its templates for every input set, with the
+    /// Kustomizations and ResourceSets it generates to render next.
+    fn render_resourceset(&self, node: &Node, set: &PendingSet) -> (RenderedKustomization, Vec<Node>) {
+        let meta = &set.manifest["metadata"];
+        let reference = KustomizationRef {
+            namespace: meta["namespace"].as_str().unwrap_or("").to_string(),
+            name: meta["name"].as_str().unwrap_or("").to_string(),
+        };
+        let no_source =
+            flux::SourceRef { kind: String::new(), name: String::new(), namespace: String::new() };
+        let mut record = RenderedKustomization::new(
+            super::UnitKind::ResourceSet,
+            reference.clone(),
+            String::new(),
+            no_source,
+            node.parent.clone(),
+            node.file.clone(),
+        );
+        let mut unit = super::resourceset::ResourceSetUnit {
+            disabled: flux::resourceset::disabled_by(&set.manifest, flux::resourceset::RECONCILE_ANNOTATION),
+            ..Default::default()
+        };
+        if node.ancestors.len() >= super::build::MAX_NESTING {
+            record.status = Status::Failed;
+            record.error = Some(ErrorReport::from(&RenderError::Limit(format!(
+                "units nest more than {} levels deep: over fluxplan's limit, so this one is not planned",
+                super::build::MAX_NESTING
+            ))));
+            return (record, Vec::new());
+        }
+        if set.holds_secret_values {
+            record.status = Status::External;
+            record.warnings.push(
+                "its spec holds values substituted from a Secret: not expanded, so they cannot show in its objects"
+                    .into(),
+            );
+            record.resourceset = Some(Box::new(unit));
+            return (record, Vec::new());
+        }
+        let live = self.opts.input_providers.as_deref().map(Vec::as_slice);
+        let providers = super::resourceset::Providers { rendered: &set.providers, live };
+        let mut children = Vec::new();
+        match super::resourceset::expand(&set.manifest, &providers) {
+            Err(error) => {
+                record.status = Status::Failed;
+                record.error = Some(ErrorReport::from(&RenderError::Template(format!(
+                    "the Flux Operator cannot build this ResourceSet: {error}"
+                ))));
+            }
+            Ok(super::resourceset::Expansion::Unknown(why)) => {
+                record.status = Status::External;
+                record.warnings.push(why);
+            }
+            Ok(super::resourceset::Expansion::Built { objects, input_sets, notes }) => {
+                record.warnings.extend(notes);
+                unit.input_sets = Some(input_sets);
+                let mut built = Vec::with_capacity(objects.len());
+                for (object, input) in objects {
+                    let meta = &object["metadata"];
+                    let (kind, namespace, name) = (
+                        object["kind"].as_str().unwrap_or(""),
+                        meta["namespace"].as_str().unwrap_or(""),
+                        meta["name"].as_str().unwrap_or(""),
+                    );
+                    if let Some(from) = meta["annotations"][flux::resourceset::COPY_FROM_ANNOTATION].as_str()
+                    {
+                        unit.copied_from.insert(from.to_string());
+                    }
+                    if let Some(input) = input {
+                        unit.inputs.insert(
+                            super::resourceset::ResourceSetUnit::object_key(kind, namespace, name),
+                            input,
+                        );
+                    }
+                    built.push(super::build::BuiltObject { object, origin: node.file.clone() });
+                }
+                record.objects = postbuild::plain(built);
+                let objects = std::mem::take(&mut record.objects);
+                children = self.nested(node, &reference, None, &objects, &mut record);
+                record.objects = objects;
+            }
+        }
+        record.resourceset = Some(Box::new(unit));
         (record, children)
     }
 }

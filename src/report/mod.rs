@@ -223,11 +223,13 @@ fn alerts_of<'a>(plan: &'a Plan, k: &KustomizationPlan) -> Vec<&'a Alert> {
 }
 
 /// What a reader should see of a Kustomization: it changes, fails or has alerts.
-/// A HelmRelease whose chart fluxplan cannot have is shown when this merge changes it (its
-/// `chart-unavailable` alert), not on every plan.
+/// A HelmRelease whose chart fluxplan cannot have, or a ResourceSet whose inputs only the cluster
+/// knows, is shown when this merge changes it (its `chart-unavailable` or `resourceset-unknown`
+/// alert), not on every plan.
 fn noteworthy(plan: &Plan, k: &KustomizationPlan) -> bool {
     let quiet_release =
-        k.kind == crate::render::UnitKind::HelmRelease && k.status == KustomizationStatus::External;
+        matches!(k.kind, crate::render::UnitKind::HelmRelease | crate::render::UnitKind::ResourceSet)
+            && k.status == KustomizationStatus::External;
     (k.status != KustomizationStatus::Unchanged && !quiet_release)
         || !k.changes.is_empty()
         || !alerts_of(plan, k).is_empty()

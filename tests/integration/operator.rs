@@ -180,3 +180,137 @@ fn fluxplan_yaml_refuses_sources_that_cannot_be_this_repository() {
     assert!(parse("roots:\n- path: clusters/a\n  source:\n    kind: HelmChart\n    name: x\n")
         .contains("cannot hold"));
 }
+
+/// The tenants ResourceSet of d2-fleet, trimmed: per tenant a Namespace, a ServiceAccount, a
+/// RoleBinding, and an OCIRepository with a Kustomization of the tenant's apps.
+fn tenants_resourceset(tenants: &[&str], role: &str) -> String {
+    let inputs: String = tenants.iter().map(|t| format!("  - tenant: \"{t}\"\n    tag: latest\n")).collect();
+    format!(
+        "apiVersion: fluxcd.controlplane.io/v1\nkind: ResourceSet\nmetadata:\n  name: apps\n  namespace: flux-system\nspec:\n  inputs:\n{inputs}  resources:\n    - apiVersion: v1\n      kind: Namespace\n      metadata:\n        name: << inputs.tenant >>\n        labels:\n          toolkit.fluxcd.io/role: tenant\n    - apiVersion: v1\n      kind: ServiceAccount\n      metadata:\n        name: flux\n        namespace: << inputs.tenant >>\n    - apiVersion: rbac.authorization.k8s.io/v1\n      kind: RoleBinding\n      metadata:\n        name: flux\n        namespace: << inputs.tenant >>\n      roleRef:\n        apiGroup: rbac.authorization.k8s.io\n        kind: ClusterRole\n        name: {role}\n      subjects:\n        - kind: ServiceAccount\n          name: flux\n          namespace: << inputs.tenant >>\n    - apiVersion: v1\n      kind: PersistentVolumeClaim\n      metadata:\n        name: data\n        namespace: << inputs.tenant >>\n      spec:\n        accessModes: [ReadWriteOnce]\n        resources:\n          requests:\n            storage: 1Gi\n    - apiVersion: source.toolkit.fluxcd.io/v1\n      kind: OCIRepository\n      metadata:\n        name: apps\n        namespace: << inputs.tenant >>\n      spec:\n        interval: 5m\n        url: \"oci://ghcr.io/acme/d2-apps/<< inputs.tenant >>\"\n        ref:\n          tag: << inputs.tag >>\n    - apiVersion: kustomize.toolkit.fluxcd.io/v1\n      kind: Kustomization\n      metadata:\n        name: apps\n        namespace: << inputs.tenant >>\n      spec:\n        interval: 30m\n        sourceRef:\n          kind: OCIRepository\n          name: apps\n        path: ./production\n        prune: true\n"
+    )
+}
+
+/// The fleet with its tenants as a ResourceSet (the tenants/ directory holds only it).
+fn tenant_fleet(tenants: &[&str]) -> Repo {
+    let repo = Repo::new(REMOTE);
+    add_cluster(&repo, "prod-eu");
+    repo.write("tenants/apps.yaml", &tenants_resourceset(tenants, "admin"));
+    repo.commit("tenants");
+    repo
+}
+
+fn unit<'a>(plan: &'a Value, kind: &str, reference: &str) -> &'a Value {
+    crate::fixture::unit_in(plan, kind, reference)
+}
+
+#[test]
+fn a_template_change_plans_the_updated_object_of_every_tenant() {
+    let repo = tenant_fleet(&["frontend", "backend"]);
+    let render = repo.render(Some("HEAD"));
+    let set = render
+        .unit(
+            "clusters/prod-eu",
+            &fluxplan::render::UnitRef::new(fluxplan::render::UnitKind::ResourceSet, "flux-system", "apps"),
+        )
+        .expect("the ResourceSet is a unit");
+    assert_eq!(set.status, fluxplan::render::Status::Rendered, "{:?} {:?}", set.error, set.warnings);
+    assert_eq!(set.parent.as_ref().map(|p| p.to_string()).as_deref(), Some("flux-system/tenants"));
+    assert_eq!(set.objects.len(), 12);
+    let labels = &set.objects[0].object["metadata"]["labels"];
+    assert_eq!(labels["resourceset.fluxcd.controlplane.io/name"], "apps");
+    // The Kustomizations it generates are walked: their source is another repository's.
+    let tenant_apps = render.find("frontend/apps").expect("the tenant's Kustomization is reached");
+    assert_eq!(tenant_apps.status, fluxplan::render::Status::External);
+
+    crate::fixture::edit(&repo, "tenants/apps.yaml", "name: admin", "name: edit");
+    repo.commit("tenants may only edit");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1, "{:?}", plan["alerts"]);
+    let set = unit(&plan, "ResourceSet", "flux-system/apps");
+    assert_eq!(set["engine"], "resourceset");
+    assert_eq!(
+        crate::fixture::sorted_changes(set),
+        crate::fixture::sorted_pairs(&[
+            ("update", "backend_flux_rbac.authorization.k8s.io_RoleBinding"),
+            ("update", "frontend_flux_rbac.authorization.k8s.io_RoleBinding"),
+        ])
+    );
+    let (markdown, _) = crate::fixture::plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
+    insta::assert_snapshot!("operator_template_change_markdown", markdown);
+}
+
+#[test]
+fn removing_a_tenants_input_deletes_its_namespace_and_everything_in_it_and_blocks() {
+    let repo = tenant_fleet(&["frontend", "backend"]);
+    repo.write("tenants/apps.yaml", &tenants_resourceset(&["frontend"], "admin"));
+    repo.commit("offboard backend");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{:?}", plan["alerts"]);
+    let set = unit(&plan, "ResourceSet", "flux-system/apps");
+    let deleted: Vec<(String, String)> = crate::fixture::sorted_changes(set);
+    assert_eq!(
+        deleted,
+        crate::fixture::sorted_pairs(&[
+            ("delete", "_backend__Namespace"),
+            ("delete", "backend_apps_kustomize.toolkit.fluxcd.io_Kustomization"),
+            ("delete", "backend_apps_source.toolkit.fluxcd.io_OCIRepository"),
+            ("delete", "backend_data__PersistentVolumeClaim"),
+            ("delete", "backend_flux__ServiceAccount"),
+            ("delete", "backend_flux_rbac.authorization.k8s.io_RoleBinding"),
+        ])
+    );
+    let reasons: Vec<&str> =
+        set["changes"].as_array().unwrap().iter().filter_map(|c| c["reason"].as_str()).collect();
+    // The manifest reaches the operator through kustomize, which sorts the input's keys.
+    assert!(
+        reasons.iter().filter(|r| r.contains("input removed: tag=latest, tenant=backend")).count() == 6,
+        "{:#}",
+        set["changes"]
+    );
+    let codes = alert_codes(&plan);
+    assert!(codes.contains(&("danger".to_string(), "protected-kind-deletion".to_string())), "{codes:?}");
+}
+
+#[test]
+fn an_offline_dynamic_provider_is_unknown_with_a_warning_never_no_changes() {
+    let repo = Repo::new(REMOTE);
+    add_cluster(&repo, "prod-eu");
+    repo.write(
+        "tenants/previews.yaml",
+        "apiVersion: fluxcd.controlplane.io/v1\nkind: ResourceSetInputProvider\nmetadata:\n  name: prs\n  namespace: flux-system\nspec:\n  type: GitHubPullRequest\n  url: https://github.com/acme/app\n---\napiVersion: fluxcd.controlplane.io/v1\nkind: ResourceSet\nmetadata:\n  name: previews\n  namespace: flux-system\nspec:\n  inputsFrom:\n  - name: prs\n  resources:\n  - apiVersion: v1\n    kind: Namespace\n    metadata:\n      name: preview-<< inputs.id >>\n",
+    );
+    repo.commit("previews");
+    crate::fixture::edit(&repo, "tenants/previews.yaml", "name: preview-", "name: pr-");
+    repo.commit("rename previews");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_ne!(plan["verdict"], "no-changes");
+    assert_eq!(code, 1, "{:?}", plan["alerts"]);
+    let set = unit(&plan, "ResourceSet", "flux-system/previews");
+    assert_eq!(set["status"], "external", "{set:#}");
+    assert!(
+        alert_codes(&plan).contains(&("warning".to_string(), "resourceset-unknown".to_string())),
+        "{:?}",
+        plan["alerts"]
+    );
+    let message =
+        plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "resourceset-unknown").unwrap();
+    assert!(message["message"].as_str().unwrap().contains("unknown offline"), "{message:#}");
+}
+
+#[test]
+fn an_unsupported_template_function_fails_the_resourceset_by_name() {
+    let repo = tenant_fleet(&["frontend"]);
+    crate::fixture::edit(
+        &repo,
+        "tenants/apps.yaml",
+        "name: << inputs.tenant >>\n        labels",
+        "name: << inputs.tenant | toDate \"2006\" >>\n        labels",
+    );
+    repo.commit("a function fluxplan does not render");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{:?}", plan["alerts"]);
+    let set = unit(&plan, "ResourceSet", "flux-system/apps");
+    assert_eq!(set["status"], "failed");
+    assert_eq!(set["error"]["code"], "template-failed");
+    assert!(set["error"]["message"].as_str().unwrap().contains("calls toDate"), "{set:#}");
+}

@@ -118,7 +118,12 @@ pub fn add_units(cluster: &mut Cluster, releases: &Releases) {
         .collect();
     let mut seen = BTreeSet::new();
     let mut found = Vec::new();
-    for k in cluster.kustomizations.iter().filter(|k| k.kind == UnitKind::Kustomization) {
+    // HelmReleases a Kustomization applies, or a ResourceSet generates.
+    for k in cluster
+        .kustomizations
+        .iter()
+        .filter(|k| matches!(k.kind, UnitKind::Kustomization | UnitKind::ResourceSet))
+    {
         if k.status != Status::Rendered {
             continue;
         }

@@ -110,13 +110,15 @@ pub fn combine(set: &ResourceSet, providers: &Providers) -> Result<Combined, Str
     Ok(Combined::Known { sets, notes })
 }
 
-/// The providers a reference names in the ResourceSet's namespace: each with its rendered and
-/// live object.
+/// A provider as rendered from the repository and as the live cluster holds it.
+type Sides<'p> = (Option<&'p Value>, Option<&'p Value>);
+
+/// The providers a reference names in the ResourceSet's namespace.
 fn select<'p>(
     reference: &ProviderRef,
     namespace: &str,
     providers: &'p Providers,
-) -> Result<Vec<(Option<&'p Value>, Option<&'p Value>)>, String> {
+) -> Result<Vec<Sides<'p>>, String> {
     let matches = |object: &Value| -> Result<bool, String> {
         let meta = &object["metadata"];
         if meta["namespace"].as_str().unwrap_or(namespace) != namespace {
@@ -137,7 +139,7 @@ fn select<'p>(
             }
         })
     };
-    let mut by_name: BTreeMap<String, (Option<&Value>, Option<&Value>)> = BTreeMap::new();
+    let mut by_name: BTreeMap<String, Sides> = BTreeMap::new();
     for object in providers.rendered.iter().filter(|o| crate::flux::resourceset::is_input_provider(o)) {
         if matches(object)? {
             by_name.entry(object["metadata"]["name"].as_str().unwrap_or("").to_string()).or_default().0 =

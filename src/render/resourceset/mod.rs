@@ -8,9 +8,31 @@ pub mod template;
 
 use crate::flux::resourceset::{self, ResourceSet, Templates};
 use serde_json::{Map, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use inputs::{Combined, Providers};
+
+/// What the plan needs to know of a ResourceSet beyond its objects.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ResourceSetUnit {
+    /// How many input sets it was expanded with (`None`: unknown offline).
+    pub input_sets: Option<usize>,
+    /// The input set each generated object came from, by `Kind namespace/name`.
+    #[serde(skip)]
+    pub inputs: BTreeMap<String, String>,
+    /// `namespace/name` of the ConfigMaps and Secrets whose data the operator copies into
+    /// generated objects (`copyFrom`): never read, never shown.
+    pub copied_from: BTreeSet<String>,
+    /// `fluxcd.controlplane.io/reconcile: disabled`: the operator applies and prunes nothing.
+    pub disabled: bool,
+}
+
+impl ResourceSetUnit {
+    /// The key of `inputs` for an object.
+    pub fn object_key(kind: &str, namespace: &str, name: &str) -> String {
+        format!("{kind} {namespace}/{name}")
+    }
+}
 
 /// What a ResourceSet generates, or why only the cluster knows.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +60,7 @@ pub fn expand(manifest: &Value, providers: &Providers) -> Result<Expansion, Stri
         return Ok(Expansion::Built { objects: Vec::new(), input_sets: 0, notes });
     }
     let mut objects = Vec::new();
-    let mut steps_of: std::collections::BTreeMap<String, Option<String>> = Default::default();
+    let mut steps_of: BTreeMap<String, Option<String>> = BTreeMap::new();
     for step in &set.steps {
         let built = match build(step, &sets) {
             Ok(built) => built,
