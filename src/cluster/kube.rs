@@ -239,6 +239,32 @@ impl KubeCluster {
             None => Vec::new(),
         };
         let argocd_settings = self.argocd_settings(&applications, &mut warnings).await;
+        // The Flux Operator's ResourceSets (their inventories) and input providers (the inputs
+        // they export), where the cluster serves them.
+        let operator_kind = |kind: &'static str| {
+            let found = self.resource(crate::flux::resourceset::GROUP, kind);
+            async move {
+                match found {
+                    Some((resource, caps)) => {
+                        Some(self.list_all(&resource, caps.scope == Scope::Namespaced, None, None).await)
+                    }
+                    None => None,
+                }
+            }
+        };
+        let resource_sets = operator_kind(crate::flux::resourceset::KIND).await;
+        let input_providers = operator_kind(crate::flux::resourceset::PROVIDER_KIND).await;
+        let mut listed = |read: Option<Result<Vec<Value>, KubeError>>| match read {
+            None => Ok(None),
+            Some(Ok(items)) => Ok(Some(items)),
+            Some(Err(e @ KubeError::Forbidden(_))) => {
+                warnings.push(e.to_string());
+                Ok(None)
+            }
+            Some(Err(e)) => Err(e),
+        };
+        let resource_sets = listed(resource_sets)?;
+        let input_providers = listed(input_providers)?;
 
         // What the inventories hold, by (group, kind, namespace).
         let mut wanted: BTreeMap<(String, String, String), BTreeSet<ObjectId>> = BTreeMap::new();
@@ -259,6 +285,19 @@ impl KubeCluster {
                         let group = flux::split_api_version(api).0.to_string();
                         wanted.entry((group, kind.to_string(), namespace.clone())).or_default();
                     }
+                }
+            }
+        }
+
+        // What ResourceSets generated: their objects carry the operator's owner labels, not
+        // Flux's, so they are looked up one by one.
+        for set in resource_sets.iter().flatten() {
+            for entry in set["status"]["inventory"]["entries"].as_array().into_iter().flatten() {
+                if let Some(id) = entry["id"].as_str().and_then(ObjectId::parse) {
+                    wanted
+                        .entry((id.group.clone(), id.kind.clone(), id.namespace.clone()))
+                        .or_default()
+                        .insert(id);
                 }
             }
         }
@@ -441,6 +480,12 @@ impl KubeCluster {
         });
         if let Some(releases) = helm_releases {
             document["helmReleases"] = json!(releases);
+        }
+        if let Some(sets) = resource_sets {
+            document["resourceSets"] = json!(sets);
+        }
+        if let Some(providers) = input_providers {
+            document["resourceSetInputProviders"] = json!(providers);
         }
         ClusterSnapshot::from_document(document).map_err(|e| KubeError::Api(format!("{e:#}")))
     }

@@ -14,6 +14,8 @@
 //! configMaps: []                    # substituteFrom sources
 //! secrets: []                       # data absent when values were left out
 //! helmReleases: []                  # what uninstalling each live HelmRelease's release deletes
+//! resourceSets: []                  # Flux Operator ResourceSets with status.inventory
+//! resourceSetInputProviders: []     # input providers with status.exportedInputs
 //! ```
 
 use super::helm_storage::StoredReleaseSummary;
@@ -65,6 +67,10 @@ pub struct ClusterSnapshot {
     pub helm_releases: Option<BTreeMap<Key, StoredReleaseSummary>>,
     /// (group, kind) → scope of the CRDs the cluster serves.
     pub crds: BTreeMap<(String, String), Scope>,
+    /// The inventory of each live ResourceSet; `None` when they were not read.
+    pub resource_sets: Option<BTreeMap<KustomizationRef, Vec<ObjectId>>>,
+    /// The live ResourceSetInputProviders with their exported inputs; `None` when not read.
+    pub input_providers: Option<std::sync::Arc<Vec<Value>>>,
     /// The server's Kubernetes version (`v1.33.2`) and the group versions it serves, for charts'
     /// `.Capabilities`.
     pub kube_version: Option<String>,
@@ -106,12 +112,14 @@ pub fn live_id(object: &Value) -> Option<ObjectId> {
 
 impl ClusterSnapshot {
     /// What charts rendered for this cluster see: its Kubernetes version and API versions (unless
-    /// given already), and whether each release is installed (an upgrade renders as one).
+    /// given already), and whether each release is installed (an upgrade renders as one); and
+    /// the inputs its ResourceSets' providers export.
     pub fn apply_to_charts(&self, opts: &mut crate::render::RenderOptions) {
         if opts.kube_version.is_none() {
             opts.kube_version = self.kube_version.clone();
         }
         opts.api_versions = self.api_versions.clone();
+        opts.input_providers = self.input_providers.clone();
         opts.installed_releases = self.helm_releases.as_ref().map(|read| {
             read.iter()
                 .filter(|(_, stored)| stored.status != "uninstalled")
@@ -195,6 +203,27 @@ impl ClusterSnapshot {
                 }
             }
             snapshot.helm_releases = Some(read);
+        }
+        if let Some(sets) = doc.get("resourceSets").and_then(Value::as_array) {
+            let mut read = BTreeMap::new();
+            for set in sets {
+                let meta = &set["metadata"];
+                let (Some(namespace), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str())
+                else {
+                    continue;
+                };
+                let inventory = set["status"]["inventory"]["entries"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e["id"].as_str().and_then(ObjectId::parse))
+                    .collect();
+                read.insert(KustomizationRef { namespace: namespace.into(), name: name.into() }, inventory);
+            }
+            snapshot.resource_sets = Some(read);
+        }
+        if let Some(providers) = doc.get("resourceSetInputProviders").and_then(Value::as_array) {
+            snapshot.input_providers = Some(std::sync::Arc::new(providers.clone()));
         }
         for object in list(&doc, "objects") {
             if let Some(id) = live_id(object) {

@@ -136,9 +136,12 @@ impl<'a> ClusterView<'a> {
                 .and_then(|s| s.kustomizations.get(&reference.reference()))
                 .map(|k| k.inventory.clone()),
             UnitKind::HelmRelease => self.helm_inventory(reference),
-            // The operator's inventory is in the ResourceSet's status, not read: the base render
-            // stands for it.
-            UnitKind::ResourceSet => None,
+            // The operator's inventory, when the cluster's ResourceSets were read: one the cluster
+            // does not have yet has none.
+            UnitKind::ResourceSet => self
+                .live
+                .and_then(|s| s.resource_sets.as_ref())
+                .map(|sets| sets.get(&reference.reference()).cloned().unwrap_or_default()),
             UnitKind::Application => self.live_application(reference).map(|a| a.inventory.clone()),
             // The Applications it generated: those it owns.
             UnitKind::ApplicationSet => self.live.filter(|s| !s.applications.is_empty()).map(|s| {

@@ -3,7 +3,7 @@
 //! same artifact, and tenants are ResourceSets.
 
 use crate::fixture::{alert_codes, changes_of, plan_json, Repo};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const REMOTE: &str = "https://github.com/acme/d2-fleet";
 
@@ -313,4 +313,103 @@ fn an_unsupported_template_function_fails_the_resourceset_by_name() {
     assert_eq!(set["status"], "failed");
     assert_eq!(set["error"]["code"], "template-failed");
     assert!(set["error"]["message"].as_str().unwrap().contains("calls toDate"), "{set:#}");
+}
+
+/// Read live (`--kube`, GET only): the inputs a GitHubPullRequest provider exports drive the
+/// expansion, and the live ResourceSet's inventory says what the operator prunes.
+#[test]
+fn a_providers_live_exported_inputs_drive_the_expansion() {
+    use crate::fake_kube::FakeKube;
+    let repo = Repo::new(REMOTE);
+    add_cluster(&repo, "prod-eu");
+    let previews = |name_prefix: &str| {
+        format!("apiVersion: fluxcd.controlplane.io/v1\nkind: ResourceSetInputProvider\nmetadata:\n  name: prs\n  namespace: flux-system\nspec:\n  type: GitHubPullRequest\n  url: https://github.com/acme/app\n---\napiVersion: fluxcd.controlplane.io/v1\nkind: ResourceSet\nmetadata:\n  name: previews\n  namespace: flux-system\nspec:\n  inputsFrom:\n  - name: prs\n  resources:\n  - apiVersion: v1\n    kind: Namespace\n    metadata:\n      name: {name_prefix}-<< inputs.id >>\n      labels:\n        branch: << inputs.branch | slugify >>\n")
+    };
+    repo.write("tenants/previews.yaml", &previews("preview"));
+    repo.commit("previews");
+    repo.write("tenants/previews.yaml", &previews("pr"));
+    repo.commit("rename previews");
+    let crd = |kind: &str, plural: &str| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.fluxcd.controlplane.io")},
+            "spec": {"group": "fluxcd.controlplane.io", "scope": "Namespaced",
+                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase()},
+                "versions": [{"name": "v1", "served": true, "storage": true}]}})
+    };
+    let owned = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {
+        "resourceset.fluxcd.controlplane.io/name": "previews", "resourceset.fluxcd.controlplane.io/namespace": "flux-system"}}})
+    };
+    let fake = FakeKube::start(vec![
+        crd("ResourceSetInputProvider", "resourcesetinputproviders"),
+        crd("ResourceSet", "resourcesets"),
+        json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "tenants", "namespace": "flux-system"},
+            "spec": {"interval": "10m", "path": "./tenants", "prune": true, "sourceRef": {"kind": "OCIRepository", "name": "flux-system"}},
+            "status": {"inventory": {"entries": []}}}),
+        json!({"apiVersion": "fluxcd.controlplane.io/v1", "kind": "ResourceSetInputProvider",
+            "metadata": {"name": "prs", "namespace": "flux-system", "uid": "8d3c"},
+            "spec": {"type": "GitHubPullRequest", "url": "https://github.com/acme/app"},
+            "status": {"exportedInputs": [
+                {"id": "101", "branch": "Fix/Login", "sha": "abc"},
+                {"id": "102", "branch": "feat/search", "sha": "def"}]}}),
+        json!({"apiVersion": "fluxcd.controlplane.io/v1", "kind": "ResourceSet",
+            "metadata": {"name": "previews", "namespace": "flux-system"},
+            "spec": {}, "status": {"inventory": {"entries": [
+                {"id": "_preview-101__Namespace", "v": "v1"},
+                {"id": "_preview-99__Namespace", "v": "v1"}]}}}),
+        owned("preview-101"),
+        owned("preview-99"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(crate::fixture::fluxplan_bin())
+        .args([
+            "plan",
+            "--no-cache",
+            "--kube",
+            "--base",
+            "HEAD~1",
+            "--head",
+            "HEAD",
+            "--format",
+            "json",
+            "--repo",
+        ])
+        .arg(repo.path())
+        .env("KUBECONFIG", fake.kubeconfig(dir.path()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let plan: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{e}: {text}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let set = unit(&plan, "ResourceSet", "flux-system/previews");
+    assert_eq!(set["inventory_source"], "cluster", "{set:#}");
+    assert_eq!(
+        crate::fixture::sorted_changes(set),
+        crate::fixture::sorted_pairs(&[
+            ("create", "_pr-101__Namespace"),
+            ("create", "_pr-102__Namespace"),
+            ("delete", "_preview-101__Namespace"),
+            ("delete", "_preview-99__Namespace"),
+        ])
+    );
+    // A snapshot keeps the exported inputs for offline renders (slugify of the branch).
+    let snapshot = dir.path().join("snapshot.yaml");
+    let out = std::process::Command::new(crate::fixture::fluxplan_bin())
+        .args(["snapshot", "-o"])
+        .arg(&snapshot)
+        .env("KUBECONFIG", fake.kubeconfig(dir.path()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(crate::fixture::fluxplan_bin())
+        .args(["build", "--no-cache", "--format", "yaml", "--cluster-snapshot"])
+        .arg(&snapshot)
+        .arg("--repo")
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    let built = String::from_utf8(out.stdout).unwrap();
+    assert!(built.contains("branch: fix-login") && built.contains("name: pr-102"), "{built}");
+    assert!(!alert_codes(&plan).iter().any(|(_, c)| c == "resourceset-unknown"), "{:?}", plan["alerts"]);
 }
