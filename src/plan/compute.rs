@@ -333,6 +333,16 @@ impl<'a> ClusterView<'a> {
             plan.chart = self.chart_line(reference);
             plan.release_status = self.helm_stored(reference).map(|stored| stored.status.clone());
         }
+        if let Some(set) = self.head.get(reference).and_then(|k| k.resourceset.as_deref()) {
+            if !set.copied_from.is_empty() {
+                let sources: Vec<&str> = set.copied_from.iter().map(String::as_str).collect();
+                plan.notes.push(format!(
+                    "the Flux Operator copies data from {} into generated objects when it applies them \
+                     (copyFrom): not read, not shown",
+                    sources.join(", ")
+                ));
+            }
+        }
         let Some(head) = self.head.get(reference) else {
             plan.status = KustomizationStatus::Removed;
             // The base render's path is the shown one (masked where it came from a Secret).
