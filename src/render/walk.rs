@@ -1248,9 +1248,14 @@ impl Context<'_> {
         match super::resourceset::expand(&set.manifest, &providers) {
             Err(error) => {
                 record.status = Status::Failed;
-                record.error = Some(ErrorReport::from(&RenderError::Template(format!(
-                    "the Flux Operator cannot build this ResourceSet: {error}"
-                ))));
+                record.error = Some(ErrorReport::from(&match error {
+                    super::resourceset::ExpandError::Invalid(why) => RenderError::Template(format!(
+                        "the Flux Operator cannot build this ResourceSet: {why}"
+                    )),
+                    super::resourceset::ExpandError::Limit(why) => {
+                        RenderError::Limit(format!("this ResourceSet is not planned: {why}"))
+                    }
+                }));
             }
             Ok(super::resourceset::Expansion::Unknown(why)) => {
                 record.status = Status::External;

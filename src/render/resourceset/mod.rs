@@ -34,6 +34,28 @@ impl ResourceSetUnit {
     }
 }
 
+/// The YAML a ResourceSet's templates may print in all.
+const MAX_OUTPUT_BYTES: usize = 64 << 20;
+/// The objects one ResourceSet may generate.
+const MAX_OBJECTS: usize = 20_000;
+
+/// Why a ResourceSet cannot be expanded.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExpandError {
+    /// The operator would refuse it too (or fluxplan does not render what it uses).
+    #[error("{0}")]
+    Invalid(String),
+    /// Over fluxplan's limits.
+    #[error("{0}")]
+    Limit(String),
+}
+
+impl From<String> for ExpandError {
+    fn from(message: String) -> Self {
+        ExpandError::Invalid(message)
+    }
+}
+
 /// What a ResourceSet generates, or why only the cluster knows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expansion {
@@ -48,7 +70,7 @@ pub enum Expansion {
 }
 
 /// Expands a ResourceSet manifest with the providers given.
-pub fn expand(manifest: &Value, providers: &Providers) -> Result<Expansion, String> {
+pub fn expand(manifest: &Value, providers: &Providers) -> Result<Expansion, ExpandError> {
     let set = ResourceSet::parse(manifest)?;
     let (sets, notes) = match inputs::combine(&set, providers)? {
         Combined::Known { sets, notes } => (sets, notes),
@@ -61,9 +83,11 @@ pub fn expand(manifest: &Value, providers: &Providers) -> Result<Expansion, Stri
     }
     let mut objects = Vec::new();
     let mut steps_of: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let budget = template::Budget::new(MAX_OUTPUT_BYTES);
     for step in &set.steps {
-        let built = match build(step, &sets) {
+        let built = match build(step, &sets, &budget) {
             Ok(built) => built,
+            Err(e) if budget.exhausted() => return Err(ExpandError::Limit(e)),
             // A Static provider's id is its UID: only the cluster knows it.
             Err(e) if e.contains("no entry for key: id") && notes.iter().any(|n| n.contains("has no id offline")) => {
                 return Ok(Expansion::Unknown(format!(
@@ -71,17 +95,22 @@ pub fn expand(manifest: &Value, providers: &Providers) -> Result<Expansion, Stri
                      cluster: unknown offline ({e})"
                 )))
             }
-            Err(e) => return Err(step.step.as_ref().map_or(e.clone(), |name| format!("step {name:?}: {e}"))),
+            Err(e) => return Err(step.step.as_ref().map_or(e.clone(), |name| format!("step {name:?}: {e}")).into()),
         };
+        if objects.len() + built.len() > MAX_OBJECTS {
+            return Err(ExpandError::Limit(format!(
+                "it generates more than {MAX_OBJECTS} objects: over fluxplan's limit"
+            )));
+        }
         for (object, input) in built {
             let key = object_key(&object);
             match steps_of.get(&key) {
                 Some(previous) if previous != &step.step => {
-                    return Err(format!(
+                    return Err(ExpandError::Invalid(format!(
                         "duplicate resource {key} in step {:?}, already defined in step {:?}",
                         step.step.clone().unwrap_or_default(),
                         previous.clone().unwrap_or_default()
-                    ))
+                    )))
                 }
                 _ => {
                     steps_of.insert(key, step.step.clone());
@@ -94,7 +123,11 @@ pub fn expand(manifest: &Value, providers: &Providers) -> Result<Expansion, Stri
 }
 
 /// The objects of one step (or of a ResourceSet without steps) for every input set.
-fn build(templates: &Templates, sets: &[Value]) -> Result<Vec<(Value, Option<String>)>, String> {
+fn build(
+    templates: &Templates,
+    sets: &[Value],
+    budget: &template::Budget,
+) -> Result<Vec<(Value, Option<String>)>, String> {
     let mut objects: Vec<(Value, Option<String>)> = Vec::new();
     let mut seen = BTreeSet::new();
     let mut add = |object: Value, input: Option<String>, dedup: bool| {
@@ -112,14 +145,18 @@ fn build(templates: &Templates, sets: &[Value]) -> Result<Vec<(Value, Option<Str
         let text = serde_norway::to_string(&sorted(resource)).map_err(|e| format!("resources[{i}]: {e}"))?;
         if sets.is_empty() {
             add(
-                one_object(&template::render(&text, None).map_err(|e| format!("resources[{i}]: {e}"))?, i)?,
+                one_object(
+                    &template::render(&text, None, budget).map_err(|e| format!("resources[{i}]: {e}"))?,
+                    i,
+                )?,
                 None,
                 false,
             );
             continue;
         }
         for set in sets {
-            let rendered = template::render(&text, Some(set)).map_err(|e| format!("resources[{i}]: {e}"))?;
+            let rendered =
+                template::render(&text, Some(set), budget).map_err(|e| format!("resources[{i}]: {e}"))?;
             let object = one_object(&rendered, i)?;
             if !disabled(&object) {
                 add(object, Some(describe(set)), true);
@@ -130,7 +167,7 @@ fn build(templates: &Templates, sets: &[Value]) -> Result<Vec<(Value, Option<Str
         let runs: Vec<Option<&Value>> =
             if sets.is_empty() { vec![None] } else { sets.iter().map(Some).collect() };
         for set in runs {
-            let rendered = template::render(&templates.resources_template, set)
+            let rendered = template::render(&templates.resources_template, set, budget)
                 .map_err(|e| format!("resourcesTemplate: {e}"))?;
             let documents = crate::yaml::parse_documents(&rendered)
                 .map_err(|e| format!("resourcesTemplate: the rendered YAML does not parse: {e}"))?;
@@ -251,6 +288,7 @@ mod tests {
                 "metadata": {"name": "apps", "namespace": "flux-system"}, "spec": spec}),
             &Providers { rendered: &[], live: None },
         )
+        .map_err(|e| e.to_string())
     }
 
     fn built(expansion: Expansion) -> Vec<(Value, Option<String>)> {
@@ -327,6 +365,19 @@ mod tests {
         );
         assert_eq!(objects.len(), 1);
         assert_eq!(objects[0].1, None);
+    }
+
+    #[test]
+    fn a_resourceset_printing_without_end_is_over_the_limit() {
+        let spec = json!({"inputs": (0..100).map(|i| json!({"n": i})).collect::<Vec<_>>(),
+            "resourcesTemplate": "<< range $i, $x := list 1 2 3 4 5 6 7 8 9 10 >>\n# << repeat 1000000 \"x\" >>\n<< end >>"});
+        let error = expand(
+            &json!({"apiVersion": "fluxcd.controlplane.io/v1", "kind": "ResourceSet",
+                "metadata": {"name": "apps", "namespace": "flux-system"}, "spec": spec}),
+            &Providers { rendered: &[], live: None },
+        )
+        .unwrap_err();
+        assert!(matches!(&error, ExpandError::Limit(why) if why.contains("more than 64 MiB")), "{error:?}");
     }
 
     #[test]

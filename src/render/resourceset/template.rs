@@ -129,8 +129,52 @@ const NOT_RENDERED: &[&str] = &[
 #[error("{0}")]
 pub struct TemplateFailure(pub String);
 
+/// The text a ResourceSet's templates may print in all, across every input set: a pull request
+/// must not make the planner print without end.
+pub struct Budget {
+    remaining: std::cell::Cell<usize>,
+    limit: usize,
+}
+
+impl Budget {
+    pub fn new(limit: usize) -> Self {
+        Budget { remaining: std::cell::Cell::new(limit), limit }
+    }
+
+    pub fn exhausted(&self) -> bool {
+        self.remaining.get() == 0
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+/// Collects a template's output, failing once the budget is spent.
+struct Bounded<'b> {
+    out: Vec<u8>,
+    budget: &'b Budget,
+}
+
+impl std::io::Write for Bounded<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let remaining = self.budget.remaining.get();
+        if bytes.len() > remaining {
+            self.budget.remaining.set(0);
+            return Err(std::io::Error::other("over the output budget"));
+        }
+        self.budget.remaining.set(remaining - bytes.len());
+        self.out.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Renders `text` for one input set (`None`: the ResourceSet has no inputs).
-pub fn render(text: &str, inputs: Option<&Json>) -> Result<String, TemplateFailure> {
+pub fn render(text: &str, inputs: Option<&Json>, budget: &Budget) -> Result<String, TemplateFailure> {
     let inputs = inputs.map(to_value).transpose()?.unwrap_or(Value::Nil);
     let template = Template::new("resourceset")
         .delims(LEFT, RIGHT)
@@ -145,10 +189,17 @@ pub fn render(text: &str, inputs: Option<&Json>) -> Result<String, TemplateFailu
     if let Some(name) = undefined_functions(&template).into_iter().next() {
         return Err(unknown_function(&name));
     }
-    template.execute_to_string(&Value::Nil).map_err(|e| match e {
+    let mut out = Bounded { out: Vec::new(), budget };
+    template.execute(&mut out, &Value::Nil).map_err(|e| match e {
+        _ if budget.exhausted() => TemplateFailure(format!(
+            "the templates print more than {} MiB: over fluxplan's limit",
+            budget.limit() >> 20
+        )),
         TemplateError::UndefinedFunction(name) => unknown_function(&name),
         other => TemplateFailure(format!("cannot execute the template: {other}")),
-    })
+    })?;
+    String::from_utf8(out.out)
+        .map_err(|_| TemplateFailure("the template prints text that is not UTF-8".into()))
 }
 
 fn unknown_function(name: &str) -> TemplateFailure {
@@ -787,7 +838,7 @@ mod tests {
     use serde_json::json;
 
     fn run(text: &str, inputs: Json) -> Result<String, TemplateFailure> {
-        render(text, Some(&inputs))
+        render(text, Some(&inputs), &Budget::new(1 << 20))
     }
 
     #[test]
@@ -871,6 +922,15 @@ mod tests {
         assert!(slug.len() <= 63 && slug.ends_with("word") && !slug.ends_with('-'), "{slug}");
         assert_eq!(slugify("  --Hello__World!!  ").unwrap(), "hello__world");
         assert!(slugify("café").is_err());
+    }
+
+    #[test]
+    fn output_is_bounded_across_renders() {
+        let budget = Budget::new(1 << 20);
+        let big = "<< range $i, $x := list 1 2 3 4 5 6 7 8 >><< repeat 100000 \"x\" >><< end >>";
+        assert_eq!(render(big, None, &budget).unwrap().len(), 800_000);
+        let error = render(big, None, &budget).unwrap_err();
+        assert!(error.0.contains("more than 1 MiB: over fluxplan's limit"), "{error}");
     }
 
     #[test]
