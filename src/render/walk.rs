@@ -29,6 +29,8 @@ use std::time::Duration;
 const BOOTSTRAP_SOURCE: (&str, &str) = ("flux-system", "flux-system");
 /// How often roots are chosen again because the walk found syncs they were not chosen by.
 const SYNC_ROUNDS: usize = 3;
+/// Objects all the ResourceSets of one render may generate (each may generate ResourceSets).
+const MAX_GENERATED_OBJECTS: usize = 200_000;
 /// How often a root that renders its own definition is re-rendered with that definition.
 const ROOT_FIXPOINT_ROUNDS: usize = 3;
 
@@ -191,7 +193,7 @@ struct Node {
 /// What a node renders.
 #[derive(Clone)]
 enum Pending {
-    Kustomization(Kustomization),
+    Kustomization(Box<Kustomization>),
     ResourceSet(std::sync::Arc<PendingSet>),
 }
 
@@ -202,7 +204,9 @@ struct PendingSet {
     /// It holds values substituted from Secrets: its objects would show them.
     holds_secret_values: bool,
     /// The input providers among the objects its parent applies (and its parent's parents').
-    providers: Vec<Value>,
+    providers: std::sync::Arc<Vec<Value>>,
+    /// Some provider it may read holds values substituted from Secrets.
+    secret_providers: bool,
 }
 
 impl Node {
@@ -430,6 +434,18 @@ impl Renderer {
         let generators = Generators::discover(&discovery_tree, &flux_files, opts.limits);
 
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "manifests discovered");
+        // Sources `.fluxplan.yaml` says are this repository: under `sources:`, and those its roots name.
+        let declared_sources: Vec<DeclaredSource> = opts
+            .declared_sources
+            .iter()
+            .cloned()
+            .chain(
+                opts.declared_roots
+                    .iter()
+                    .flatten()
+                    .filter_map(|root| Some(DeclaredSource { source: root.source.clone()?, path: None })),
+            )
+            .collect();
         let remotes: BTreeSet<String> =
             git::remote_urls(&opts.repo).iter().map(|u| git::normalize_url(u)).collect();
         let sources = Sources {
@@ -437,7 +453,7 @@ impl Renderer {
             this_repo_keys: this_repo_keys(
                 &discovered.git_repositories,
                 &discovered.syncs,
-                &opts.declared_sources,
+                &declared_sources,
                 &remotes,
                 &BTreeMap::new(),
             ),
@@ -447,7 +463,15 @@ impl Renderer {
 
         let progress = Progress::new(opts.progress);
         let memo = Default::default();
-        let ctx = Context { renderer: self, opts, sources: &sources, progress: &progress, memo: &memo };
+        let generated = AtomicUsize::new(0);
+        let ctx = Context {
+            renderer: self,
+            opts,
+            sources: &sources,
+            progress: &progress,
+            memo: &memo,
+            generated: &generated,
+        };
 
         // Local candidates, rendered once with their spec as written (those that may be roots or
         // declare syncs, below) to learn who produces whom and which Flux Operator syncs the
@@ -565,14 +589,23 @@ impl Renderer {
                 this_repo_keys: this_repo_keys(
                     &discovered.git_repositories,
                     &syncs,
-                    &opts.declared_sources,
+                    &declared_sources,
                     &remotes,
                     &learned,
                 ),
                 mapped: &mapped,
                 generators: &generators,
             };
-            let ctx = Context { renderer: self, opts, sources: &sources, progress: &progress, memo: &memo };
+            // Each round walks anew: what ResourceSets generate is counted per walk.
+            let generated = AtomicUsize::new(0);
+            let ctx = Context {
+                renderer: self,
+                opts,
+                sources: &sources,
+                progress: &progress,
+                memo: &memo,
+                generated: &generated,
+            };
             tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, round, "roots found");
             let (clusters, reached) = ctx.walk(&pool, roots);
             // The walk built every Kustomization with the spec its parent gives it: the syncs its
@@ -837,6 +870,8 @@ struct Context<'a> {
     /// Results by identity and spec: a child whose rendered spec is the one written in its file
     /// reuses the render made while looking for roots.
     memo: &'a std::sync::Mutex<BTreeMap<String, Rendered>>,
+    /// Objects ResourceSets generated so far in this render.
+    generated: &'a AtomicUsize,
 }
 
 impl Context<'_> {
@@ -971,7 +1006,7 @@ impl Context<'_> {
                 file: file.clone(),
                 ancestors: Vec::new(),
                 is_root: true,
-                unit: Pending::Kustomization(spec.clone()),
+                unit: Pending::Kustomization(Box::new(spec.clone())),
             });
             clusters.push(Cluster {
                 name,
@@ -1026,7 +1061,7 @@ impl Context<'_> {
 
     fn render_node(&self, node: &Node) -> (RenderedKustomization, Vec<Node>) {
         match &node.unit {
-            Pending::Kustomization(spec) => self.render_kustomization(node, spec.clone()),
+            Pending::Kustomization(spec) => self.render_kustomization(node, (**spec).clone()),
             Pending::ResourceSet(set) => self.render_resourceset(node, set),
         }
     }
@@ -1130,8 +1165,9 @@ impl Context<'_> {
     ) -> Vec<Node> {
         let mut ancestors = node.ancestors.clone();
         ancestors.push(parent.clone());
-        // A ResourceSet reads the providers applied beside it (and above it).
-        let mut providers: Option<Vec<Value>> = None;
+        // A ResourceSet reads the providers applied beside it (and above it); one holding values
+        // substituted from Secrets would show them in what it generates.
+        let mut providers: Option<(std::sync::Arc<Vec<Value>>, bool)> = None;
         let mut children = Vec::new();
         let child = |unit: Pending, object: &RenderedObject, shown_path: Option<String>| Node {
             cluster: node.cluster,
@@ -1157,21 +1193,24 @@ impl Context<'_> {
                 continue; // reported as "namespace not specified" when ids are assigned
             }
             if is_set {
-                let providers = providers.get_or_insert_with(|| {
-                    let here = objects.iter().map(|o| o.real.as_ref().unwrap_or(&o.object));
-                    let inherited = match &node.unit {
-                        Pending::ResourceSet(set) => set.providers.as_slice(),
-                        Pending::Kustomization(_) => &[],
+                let (providers, secret_providers) = providers.get_or_insert_with(|| {
+                    let here: Vec<&RenderedObject> =
+                        objects.iter().filter(|o| flux::resourceset::is_input_provider(&o.object)).collect();
+                    let (inherited, inherited_secrets) = match &node.unit {
+                        Pending::ResourceSet(set) => (set.providers.as_slice(), set.secret_providers),
+                        Pending::Kustomization(_) => (&[][..], false),
                     };
-                    here.chain(inherited)
-                        .filter(|o| flux::resourceset::is_input_provider(o))
-                        .cloned()
-                        .collect()
+                    let secrets =
+                        inherited_secrets || here.iter().any(|o| o.holds_secret_values || o.real.is_some());
+                    let all =
+                        here.iter().map(|o| o.real.as_ref().unwrap_or(&o.object)).chain(inherited).cloned();
+                    (std::sync::Arc::new(all.collect()), secrets)
                 });
                 let set = PendingSet {
                     manifest: manifest.clone(),
                     holds_secret_values: object.holds_secret_values || object.real.is_some(),
                     providers: providers.clone(),
+                    secret_providers: *secret_providers,
                 };
                 children.push(child(Pending::ResourceSet(std::sync::Arc::new(set)), object, None));
                 continue;
@@ -1195,7 +1234,7 @@ impl Context<'_> {
                         .real
                         .as_ref()
                         .and_then(|_| object.object["spec"]["path"].as_str().map(str::to_string));
-                    children.push(child(Pending::Kustomization(spec), object, shown_path));
+                    children.push(child(Pending::Kustomization(Box::new(spec)), object, shown_path));
                 }
                 Err(e) => record.warnings.push(format!("nested {}: {e}", postbuild::describe(manifest))),
             }
@@ -1233,25 +1272,31 @@ impl Context<'_> {
             ))));
             return (record, Vec::new());
         }
-        if set.holds_secret_values {
+        if set.holds_secret_values || set.secret_providers {
             record.status = Status::External;
-            record.warnings.push(
-                "its spec holds values substituted from a Secret: not expanded, so they cannot show in its objects"
-                    .into(),
-            );
+            let what =
+                if set.holds_secret_values { "its spec" } else { "an input provider applied beside it" };
+            record.warnings.push(format!(
+                "{what} holds values substituted from a Secret: not expanded, so they cannot show in its objects"
+            ));
             record.resourceset = Some(Box::new(unit));
             return (record, Vec::new());
         }
         let live = self.opts.input_providers.as_deref().map(Vec::as_slice);
         let providers = super::resourceset::Providers { rendered: &set.providers, live };
+        if let Err(reason) = self.opts.cancel.check() {
+            record.status = Status::Failed;
+            record.error = Some(ErrorReport::from(&RenderError::Cancelled(reason)));
+            return (record, Vec::new());
+        }
         let mut children = Vec::new();
         match super::resourceset::expand(&set.manifest, &providers) {
             Err(error) => {
                 record.status = Status::Failed;
                 record.error = Some(ErrorReport::from(&match error {
-                    super::resourceset::ExpandError::Invalid(why) => RenderError::Template(format!(
-                        "the Flux Operator cannot build this ResourceSet: {why}"
-                    )),
+                    super::resourceset::ExpandError::Invalid(why) => {
+                        RenderError::Template(format!("this ResourceSet is not built: {why}"))
+                    }
                     super::resourceset::ExpandError::Limit(why) => {
                         RenderError::Limit(format!("this ResourceSet is not planned: {why}"))
                     }
@@ -1260,6 +1305,16 @@ impl Context<'_> {
             Ok(super::resourceset::Expansion::Unknown(why)) => {
                 record.status = Status::External;
                 record.warnings.push(why);
+            }
+            Ok(super::resourceset::Expansion::Built { objects, .. })
+                if self.generated.fetch_add(objects.len(), Ordering::Relaxed) + objects.len()
+                    > MAX_GENERATED_OBJECTS =>
+            {
+                record.status = Status::Failed;
+                record.error = Some(ErrorReport::from(&RenderError::Limit(format!(
+                    "ResourceSets generate more than {MAX_GENERATED_OBJECTS} objects in this render: over fluxplan's \
+                     limit, so this one is not planned"
+                ))));
             }
             Ok(super::resourceset::Expansion::Built { objects, input_sets, notes }) => {
                 record.warnings.extend(notes);

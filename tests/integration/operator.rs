@@ -413,3 +413,83 @@ fn a_providers_live_exported_inputs_drive_the_expansion() {
     assert!(built.contains("branch: fix-login") && built.contains("name: pr-102"), "{built}");
     assert!(!alert_codes(&plan).iter().any(|(_, c)| c == "resourceset-unknown"), "{:?}", plan["alerts"]);
 }
+
+/// A ResourceSet that stamps out a HelmRelease per tenant: each release is a unit below the
+/// ResourceSet, rendered from the chart in this repository with the tenant's values.
+#[test]
+fn helm_releases_a_resourceset_generates_are_rendered_below_it() {
+    let _ = crate::fixture::helm(4);
+    let repo = Repo::new(REMOTE);
+    add_cluster(&repo, "prod-eu");
+    // Charts come from a GitRepository (a HelmChart's source): the instance syncs one.
+    crate::fixture::edit(
+        &repo,
+        "clusters/prod-eu/flux-system/flux-instance.yaml",
+        "kind: OCIRepository\n    url: oci://ghcr.io/acme/d2-fleet",
+        "kind: GitRepository\n    url: https://github.com/acme/d2-fleet",
+    );
+    crate::fixture::edit(
+        &repo,
+        "clusters/prod-eu/tenants.yaml",
+        "kind: OCIRepository",
+        "kind: GitRepository",
+    );
+    repo.write("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n");
+    repo.write(
+        "charts/web/templates/settings.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-settings\ndata:\n  replicas: {{ .Values.replicas | quote }}\n",
+    );
+    let set = |replicas: &str| {
+        format!("apiVersion: fluxcd.controlplane.io/v1\nkind: ResourceSet\nmetadata:\n  name: web\n  namespace: flux-system\nspec:\n  inputs:\n  - tenant: frontend\n  - tenant: backend\n  resources:\n  - apiVersion: helm.toolkit.fluxcd.io/v2\n    kind: HelmRelease\n    metadata:\n      name: web\n      namespace: << inputs.tenant >>\n    spec:\n      interval: 1h\n      chart:\n        spec:\n          chart: ./charts/web\n          sourceRef:\n            kind: GitRepository\n            name: flux-system\n            namespace: flux-system\n      values:\n        replicas: {replicas}\n")
+    };
+    repo.write("tenants/web.yaml", &set("2"));
+    repo.commit("web per tenant");
+    repo.write("tenants/web.yaml", &set("3"));
+    repo.commit("three replicas");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1, "{:?}", plan["alerts"]);
+    for tenant in ["frontend", "backend"] {
+        let release = unit(&plan, "HelmRelease", &format!("{tenant}/web"));
+        assert_eq!(release["parent"], "ResourceSet flux-system/web", "{release:#}");
+        assert_eq!(
+            crate::fixture::sorted_changes(release),
+            vec![("update".to_string(), format!("{tenant}_web-settings__ConfigMap"))]
+        );
+    }
+}
+
+/// Without a FluxInstance in the repository (the operator installed by Terraform), nothing says
+/// the OCIRepository is this repository: the error names `.fluxplan.yaml` roots first, once, and
+/// declaring the root with its source plans the cluster.
+#[test]
+fn roots_that_cannot_be_found_point_to_fluxplan_yaml_first() {
+    let repo = fleet();
+    repo.remove("clusters/prod-eu/flux-system");
+    repo.remove("clusters/staging");
+    repo.commit("the instance lives in Terraform");
+    let out = std::process::Command::new(crate::fixture::fluxplan_bin())
+        .args(["build", "--no-cache", "--format", "ids", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let fluxplan_yaml = stderr.find(".fluxplan.yaml").expect("names .fluxplan.yaml");
+    let source_flag = stderr.find("--source").expect("names --source for other repositories");
+    assert!(fluxplan_yaml < source_flag, "{stderr}");
+    assert_eq!(stderr.matches("renders from this repository").count(), 1, "said once: {stderr}");
+
+    repo.write(
+        ".fluxplan.yaml",
+        "roots:\n- path: clusters/prod-eu\n  source: {kind: OCIRepository, name: flux-system}\n",
+    );
+    repo.commit("declare the root");
+    crate::fixture::edit(&repo, "tenants/frontend.yaml", "replicas: \"2\"", "replicas: \"4\"");
+    repo.commit("scale");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1, "{:?}", plan["alerts"]);
+    assert_eq!(
+        changes_of(&plan, "flux-system/tenants"),
+        vec![("update".to_string(), "frontend_settings__ConfigMap".to_string())]
+    );
+}

@@ -173,14 +173,18 @@ fn inputs_of(
     };
     if kind == STATIC_PROVIDER {
         let mut defaults = object["spec"]["defaultValues"].as_object().cloned().unwrap_or_default();
-        // Its id is the adler32 of the provider's UID: only the cluster's object has one.
+        // Its id is the adler32 of the provider's UID (whatever defaultValues say): only the
+        // cluster's object has one.
         match live.and_then(|l| l["metadata"]["uid"].as_str()) {
             Some(uid) => {
                 defaults.insert("id".into(), Value::String(input_id(uid)));
             }
-            None => notes.push(format!(
-                "the Static input provider {shown} has no id offline (the adler32 of its UID in the cluster)"
-            )),
+            None => {
+                defaults.remove("id");
+                notes.push(format!(
+                    "the Static input provider {shown} has no id offline (the adler32 of its UID in the cluster)"
+                ))
+            }
         }
         return Ok(Ok(ProviderInputs { namespace, name, inputs: vec![defaults] }));
     }

@@ -36,6 +36,10 @@ impl ResourceSetUnit {
 
 /// The YAML a ResourceSet's templates may print in all.
 const MAX_OUTPUT_BYTES: usize = 64 << 20;
+/// The values its template functions may build in all (strings, lists and maps).
+const MAX_BUILT_BYTES: usize = 256 << 20;
+/// Template renders one ResourceSet may take (input sets times templates).
+const MAX_RENDERS: usize = 50_000;
 /// The objects one ResourceSet may generate.
 const MAX_OBJECTS: usize = 20_000;
 
@@ -71,6 +75,10 @@ pub enum Expansion {
 
 /// Expands a ResourceSet manifest with the providers given.
 pub fn expand(manifest: &Value, providers: &Providers) -> Result<Expansion, ExpandError> {
+    template::with_allocation_budget(MAX_BUILT_BYTES, || expand_within_budget(manifest, providers))
+}
+
+fn expand_within_budget(manifest: &Value, providers: &Providers) -> Result<Expansion, ExpandError> {
     let set = ResourceSet::parse(manifest)?;
     let (sets, notes) = match inputs::combine(&set, providers)? {
         Combined::Known { sets, notes } => (sets, notes),
@@ -81,13 +89,23 @@ pub fn expand(manifest: &Value, providers: &Providers) -> Result<Expansion, Expa
     if with_inputs && sets.is_empty() {
         return Ok(Expansion::Built { objects: Vec::new(), input_sets: 0, notes });
     }
+    let templates: usize =
+        set.steps.iter().map(|s| s.resources.len() + usize::from(!s.resources_template.is_empty())).sum();
+    if sets.len().max(1).saturating_mul(templates) > MAX_RENDERS {
+        return Err(ExpandError::Limit(format!(
+            "{} input sets times {templates} templates is more than {MAX_RENDERS} renders: over fluxplan's limit",
+            sets.len()
+        )));
+    }
     let mut objects = Vec::new();
     let mut steps_of: BTreeMap<String, Option<String>> = BTreeMap::new();
     let budget = template::Budget::new(MAX_OUTPUT_BYTES);
     for step in &set.steps {
         let built = match build(step, &sets, &budget) {
             Ok(built) => built,
-            Err(e) if budget.exhausted() => return Err(ExpandError::Limit(e)),
+            Err(e) if budget.exhausted() || template::allocation_spent() || e.contains(template::OVER_LIMIT) => {
+                return Err(ExpandError::Limit(e))
+            }
             // A Static provider's id is its UID: only the cluster knows it.
             Err(e) if e.contains("no entry for key: id") && notes.iter().any(|n| n.contains("has no id offline")) => {
                 return Ok(Expansion::Unknown(format!(
@@ -138,7 +156,9 @@ fn build(
         seen.insert(key);
         objects.push((object, input));
     };
-    let disabled = |o: &Value| resourceset::disabled_by(o, resourceset::RECONCILE_ANNOTATION);
+    // The builder compares the annotation exactly (the ResourceSet's own ignores case).
+    let disabled =
+        |o: &Value| o["metadata"]["annotations"][resourceset::RECONCILE_ANNOTATION] == resourceset::DISABLED;
     for (i, resource) in templates.resources.iter().enumerate() {
         // Each JSON template is printed as YAML (keys sorted, as Go's encoder writes them) and
         // rendered as text: `replicas: << inputs.n >>` renders to a number.
@@ -234,9 +254,10 @@ fn stamped(mut object: Value, set: &ResourceSet) -> Value {
             map.extend(entries);
         }
     };
+    // The operator sets its owner labels, then `commonMetadata` (which wins).
+    merge("labels", &mut owner.into_iter().map(|(k, v)| (k.to_string(), v)));
     merge("labels", &mut set.common_labels.clone().into_iter());
     merge("annotations", &mut set.common_annotations.clone().into_iter());
-    merge("labels", &mut owner.into_iter().map(|(k, v)| (k.to_string(), v)));
     if meta.get("annotations").and_then(Value::as_object).is_some_and(Map::is_empty) {
         meta.remove("annotations");
     }

@@ -14,8 +14,12 @@ use std::sync::{Arc, LazyLock};
 /// The operator's delimiters.
 const LEFT: &str = "<<";
 const RIGHT: &str = ">>";
-/// Range iterations one template may run (the operator has no bound; a pull request must).
-const MAX_RANGE_ITERATIONS: u64 = 100_000;
+/// Range iterations one render may run (the operator has no bound; a pull request must).
+const MAX_RANGE_ITERATIONS: u64 = 2_000;
+/// How deep lists and maps built by a template may nest.
+const MAX_DEPTH: usize = 32;
+/// What every error of a spent budget says, so callers tell a limit from a refusal.
+pub const OVER_LIMIT: &str = "over fluxplan's limit";
 /// gosimple/slug's length as the operator sets it: a label value's.
 const SLUG_MAX_LENGTH: usize = 63;
 
@@ -122,6 +126,9 @@ const NOT_RENDERED: &[&str] = &[
     "urlJoin",
     "hello",
     "mustDateModify",
+    "push",
+    "mustPush",
+    "must_date_modify",
 ];
 
 /// Why a template could not be rendered.
@@ -148,6 +155,105 @@ impl Budget {
     pub fn limit(&self) -> usize {
         self.limit
     }
+}
+
+thread_local! {
+    /// Bytes the template functions may still build on this thread (see `with_allocation_budget`).
+    static ALLOCATION: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// Runs `f` with at most `bytes` for the values template functions build (strings, lists, maps),
+/// counted before each is built: doubling a string forty times fails, never allocates.
+pub fn with_allocation_budget<T>(bytes: usize, f: impl FnOnce() -> T) -> T {
+    let before = ALLOCATION.with(|a| a.replace(bytes));
+    let result = f();
+    ALLOCATION.with(|a| a.set(before));
+    result
+}
+
+/// True when the functions' budget is spent.
+pub fn allocation_spent() -> bool {
+    ALLOCATION.with(|a| a.get() == 0)
+}
+
+/// Takes `bytes` from the functions' budget, or fails with a limit.
+fn charge(bytes: usize, function: &str) -> Result<(), TemplateError> {
+    ALLOCATION.with(|a| {
+        if bytes > a.get() {
+            a.set(0);
+            Err(fail(format!("{function}: the templates build too much text: {OVER_LIMIT}")))
+        } else {
+            a.set(a.get() - bytes);
+            Ok(())
+        }
+    })
+}
+
+/// The size of a value once printed or encoded, counted up to `cap` (shared parts of a list
+/// built from itself count every time they print).
+fn weight(value: &Value, cap: usize) -> usize {
+    fn walk(value: &Value, cap: usize, total: &mut usize) {
+        if *total > cap {
+            return;
+        }
+        match value {
+            Value::String(s) => *total += s.len() + 2,
+            Value::List(items) => {
+                *total += 2;
+                for item in items.iter() {
+                    walk(item, cap, total);
+                }
+            }
+            Value::Map(map) => {
+                *total += 2;
+                for (key, item) in map.iter() {
+                    *total += key.len() + 4;
+                    walk(item, cap, total);
+                }
+            }
+            _ => *total += 32,
+        }
+    }
+    let mut total = 0;
+    walk(value, cap, &mut total);
+    total
+}
+
+/// How deep lists and maps nest, counted up to `MAX_DEPTH + 1`.
+fn depth(value: &Value) -> usize {
+    fn walk(value: &Value, level: usize) -> usize {
+        if level > MAX_DEPTH {
+            return level;
+        }
+        match value {
+            Value::List(items) => items.iter().map(|i| walk(i, level + 1)).max().unwrap_or(level + 1),
+            Value::Map(map) => map.values().map(|i| walk(i, level + 1)).max().unwrap_or(level + 1),
+            _ => level,
+        }
+    }
+    walk(value, 0)
+}
+
+/// Charges what building a list or map of `items` costs, refusing nesting deeper than Go's
+/// printer and encoders should ever see from a template.
+fn charge_composite<'v>(
+    items: impl Iterator<Item = &'v Value> + Clone,
+    function: &str,
+) -> Result<(), TemplateError> {
+    if items.clone().any(|i| depth(i) >= MAX_DEPTH) {
+        return Err(fail(format!(
+            "{function}: lists and maps nest more than {MAX_DEPTH} deep: {OVER_LIMIT}"
+        )));
+    }
+    let left = ALLOCATION.with(std::cell::Cell::get);
+    let mut total = 0usize;
+    for item in items {
+        total = total.saturating_add(weight(item, left));
+        if total > left {
+            break;
+        }
+    }
+    charge(total, function)
 }
 
 /// Collects a template's output, failing once the budget is spent.
@@ -189,10 +295,18 @@ pub fn render(text: &str, inputs: Option<&Json>, budget: &Budget) -> Result<Stri
     if let Some(name) = undefined_functions(&template).into_iter().next() {
         return Err(unknown_function(&name));
     }
+    // Named templates call each other without printing: a few dozen make 2^60 calls.
+    if template.templates().len() > 1 || format!("{:?}", template.lookup("resourceset")).contains("Template(")
+    {
+        return Err(TemplateFailure(
+            "the template defines or calls named templates (define, block, template): fluxplan does not render them"
+                .into(),
+        ));
+    }
     let mut out = Bounded { out: Vec::new(), budget };
     template.execute(&mut out, &Value::Nil).map_err(|e| match e {
         _ if budget.exhausted() => TemplateFailure(format!(
-            "the templates print more than {} MiB: over fluxplan's limit",
+            "the templates print more than {} MiB: {OVER_LIMIT}",
             budget.limit() >> 20
         )),
         TemplateError::UndefinedFunction(name) => unknown_function(&name),
@@ -234,8 +348,8 @@ fn undefined_functions(template: &Template) -> Vec<String> {
 
 /// Go's own template functions.
 const BUILTINS: &[&str] = &[
-    "and", "call", "html", "index", "slice", "js", "len", "not", "or", "print", "printf", "println",
-    "urlquery", "eq", "ge", "gt", "le", "lt", "ne",
+    "and", "call", "html", "index", "js", "len", "not", "or", "print", "printf", "println", "urlquery", "eq",
+    "ge", "gt", "le", "lt", "ne",
 ];
 
 /// Inputs as Go holds them after `json.Unmarshal` into `any`: numbers are `float64`.
@@ -245,8 +359,9 @@ pub fn to_value(json: &Json) -> Result<Value, TemplateFailure> {
         Json::Bool(b) => Value::Bool(*b),
         Json::Number(n) => {
             let f = n.as_f64().unwrap_or(f64::NAN);
-            // Go prints these with an exponent (`1e+21`); Rust would not.
-            if f.abs() >= 1e21 || (f != 0.0 && f.abs() < 1e-4) || !f.is_finite() {
+            // Go prints a float64 from 1e6 up (and below 1e-4) with an exponent (`1e+06`); Rust
+            // would not.
+            if f.abs() >= 1e6 || (f != 0.0 && f.abs() < 1e-4) || !f.is_finite() {
                 return Err(TemplateFailure(format!(
                     "the input number {n} prints in exponent form in Go: fluxplan does not render it"
                 )));
@@ -298,8 +413,49 @@ fn strval(value: &Value) -> String {
     }
 }
 
+/// A string a function built, charged to the functions' budget.
+fn built(text: String, function: &str) -> Result<Value, TemplateError> {
+    charge(text.len(), function)?;
+    Ok(Value::String(text.into()))
+}
+
+/// Go's `strings.ToUpper`/`ToLower`: each character mapped on its own (simple case mapping).
+/// Where Unicode maps one character to several (`ß` → `SS`), Go keeps one: refused.
+fn simple_case<I: Iterator<Item = char>>(
+    text: &str,
+    function: &str,
+    map: fn(char) -> I,
+) -> Result<String, TemplateError> {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let mut mapped = map(c);
+        match (mapped.next(), mapped.next()) {
+            (Some(one), None) => out.push(one),
+            _ => {
+                return Err(fail(format!(
+                    "{function} of {c:?} differs between Go and Unicode's full mapping: fluxplan does not render it"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A regular expression as Go's RE2 reads it. Go's `\d`, `\w`, `\s` and `\b` are ASCII only,
+/// Rust's Unicode: on ASCII text both agree, on other text with those classes it is refused.
+/// `None` when Go would not compile it either (slim-sprig's `regexMatch` then says false).
+fn go_regex(pattern: &str, text: &str, function: &str) -> Result<Option<regex::Regex>, TemplateError> {
+    let classes = ["\\d", "\\D", "\\w", "\\W", "\\s", "\\S", "\\b", "\\B"];
+    if !text.is_ascii() && classes.iter().any(|c| pattern.contains(c)) {
+        return Err(fail(format!(
+            "{function}: \\d, \\w, \\s and \\b match ASCII only in Go: on non-ASCII text fluxplan does not render them"
+        )));
+    }
+    Ok(regex::RegexBuilder::new(pattern).size_limit(1 << 20).build().ok())
+}
+
 /// Go's `%q` of a string (`strconv.Quote`).
-fn go_quote(text: &str) -> String {
+fn go_quote(text: &str) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {
@@ -314,19 +470,18 @@ fn go_quote(text: &str) -> String {
             '\t' => out.push_str("\\t"),
             '\u{b}' => out.push_str("\\v"),
             c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() => {
-                let n = c as u32;
-                if n <= 0xffff {
-                    out.push_str(&format!("\\u{n:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{n:08x}"));
-                }
+            c if c.is_ascii() => out.push(c),
+            // Go escapes what unicode.IsPrint says is not printable; letters and numbers are.
+            c if c.is_alphanumeric() => out.push(c),
+            c => {
+                return Err(fail(format!(
+                    "quote of {c:?}: whether Go escapes it depends on Unicode tables fluxplan does not have"
+                )))
             }
-            c => out.push(c),
         }
     }
     out.push('"');
-    out
+    Ok(out)
 }
 
 /// An argument Go would pass to a parameter of type `string`.
@@ -431,7 +586,8 @@ fn slugify(text: &str) -> Result<String, TemplateError> {
             "slugify of non-ASCII text ({text:?}) transliterates it: fluxplan does not render that"
         )));
     }
-    let substituted = text.trim().replace('&', "and").replace('@', "at").to_lowercase();
+    let substituted =
+        text.trim().replace(['"', '\''], "").replace('&', "and").replace('@', "at").to_lowercase();
     let mut slug = String::with_capacity(substituted.len());
     for c in substituted.chars() {
         let c = if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' };
@@ -450,6 +606,38 @@ fn slugify(text: &str) -> Result<String, TemplateError> {
 
 type Function = Arc<dyn Fn(&[Value]) -> gotmpl::Result<Value> + Send + Sync>;
 
+/// One of Go's builtins, charged the most it can print first: every argument once per verb,
+/// padded to the widest width the format names, escaped at most six times over.
+fn bounded_builtin(name: &'static str) -> Function {
+    Arc::new(move |args: &[Value]| {
+        let (verbs, width) = match (name, args.first()) {
+            ("printf", Some(Value::String(format))) => {
+                let widest = format
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|digits| digits.parse::<usize>().ok())
+                    .max()
+                    .unwrap_or(0);
+                (format.matches('%').count() + 1, widest)
+            }
+            _ => (1, 0),
+        };
+        let left = ALLOCATION.with(std::cell::Cell::get);
+        let weight = args.iter().fold(0usize, |total, a| total.saturating_add(weight(a, left)));
+        charge(
+            weight.saturating_add(width).saturating_mul(verbs).saturating_mul(6).saturating_add(64),
+            name,
+        )?;
+        // The builtin itself, through a template of its own that calls it.
+        let fields: String = (0..args.len()).map(|i| format!(" .a{i}")).collect();
+        let data: BTreeMap<Arc<str>, Value> =
+            args.iter().enumerate().map(|(i, a)| (Arc::from(format!("a{i}")), a.clone())).collect();
+        Template::new(name)
+            .parse(&format!("{{{{{name}{fields}}}}}"))?
+            .execute_to_string(&Value::Map(Arc::new(data)))
+            .map(|text| Value::String(text.into()))
+    })
+}
+
 static FUNCTIONS: LazyLock<gotmpl::FuncMap> = LazyLock::new(functions);
 
 fn functions() -> gotmpl::FuncMap {
@@ -457,11 +645,10 @@ fn functions() -> gotmpl::FuncMap {
     let mut add = |name: &str, f: Function| {
         map.insert(name.to_string(), f);
     };
-    let string = |s: String| Ok(Value::String(s.into()));
-    let unary_string = |name: &'static str, f: fn(&str) -> String| -> Function {
+    let unary_string = |name: &'static str, f: fn(&str) -> Result<String, TemplateError>| -> Function {
         Arc::new(move |args: &[Value]| {
             arity(args, 1, name)?;
-            string(f(&string_arg(args, 0, name)?))
+            built(f(&string_arg(args, 0, name)?)?, name)
         })
     };
     let binary_string = |name: &'static str, f: fn(&str, &str) -> Value| -> Function {
@@ -470,9 +657,9 @@ fn functions() -> gotmpl::FuncMap {
             Ok(f(&string_arg(args, 0, name)?, &string_arg(args, 1, name)?))
         })
     };
-    add("trim", unary_string("trim", |s| s.trim().to_string()));
-    add("upper", unary_string("upper", str::to_uppercase));
-    add("lower", unary_string("lower", str::to_lowercase));
+    add("trim", unary_string("trim", |s| Ok(s.trim().to_string())));
+    add("upper", unary_string("upper", |s| simple_case(s, "upper", char::to_uppercase)));
+    add("lower", unary_string("lower", |s| simple_case(s, "lower", char::to_lowercase)));
     add("trimSuffix", binary_string("trimSuffix", |a, b| b.strip_suffix(a).unwrap_or(b).into()));
     add("trimPrefix", binary_string("trimPrefix", |a, b| b.strip_prefix(a).unwrap_or(b).into()));
     add("trimAll", binary_string("trimAll", |a, b| b.trim_matches(|c| a.contains(c)).into()));
@@ -482,20 +669,31 @@ fn functions() -> gotmpl::FuncMap {
     add(
         "splitList",
         binary_string("splitList", |sep, s| {
-            Value::List(s.split(sep).map(|p| Value::String(p.into())).collect::<Vec<_>>().into())
+            // Go's strings.Split with an empty separator splits into characters.
+            let parts: Vec<Value> = if sep.is_empty() {
+                s.chars().map(|c| Value::String(c.to_string().into())).collect()
+            } else {
+                s.split(sep).map(|p| Value::String(p.into())).collect()
+            };
+            Value::List(parts.into())
         }),
     );
     add(
         "quote",
         Arc::new(|args| {
-            let quoted: Vec<String> =
-                args.iter().filter(|a| !matches!(a, Value::Nil)).map(|a| go_quote(&strval(a))).collect();
-            Ok(Value::String(quoted.join(" ").into()))
+            charge_composite(args.iter(), "quote")?;
+            let quoted: Vec<String> = args
+                .iter()
+                .filter(|a| !matches!(a, Value::Nil))
+                .map(|a| go_quote(&strval(a)))
+                .collect::<Result<_, _>>()?;
+            built(quoted.join(" "), "quote")
         }),
     );
     add(
         "squote",
         Arc::new(|args| {
+            charge_composite(args.iter(), "squote")?;
             let quoted: Vec<String> =
                 args.iter().filter(|a| !matches!(a, Value::Nil)).map(|a| format!("'{a}'")).collect();
             Ok(Value::String(quoted.join(" ").into()))
@@ -504,6 +702,7 @@ fn functions() -> gotmpl::FuncMap {
     add(
         "cat",
         Arc::new(|args| {
+            charge_composite(args.iter(), "cat")?;
             let parts: Vec<String> =
                 args.iter().filter(|a| !matches!(a, Value::Nil)).map(|a| a.to_string()).collect();
             Ok(Value::String(parts.join(" ").into()))
@@ -518,26 +717,32 @@ fn functions() -> gotmpl::FuncMap {
                 string_arg(args, 1, "replace")?,
                 string_arg(args, 2, "replace")?,
             );
-            // Go's strings.Replace with an empty `old` inserts between every rune: so does Rust's.
+            // At most one replacement per character and one more (an empty `old` inserts between
+            // every rune, in Go as in Rust).
+            charge(src.len().saturating_add((src.chars().count() + 1).saturating_mul(new.len())), "replace")?;
             Ok(Value::String(src.replace(&old, &new).into()))
         }),
     );
-    let indent = |spaces: i64, text: &str| {
-        let pad = " ".repeat(usize::try_from(spaces).unwrap_or(0));
-        format!("{pad}{}", text.replace('\n', &format!("\n{pad}")))
+    let indent = |spaces: i64, text: &str| -> Result<String, TemplateError> {
+        // Go's strings.Repeat panics on a negative count: the template fails.
+        let spaces = usize::try_from(spaces).map_err(|_| fail("indent: negative Repeat count"))?;
+        let lines = text.matches('\n').count() + 1;
+        charge(text.len().saturating_add(lines.saturating_mul(spaces)), "indent")?;
+        let pad = " ".repeat(spaces);
+        Ok(format!("{pad}{}", text.replace('\n', &format!("\n{pad}"))))
     };
     add(
         "indent",
         Arc::new(move |args| {
             arity(args, 2, "indent")?;
-            Ok(Value::String(indent(int_arg(args, 0, "indent")?, &string_arg(args, 1, "indent")?).into()))
+            Ok(Value::String(indent(int_arg(args, 0, "indent")?, &string_arg(args, 1, "indent")?)?.into()))
         }),
     );
     add(
         "nindent",
         Arc::new(move |args| {
             arity(args, 2, "nindent")?;
-            let text = indent(int_arg(args, 0, "nindent")?, &string_arg(args, 1, "nindent")?);
+            let text = indent(int_arg(args, 0, "nindent")?, &string_arg(args, 1, "nindent")?)?;
             Ok(Value::String(format!("\n{text}").into()))
         }),
     );
@@ -547,10 +752,8 @@ fn functions() -> gotmpl::FuncMap {
             arity(args, 2, "repeat")?;
             let count = int_arg(args, 0, "repeat")?;
             let text = string_arg(args, 1, "repeat")?;
-            let count = usize::try_from(count).map_err(|_| fail("repeat: negative count"))?;
-            if count.saturating_mul(text.len()) > 1 << 20 {
-                return Err(fail("repeat: over 1 MiB of text"));
-            }
+            let count = usize::try_from(count).map_err(|_| fail("repeat: negative Repeat count"))?;
+            charge(count.saturating_mul(text.len()), "repeat")?;
             Ok(Value::String(text.repeat(count).into()))
         }),
     );
@@ -577,6 +780,7 @@ fn functions() -> gotmpl::FuncMap {
         "toString",
         Arc::new(|args| {
             arity(args, 1, "toString")?;
+            charge_composite(args.iter(), "toString")?;
             Ok(Value::String(strval(&args[0]).into()))
         }),
     );
@@ -586,8 +790,17 @@ fn functions() -> gotmpl::FuncMap {
             arity(args, 2, "join")?;
             let sep = string_arg(args, 0, "join")?;
             let parts: Vec<String> = match &args[1] {
-                Value::List(items) => items.iter().filter(|i| !matches!(i, Value::Nil)).map(strval).collect(),
-                other => vec![strval(other)],
+                Value::List(items) => {
+                    charge_composite(items.iter(), "join")?;
+                    charge(items.len().saturating_mul(sep.len()), "join")?;
+                    items.iter().filter(|i| !matches!(i, Value::Nil)).map(strval).collect()
+                }
+                // slim-sprig's strslice: nothing for nil.
+                Value::Nil => Vec::new(),
+                other => {
+                    charge_composite(std::iter::once(other), "join")?;
+                    vec![strval(other)]
+                }
             };
             Ok(Value::String(parts.join(&sep).into()))
         }),
@@ -621,6 +834,7 @@ fn functions() -> gotmpl::FuncMap {
         "toJson",
         Arc::new(|args| {
             arity(args, 1, "toJson")?;
+            charge_composite(args.iter(), "toJson")?;
             Ok(Value::String(json_of(&args[0]).unwrap_or_default().into()))
         }),
     );
@@ -628,6 +842,7 @@ fn functions() -> gotmpl::FuncMap {
         "toYaml",
         Arc::new(|args| {
             arity(args, 1, "toYaml")?;
+            charge_composite(args.iter(), "toYaml")?;
             Ok(Value::String(yaml_of(&args[0]).unwrap_or_default().into()))
         }),
     );
@@ -635,12 +850,14 @@ fn functions() -> gotmpl::FuncMap {
         "mustToYaml",
         Arc::new(|args| {
             arity(args, 1, "mustToYaml")?;
+            charge_composite(args.iter(), "mustToYaml")?;
             Ok(Value::String(yaml_of(&args[0])?.into()))
         }),
     );
     add(
         "dict",
         Arc::new(|args| {
+            charge_composite(args.iter(), "dict")?;
             let mut map: BTreeMap<Arc<str>, Value> = BTreeMap::new();
             for pair in args.chunks(2) {
                 let value = pair.get(1).cloned().unwrap_or_else(|| Value::String("".into()));
@@ -649,12 +866,22 @@ fn functions() -> gotmpl::FuncMap {
             Ok(Value::Map(Arc::new(map)))
         }),
     );
-    add("list", Arc::new(|args| Ok(Value::List(args.to_vec().into()))));
+    add(
+        "list",
+        Arc::new(|args| {
+            charge_composite(args.iter(), "list")?;
+            Ok(Value::List(args.to_vec().into()))
+        }),
+    );
     add(
         "get",
         Arc::new(|args| {
             arity(args, 2, "get")?;
             let key = string_arg(args, 1, "get")?;
+            // Go passes nil as an empty map.
+            if matches!(args[0], Value::Nil) {
+                return Ok(Value::String("".into()));
+            }
             Ok(map_of(&args[0], "get")?
                 .get(key.as_str())
                 .cloned()
@@ -666,6 +893,9 @@ fn functions() -> gotmpl::FuncMap {
         Arc::new(|args| {
             arity(args, 2, "hasKey")?;
             let key = string_arg(args, 1, "hasKey")?;
+            if matches!(args[0], Value::Nil) {
+                return Ok(Value::Bool(false));
+            }
             Ok(Value::Bool(map_of(&args[0], "hasKey")?.contains_key(key.as_str())))
         }),
     );
@@ -697,8 +927,11 @@ fn functions() -> gotmpl::FuncMap {
         "uniq",
         Arc::new(|args| {
             arity(args, 1, "uniq")?;
+            let items = list_of(&args[0], "uniq")?;
+            // Pairwise, as slim-sprig compares: quadratic, so charged as such.
+            charge(items.len().saturating_mul(items.len()) / 64, "uniq")?;
             let mut kept: Vec<Value> = Vec::new();
-            for item in list_of(&args[0], "uniq")? {
+            for item in items {
                 if !kept.contains(item) {
                     kept.push(item.clone());
                 }
@@ -760,10 +993,30 @@ fn functions() -> gotmpl::FuncMap {
         })
     };
     add("sub", binary_int("sub", |a, b| Some(a.wrapping_sub(b))));
-    add("div", binary_int("div", i64::checked_div));
-    add("mod", binary_int("mod", i64::checked_rem));
-    add("max", Arc::new(|args| Ok(Value::Int(args.iter().map(to_int64).max().unwrap_or(0)))));
-    add("min", Arc::new(|args| Ok(Value::Int(args.iter().map(to_int64).min().unwrap_or(0)))));
+    // Go's integer division wraps (MIN / -1 is MIN) and fails only on zero.
+    add("div", binary_int("div", |a, b| (b != 0).then(|| a.wrapping_div(b))));
+    add("mod", binary_int("mod", |a, b| (b != 0).then(|| a.wrapping_rem(b))));
+    // Both take one argument at least, as Go's signatures do.
+    add(
+        "max",
+        Arc::new(|args| {
+            args.iter()
+                .map(to_int64)
+                .max()
+                .map(Value::Int)
+                .ok_or_else(|| fail("max: wants 1 argument at least"))
+        }),
+    );
+    add(
+        "min",
+        Arc::new(|args| {
+            args.iter()
+                .map(to_int64)
+                .min()
+                .map(Value::Int)
+                .ok_or_else(|| fail("min: wants 1 argument at least"))
+        }),
+    );
     add(
         "b64enc",
         Arc::new(|args| {
@@ -779,7 +1032,14 @@ fn functions() -> gotmpl::FuncMap {
         Arc::new(|args| {
             use base64::Engine;
             arity(args, 1, "b64dec")?;
-            let decoded = base64::engine::general_purpose::STANDARD.decode(string_arg(args, 0, "b64dec")?);
+            // Go's decoder skips line breaks and accepts trailing bits.
+            let text: String =
+                string_arg(args, 0, "b64dec")?.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+            let engine = base64::engine::GeneralPurpose::new(
+                &base64::alphabet::STANDARD,
+                base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+            );
+            let decoded = engine.decode(text);
             Ok(Value::String(match decoded {
                 Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned().into(),
                 Err(e) => e.to_string().into(),
@@ -798,20 +1058,24 @@ fn functions() -> gotmpl::FuncMap {
         "regexMatch",
         Arc::new(|args| {
             arity(args, 2, "regexMatch")?;
-            let re = regex::Regex::new(&string_arg(args, 0, "regexMatch")?);
-            Ok(Value::Bool(
-                re.is_ok_and(|re| re.is_match(&string_arg(args, 1, "regexMatch").unwrap_or_default())),
-            ))
+            let text = string_arg(args, 1, "regexMatch")?;
+            let re = go_regex(&string_arg(args, 0, "regexMatch")?, &text, "regexMatch");
+            Ok(Value::Bool(re?.is_some_and(|re| re.is_match(&text))))
         }),
     );
     add(
         "regexReplaceAll",
         Arc::new(|args| {
             arity(args, 3, "regexReplaceAll")?;
-            let re = regex::Regex::new(&string_arg(args, 0, "regexReplaceAll")?)
-                .map_err(|e| fail(format!("regexReplaceAll: {e}")))?;
             let (text, replacement) =
                 (string_arg(args, 1, "regexReplaceAll")?, string_arg(args, 2, "regexReplaceAll")?);
+            let re = go_regex(&string_arg(args, 0, "regexReplaceAll")?, &text, "regexReplaceAll")?
+                .ok_or_else(|| fail("regexReplaceAll: error parsing regexp"))?;
+            // At most one match per character and one more, each replaced in full.
+            charge(
+                text.len().saturating_add((text.chars().count() + 1).saturating_mul(replacement.len())),
+                "regexReplaceAll",
+            )?;
             Ok(Value::String(re.replace_all(&text, replacement.as_str()).into_owned().into()))
         }),
     );
@@ -822,6 +1086,11 @@ fn functions() -> gotmpl::FuncMap {
             Err(fail(string_arg(args, 0, "fail")?))
         }),
     );
+    // Go's own printers and escapers, bounded like the rest: a string printed into itself forty
+    // times fails before it is built.
+    for name in ["print", "printf", "println", "html", "js", "urlquery"] {
+        add(name, bounded_builtin(name));
+    }
     add(
         "slugify",
         Arc::new(|args| {
@@ -922,6 +1191,62 @@ mod tests {
         assert!(slug.len() <= 63 && slug.ends_with("word") && !slug.ends_with('-'), "{slug}");
         assert_eq!(slugify("  --Hello__World!!  ").unwrap(), "hello__world");
         assert!(slugify("café").is_err());
+    }
+
+    #[test]
+    fn hostile_templates_hit_a_limit_before_they_allocate() {
+        let run_budget = |text: &str| with_allocation_budget(1 << 20, || run(text, json!({})));
+        // A string doubled forty times, a list built from itself, a huge indent.
+        let doubling = format!("<< $s := \"xxxxxxxx\" >>{}<< $s | len >>", "<< $s = cat $s $s >>".repeat(40));
+        let lists =
+            format!("<< $l := list 1 >>{}<< $l | toJson | len >>", "<< $l = list $l $l >>".repeat(40));
+        for hostile in [
+            doubling.as_str(),
+            lists.as_str(),
+            "<< indent 9223372036854775807 \"x\" >>",
+            "<< repeat 100000000 \"x\" >>",
+        ] {
+            let error = run_budget(hostile).unwrap_err();
+            assert!(error.0.contains(OVER_LIMIT), "{hostile}: {error}");
+        }
+        let printed = format!(
+            "<< $s := \"xxxxxxxx\" >>{}<< $s | len >>",
+            "<< $s = printf \"%s%s\" $s $s >>".repeat(40)
+        );
+        assert!(run_budget(&printed).unwrap_err().0.contains(OVER_LIMIT));
+        assert_eq!(
+            run("<< printf \"%s-%d\" \"a\" 7 >><< print 1 2 >><< \"<b>\" | html >>", json!({})).unwrap(),
+            "a-71 2&lt;b&gt;"
+        );
+        let nesting = format!("<< $l := list 1 >>{}ok", "<< $l = list $l >>".repeat(40));
+        assert!(run_budget(&nesting).unwrap_err().0.contains("nest more than 32 deep"));
+        let error = run("<< define \"a\" >>x<< end >><< template \"a\" >>", json!({})).unwrap_err();
+        assert!(error.0.contains("named templates"), "{error}");
+    }
+
+    #[test]
+    fn go_semantics_that_rust_would_change_are_kept_or_refused() {
+        let ok = |text: &str, expected: &str| {
+            assert_eq!(run(text, json!({})).map_err(|e| e.0), Ok(expected.to_string()), "{text}")
+        };
+        let refused = |text: &str, why: &str| {
+            let error = run(text, json!({"m": 7})).unwrap_err();
+            assert!(error.0.contains(why), "{text}: {error}");
+        };
+        ok("<< \"abc\" | splitList \"\" | len >>", "3");
+        ok("<< \"Bob's \\\"app\\\"\" | slugify >>", "bobs-app");
+        ok("<< \"YWJj\nZGVm\" | b64dec >>", "abcdef");
+        ok("<< div (sub -9223372036854775807 1) -1 >>", "-9223372036854775808");
+        ok("<< join \",\" nil >>", "");
+        ok("<< get nil \"k\" >><< hasKey nil \"k\" >>", "false");
+        ok("<< regexMatch \"^\\\\w+$\" \"abc\" >>", "true");
+        refused("<< \"straße\" | upper >>", "fluxplan does not render it");
+        refused("<< regexMatch \"^\\\\w+$\" \"é\" >>", "ASCII only");
+        refused("<< \"a\u{a0}b\" | quote >>", "Unicode tables");
+        refused("<< indent -1 \"x\" >>", "negative");
+        refused("<< max >>", "wants 1 argument");
+        refused("<< slice \"abc\" 1 >>", "calls slice");
+        assert!(run("<< inputs.n >>", json!({"n": 1_000_000})).unwrap_err().0.contains("exponent"));
     }
 
     #[test]
