@@ -493,3 +493,48 @@ fn roots_that_cannot_be_found_point_to_fluxplan_yaml_first() {
         vec![("update".to_string(), "frontend_settings__ConfigMap".to_string())]
     );
 }
+
+/// Deleting a ResourceSet deletes everything it generated (the operator's finalizer), unless its
+/// reconciliation is disabled; what the operator copies in (`copyFrom`) is named, never read.
+#[test]
+fn deleting_a_resourceset_deletes_what_it_generated_unless_disabled() {
+    let repo = tenant_fleet(&["frontend"]);
+    let copied = tenants_resourceset(&["frontend"], "admin").replace(
+        "    - apiVersion: v1\n      kind: ServiceAccount\n      metadata:\n        name: flux\n",
+        "    - apiVersion: v1\n      kind: ServiceAccount\n      metadata:\n        name: flux\n        annotations:\n          fluxcd.controlplane.io/copyFrom: flux-system/registry\n",
+    );
+    repo.write("tenants/apps.yaml", &copied);
+    repo.commit("copy the registry credentials");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let notes = unit(&plan, "ResourceSet", "flux-system/apps")["notes"].to_string();
+    assert!(notes.contains("copies data from flux-system/registry"), "{notes}");
+
+    repo.write(
+        "tenants/other.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  namespace: flux-system\n",
+    );
+    repo.remove("tenants/apps.yaml");
+    repo.commit("remove the tenants");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{:?}", plan["alerts"]);
+    let set = unit(&plan, "ResourceSet", "flux-system/apps");
+    assert_eq!(set["status"], "removed");
+    let deleted: Vec<(String, String)> = crate::fixture::sorted_changes(set);
+    assert_eq!(deleted.len(), 6, "{set:#}");
+    assert!(deleted.iter().all(|(action, _)| action == "delete"), "{deleted:?}");
+
+    // Disabled, the finalizer deletes nothing.
+    repo.git(&["revert", "--no-edit", "HEAD"]);
+    crate::fixture::edit(
+        &repo,
+        "tenants/apps.yaml",
+        "  name: apps\n  namespace: flux-system\nspec:",
+        "  name: apps\n  namespace: flux-system\n  annotations:\n    fluxcd.controlplane.io/reconcile: disabled\nspec:",
+    );
+    repo.commit("disable the tenants");
+    repo.remove("tenants/apps.yaml");
+    repo.commit("remove the disabled tenants");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let set = unit(&plan, "ResourceSet", "flux-system/apps");
+    assert!(set["changes"].as_array().unwrap().iter().all(|c| c["action"] != "delete"), "{set:#}");
+}
