@@ -316,7 +316,14 @@ impl KubeCluster {
         }
 
         let mut objects: BTreeMap<ObjectId, Value> = BTreeMap::new();
+        let mut secrets_left_out = 0;
         for ((group, kind, namespace), ids) in &wanted {
+            // Secrets only with --read-secrets: their live state is then unknown, never read.
+            if group.is_empty() && kind == "Secret" && !self.options.read_secrets {
+                secrets_left_out += ids.len();
+                unreadable.push(json!({"group": group, "kind": kind, "namespace": namespace}));
+                continue;
+            }
             let Some((resource, caps)) = self.resource(group, kind) else {
                 warnings.push(format!("the cluster does not serve {kind} in group '{group}' any more"));
                 continue;
@@ -358,6 +365,13 @@ impl KubeCluster {
                 }
                 Err(e) => return Err(e),
             }
+        }
+
+        if secrets_left_out > 0 {
+            warnings.push(format!(
+                "{secrets_left_out} Secret(s) in inventories were not read (no --read-secrets): whether they exist \
+                 in the cluster is unknown, so the plan takes them as the base render has them"
+            ));
         }
 
         let namespaces: Vec<Value> = match self.resource("", "Namespace") {

@@ -7,12 +7,16 @@ use std::path::Path;
 use std::time::Duration;
 
 fn manifests() -> Vec<Value> {
+    built("deploy/kubernetes")
+}
+
+fn built(directory: &str) -> Vec<Value> {
     let kustomize = Kustomize::detect(Duration::from_secs(60)).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = root.join("deploy/kubernetes");
+    let dir = root.join(directory);
     let output = kustomize
         .build(&dir, root, &fluxplan::cancel::CancelToken::new())
-        .unwrap_or_else(|e| panic!("deploy/kubernetes does not build: {e}"));
+        .unwrap_or_else(|e| panic!("{directory} does not build: {e}"));
     fluxplan::yaml::parse_documents(&output).unwrap()
 }
 
@@ -35,6 +39,35 @@ fn the_cluster_role_only_gets_and_lists() {
     let binding = find(&objects, "ClusterRoleBinding");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
     assert_eq!(binding["subjects"][0]["name"], "fluxplan");
+    assert_eq!(binding["subjects"][0]["namespace"], "fluxplan");
+}
+
+/// Whether a ClusterRole's rules let it get or list Secrets.
+fn reads_secrets(role: &Value) -> bool {
+    role["rules"].as_array().unwrap().iter().any(|rule| {
+        let has = |field: &str, value: &str| {
+            rule[field].as_array().is_some_and(|list| list.iter().any(|v| v == value || v == "*"))
+        };
+        has("apiGroups", "") && has("resources", "secrets")
+    })
+}
+
+#[test]
+fn by_default_no_secret_is_readable_and_the_component_opts_in() {
+    let objects = manifests();
+    let roles: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "ClusterRole").collect();
+    assert_eq!(roles.len(), 1);
+    assert!(!reads_secrets(roles[0]), "the default role reads Secrets: {:#}", roles[0]);
+    let wide = built("deploy/kubernetes-read-everything");
+    let everything = wide
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "fluxplan-read-everything")
+        .expect("the component adds its role");
+    assert!(reads_secrets(everything));
+    let binding = wide
+        .iter()
+        .find(|o| o["kind"] == "ClusterRoleBinding" && o["roleRef"]["name"] == "fluxplan-read-everything")
+        .expect("and binds it");
     assert_eq!(binding["subjects"][0]["namespace"], "fluxplan");
 }
 

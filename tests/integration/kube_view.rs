@@ -488,3 +488,40 @@ fn the_clusters_crds_decide_the_scope_of_custom_resources_the_repository_does_no
     let (plan, _) = plan_kube(&repo, &fake, &[]);
     assert!(changes_of(&plan, OWNER).contains(&("create".to_string(), "_w_example.com_Widget".to_string())));
 }
+
+/// Without `--read-secrets`, fluxplan never lists or gets a Secret: not those in inventories,
+/// not those substituteFrom names. Their live state is unknown, and the snapshot says why.
+#[test]
+fn without_read_secrets_no_secret_is_ever_requested() {
+    let mut objects = cluster_objects();
+    objects[0]["status"]["inventory"]["entries"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "shop_db-password__Secret", "v": "v1"}));
+    objects[0]["spec"]["postBuild"] = json!({"substituteFrom": [{"kind": "Secret", "name": "creds"}]});
+    objects.push(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-password", "namespace": "shop",
+        "labels": {"kustomize.toolkit.fluxcd.io/name": OWNER, "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}},
+        "data": {"password": "c3VwZXItc2VjcmV0"}}));
+    objects.push(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": "flux-system"}, "data": {"password": "c3VwZXItc2VjcmV0"}}));
+    let fake = FakeKube::start(objects);
+    let (snapshot, _) = read(&fake);
+    let secret_requests: Vec<String> =
+        fake.requests().into_iter().map(|(_, path)| path).filter(|path| path.contains("secrets")).collect();
+    assert!(secret_requests.is_empty(), "{secret_requests:?}");
+    assert!(snapshot.unreadable.contains(&(String::new(), "Secret".to_string(), "shop".to_string())));
+    assert!(snapshot.warnings.iter().any(|w| w.contains("not read (no --read-secrets)")), "{:?}", snapshot.warnings);
+
+    // With --read-secrets, the inventory's Secret is read (its values dropped).
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let snapshot = runtime.block_on(async {
+        let config = kube::Config::new(fake.url().parse().unwrap());
+        fluxplan::tls::install_crypto_provider();
+        let client = kube::Client::try_from(config).unwrap();
+        let options = KubeOptions { read_secrets: true, ..KubeOptions::default() };
+        KubeCluster::with_client(client, options).await.unwrap().snapshot().await.unwrap()
+    });
+    let id = fluxplan::flux::ObjectId::parse("shop_db-password__Secret").unwrap();
+    assert!(snapshot.objects.contains_key(&id));
+    assert!(!serde_json::to_string(&snapshot.objects[&id]).unwrap().contains("c3VwZXItc2VjcmV0"));
+    assert_only_gets(&fake);
+}
