@@ -361,9 +361,15 @@ pub struct Revision {
 /// does not render read are `changes`, not `no-changes`.
 pub const GENERATION: u64 = 3;
 
+/// The plan JSON's format (`schemaVersion`): raised when a key changes meaning or goes away; new
+/// keys and new values of an enumeration (a unit kind, an alert code) do not raise it.
+pub const SCHEMA_VERSION: u32 = 1;
+
 /// The whole plan.
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
+    #[serde(rename = "schemaVersion")]
+    pub schema_version: u32,
     pub verdict: Verdict,
     pub base: Revision,
     pub head: Revision,
@@ -430,6 +436,7 @@ impl Plan {
     /// A plan that could not be made (exit 3), with the reason.
     pub fn failed(base: Revision, head: Revision, error: String) -> Self {
         Plan {
+            schema_version: SCHEMA_VERSION,
             verdict: Verdict::Failed,
             base,
             head,
@@ -525,6 +532,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
     // A head where nothing rendered for want of sources would read "no changes": it is a failure.
     let nothing_rendered = request.head.nothing_rendered();
     Plan {
+        schema_version: SCHEMA_VERSION,
         verdict: match policy::verdict(&kustomizations, &alerts) {
             _ if nothing_rendered.is_some() => Verdict::Failed,
             // What units fluxplan did not render read changed: something may change.
