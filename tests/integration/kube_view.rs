@@ -509,7 +509,11 @@ fn without_read_secrets_no_secret_is_ever_requested() {
         fake.requests().into_iter().map(|(_, path)| path).filter(|path| path.contains("secrets")).collect();
     assert!(secret_requests.is_empty(), "{secret_requests:?}");
     assert!(snapshot.unreadable.contains(&(String::new(), "Secret".to_string(), "shop".to_string())));
-    assert!(snapshot.warnings.iter().any(|w| w.contains("not read (no --read-secrets)")), "{:?}", snapshot.warnings);
+    assert!(
+        snapshot.warnings.iter().any(|w| w.contains("not read (no --read-secrets)")),
+        "{:?}",
+        snapshot.warnings
+    );
 
     // With --read-secrets, the inventory's Secret is read (its values dropped).
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

@@ -361,27 +361,8 @@ fn a_providers_live_exported_inputs_drive_the_expansion() {
         owned("preview-101"),
         owned("preview-99"),
     ]);
+    let (plan, _) = crate::kube_view::plan_kube(&repo, &fake, &[]);
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(crate::fixture::fluxplan_bin())
-        .args([
-            "plan",
-            "--no-cache",
-            "--kube",
-            "--base",
-            "HEAD~1",
-            "--head",
-            "HEAD",
-            "--format",
-            "json",
-            "--repo",
-        ])
-        .arg(repo.path())
-        .env("KUBECONFIG", fake.kubeconfig(dir.path()))
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let plan: Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{e}: {text}\n{}", String::from_utf8_lossy(&out.stderr)));
     let set = unit(&plan, "ResourceSet", "flux-system/previews");
     assert_eq!(set["inventory_source"], "cluster", "{set:#}");
     assert_eq!(
