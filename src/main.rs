@@ -1,4 +1,3 @@
-use clap::Parser;
 use std::process::ExitCode;
 
 /// mimalloc: renders build and drop millions of small JSON values (see Cargo.toml).
@@ -41,7 +40,18 @@ fn main() -> ExitCode {
     // Nothing this process starts (kustomize included) may read its memory or environment.
     fluxplan::sandbox::harden_process();
     // Usage errors exit 3 ("could not"), never 2, which means "blocked by policy" for `plan`.
-    let cli = match fluxplan::cli::Cli::try_parse() {
+    // `--version` names the engines, found only when asked (finding them takes a moment).
+    let command = <fluxplan::cli::Cli as clap::CommandFactory>::command();
+    let command = if std::env::args().any(|a| a == "--version") {
+        // Printed once, then the process ends: leaking it is what clap wants of a static text.
+        command.long_version(&*Box::leak(fluxplan::cli::long_version().into_boxed_str()))
+    } else {
+        command
+    };
+    let parsed = command
+        .try_get_matches()
+        .and_then(|matches| <fluxplan::cli::Cli as clap::FromArgMatches>::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(error) => {
             let _ = error.print();

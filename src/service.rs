@@ -160,6 +160,19 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         tracing::warn!("no webhook secret or token is set: every webhook will be refused");
     }
     let metrics = Arc::new(Metrics::new());
+    // The engines renders will use, named once at start (finding them takes a moment).
+    let helm_major = config.helm.major;
+    let (kustomize, helm) = tokio::task::spawn_blocking(move || {
+        let kustomize = crate::render::kustomize::Kustomize::detect(Duration::from_secs(30))
+            .map(|k| k.version)
+            .unwrap_or_else(|_| "none".into());
+        let helm = crate::render::helm::Helm::detect(helm_major)
+            .map(|h| h.version)
+            .unwrap_or_else(|_| "none".into());
+        (kustomize, helm)
+    })
+    .await?;
+    metrics.set_build_info(&kustomize, &helm);
     crate::sandbox::announce();
     let shutdown = CancelToken::new();
     let lease = config.job_lease.max(Duration::from_secs(1));

@@ -18,13 +18,30 @@ use crate::planner::{HelmSettings, RenderSettings, DEFAULT_KUSTOMIZE_TIMEOUT_SEC
 use crate::render::cache::RenderCache;
 use crate::render::{source, RenderOptions};
 
+/// The version with the engines a render would use, for `--version`: the kustomize found and each
+/// Helm, or why there is none.
+pub fn long_version() -> String {
+    let kustomize = match crate::render::kustomize::Kustomize::detect(std::time::Duration::from_secs(30)) {
+        Ok(kustomize) => kustomize.version,
+        Err(e) => format!("none ({e:#})"),
+    };
+    let helm = |major: u8| match crate::render::helm::Helm::detect(major) {
+        Ok(helm) => helm.version.clone(),
+        Err(e) => format!("none ({e})"),
+    };
+    format!("{VERSION}\nkustomize: {kustomize}\nhelm v4: {}\nhelm v3: {}", helm(4), helm(3))
+}
+
 /// Exit code when the command could not do its job at all.
 pub const EXIT_FAILED: u8 = 3;
+
+/// `0.1.0 (commit 1a2b3c4d5e6f)`: what `-V` prints; `--version` adds the engines found.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("FLUXPLAN_COMMIT"), ")");
 
 #[derive(Debug, Parser)]
 #[command(
     name = "fluxplan",
-    version,
+    version = VERSION,
     about = "What Flux will create, change and delete if a pull request merges"
 )]
 pub struct Cli {

@@ -22,6 +22,8 @@ pub struct Metrics {
     pub connections_refused: prometheus::IntCounter,
     /// Bytes of webhook bodies being read before their signature is checked.
     pub unverified_bytes: prometheus::IntGauge,
+    /// 1, labelled with the version, commit and the engines renders use.
+    build_info: IntGaugeVec,
 }
 
 impl Metrics {
@@ -76,7 +78,14 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(connections_refused.clone())).expect("unique metric");
+        let build_info = IntGaugeVec::new(
+            Opts::new("fluxplan_build_info", "fluxplan's version, commit and rendering engines (always 1)"),
+            &["version", "commit", "kustomize", "helm"],
+        )
+        .expect("valid metric");
+        registry.register(Box::new(build_info.clone())).expect("unique metric");
         Metrics {
+            build_info,
             sandbox_landlock_abi,
             unverified_bytes,
             connections_refused,
@@ -89,6 +98,12 @@ impl Metrics {
             forge_errors,
             predictions,
         }
+    }
+
+    /// Records what this build renders with (`fluxplan_build_info`).
+    pub fn set_build_info(&self, kustomize: &str, helm: &str) {
+        let labels = [env!("CARGO_PKG_VERSION"), env!("FLUXPLAN_COMMIT"), kustomize, helm];
+        self.build_info.with_label_values(&labels).set(1);
     }
 
     /// The text exposition format.

@@ -282,6 +282,13 @@ fn signed_pull_request_webhook_posts_a_sticky_comment_and_a_status() {
     );
     assert!(metrics.contains("fluxplan_jobs{status=\"done\"} 1"), "{metrics}");
     assert!(metrics.contains("fluxplan_plan_duration_seconds_count"), "{metrics}");
+    let build_info = metrics.lines().find(|l| l.starts_with("fluxplan_build_info{")).expect("build info");
+    assert!(
+        build_info.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION")))
+            && build_info.contains("kustomize=\"kustomize")
+            && build_info.ends_with(" 1"),
+        "{build_info}"
+    );
     // The run page opens with the token its links carry, and only with it.
     let token = run.page_token.clone().expect("every run has a page token");
     assert!(last["target_url"].as_str().unwrap().ends_with(&format!("/runs/{}?token={token}", run.id)));

@@ -104,3 +104,26 @@ fn a_closed_output_ends_build_and_plan_quietly() {
         assert!(!stderr.contains("panicked") && !stderr.contains("error:"), "{args:?}: {stderr}");
     }
 }
+
+/// `--version` names the commit it was built from and the engines a render would use; `-V` the
+/// commit alone, quickly.
+#[test]
+fn version_names_the_commit_and_the_engines() {
+    let _ = crate::fixture::helm(4);
+    let run = |flag: &str| {
+        let out = std::process::Command::new(crate::fixture::fluxplan_bin()).arg(flag).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let head = String::from_utf8(head.stdout).unwrap().trim().to_string();
+    let short = run("-V");
+    assert_eq!(short.trim(), format!("fluxplan {} (commit {head})", env!("CARGO_PKG_VERSION")));
+    let long = run("--version");
+    assert!(long.starts_with(short.trim()), "{long}");
+    assert!(long.contains("\nkustomize: ") && long.contains("\nhelm v4: v4."), "{long}");
+}
