@@ -159,38 +159,37 @@ fn build(
     // The builder compares the annotation exactly (the ResourceSet's own ignores case).
     let disabled =
         |o: &Value| o["metadata"]["annotations"][resourceset::RECONCILE_ANNOTATION] == resourceset::DISABLED;
+    // Each template is parsed once, and each input set converted once, for every render.
+    let values: Vec<gotmpl::Value> =
+        sets.iter().map(template::to_value).collect::<Result<_, _>>().map_err(|e| e.0)?;
+    let runs: Vec<(Option<&Value>, gotmpl::Value)> = if sets.is_empty() {
+        vec![(None, gotmpl::Value::Nil)]
+    } else {
+        sets.iter().map(Some).zip(values).collect()
+    };
     for (i, resource) in templates.resources.iter().enumerate() {
         // Each JSON template is printed as YAML (keys sorted, as Go's encoder writes them) and
         // rendered as text: `replicas: << inputs.n >>` renders to a number.
-        let text = serde_norway::to_string(&sorted(resource)).map_err(|e| format!("resources[{i}]: {e}"))?;
-        if sets.is_empty() {
-            add(
-                one_object(
-                    &template::render(&text, None, budget).map_err(|e| format!("resources[{i}]: {e}"))?,
-                    i,
-                )?,
-                None,
-                false,
-            );
-            continue;
-        }
-        for set in sets {
-            let rendered =
-                template::render(&text, Some(set), budget).map_err(|e| format!("resources[{i}]: {e}"))?;
-            let object = one_object(&rendered, i)?;
-            if !disabled(&object) {
-                add(object, Some(describe(set)), true);
+        let at = |e: &dyn std::fmt::Display| format!("resources[{i}]: {e}");
+        let text = serde_norway::to_string(&sorted(resource)).map_err(|e| at(&e))?;
+        let prepared = template::Prepared::parse(&text).map_err(|e| at(&e))?;
+        for (set, value) in &runs {
+            let object = one_object(&prepared.render(value.clone(), budget).map_err(|e| at(&e))?, i)?;
+            // Without inputs, the builder neither filters nor deduplicates.
+            match set {
+                None => add(object, None, false),
+                Some(set) if !disabled(&object) => add(object, Some(describe(set)), true),
+                Some(_) => {}
             }
         }
     }
     if !templates.resources_template.is_empty() {
-        let runs: Vec<Option<&Value>> =
-            if sets.is_empty() { vec![None] } else { sets.iter().map(Some).collect() };
-        for set in runs {
-            let rendered = template::render(&templates.resources_template, set, budget)
-                .map_err(|e| format!("resourcesTemplate: {e}"))?;
+        let at = |e: &dyn std::fmt::Display| format!("resourcesTemplate: {e}");
+        let prepared = template::Prepared::parse(&templates.resources_template).map_err(|e| at(&e))?;
+        for (set, value) in &runs {
+            let rendered = prepared.render(value.clone(), budget).map_err(|e| at(&e))?;
             let documents = crate::yaml::parse_documents(&rendered)
-                .map_err(|e| format!("resourcesTemplate: the rendered YAML does not parse: {e}"))?;
+                .map_err(|e| at(&format!("the rendered YAML does not parse: {e}")))?;
             for object in documents {
                 check_object(&object, "resourcesTemplate")?;
                 if !disabled(&object) {

@@ -240,20 +240,22 @@ fn charge_composite<'v>(
     items: impl Iterator<Item = &'v Value> + Clone,
     function: &str,
 ) -> Result<(), TemplateError> {
-    if items.clone().any(|i| depth(i) >= MAX_DEPTH) {
-        return Err(fail(format!(
-            "{function}: lists and maps nest more than {MAX_DEPTH} deep: {OVER_LIMIT}"
-        )));
-    }
+    // Charged first: the depth walk below then costs no more than what was charged.
     let left = ALLOCATION.with(std::cell::Cell::get);
     let mut total = 0usize;
-    for item in items {
+    for item in items.clone() {
         total = total.saturating_add(weight(item, left));
         if total > left {
             break;
         }
     }
-    charge(total, function)
+    charge(total, function)?;
+    if items.into_iter().any(|i| depth(i) >= MAX_DEPTH) {
+        return Err(fail(format!(
+            "{function}: lists and maps nest more than {MAX_DEPTH} deep: {OVER_LIMIT}"
+        )));
+    }
+    Ok(())
 }
 
 /// Collects a template's output, failing once the budget is spent.
@@ -282,38 +284,61 @@ impl std::io::Write for Bounded<'_> {
 /// Renders `text` for one input set (`None`: the ResourceSet has no inputs).
 pub fn render(text: &str, inputs: Option<&Json>, budget: &Budget) -> Result<String, TemplateFailure> {
     let inputs = inputs.map(to_value).transpose()?.unwrap_or(Value::Nil);
-    let template = Template::new("resourceset")
-        .delims(LEFT, RIGHT)
-        .missing_key(MissingKey::Error)
-        .max_range_iters(MAX_RANGE_ITERATIONS)
-        .funcs(FUNCTIONS.clone())
-        .func("inputs", move |_| Ok(inputs.clone()))
-        .parse(text)
-        .map_err(|e| TemplateFailure(format!("cannot parse the template: {e}")))?;
-    // Go's parser refuses a function it does not know wherever it is named, even in a branch
-    // that never runs: so does this one.
-    if let Some(name) = undefined_functions(&template).into_iter().next() {
-        return Err(unknown_function(&name));
+    Prepared::parse(text)?.render(inputs, budget)
+}
+
+/// A template parsed and checked once, rendered for each input set.
+pub struct Prepared {
+    template: Template,
+    /// What `inputs` returns during the render under way.
+    inputs: Arc<std::sync::Mutex<Value>>,
+}
+
+impl Prepared {
+    pub fn parse(text: &str) -> Result<Self, TemplateFailure> {
+        let inputs = Arc::new(std::sync::Mutex::new(Value::Nil));
+        let current = inputs.clone();
+        let template = Template::new("resourceset")
+            .delims(LEFT, RIGHT)
+            .missing_key(MissingKey::Error)
+            .max_range_iters(MAX_RANGE_ITERATIONS)
+            .funcs(FUNCTIONS.clone())
+            .func("inputs", move |_| Ok(current.lock().unwrap_or_else(|e| e.into_inner()).clone()))
+            .parse(text)
+            .map_err(|e| TemplateFailure(format!("cannot parse the template: {e}")))?;
+        // Go's parser refuses a function it does not know wherever it is named, even in a branch
+        // that never runs: so does this one.
+        if let Some(name) = undefined_functions(&template).into_iter().next() {
+            return Err(unknown_function(&name));
+        }
+        // Named templates call each other without printing: a few dozen make 2^60 calls.
+        if template.templates().len() > 1
+            || format!("{:?}", template.lookup("resourceset")).contains("Template(")
+        {
+            return Err(TemplateFailure(
+                "the template defines or calls named templates (define, block, template): fluxplan does not \
+                 render them"
+                    .into(),
+            ));
+        }
+        Ok(Prepared { template, inputs })
     }
-    // Named templates call each other without printing: a few dozen make 2^60 calls.
-    if template.templates().len() > 1 || format!("{:?}", template.lookup("resourceset")).contains("Template(")
-    {
-        return Err(TemplateFailure(
-            "the template defines or calls named templates (define, block, template): fluxplan does not render them"
-                .into(),
-        ));
+
+    /// The template's text for one input set (`Value::Nil`: no inputs).
+    pub fn render(&self, inputs: Value, budget: &Budget) -> Result<String, TemplateFailure> {
+        *self.inputs.lock().unwrap_or_else(|e| e.into_inner()) = inputs;
+        let mut out = Bounded { out: Vec::new(), budget };
+        self.template.execute(&mut out, &Value::Nil).map_err(|e| match e {
+            _ if budget.exhausted() => TemplateFailure(format!(
+                "the templates print more than {} MiB: {OVER_LIMIT}",
+                budget.limit() >> 20
+            )),
+            TemplateError::UndefinedFunction(name) => unknown_function(&name),
+            other => TemplateFailure(format!("cannot execute the template: {other}")),
+        })?;
+        String::from_utf8(out.out)
+            .map_err(|_| TemplateFailure("the template prints text that is not UTF-8".into()))
     }
-    let mut out = Bounded { out: Vec::new(), budget };
-    template.execute(&mut out, &Value::Nil).map_err(|e| match e {
-        _ if budget.exhausted() => TemplateFailure(format!(
-            "the templates print more than {} MiB: {OVER_LIMIT}",
-            budget.limit() >> 20
-        )),
-        TemplateError::UndefinedFunction(name) => unknown_function(&name),
-        other => TemplateFailure(format!("cannot execute the template: {other}")),
-    })?;
-    String::from_utf8(out.out)
-        .map_err(|_| TemplateFailure("the template prints text that is not UTF-8".into()))
 }
 
 fn unknown_function(name: &str) -> TemplateFailure {
