@@ -850,11 +850,24 @@ impl<'a> ClusterView<'a> {
         for plan in
             plans.iter_mut().filter(|p| p.status == KustomizationStatus::Removed && p.notes.is_empty())
         {
-            plan.notes.push(format!(
-                "no longer produced, but its {} object is not deleted (its parent does not prune it, or fails): it \
-                 keeps reconciling its last applied spec",
-                plan.kind.as_str()
-            ));
+            // A parent that reads a source fluxplan cannot see now may or may not still produce it.
+            let external_parent = self
+                .base
+                .get(&plan.unit_ref())
+                .and_then(|k| parent_of(&self.base, k))
+                .filter(|parent| self.head.get(parent).is_some_and(|p| p.status == Status::External));
+            plan.notes.push(match external_parent {
+                Some(parent) => format!(
+                    "its parent {parent} reads a source that is not planned now: whether it still produces this {} \
+                     is unknown",
+                    plan.kind.as_str()
+                ),
+                None => format!(
+                    "no longer produced, but its {} object is not deleted (its parent does not prune it, or fails): \
+                     it keeps reconciling its last applied spec",
+                    plan.kind.as_str()
+                ),
+            });
         }
     }
 }

@@ -358,8 +358,9 @@ pub struct Revision {
 /// pull request whose latest plan is of an older generation (its status may rest on what a
 /// pull request hid). 3: Argo CD revisions are resolved (a pinned branch, tag or commit is
 /// rendered, a change blocks), directory sources read dot-files, and changes only units fluxplan
-/// does not render read are `changes`, not `no-changes`.
-pub const GENERATION: u64 = 3;
+/// does not render read are `changes`, not `no-changes`. 4: a Flux Operator sync the pull
+/// request adds or points elsewhere no longer makes its source this repository.
+pub const GENERATION: u64 = 4;
 
 /// The plan JSON's format (`schemaVersion`): raised when a key changes meaning or goes away; new
 /// keys and new values of an enumeration (a unit kind, an alert code) do not raise it.

@@ -63,6 +63,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("resourceset-unknown", Severity::Warning),
     ("source-adds-content", Severity::Danger),
     ("source-ref-pinned", Severity::Danger),
+    ("sync-changed", Severity::Danger),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =
@@ -226,6 +227,7 @@ pub fn evaluate(
     // A cluster whose root fails or changes has one alert saying so, and no other.
     let unplanned = super::roots::problems(base, head);
     let mut alerts = super::roots::alerts(policy, &unplanned);
+    alerts.extend(super::roots::sync_alerts(policy, base, head));
     for plan in plans.iter().filter(|p| !unplanned.contains_key(&p.cluster)) {
         alerts.extend(plan_alerts(policy, plan, plans, base, head));
     }
@@ -462,11 +464,13 @@ fn plan_alerts(
                     .flatten(),
             );
         } else if k.status == Status::External {
-            let message = match (&k.argocd, k.warnings.first()) {
-                // Argo CD units say why: another repository, Helm, a plugin, a generator.
-                (Some(_), Some(why)) => why.clone(),
-                _ => format!("source {} is not in this repository: not planned", k.source),
-            };
+            // The unit says why: another repository and how to map it, a sync this pull request
+            // changed; Argo CD's Helm, plugins, generators.
+            let message = k
+                .warnings
+                .first()
+                .cloned()
+                .unwrap_or_else(|| format!("source {} is not in this repository: not planned", k.source));
             // A revision this repository cannot resolve hides what will sync: a warning.
             let code = if k.argocd.as_ref().is_some_and(|u| u.unknown_revision) {
                 "unknown-revision"

@@ -203,6 +203,31 @@ pub fn alerts(policy: &Policy, problems: &BTreeMap<String, RootProblem>) -> Vec<
     alerts
 }
 
+/// A Flux Operator sync the pull request points at another source (kind or URL): after the
+/// merge the operator applies that source to the cluster, which fluxplan cannot plan.
+pub fn sync_alerts(policy: &Policy, base: &Render, head: &Render) -> Vec<Alert> {
+    head.untrusted_syncs
+        .iter()
+        .filter_map(|sync| {
+            let before = base.syncs.iter().find(|b| (&b.namespace, &b.name) == (&sync.namespace, &sync.name))?;
+            policy.alert(
+                "sync-changed",
+                &crate::render::roots::normalized_path(&sync.path),
+                None,
+                format!(
+                    "{} changed: at base it synced {} from {}. After the merge the Flux Operator applies that \
+                     source to this cluster and prunes what it lacks; fluxplan does not plan another source \
+                     (declare it in .fluxplan.yaml sources: if it is this repository)",
+                    sync.describe(),
+                    before.source_kind,
+                    before.url
+                ),
+                Vec::new(),
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,6 +273,8 @@ mod tests {
             stats: Default::default(),
             kustomize: String::new(),
             this_repo_sources: Default::default(),
+            syncs: Default::default(),
+            untrusted_syncs: Default::default(),
             not_read: Default::default(),
         }
     }

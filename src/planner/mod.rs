@@ -265,8 +265,9 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         Clusters::PerRoot { file, .. } => read_cluster_helm(file)?,
         _ => BTreeMap::new(),
     };
-    let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept| -> Result<Render> {
+    let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept, base_syncs| -> Result<Render> {
         let mut opts = request.render_options(Some(rev.to_string()));
+        opts.base_syncs = base_syncs;
         opts.chart_settings.known_urls = Some(base_urls.clone());
         opts.cluster_helm = cluster_helm.clone();
         opts.explain = changed.clone();
@@ -283,9 +284,9 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         let head = std::thread::Builder::new()
             .name("fluxplan-head".into())
             .stack_size(crate::stack::RENDER_STACK_BYTES)
-            .spawn_scoped(scope, || render(&request.head, &request.head, Vec::new(), BTreeMap::new()))
+            .spawn_scoped(scope, || render(&request.head, &request.head, Vec::new(), BTreeMap::new(), None))
             .context("cannot start a thread to render the head")?;
-        let base = render(&base_commit, &request.base, Vec::new(), BTreeMap::new());
+        let base = render(&base_commit, &request.base, Vec::new(), BTreeMap::new(), None);
         Ok((base, head.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))))
     })?;
     let base = base?;
@@ -296,12 +297,17 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
     let carried = CarriedRoot::of(&base);
     let head = head?;
     let kept = crate::render::kept_applications(&base, &head);
-    let head =
-        if carried.iter().any(|root| head.clusters.iter().all(|c| c.name != root.name)) || !kept.is_empty() {
-            render(&request.head, &request.head, carried, kept)?
-        } else {
-            head
-        };
+    // And when the pull request adds a Flux Operator sync, or points one elsewhere: its source is
+    // this repository only if the base revision says so.
+    let new_syncs = head.syncs.iter().any(|sync| !base.syncs.iter().any(|b| b.same_source(sync)));
+    let head = if carried.iter().any(|root| head.clusters.iter().all(|c| c.name != root.name))
+        || !kept.is_empty()
+        || new_syncs
+    {
+        render(&request.head, &request.head, carried, kept, Some(base.syncs.clone()))?
+    } else {
+        head
+    };
     // A plan of nothing is a gate that passes on nothing: a wrong --repo must fail, not pass.
     if base.clusters.is_empty() && head.clusters.is_empty() {
         anyhow::bail!(coverage::nothing_to_plan(request, &head));

@@ -416,6 +416,12 @@ pub struct Render {
     /// The GitRepositories (`namespace/name`) rendered as this repository.
     #[serde(skip)]
     pub this_repo_sources: BTreeSet<String>,
+    /// The Flux Operator syncs found, and those among them not taken for this repository (see
+    /// `RenderOptions::base_syncs`).
+    #[serde(skip)]
+    pub syncs: Vec<roots::InstanceSync>,
+    #[serde(skip)]
+    pub untrusted_syncs: Vec<roots::InstanceSync>,
     /// Files of `RenderOptions::explain` under the path of a Kustomization rendered from this
     /// repository that its controller never reads, with why (left out of the artifact by an
     /// ignore rule, not a manifest file of a generated kustomization).
@@ -552,6 +558,10 @@ pub struct RenderOptions {
     pub declared_roots: Option<Vec<DeclaredRoot>>,
     /// Sources the base revision's `.fluxplan.yaml` says are this repository (`sources:`).
     pub declared_sources: Vec<DeclaredSource>,
+    /// The base revision's Flux Operator syncs, when a plan renders its head: a sync the pull
+    /// request adds or points elsewhere is not taken for this repository. `None` trusts every
+    /// sync of the revision (`build`).
+    pub base_syncs: Option<Vec<roots::InstanceSync>>,
     /// The ResourceSetInputProviders the live cluster holds, with their exported inputs; `None`
     /// when no cluster was read.
     pub input_providers: Option<Arc<Vec<Value>>>,
@@ -608,6 +618,7 @@ impl RenderOptions {
             cluster_values: BTreeMap::new(),
             declared_roots: None,
             declared_sources: Vec::new(),
+            base_syncs: None,
             input_providers: None,
             carried_roots: Vec::new(),
             kept_applications: BTreeMap::new(),

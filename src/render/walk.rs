@@ -222,8 +222,29 @@ impl Node {
 struct Sources<'a> {
     this_repo: &'a ExportedSource,
     this_repo_keys: BTreeMap<String, ThisRepo>,
+    /// Syncs the pull request adds or changes, whose sources are not taken for this repository
+    /// (see `trusted_syncs`).
+    untrusted: Vec<InstanceSync>,
     mapped: &'a BTreeMap<String, ExportedSource>,
     generators: &'a Generators,
+}
+
+/// The syncs whose sources are this repository, and the others by source key. With `base`
+/// (a plan's head), a sync counts only when the base revision has it the same way, its URL is
+/// one of the repository's remotes, or `.fluxplan.yaml` declares its source: a pull request
+/// that adds or points a FluxInstance at another source cannot have that source rendered from
+/// this repository, which would show a tree the operator never applies.
+fn trusted_syncs(
+    syncs: &[InstanceSync],
+    base: Option<&[InstanceSync]>,
+    remotes: &BTreeSet<String>,
+    declared: &[DeclaredSource],
+) -> (Vec<InstanceSync>, Vec<InstanceSync>) {
+    syncs.iter().cloned().partition(|sync| {
+        base.is_none_or(|base| base.iter().any(|b| b.same_source(sync)))
+            || (sync.source_kind == "GitRepository" && remotes.contains(&git::normalize_url(&sync.url)))
+            || declared.iter().any(|d| d.source.key() == sync.source_key() && d.source.kind == sync.source_kind)
+    })
 }
 
 /// The sources that denote the repository being rendered: `flux-system/flux-system`, every
@@ -239,11 +260,15 @@ fn this_repo_keys(
     declared: &[DeclaredSource],
     remotes: &BTreeSet<String>,
     learned: &BTreeMap<String, String>,
+    untrusted: &[InstanceSync],
 ) -> BTreeMap<String, ThisRepo> {
     let bootstrap_key = format!("{}/{}", BOOTSTRAP_SOURCE.0, BOOTSTRAP_SOURCE.1);
     let mut keys: BTreeMap<String, ThisRepo> = BTreeMap::new();
     let git = || "GitRepository".to_string();
-    keys.entry(bootstrap_key.clone()).or_default().kinds.insert(git());
+    let untrusted_key = |key: &str| untrusted.iter().any(|sync| sync.source_key() == key);
+    if !untrusted_key(&bootstrap_key) {
+        keys.entry(bootstrap_key.clone()).or_default().kinds.insert(git());
+    }
     for sync in syncs {
         keys.entry(sync.source_key()).or_default().kinds.insert(sync.source_kind.clone());
     }
@@ -253,6 +278,10 @@ fn this_repo_keys(
         entry.subpath = source.subpath();
     }
     for repo in repositories {
+        // An untrusted sync makes the operator write that source with the sync's URL.
+        if untrusted_key(&repo.key) && !keys.contains_key(&repo.key) {
+            continue;
+        }
         if repo.key == bootstrap_key || remotes.contains(&git::normalize_url(&repo.url)) {
             let entry = keys.entry(repo.key.clone()).or_default();
             entry.kinds.insert(git());
@@ -338,6 +367,15 @@ impl Sources<'_> {
     /// Why a source is external, for the Kustomization's warning.
     fn external_reason(&self, source: &flux::SourceRef, near: Option<&str>) -> String {
         let map = format!("map it with --source {}/{}=DIR", source.namespace, source.name);
+        let key = format!("{}/{}", source.namespace, source.name);
+        if let Some(sync) = self.untrusted.iter().find(|sync| sync.source_key() == key) {
+            return format!(
+                "source {source} is named by {}, which the base revision does not have this way: fluxplan \
+                 takes a sync's source for this repository only when the base revision syncs it the same way or \
+                 .fluxplan.yaml declares it (sources:), so it is not planned ({map})",
+                sync.describe()
+            );
+        }
         if let Some(adds) = self.adds_of(source) {
             return format!(
                 "source {source} is this repository and more ({adds}): what Flux applies from it is not in \
@@ -448,15 +486,19 @@ impl Renderer {
             .collect();
         let remotes: BTreeSet<String> =
             git::remote_urls(&opts.repo).iter().map(|u| git::normalize_url(u)).collect();
+        let (disk_syncs, untrusted) =
+            trusted_syncs(&discovered.syncs, opts.base_syncs.as_deref(), &remotes, &declared_sources);
         let sources = Sources {
             this_repo: &this_repo,
             this_repo_keys: this_repo_keys(
                 &discovered.git_repositories,
-                &discovered.syncs,
+                &disk_syncs,
                 &declared_sources,
                 &remotes,
                 &BTreeMap::new(),
+                &untrusted,
             ),
+            untrusted,
             mapped: &mapped,
             generators: &generators,
         };
@@ -581,18 +623,22 @@ impl Renderer {
         let mut syncs = known_syncs.clone();
         let mut learned = BTreeMap::new();
         let mut round = 1;
-        let (sources, mut clusters, reached) = loop {
+        let (sources, mut clusters, reached, syncs) = loop {
             let roots = roots::choose(opts.declared_roots.as_deref(), &root_candidates, &syncs);
             // Syncs found only in renders may name sources of this repository discovery missed.
+            let (trusted, untrusted) =
+                trusted_syncs(&syncs, opts.base_syncs.as_deref(), &remotes, &declared_sources);
             let sources = Sources {
                 this_repo: &this_repo,
                 this_repo_keys: this_repo_keys(
                     &discovered.git_repositories,
-                    &syncs,
+                    &trusted,
                     &declared_sources,
                     &remotes,
                     &learned,
+                    &untrusted,
                 ),
+                untrusted,
                 mapped: &mapped,
                 generators: &generators,
             };
@@ -619,7 +665,7 @@ impl Renderer {
             // there are finitely many).
             let adds = learned_adds(&clusters, &sources);
             if (found == syncs || round >= SYNC_ROUNDS) && adds.is_empty() {
-                break (sources, clusters, reached);
+                break (sources, clusters, reached, syncs);
             }
             syncs = found;
             learned.extend(adds);
@@ -794,6 +840,8 @@ impl Renderer {
             kustomize: self.builder.kustomize.version.clone(),
             stats: RenderStats { builds, cache_hits },
             this_repo_sources: sources.this_repo_keys.keys().cloned().collect(),
+            untrusted_syncs: sources.untrusted.clone(),
+            syncs,
             not_read: not_read(&opts.explain, &clusters_for_explain, &sources),
         })
     }
@@ -1089,7 +1137,14 @@ impl Context<'_> {
             record.spec = Some(spec);
             return (record, Vec::new());
         }
-        if matches!(self.sources.tree(&spec.source_ref, node.file.as_deref()), Ok(None)) {
+        // The root of an untrusted sync reads another source, though other clusters' syncs of the
+        // same name may be this repository.
+        let untrusted_root = node.is_root
+            && self.sources.untrusted.iter().any(|sync| {
+                sync.source_key() == spec.reference().to_string()
+                    && roots::normalized_path(&sync.path) == roots::normalized_path(&spec.path)
+            });
+        if untrusted_root || matches!(self.sources.tree(&spec.source_ref, node.file.as_deref()), Ok(None)) {
             record.status = Status::External;
             record.warnings.push(self.sources.external_reason(&spec.source_ref, node.file.as_deref()));
             record.source_adds = self.sources.adds_of(&spec.source_ref).map(str::to_string);

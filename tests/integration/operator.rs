@@ -100,6 +100,96 @@ fn a_cluster_the_pull_request_adds_is_planned_as_new() {
     assert!(new.iter().all(|k| k["status"] == "added"), "{new:#?}");
 }
 
+/// A tenant Kustomization reading podinfo's own repository: external, whatever this one holds.
+fn with_podinfo(repo: &Repo) {
+    repo.write(
+        "tenants/podinfo.yaml",
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: podinfo\n  namespace: podinfo\nspec:\n  interval: 5m\n  url: https://github.com/stefanprodan/podinfo\n  ref:\n    branch: master\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: podinfo\n  namespace: podinfo\nspec:\n  interval: 1h\n  path: ./kustomize\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: podinfo\n",
+    );
+}
+
+fn podinfo_status(plan: &Value, cluster: &str) -> String {
+    let unit = plan["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["cluster"] == cluster && k["name"] == "podinfo")
+        .unwrap_or_else(|| panic!("podinfo planned in {cluster}: {plan:#}"));
+    unit["status"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_flux_instance_the_pull_request_adds_cannot_make_another_source_this_repository() {
+    let repo = fleet();
+    with_podinfo(&repo);
+    repo.commit("podinfo tenant");
+    // The attack: a new FluxInstance names podinfo's source as its sync, and a decoy directory
+    // here holds what the plan should show in place of podinfo's real tree.
+    repo.write(
+        "clusters/decoy/flux-instance.yaml",
+        "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: podinfo\nspec:\n  distribution:\n    version: \"2.x\"\n  sync:\n    kind: GitRepository\n    name: podinfo\n    url: https://github.com/stefanprodan/podinfo\n    ref: refs/heads/master\n    path: clusters/decoy\n",
+    );
+    repo.write(
+        "kustomize/decoy.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: decoy\n  namespace: podinfo\ndata:\n  a: b\n",
+    );
+    repo.commit("claim podinfo");
+    // The same revision built alone trusts its own syncs (nothing is compared there)...
+    let alone = repo.render(Some("HEAD"));
+    assert_eq!(alone.find("podinfo/podinfo").unwrap().status, fluxplan::render::Status::Rendered);
+    // ...but planned as a pull request, podinfo stays another repository everywhere.
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    for cluster in ["clusters/prod-eu", "clusters/staging"] {
+        assert_eq!(podinfo_status(&plan, cluster), "external", "{cluster}");
+    }
+    let text = plan.to_string();
+    assert!(!text.contains("podinfo_decoy__ConfigMap"), "the decoy is never planned: {plan:#}");
+    assert!(text.contains("which the base revision does not have this way"), "{plan:#}");
+}
+
+#[test]
+fn a_sync_pointed_at_another_source_is_a_danger_and_not_planned_as_this_repository() {
+    let repo = fleet();
+    crate::fixture::edit(
+        &repo,
+        "clusters/staging/flux-system/flux-instance.yaml",
+        "oci://ghcr.io/acme/d2-fleet",
+        "oci://ghcr.io/someone/else",
+    );
+    repo.commit("staging syncs another artifact");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{:?}", alert_codes(&plan));
+    let alert = plan["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["code"] == "sync-changed")
+        .unwrap_or_else(|| panic!("sync-changed raised: {:#}", plan["alerts"]));
+    assert_eq!(alert["severity"], "danger");
+    assert_eq!(alert["cluster"], "clusters/staging");
+    let message = alert["message"].as_str().unwrap();
+    assert!(message.contains("oci://ghcr.io/someone/else") && message.contains("oci://ghcr.io/acme/d2-fleet"), "{message}");
+    // prod-eu, untouched, raises nothing of the kind.
+    assert_eq!(alert_codes(&plan).iter().filter(|(_, code)| code == "sync-changed").count(), 1);
+    // Staging's root reads the other artifact: not planned, and nothing of its tenants is
+    // guessed deleted; prod-eu still renders from this repository though its sync has the same name.
+    let staging: Vec<&Value> =
+        plan["kustomizations"].as_array().unwrap().iter().filter(|k| k["cluster"] == "clusters/staging").collect();
+    let root = staging.iter().find(|k| k["name"] == "flux-system").unwrap();
+    assert_eq!(root["status"], "external", "{root:#}");
+    let tenants = staging.iter().find(|k| k["name"] == "tenants").unwrap();
+    assert_eq!(tenants["changes"].as_array().map(Vec::len), Some(0), "{tenants:#}");
+    assert!(tenants["notes"][0].as_str().unwrap().contains("whether it still produces"), "{tenants:#}");
+    let render = repo.render(Some("HEAD~1"));
+    assert!(render.clusters.iter().all(|c| c.kustomizations.iter().all(|k| k.status == fluxplan::render::Status::Rendered)));
+    assert!(plan["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["cluster"] == "clusters/prod-eu")
+        .all(|k| k["status"] == "unchanged"));
+}
+
 #[test]
 fn a_declared_root_whose_directory_the_pull_request_adds_is_a_new_cluster() {
     let repo = fleet();
