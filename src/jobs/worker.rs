@@ -440,7 +440,17 @@ impl Worker {
             None => (None, None),
         };
         let phase = Instant::now();
-        let mut comment = report::markdown(&plan);
+        let approver = self.config.roles.approve;
+        let approve = match approver {
+            Role::Anyone => "anyone comments `/fluxplan approve`".to_string(),
+            role => format!("someone with {} comments `/fluxplan approve`", role.describe(repo.forge)),
+        };
+        let approve = format!(
+            "{approve} on this {}: the approval holds for this plan of {}",
+            repo.forge.pull_noun(),
+            short(&target.head_sha)
+        );
+        let mut comment = report::markdown_with_approval(&plan, &approve);
         if let Some(url) = run_url {
             comment.push_str(&format!("\n\n[Full plan and run history]({url})\n"));
         }

@@ -227,13 +227,23 @@ fn group_alert(
         message.push_str(&format!("; data is lost: {}", claims.join("; ")));
     }
     if mass {
-        message.push_str(&format!(
-            "; {} deletion(s) in all, over the policy's limit (more than {} objects or more than {}% of an \
-             inventory blocks)",
-            deletes.len(),
-            policy.max_deletions,
-            policy.max_deletion_percent
-        ));
+        // The rule that fired, with its numbers.
+        let mut rules = Vec::new();
+        if deletes.len() > policy.max_deletions {
+            rules.push(format!(
+                "{} deletions, over massDeletion.maxObjects ({})",
+                deletes.len(),
+                policy.max_deletions
+            ));
+        }
+        if share_exceeded {
+            rules.push(format!(
+                "{from_inventories} of {inventory} inventory objects ({:.0}%), over massDeletion.maxPercent ({}%)",
+                from_inventories as f64 * 100.0 / inventory as f64,
+                policy.max_deletion_percent
+            ));
+        }
+        message.push_str(&format!("; mass deletion: {}", rules.join(" and ")));
     }
     let mut alert = policy.alert(
         code,

@@ -205,6 +205,16 @@ impl UnitKind {
         }
     }
 
+    /// The API group of the unit's own object.
+    pub fn group(self) -> &'static str {
+        match self {
+            UnitKind::Kustomization => crate::flux::KUSTOMIZE_GROUP,
+            UnitKind::Application | UnitKind::ApplicationSet => crate::argocd::GROUP,
+            UnitKind::HelmRelease => crate::flux::helm::HELM_GROUP,
+            UnitKind::ResourceSet => crate::flux::resourceset::GROUP,
+        }
+    }
+
     pub fn engine(self) -> Engine {
         match self {
             UnitKind::Kustomization => Engine::Flux,

@@ -3,6 +3,7 @@
 
 pub mod followup;
 pub mod split;
+mod way_out;
 
 use crate::flux::ObjectId;
 use crate::plan::{
@@ -34,12 +35,18 @@ fn environment() -> &'static Environment<'static> {
 
 /// The markdown comment.
 pub fn markdown(plan: &Plan) -> String {
-    render("plan.md", plan, false)
+    render("plan.md", plan, false, None)
+}
+
+/// The markdown comment the bot posts: a blocked plan also says who may approve it and how
+/// (`approve`, e.g. "someone with write access comments `/fluxplan approve`").
+pub fn markdown_with_approval(plan: &Plan, approve: &str) -> String {
+    render("plan.md", plan, false, Some(approve))
 }
 
 /// The compact terminal report; `color` adds ANSI colours.
 pub fn text(plan: &Plan, color: bool) -> String {
-    render("plan.txt", plan, color)
+    render("plan.txt", plan, color, None)
 }
 
 /// The plan as pretty JSON.
@@ -47,8 +54,9 @@ pub fn json(plan: &Plan) -> String {
     serde_json::to_string_pretty(plan).expect("plans serialize") + "\n"
 }
 
-fn render(template: &str, plan: &Plan, color: bool) -> String {
+fn render(template: &str, plan: &Plan, color: bool, approve: Option<&str>) -> String {
     let mut view = view(plan, color);
+    view["unblock"] = json!(way_out::unblock(plan, approve));
     without_control_characters(&mut view);
     let context = minijinja::Value::from_serialize(view);
     environment()
@@ -212,9 +220,11 @@ fn status_label(status: KustomizationStatus) -> &'static str {
     }
 }
 
+/// The alerts about a unit that are this plan's news (not standing ones, see `way_out::standing`).
 fn alerts_of<'a>(plan: &'a Plan, k: &KustomizationPlan) -> Vec<&'a Alert> {
     plan.alerts
         .iter()
+        .filter(|a| !way_out::standing(plan, a))
         .filter(|a| {
             a.cluster.as_deref() == Some(k.cluster.as_str())
                 && a.kustomization.as_deref() == Some(&k.reference())
@@ -299,10 +309,10 @@ fn view(plan: &Plan, color: bool) -> Value {
             })
         })
         .collect();
-    let alerts: Vec<Value> = plan
-        .alerts
-        .iter()
-        .map(|a| {
+    let (standing, news): (Vec<&Alert>, Vec<&Alert>) =
+        plan.alerts.iter().partition(|a| way_out::standing(plan, a));
+    let alert_view = |alerts: Vec<&Alert>| -> Vec<Value> {
+        alerts.into_iter().map(|a| {
             let (icon, style) = severity_icon(a.severity);
             let mut objects: Vec<String> = a.objects.iter().take(MAX_LISTED_OBJECTS).map(|id| readable(id)).collect();
             if a.objects.len() > MAX_LISTED_OBJECTS {
@@ -314,8 +324,8 @@ fn view(plan: &Plan, color: bool) -> Value {
                 // The plan's cause is shown once, under the verdict.
                 "cause": a.cause.as_ref().filter(|c| Some(*c) != plan.cause.as_ref()),
             })
-        })
-        .collect();
+        }).collect()
+    };
     let sections: Vec<Value> = visible
         .iter()
         .map(|k| {
@@ -381,7 +391,8 @@ fn view(plan: &Plan, color: bool) -> Value {
         "rows": rows,
         "unchanged_count": plan.kustomizations.len() - visible.len(),
         "unit": unit_heading(plan),
-        "alerts": alerts,
+        "alerts": alert_view(news),
+        "standing": alert_view(standing),
         "sections": sections,
     })
 }

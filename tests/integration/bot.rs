@@ -444,6 +444,19 @@ fn blocked_plans_fail_the_status_until_someone_with_write_access_approves() {
     let status = final_status(&github, &head).unwrap();
     assert_eq!(status["state"], "failure");
     assert!(status["description"].as_str().unwrap().starts_with("blocked: "), "{status}");
+    // The comment ends with the way out: who may approve, and the policy keys that rate it.
+    let sticky =
+        github.comments(REPO, 3).into_iter().map(|(_, body)| body).find(|b| b.contains("<!-- fluxplan -->"));
+    let sticky = sticky.expect("the plan comment");
+    let way_out = &sticky[sticky.find("### How to unblock").expect("a way out")..];
+    assert!(
+        way_out.contains(
+            "someone with write, maintain or admin access comments `/fluxplan approve` on this pull request"
+        ),
+        "{way_out}"
+    );
+    assert!(way_out.contains(&format!("this plan of {}", &head[..8])), "{way_out}");
+    assert!(way_out.contains("`alerts: {empty-render: warning}`"), "{way_out}");
 
     // Someone without write permission cannot approve.
     let refused_id = github.add_issue_comment(REPO, 3, "reader", "/fluxplan approve");
