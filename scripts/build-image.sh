@@ -171,7 +171,7 @@ trap 'buildah "${store[@]}" rm "$container" >/dev/null 2>&1 || true' EXIT
 mountpoint=$(buildah "${store[@]}" mount "$container")
 assemble "$mountpoint"
 buildah "${store[@]}" umount "$container" >/dev/null
-config=(--user "$USER_ID:$USER_ID" --workingdir /home/fluxplan --port 8080
+config=(--user "$USER_ID:$USER_ID" --workingdir /home/fluxplan --port 8080/tcp
   --entrypoint '["fluxplan"]' --cmd serve --label org.opencontainers.image.title=fluxplan)
 for variable in "${IMAGE_ENV[@]}"; do config+=(--env "$variable"); done
 buildah "${store[@]}" config "${config[@]}" "$container"
