@@ -1,9 +1,9 @@
 //! fluxplan's container image, built here by `scripts/build-image.sh` with Debian's `buildah`
 //! (vfs storage, chroot isolation; the test script installs it): the demo runs in it with only
-//! what the image holds (git, kustomize's library, Helm), and it is configured as
-//! `deploy/Containerfile` says.
+//! what the image holds (git, kustomize's library), a HelmRelease renders with each of its Helms,
+//! and it is configured as `deploy/Containerfile` says.
 
-use crate::fixture::fluxplan_bin;
+use crate::fixture::{edit, fluxplan_bin, sorted_changes, sorted_pairs, unit_in, Repo};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -110,6 +110,56 @@ fn the_image_runs_the_demo_with_its_own_git_kustomize_library_and_helm() {
         assert!(plan.contains(expected), "the demo's plan lacks {expected:?}:\n{plan}\n{stderr}");
     }
     assert!(stderr.contains("verdict: blocked"), "{stderr}");
+}
+
+/// A cluster whose Kustomization applies the HelmRelease `web/site`, its chart in this
+/// repository; then its values change.
+fn helm_fleet() -> Repo {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/site.yaml", "site", "./apps/site", "");
+    repo.write(
+        "apps/site/release.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: site\n  namespace: web\n\
+         spec:\n  interval: 10m\n  chart:\n    spec:\n      chart: ./charts/site\n      sourceRef:\n        \
+         kind: GitRepository\n        name: flux-system\n        namespace: flux-system\n  values:\n    greeting: hello\n",
+    );
+    repo.write("charts/site/Chart.yaml", "apiVersion: v2\nname: site\nversion: 1.0.0\n");
+    repo.write(
+        "charts/site/templates/config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: site\ndata:\n  greeting: {{ .Values.greeting }}\n",
+    );
+    repo.commit("base");
+    edit(&repo, "apps/site/release.yaml", "greeting: hello", "greeting: bonjour");
+    repo.commit("bonjour");
+    repo
+}
+
+#[test]
+fn the_image_renders_a_helm_release_with_each_of_its_helms() {
+    let buildah = Buildah::new();
+    let image = buildah.build_image();
+    let container = buildah.ok(&["from", &image]).trim().to_string();
+    let repo = helm_fleet();
+    let fleet = "/home/fluxplan/fleet";
+    buildah.ok(&["copy", "--chown", "65532:65532", &container, repo.path().to_str().unwrap(), fleet]);
+    for major in ["4", "3"] {
+        let command = ["fluxplan", "plan", "--helm-version", major, "--repo", fleet];
+        let command = [&command[..], &["--base", "HEAD~1", "--head", "HEAD", "--format", "json"]].concat();
+        let (stdout, stderr, code) = buildah.run_in(&container, &command);
+        assert_eq!(code, Some(1), "Helm {major}: changes; {stderr}\n{stdout}");
+        let plan: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+        let kustomize = plan["kustomize"].as_str().unwrap_or_default();
+        assert!(kustomize.starts_with("kustomize library"), "rendered with {kustomize:?}");
+        let release = unit_in(&plan, "HelmRelease", "web/site");
+        assert_eq!(release["engine"], "helm", "{release:#}");
+        assert_eq!(
+            sorted_changes(release),
+            sorted_pairs(&[("update", "web_site__ConfigMap")]),
+            "Helm {major}"
+        );
+        let diff = release["changes"][0]["diff"].as_str().unwrap();
+        assert!(diff.contains("+  greeting: bonjour"), "Helm {major}: {diff}");
+    }
 }
 
 #[test]
