@@ -23,8 +23,8 @@ USER_ID=65532
 IMAGE_ENV=(
   PATH=/usr/local/bin:/usr/bin
   HOME=/home/fluxplan
-  FLUXPLAN_KUSTOMIZE_LIB=$KUSTOMIZE_LIB
-  FLUXPLAN_HELM_DIR=$LIB_DIR/helm
+  "FLUXPLAN_KUSTOMIZE_LIB=$KUSTOMIZE_LIB"
+  "FLUXPLAN_HELM_DIR=$LIB_DIR/helm"
   FLUXPLAN_DATA_DIR=/var/lib/fluxplan
   FLUXPLAN_WORKDIR=/tmp
   FLUXPLAN_LISTEN=0.0.0.0:8080
@@ -44,7 +44,8 @@ while [ $# -gt 0 ]; do
 done
 
 [ -x "$binary" ] || die "$binary does not exist: build it first (cargo build --release --locked)"
-[ "$(id -u)" = 0 ] || die "the image's files must be owned by root: run as root, or under \`buildah unshare $0\`"
+[ "$(id -u)" = 0 ] \
+  || die "the image's files must be owned by root: run as root, or under \`buildah unshare $0\`"
 
 # The libraries `$1` loads, as ldd names them (the loader included); nothing for a static binary.
 libraries_of() {
@@ -80,7 +81,8 @@ add_git() {
   local root=$1 git=/usr/bin/git exec_path
   [ -x "$git" ] || die "Debian's git is needed at $git (apt-get install git)"
   exec_path=$(env -u GIT_EXEC_PATH "$git" --exec-path)
-  [ -x "$exec_path/git-remote-https" ] || die "$exec_path/git-remote-https is missing (apt-get install git)"
+  [ -x "$exec_path/git-remote-https" ] \
+    || die "$exec_path/git-remote-https is missing (apt-get install git)"
   copy_same_path "$git" "$root"
   mkdir -p "$root$exec_path"
   ln -f "$root$git" "$root$exec_path/git"
@@ -100,14 +102,17 @@ add_git() {
 # The renderers, each installed and checked against its pinned sha256 by its fetch script.
 add_engines() {
   local root=$1 library helm
-  library=$(scripts/fetch-kustomize-lib.sh) || die "kustomize's library could not be installed (scripts/fetch-kustomize-lib.sh, above, says why)"
+  library=$(scripts/fetch-kustomize-lib.sh) \
+    || die "kustomize's library could not be installed (scripts/fetch-kustomize-lib.sh, above, says why)"
   [ "$(basename "$library")" = "$(basename "$KUSTOMIZE_LIB")" ] \
-    || die "scripts/fetch-kustomize-lib.sh installs $(basename "$library"): update FLUXPLAN_KUSTOMIZE_LIB here and in deploy/Containerfile"
+    || die "scripts/fetch-kustomize-lib.sh installs $(basename "$library"): update KUSTOMIZE_LIB here" \
+      "and FLUXPLAN_KUSTOMIZE_LIB in deploy/Containerfile"
   mkdir -p "$root$LIB_DIR/helm"
   install -m 0644 "$library" "$root$KUSTOMIZE_LIB"
   copy_libraries_of "$library" "$root"
   for major in 4 3; do
-    helm=$(scripts/fetch-helm.sh "$major") || die "Helm $major could not be installed (scripts/fetch-helm.sh $major, above, says why)"
+    helm=$(scripts/fetch-helm.sh "$major") \
+      || die "Helm $major could not be installed (scripts/fetch-helm.sh $major, above, says why)"
     # Named as the fetch script names it: fluxplan looks for helm-<version> in FLUXPLAN_HELM_DIR.
     install -m 0755 "$helm" "$root$LIB_DIR/helm/$(basename "$helm")"
   done
@@ -131,7 +136,8 @@ add_fluxplan() {
   local root=$1
   mkdir -p "$root/usr/local/bin"
   # Stripped as a release image is (a debug build shrinks fourfold); copied as is without strip.
-  strip -o "$root/usr/local/bin/fluxplan" "$binary" 2>/dev/null || cp "$binary" "$root/usr/local/bin/fluxplan"
+  strip -o "$root/usr/local/bin/fluxplan" "$binary" 2>/dev/null \
+    || cp "$binary" "$root/usr/local/bin/fluxplan"
   chmod 0755 "$root/usr/local/bin/fluxplan"
   copy_libraries_of "$binary" "$root"
 }
@@ -150,10 +156,11 @@ if [ -n "$rootfs" ]; then
   exit 0
 fi
 
+# Debian's buildah, installed when missing (this runs as root), as scripts/test.sh does.
+apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null; }
 if ! command -v buildah >/dev/null 2>&1; then
   command -v apt-get >/dev/null 2>&1 || die "buildah is required (apt-get install buildah)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends buildah >/dev/null \
-    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends buildah >/dev/null; } \
+  apt_install buildah || { apt-get update -q >/dev/null && apt_install buildah; } \
     || die "buildah is required and could not be installed (apt-get install buildah)"
 fi
 
