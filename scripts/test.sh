@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: checks the tools the tests drive for real (git,
-# kustomize or kubectl, kustomize's library, Helm, an OCI registry), starts PostgreSQL when it is
-# down, then runs every test once.
+# kustomize or kubectl, kustomize's library, Helm, an OCI registry, buildah), starts PostgreSQL
+# when it is down, then runs every test once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,15 +14,21 @@ scripts/fetch-kustomize-lib.sh >/dev/null
 scripts/fetch-helm.sh 4 >/dev/null
 scripts/fetch-helm.sh 3 >/dev/null
 
-# A real OCI registry for chart tests (Debian's docker-registry; the tests start it on loopback).
-if ! need docker-registry; then
+# Debian packages the tests drive for real, installed when missing (as root, with apt-get): an OCI
+# registry for chart tests (the tests start it on loopback), and buildah for the image tests
+# (scripts/build-image.sh; vfs storage, chroot isolation).
+apt_need() {
+  local program=$1 package=$2
+  need "$program" && return 0
   if [ "$(id -u)" = 0 ] && need apt-get; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-registry >/dev/null \
-      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-registry >/dev/null; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$package" >/dev/null \
+      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$package" >/dev/null; }
   else
-    echo "docker-registry is required (apt-get install docker-registry)" >&2; exit 1
+    echo "$program is required (apt-get install $package)" >&2; exit 1
   fi
-fi
+}
+apt_need docker-registry docker-registry
+apt_need buildah buildah
 
 # PostgreSQL on 127.0.0.1:5432 (trust auth): start the local cluster when it is not answering.
 if need pg_isready && ! pg_isready -h 127.0.0.1 -p 5432 -q; then

@@ -22,6 +22,7 @@ mod helm;
 mod helm_fetch;
 mod helm_plan;
 mod hostile;
+mod image;
 mod kube_view;
 mod operator;
 mod plan;
