@@ -199,7 +199,13 @@ fn plan_here(request: &Request) -> Plan {
     // plan names its commits, where git knows them: the bot's resync compares the base it
     // planned against with the branch tip, so a plan that fails the same way each time is not
     // made again and again while the base stands still.
-    let base_commit = crate::git::resolve_commit(&request.repo, &request.base).ok();
+    let base_resolved = crate::git::resolve_commit(&request.repo, &request.base);
+    // A revision the repository does not hold fails the plan before anything renders, said once
+    // with its fix (a shallow clone, a mistyped name), not once per render that tries it.
+    if let Some(plan) = unknown_revision(request, &base_resolved) {
+        return plan;
+    }
+    let base_commit = base_resolved.ok();
     let _deadline = request.cancel.deadline(request.limits.plan_timeout.max(Duration::from_secs(1)));
     match try_plan(request, base_commit.as_deref()) {
         Ok(plan) => plan,
@@ -216,6 +222,24 @@ fn plan_here(request: &Request) -> Plan {
             plan
         }
     }
+}
+
+/// The failed plan of a request whose base or head the repository does not hold.
+fn unknown_revision(request: &Request, base: &Result<String>) -> Option<Plan> {
+    let head = crate::git::resolve_commit(&request.repo, &request.head);
+    let unknown = |role: &str, resolved: &Result<String>| {
+        let error = resolved.as_ref().err()?.downcast_ref::<crate::git::UnknownRevision>()?;
+        Some(format!("{role} {error}"))
+    };
+    let errors: Vec<String> = [unknown("base", base), unknown("head", &head)].into_iter().flatten().collect();
+    if errors.is_empty() {
+        return None;
+    }
+    let revision = |rev: &str, resolved: &Result<String>| Revision {
+        rev: rev.to_string(),
+        commit: resolved.as_ref().ok().cloned(),
+    };
+    Some(Plan::failed(revision(&request.base, base), revision(&request.head, &head), errors.join("\n")))
 }
 
 /// The limit an error is about, if it is about one.
@@ -265,20 +289,21 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         Clusters::PerRoot { file, .. } => read_cluster_helm(file)?,
         _ => BTreeMap::new(),
     };
-    let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept, base_syncs| -> Result<Render> {
-        let mut opts = request.render_options(Some(rev.to_string()));
-        opts.base_syncs = base_syncs;
-        opts.chart_settings.known_urls = Some(base_urls.clone());
-        opts.cluster_helm = cluster_helm.clone();
-        opts.explain = changed.clone();
-        opts.carried_roots = carried_roots;
-        opts.kept_applications = kept;
-        knowledge.apply_to(&mut opts);
-        opts.declared_scopes = declared.crd_scopes.clone();
-        opts.declared_roots = declared.roots.clone();
-        opts.declared_sources = declared.sources.clone();
-        renderer.render(&opts).with_context(|| format!("cannot render revision {shown}"))
-    };
+    let render =
+        |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept, base_syncs| -> Result<Render> {
+            let mut opts = request.render_options(Some(rev.to_string()));
+            opts.base_syncs = base_syncs;
+            opts.chart_settings.known_urls = Some(base_urls.clone());
+            opts.cluster_helm = cluster_helm.clone();
+            opts.explain = changed.clone();
+            opts.carried_roots = carried_roots;
+            opts.kept_applications = kept;
+            knowledge.apply_to(&mut opts);
+            opts.declared_scopes = declared.crd_scopes.clone();
+            opts.declared_roots = declared.roots.clone();
+            opts.declared_sources = declared.sources.clone();
+            renderer.render(&opts).with_context(|| format!("cannot render revision {shown}"))
+        };
     // Base and head render side by side: exports, discovery and builds of the two overlap.
     let (base, head) = std::thread::scope(|scope| -> Result<_> {
         let head = std::thread::Builder::new()
