@@ -27,6 +27,7 @@ mod operator;
 mod plan;
 mod render_cli;
 mod render_engine;
+mod revisions;
 mod roots;
 mod sandbox;
 mod scopes;
