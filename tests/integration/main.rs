@@ -9,6 +9,7 @@ mod artifacts;
 mod bot;
 mod boundaries;
 mod cascades;
+mod ci_recipes;
 mod deploy;
 mod fake_forge_selftest;
 mod fake_github;
