@@ -5,6 +5,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod unknown;
+pub use unknown::UnknownRevision;
+
 /// A git command run in `repo`, never prompting.
 pub fn git_command(repo: &Path) -> Command {
     git(repo)
@@ -30,12 +33,23 @@ pub fn is_commit_id(text: &str) -> bool {
     matches!(text.len(), 40 | 64) && text.chars().all(|c| c.is_ascii_hexdigit())
 }
 
-/// The full commit id of `rev`.
+/// The full commit id of `rev`. A revision the repository does not hold is an
+/// [`UnknownRevision`] that says why (a shallow clone, a mistyped name) and what to do.
 pub fn resolve_commit(repo: &Path, rev: &str) -> Result<String> {
     let mut cmd = git(repo);
     cmd.args(["rev-parse", "--verify", "--end-of-options"]).arg(format!("{rev}^{{commit}}"));
-    let out = output(cmd, &format!("resolve revision '{rev}' in {}", repo.display()))?;
-    Ok(String::from_utf8_lossy(&out).trim().to_string())
+    let out = cmd.output().context("cannot run git to resolve a revision (is git installed?)")?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    if let Some(unknown) = UnknownRevision::diagnose(repo, rev) {
+        return Err(unknown.into());
+    }
+    bail!(
+        "git could not resolve revision '{rev}' in {}: {}",
+        repo.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
 }
 
 /// The repository's own attributes file (`info/attributes`), when it holds any: they apply to

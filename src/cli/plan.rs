@@ -5,7 +5,7 @@ use super::{LimitArgs, RenderArgs};
 use crate::cluster::kube::KubeOptions;
 use crate::planner::{self, Clusters, PolicySource, DEFAULT_PLAN_TIMEOUT_SECS};
 use crate::report;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -42,6 +42,10 @@ pub struct PlanArgs {
     /// How to print the plan.
     #[arg(long, value_enum, default_value = "text")]
     pub format: PlanFormat,
+    /// Also write the plan in FORMAT to FILE (repeatable): one plan, several reports, as CI
+    /// keeps the JSON and shows the markdown.
+    #[arg(long, value_name = "FORMAT=FILE", value_parser = parse_out)]
+    pub out: Vec<(PlanFormat, PathBuf)>,
     /// A policy file to use instead of the base revision's .fluxplan.yaml.
     #[arg(long)]
     pub policy: Option<PathBuf>,
@@ -123,18 +127,50 @@ pub fn limits(args: &LimitArgs, plan_timeout_secs: u64) -> planner::Limits {
 /// Exit 0 no changes, 1 changes, 2 blocked by policy, 3 could not plan.
 pub fn run(args: PlanArgs) -> Result<u8> {
     let plan = planner::plan(&args.request());
-    let text = match args.format {
-        PlanFormat::Json => report::json(&plan),
-        PlanFormat::Markdown => report::markdown(&plan),
-        PlanFormat::Text => {
-            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            report::text(&plan, color)
-        }
-    };
-    super::write_out(&text)?;
-    // The report says why on a terminal; stderr says it again only where the report goes elsewhere.
-    if let Some(error) = plan.error.as_ref().filter(|_| !std::io::stdout().is_terminal()) {
+    // The files first: a reader of standard output that leaves early must not lose them.
+    for (format, file) in &args.out {
+        std::fs::write(file, report_in(&plan, *format, false))
+            .with_context(|| format!("cannot write the plan to {}", file.display()))?;
+    }
+    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    super::write_out(&report_in(&plan, args.format, color))?;
+    if let Some(error) = plan.error.as_ref().filter(|_| !report_is_read(args.format)) {
         eprintln!("error: {error}");
     }
     Ok(plan.verdict.exit_code())
+}
+
+fn report_in(plan: &crate::plan::Plan, format: PlanFormat, color: bool) -> String {
+    match format {
+        PlanFormat::Json => report::json(plan),
+        PlanFormat::Markdown => report::markdown(plan),
+        PlanFormat::Text => report::text(plan, color),
+    }
+}
+
+/// True when the report on standard output is read where it is printed (a terminal, or text on a
+/// pipe: a CI log), so its error needs no second telling on stderr. JSON and markdown go to
+/// machines and files, and so does text redirected to a file.
+fn report_is_read(format: PlanFormat) -> bool {
+    use std::os::fd::AsFd;
+    let stdout = std::io::stdout();
+    if stdout.is_terminal() {
+        return true;
+    }
+    let to_file = || {
+        let fd = stdout.as_fd().try_clone_to_owned().ok()?;
+        std::fs::File::from(fd).metadata().ok().map(|meta| meta.is_file())
+    };
+    matches!(format, PlanFormat::Text) && to_file() == Some(false)
+}
+
+/// `--out FORMAT=FILE`.
+fn parse_out(text: &str) -> Result<(PlanFormat, PathBuf), String> {
+    let (format, file) = text.split_once('=').ok_or("expected FORMAT=FILE (markdown, json or text)")?;
+    let format = PlanFormat::from_str(format, true)
+        .map_err(|_| format!("unknown format '{format}': expected markdown, json or text"))?;
+    if file.is_empty() {
+        return Err("expected FORMAT=FILE: the file is missing".into());
+    }
+    Ok((format, PathBuf::from(file)))
 }

@@ -199,7 +199,13 @@ fn plan_here(request: &Request) -> Plan {
     // plan names its commits, where git knows them: the bot's resync compares the base it
     // planned against with the branch tip, so a plan that fails the same way each time is not
     // made again and again while the base stands still.
-    let base_commit = crate::git::resolve_commit(&request.repo, &request.base).ok();
+    let base_resolved = crate::git::resolve_commit(&request.repo, &request.base);
+    // A revision the repository does not hold fails the plan before anything renders, said once
+    // with its fix (a shallow clone, a mistyped name), not once per render that tries it.
+    if let Some(plan) = unknown_revision(request, &base_resolved) {
+        return plan;
+    }
+    let base_commit = base_resolved.ok();
     let _deadline = request.cancel.deadline(request.limits.plan_timeout.max(Duration::from_secs(1)));
     match try_plan(request, base_commit.as_deref()) {
         Ok(plan) => plan,
@@ -216,6 +222,24 @@ fn plan_here(request: &Request) -> Plan {
             plan
         }
     }
+}
+
+/// The failed plan of a request whose base or head the repository does not hold.
+fn unknown_revision(request: &Request, base: &Result<String>) -> Option<Plan> {
+    let head = crate::git::resolve_commit(&request.repo, &request.head);
+    let unknown = |role: &str, resolved: &Result<String>| {
+        let error = resolved.as_ref().err()?.downcast_ref::<crate::git::UnknownRevision>()?;
+        Some(format!("{role} {error}"))
+    };
+    let errors: Vec<String> = [unknown("base", base), unknown("head", &head)].into_iter().flatten().collect();
+    if errors.is_empty() {
+        return None;
+    }
+    let revision = |rev: &str, resolved: &Result<String>| Revision {
+        rev: rev.to_string(),
+        commit: resolved.as_ref().ok().cloned(),
+    };
+    Some(Plan::failed(revision(&request.base, base), revision(&request.head, &head), errors.join("\n")))
 }
 
 /// The limit an error is about, if it is about one.

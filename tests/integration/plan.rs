@@ -333,6 +333,32 @@ fn suspended_and_prune_off_kustomizations() {
 }
 
 #[test]
+fn out_writes_the_same_plan_in_other_formats() {
+    let repo = fleet();
+    repo.write("apps/shop.yaml", &NAMESPACE_AND_APP.replace("nginx:1.26", "nginx:1.27"));
+    repo.commit("bump");
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    let outs = [format!("json={}", file("plan.json")), format!("markdown={}", file("plan.md"))];
+    let (json, code) = plan_cli(&repo, "HEAD~1", "HEAD", "json", &["--out", &outs[0], "--out", &outs[1]]);
+    assert_eq!(code, 1);
+    assert_eq!(std::fs::read_to_string(file("plan.json")).unwrap(), json);
+    let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
+    assert_eq!(std::fs::read_to_string(file("plan.md")).unwrap(), markdown);
+
+    // A report that cannot be written fails the command: CI must not pass without it.
+    let out = std::process::Command::new(crate::fixture::fluxplan_bin())
+        .args(["plan", "--no-cache", "--base", "HEAD~1", "--head", "HEAD", "--repo"])
+        .arg(repo.path())
+        .args(["--out", &format!("json={}", file("missing/plan.json"))])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("cannot write the plan to {}", file("missing/plan.json"))), "{stderr}");
+}
+
+#[test]
 fn unknown_revision_exits_3_with_a_failed_plan() {
     let repo = fleet();
     let (plan, code) = plan_json(&repo, "HEAD", "no-such-branch", &[]);
