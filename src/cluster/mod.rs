@@ -32,7 +32,7 @@ impl SubstitutionSource for Offline {
 }
 
 /// What Kubernetes deletes along with what the plan deletes.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct BlastRadius {
     /// Namespace → kind → number of objects in it.
     pub namespaces: BTreeMap<String, BTreeMap<String, usize>>,
@@ -44,7 +44,7 @@ pub struct BlastRadius {
 }
 
 /// A claim whose volume Kubernetes deletes with it (reclaim policy `Delete`): its data is lost.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, schemars::JsonSchema)]
 pub struct DataLoss {
     pub namespace: String,
     pub claim: String,

@@ -26,7 +26,7 @@ use crate::render::ErrorReport;
 use serde::Serialize;
 
 /// What Flux will do with one object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Action {
     Create,
@@ -51,7 +51,7 @@ impl Action {
 }
 
 /// Why an object leaves the cluster (or Flux's hands).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Cause {
     /// This pull request stops rendering it (a file removed, a path changed, ...).
@@ -64,7 +64,7 @@ pub enum Cause {
 }
 
 /// One object's fate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Change {
     pub action: Action,
     /// The inventory id.
@@ -105,7 +105,7 @@ impl Change {
 
 /// Live state that already differs from the base render: the drift any reconcile reverts, this
 /// merge's included. Known only with a cluster snapshot holding live objects.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Drift {
     pub id: String,
     pub display: String,
@@ -121,7 +121,7 @@ pub struct Drift {
     pub ignore_rules_not_applied: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum KustomizationStatus {
     Unchanged,
@@ -139,7 +139,7 @@ pub enum KustomizationStatus {
 }
 
 /// Where the inventory a plan compares with came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum InventorySource {
     /// The cluster snapshot (the truth).
@@ -149,7 +149,7 @@ pub enum InventorySource {
     None,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Counts {
     pub create: usize,
     pub update: usize,
@@ -186,7 +186,7 @@ impl Counts {
 }
 
 /// The plan of one Kustomization (or Argo CD Application).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct KustomizationPlan {
     /// The cluster (repository root) it belongs to.
     pub cluster: String,
@@ -260,7 +260,7 @@ impl KustomizationPlan {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Severity {
     Danger,
@@ -269,7 +269,7 @@ pub enum Severity {
 }
 
 /// Something reviewers must see; `danger` blocks the merge.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Alert {
     pub severity: Severity,
     pub code: String,
@@ -292,7 +292,7 @@ pub struct Alert {
 }
 
 /// Deletions counted by cause.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct DeletionCauses {
     pub pull_request: usize,
@@ -314,7 +314,7 @@ impl DeletionCauses {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     NoChanges,
@@ -346,7 +346,7 @@ impl Verdict {
 }
 
 /// One side of the comparison.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Revision {
     pub rev: String,
     pub commit: Option<String>,
@@ -367,7 +367,7 @@ pub const GENERATION: u64 = 4;
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The whole plan.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Plan {
     #[serde(rename = "schemaVersion")]
     pub schema_version: u32,
@@ -402,6 +402,13 @@ pub struct Plan {
     pub kustomize: Option<String>,
     /// The `GENERATION` of the fluxplan that made the plan.
     pub generation: u64,
+}
+
+/// The JSON Schema of the plan JSON (`docs/plan.schema.json`), generated from these types as they
+/// serialize. Objects are open: a later fluxplan may add keys without raising `SCHEMA_VERSION`.
+pub fn json_schema() -> serde_json::Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12().for_serialize().into_generator();
+    serde_json::to_value(generator.into_root_schema_for::<Plan>()).expect("schemas serialize")
 }
 
 impl Plan {

@@ -10,7 +10,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A changed file no planned unit accounts for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct UnplannedChange {
     /// The repository path.
     pub file: String,
@@ -23,7 +23,7 @@ pub struct UnplannedChange {
 }
 
 /// A unit of a plan, by cluster, kind and name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 pub struct UnitRef {
     pub cluster: String,
     pub kind: UnitKind,

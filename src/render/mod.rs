@@ -93,7 +93,7 @@ impl From<crate::tree::Unreadable> for RenderError {
 }
 
 /// The error as reported.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ErrorReport {
     pub code: &'static str,
     pub message: String,
@@ -165,7 +165,9 @@ pub enum Status {
 }
 
 /// What a unit of a plan is: the object whose controller applies and prunes its objects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Default, schemars::JsonSchema,
+)]
 pub enum UnitKind {
     /// A Flux Kustomization.
     #[default]
@@ -181,7 +183,7 @@ pub enum UnitKind {
 }
 
 /// The GitOps engine whose rules a unit follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
     Flux,

@@ -32,6 +32,7 @@ mod render_engine;
 mod revisions;
 mod roots;
 mod sandbox;
+mod schema;
 mod scopes;
 mod silent_pass;
 mod speed;
