@@ -265,20 +265,21 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         Clusters::PerRoot { file, .. } => read_cluster_helm(file)?,
         _ => BTreeMap::new(),
     };
-    let render = |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept, base_syncs| -> Result<Render> {
-        let mut opts = request.render_options(Some(rev.to_string()));
-        opts.base_syncs = base_syncs;
-        opts.chart_settings.known_urls = Some(base_urls.clone());
-        opts.cluster_helm = cluster_helm.clone();
-        opts.explain = changed.clone();
-        opts.carried_roots = carried_roots;
-        opts.kept_applications = kept;
-        knowledge.apply_to(&mut opts);
-        opts.declared_scopes = declared.crd_scopes.clone();
-        opts.declared_roots = declared.roots.clone();
-        opts.declared_sources = declared.sources.clone();
-        renderer.render(&opts).with_context(|| format!("cannot render revision {shown}"))
-    };
+    let render =
+        |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept, base_syncs| -> Result<Render> {
+            let mut opts = request.render_options(Some(rev.to_string()));
+            opts.base_syncs = base_syncs;
+            opts.chart_settings.known_urls = Some(base_urls.clone());
+            opts.cluster_helm = cluster_helm.clone();
+            opts.explain = changed.clone();
+            opts.carried_roots = carried_roots;
+            opts.kept_applications = kept;
+            knowledge.apply_to(&mut opts);
+            opts.declared_scopes = declared.crd_scopes.clone();
+            opts.declared_roots = declared.roots.clone();
+            opts.declared_sources = declared.sources.clone();
+            renderer.render(&opts).with_context(|| format!("cannot render revision {shown}"))
+        };
     // Base and head render side by side: exports, discovery and builds of the two overlap.
     let (base, head) = std::thread::scope(|scope| -> Result<_> {
         let head = std::thread::Builder::new()

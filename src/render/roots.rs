@@ -212,14 +212,21 @@ impl InstanceSync {
     /// The same source the same way: kind, name and URL. A sync the base revision already had
     /// this way is trusted to be this repository at head too.
     pub fn same_source(&self, other: &InstanceSync) -> bool {
-        (&self.namespace, &self.name, &self.source_kind) == (&other.namespace, &other.name, &other.source_kind)
+        (&self.namespace, &self.name, &self.source_kind)
+            == (&other.namespace, &other.name, &other.source_kind)
             && crate::git::normalize_url(&self.url) == crate::git::normalize_url(&other.url)
     }
 
     /// How it is named in messages: `OCIRepository flux-system/flux-system (oci://…)`.
     pub fn describe(&self) -> String {
         let file = self.file.as_deref().map(|f| format!(" in {f}")).unwrap_or_default();
-        format!("the {} sync{file} ({} {} from {})", self.kind_name(), self.source_kind, self.source_key(), self.url)
+        format!(
+            "the {} sync{file} ({} {} from {})",
+            self.kind_name(),
+            self.source_kind,
+            self.source_key(),
+            self.url
+        )
     }
 
     fn kind_name(&self) -> &'static str {

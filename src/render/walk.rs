@@ -243,7 +243,9 @@ fn trusted_syncs(
     syncs.iter().cloned().partition(|sync| {
         base.is_none_or(|base| base.iter().any(|b| b.same_source(sync)))
             || (sync.source_kind == "GitRepository" && remotes.contains(&git::normalize_url(&sync.url)))
-            || declared.iter().any(|d| d.source.key() == sync.source_key() && d.source.kind == sync.source_kind)
+            || declared
+                .iter()
+                .any(|d| d.source.key() == sync.source_key() && d.source.kind == sync.source_kind)
     })
 }
 

@@ -168,20 +168,30 @@ fn a_sync_pointed_at_another_source_is_a_danger_and_not_planned_as_this_reposito
     assert_eq!(alert["severity"], "danger");
     assert_eq!(alert["cluster"], "clusters/staging");
     let message = alert["message"].as_str().unwrap();
-    assert!(message.contains("oci://ghcr.io/someone/else") && message.contains("oci://ghcr.io/acme/d2-fleet"), "{message}");
+    assert!(
+        message.contains("oci://ghcr.io/someone/else") && message.contains("oci://ghcr.io/acme/d2-fleet"),
+        "{message}"
+    );
     // prod-eu, untouched, raises nothing of the kind.
     assert_eq!(alert_codes(&plan).iter().filter(|(_, code)| code == "sync-changed").count(), 1);
     // Staging's root reads the other artifact: not planned, and nothing of its tenants is
     // guessed deleted; prod-eu still renders from this repository though its sync has the same name.
-    let staging: Vec<&Value> =
-        plan["kustomizations"].as_array().unwrap().iter().filter(|k| k["cluster"] == "clusters/staging").collect();
+    let staging: Vec<&Value> = plan["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["cluster"] == "clusters/staging")
+        .collect();
     let root = staging.iter().find(|k| k["name"] == "flux-system").unwrap();
     assert_eq!(root["status"], "external", "{root:#}");
     let tenants = staging.iter().find(|k| k["name"] == "tenants").unwrap();
     assert_eq!(tenants["changes"].as_array().map(Vec::len), Some(0), "{tenants:#}");
     assert!(tenants["notes"][0].as_str().unwrap().contains("whether it still produces"), "{tenants:#}");
     let render = repo.render(Some("HEAD~1"));
-    assert!(render.clusters.iter().all(|c| c.kustomizations.iter().all(|k| k.status == fluxplan::render::Status::Rendered)));
+    assert!(render
+        .clusters
+        .iter()
+        .all(|c| c.kustomizations.iter().all(|k| k.status == fluxplan::render::Status::Rendered)));
     assert!(plan["kustomizations"]
         .as_array()
         .unwrap()
