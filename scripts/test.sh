@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: checks the tools the tests drive for real (git,
-# kustomize or kubectl, kustomize's library, Helm, an OCI registry), starts PostgreSQL when it is
-# down, then runs every test once.
+# kustomize or kubectl, kustomize's library, Helm, an OCI registry, chromium), starts PostgreSQL
+# when it is down, then runs every test once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +21,16 @@ if ! need docker-registry; then
       || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-registry >/dev/null; }
   else
     echo "docker-registry is required (apt-get install docker-registry)" >&2; exit 1
+  fi
+fi
+
+# A real browser for the run page test (Debian's chromium, headless); the test fails without it.
+if ! need chromium; then
+  if [ "$(id -u)" = 0 ] && need apt-get; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null \
+      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null; }
+  else
+    echo "chromium is required (apt-get install chromium)" >&2; exit 1
   fi
 fi
 

@@ -28,6 +28,7 @@ mod plan;
 mod render_cli;
 mod render_engine;
 mod roots;
+mod run_page;
 mod sandbox;
 mod scopes;
 mod silent_pass;
