@@ -8,6 +8,8 @@ use pulldown_cmark::{Alignment, CodeBlockKind, CowStr, Event, LinkType, Options,
 
 /// The tags the comment's template writes as raw HTML (templates/plan.md.j2), with no attributes.
 const ALLOWED_TAGS: [&str; 4] = ["details", "summary", "b", "code"];
+/// `</summary>`, the longest of them.
+const MAX_TAG_LEN: usize = 10;
 
 /// The comment's markdown as safe HTML: tables, strikethrough, collapsible sections, diff lines
 /// marked `diff-add`, `diff-del`, `diff-hunk` or `diff-file`.
@@ -118,7 +120,9 @@ fn allowed_html<'a>(raw: &str, open: &mut Vec<&'static str>, out: &mut Vec<Event
             rest = &rest[4 + end + 3..];
             continue;
         }
-        let tag = rest.find('>').map(|end| &rest[1..end]).and_then(|inner| {
+        // An allowed tag is short: look no further for its `>` (a long line of `<` stays linear).
+        let end = rest.bytes().take(MAX_TAG_LEN).position(|b| b == b'>');
+        let tag = end.map(|end| &rest[1..end]).and_then(|inner| {
             let (closing, name) = inner.strip_prefix('/').map_or((false, inner), |name| (true, name));
             let name = ALLOWED_TAGS.into_iter().find(|tag| tag.eq_ignore_ascii_case(name))?;
             Some((closing, name, inner.len() + 2))
@@ -233,8 +237,9 @@ mod tests {
     #[test]
     fn raw_html_from_the_markdown_is_text() {
         let html = markdown_to_html(
-            "<script>alert(1)</script>\n\nhi <img src=x onerror=alert(1)> there\n\n<details open><summary onclick=x>s</summary>\n",
+            "<script>alert(1)</script>\n\nhi <img src=x onerror=alert(1)> there\n\n<details open><summary onclick=x>s</summary>\n\n<b >x</b>\n",
         );
+        assert!(html.contains("&lt;b &gt;x"), "{html}");
         assert!(
             !html.contains("<script") && !html.contains("<img") && !html.contains("<details open"),
             "{html}"

@@ -234,7 +234,7 @@ fn known_class(word: &str) -> &'static str {
 fn trigger_text(trigger: &str, pull_noun: &str) -> String {
     match trigger {
         "pull-request" => format!("a {pull_noun} webhook (opened, pushed to, reopened or retargeted)"),
-        "command" => "a `/fluxplan plan` command".into(),
+        "command" => "a /fluxplan plan command".into(),
         "base-push" => "a push to the base branch".into(),
         "moved" => format!("the {pull_noun} moved while it was planned"),
         "resync" => "the resync (no current plan of this head)".into(),
