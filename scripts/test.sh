@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: checks the tools the tests drive for real (git,
-# kustomize or kubectl, kustomize's library, Helm, an OCI registry, buildah), starts PostgreSQL
+# kustomize or kubectl, kustomize's library, Helm, an OCI registry, buildah, chromium), starts
+# PostgreSQL
 # when it is down, then runs every test once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,8 +16,9 @@ scripts/fetch-helm.sh 4 >/dev/null
 scripts/fetch-helm.sh 3 >/dev/null
 
 # Debian packages the tests drive for real, installed when missing (as root, with apt-get): an OCI
-# registry for chart tests (the tests start it on loopback), and buildah for the image tests
-# (scripts/build-image.sh; vfs storage, chroot isolation).
+# registry for chart tests (the tests start it on loopback), buildah for the image tests
+# (scripts/build-image.sh; vfs storage, chroot isolation) and a real browser for the run page test
+# (chromium, headless).
 apt_need() {
   local program=$1 package=$2
   need "$program" && return 0
@@ -29,6 +31,8 @@ apt_need() {
 }
 apt_need docker-registry docker-registry
 apt_need buildah buildah
+apt_need chromium chromium
+
 
 # PostgreSQL on 127.0.0.1:5432 (trust auth): start the local cluster when it is not answering.
 if need pg_isready && ! pg_isready -h 127.0.0.1 -p 5432 -q; then

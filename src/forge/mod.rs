@@ -45,6 +45,31 @@ impl ForgeKind {
             ForgeKind::GitLab => "merge request",
         }
     }
+
+    /// The page of pull request `number` of the repository at `web_url`.
+    pub fn pull_page(self, web_url: &str, number: i64) -> String {
+        match self {
+            ForgeKind::GitHub => format!("{web_url}/pull/{number}"),
+            ForgeKind::GitLab => format!("{web_url}/-/merge_requests/{number}"),
+        }
+    }
+
+    /// The page of commit `sha` of the repository at `web_url`.
+    pub fn commit_page(self, web_url: &str, sha: &str) -> String {
+        match self {
+            ForgeKind::GitHub => format!("{web_url}/commit/{sha}"),
+            ForgeKind::GitLab => format!("{web_url}/-/commit/{sha}"),
+        }
+    }
+
+    /// The forge named `name` as the store records it.
+    pub fn from_name(name: &str) -> Option<ForgeKind> {
+        match name {
+            "github" => Some(ForgeKind::GitHub),
+            "gitlab" => Some(ForgeKind::GitLab),
+            _ => None,
+        }
+    }
 }
 
 /// A repository as a webhook names it.
@@ -59,6 +84,23 @@ pub struct RepoInfo {
     pub clone_url: String,
     /// The GitHub App installation the event came through.
     pub installation_id: Option<u64>,
+    /// The repository's page on the forge (`repository.html_url`, `project.web_url`), http(s)
+    /// only; absent from jobs queued before it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web_url: Option<String>,
+}
+
+/// A repository's web address as the payload gives it, if it is a plain http(s) URL: no user
+/// or password, query or fragment (it becomes links on run pages).
+pub fn web_url(raw: Option<&str>) -> Option<String> {
+    let url = url::Url::parse(raw?).ok()?;
+    let plain = matches!(url.scheme(), "http" | "https")
+        && url.host().is_some()
+        && url.username().is_empty()
+        && url.password().is_none()
+        && url.query().is_none()
+        && url.fragment().is_none();
+    plain.then(|| url.as_str().trim_end_matches('/').to_string())
 }
 
 /// A comment (GitLab: a note) as the forge lists it.
@@ -329,6 +371,7 @@ impl ForgeClient {
                     project_id: None,
                     clone_url: String::new(),
                     installation_id: None,
+                    web_url: None,
                 };
                 c.login(&any).await
             }
@@ -369,6 +412,34 @@ impl ForgeClient {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn web_urls_are_plain_http_addresses() {
+        assert_eq!(
+            web_url(Some("https://github.com/acme/fleet/")).as_deref(),
+            Some("https://github.com/acme/fleet")
+        );
+        for refused in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "https://user:pw@github.com/acme/fleet",
+            "https://github.com/acme/fleet?x=1",
+            "https://github.com/acme/fleet#x",
+            "not a url",
+        ] {
+            assert_eq!(web_url(Some(refused)), None, "{refused}");
+        }
+        let (github, gitlab) = (ForgeKind::GitHub, ForgeKind::GitLab);
+        assert_eq!(github.pull_page("https://github.com/a/b", 7), "https://github.com/a/b/pull/7");
+        assert_eq!(
+            gitlab.pull_page("https://gl.example/g/p", 7),
+            "https://gl.example/g/p/-/merge_requests/7"
+        );
+        assert_eq!(
+            gitlab.commit_page("https://gl.example/g/p", "abc"),
+            "https://gl.example/g/p/-/commit/abc"
+        );
+    }
 
     #[test]
     fn classifies_statuses() {

@@ -194,6 +194,7 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
             project_id: None,
             clone_url: f.text("/repository/clone_url")?,
             installation_id: number(f.body, "/installation/id"),
+            web_url: super::web_url(text(f.body, "/repository/html_url").as_deref()),
         })
     };
     match event {
@@ -294,6 +295,7 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
             project_id: Some(f.number("/project/id")?),
             clone_url: f.text("/project/git_http_url")?,
             installation_id: None,
+            web_url: super::web_url(text(f.body, "/project/web_url").as_deref()),
         })
     };
     match event {
@@ -476,6 +478,7 @@ mod tests {
             };
             assert_eq!(pull.repo.full_name, "Codertocat/Hello-World", "{file}");
             assert_eq!(pull.repo.clone_url, "https://github.com/Codertocat/Hello-World.git");
+            assert_eq!(pull.repo.web_url.as_deref(), Some("https://github.com/Codertocat/Hello-World"));
             assert_eq!(pull.head_sha.len(), 40);
             assert_eq!(pull.closed, closed, "{file}");
             assert!(!pull.from_fork);
@@ -521,6 +524,7 @@ mod tests {
         assert_eq!(pull.repo.full_name, "gitlabhq/gitlab-test");
         assert_eq!(pull.repo.project_id, Some(1));
         assert_eq!(pull.repo.clone_url, "http://example.com/gitlabhq/gitlab-test.git");
+        assert_eq!(pull.repo.web_url.as_deref(), Some("http://example.com/gitlabhq/gitlab-test"));
         assert_eq!(
             (pull.number, pull.head_sha.as_str(), pull.base_ref.as_str()),
             (1, "da1560886d4f094c3e6c9ef40349f7d38b5d27d7", "master")

@@ -20,7 +20,7 @@ pub async fn report(store: &Store, forges: &Forges, metrics: &Metrics, jobs: &[J
             JobPayload::MergeGroup { repo, base_ref, head_sha, .. } => (repo, 0, base_ref, head_sha),
             _ => continue,
         };
-        if let Err(e) = record_run(store, job, number, &base_ref, &reason).await {
+        if let Err(e) = record_run(store, job, number, &base_ref, repo.web_url.as_deref(), &reason).await {
             tracing::warn!(job = job.id, error = %format!("{e:#}"), "cannot record the run of a job given up");
         }
         let Some((forge, _)) = forges.get(repo.forge) else { continue };
@@ -39,13 +39,23 @@ async fn record_run(
     job: &Job,
     number: u64,
     base_ref: &str,
+    web_url: Option<&str>,
     reason: &str,
 ) -> anyhow::Result<()> {
     if store.fail_stopped_runs(job.id, reason).await? > 0 {
         return Ok(());
     }
     let (run, _) = store
-        .start_run(Some(job.id), &job.forge, &job.repo, number as i64, base_ref, &job.head_sha, "given-up")
+        .start_run(
+            Some(job.id),
+            &job.forge,
+            &job.repo,
+            number as i64,
+            base_ref,
+            &job.head_sha,
+            "given-up",
+            web_url,
+        )
         .await?;
     let outcome =
         RunOutcome { status: "failed".into(), error: Some(reason.to_string()), ..Default::default() };

@@ -152,7 +152,16 @@ impl Worker {
         let watched = self.watched(&merge_plan.prediction);
         let (run_id, _) = self
             .store
-            .start_run(Some(job.id), key.0, key.1, key.2, &m.base_ref, &m.head_sha, "merge")
+            .start_run(
+                Some(job.id),
+                key.0,
+                key.1,
+                key.2,
+                &m.base_ref,
+                &m.head_sha,
+                "merge",
+                m.repo.web_url.as_deref(),
+            )
             .await?;
         let prediction =
             serde_json::to_string(&merge_plan.prediction).map_err(|e| JobError::Fatal(e.to_string()))?;
@@ -190,7 +199,16 @@ impl Worker {
         }
         let (run_id, _) = self
             .store
-            .start_run(Some(job.id), key.0, key.1, key.2, &m.base_ref, &m.head_sha, "merge")
+            .start_run(
+                Some(job.id),
+                key.0,
+                key.1,
+                key.2,
+                &m.base_ref,
+                &m.head_sha,
+                "merge",
+                m.repo.web_url.as_deref(),
+            )
             .await?;
         let outcome = RunOutcome {
             status: "failed".into(),
@@ -279,6 +297,7 @@ impl Worker {
                 &g.base_ref,
                 &g.head_sha,
                 "merge-group",
+                repo.web_url.as_deref(),
             )
             .await?;
         let plan = match self.plan_revisions(mirror, repo, &g.base_sha, &g.head_sha, cancel).await {

@@ -265,6 +265,7 @@ mod tests {
                     project_id: None,
                     clone_url: "https://github.com/acme/fleet.git".into(),
                     installation_id: None,
+                    web_url: None,
                 },
                 number: 7,
                 run_id: 1,

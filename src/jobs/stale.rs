@@ -99,6 +99,7 @@ mod tests {
             prediction: None,
             followup: None,
             followup_outcome: None,
+            web_url: None,
         }
     }
 

@@ -327,6 +327,7 @@ impl Worker {
                 &target.base_ref,
                 &target.head_sha,
                 &target.trigger,
+                repo.web_url.as_deref(),
             )
             .await?;
         let run_url = self.run_url(run_id, page_token.as_str());

@@ -2,6 +2,7 @@
 //! on a TTY) and JSON (for machines). Templates live in `templates/` and are loaded once.
 
 pub mod followup;
+pub mod html;
 pub mod split;
 mod way_out;
 

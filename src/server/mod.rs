@@ -4,20 +4,20 @@
 pub mod budget;
 pub mod listen;
 pub mod metrics;
+pub mod pages;
 
 use crate::forge::webhook::{self, Event, ParseError};
 use crate::jobs::jobs_for;
 use crate::store::{Enqueued, Store};
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use metrics::Metrics;
-use minijinja::Environment;
 use serde_json::json;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// Largest webhook body accepted (GitHub caps payloads at 25 MB).
 pub const MAX_WEBHOOK_BYTES: usize = 25 * 1024 * 1024;
@@ -93,9 +93,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_page))
-        .route("/runs", get(runs_page))
-        .route("/runs/{id}", get(run_page))
-        .route("/runs/{id}/plan.json", get(run_json))
+        .merge(pages::routes())
         .layer(DefaultBodyLimit::max(MAX_WEBHOOK_BYTES))
         .with_state(state)
 }
@@ -326,131 +324,4 @@ async fn metrics_page(State(state): State<AppState>) -> Response {
         }
     }
     ([("content-type", "text/plain; version=0.0.4")], state.metrics.render()).into_response()
-}
-
-fn pages() -> &'static Environment<'static> {
-    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let mut env = Environment::new();
-        env.set_trim_blocks(true);
-        env.add_template("runs.html", include_str!("../../templates/runs.html.j2"))
-            .expect("runs.html.j2 parses");
-        env.add_template("run.html", include_str!("../../templates/run.html.j2"))
-            .expect("run.html.j2 parses");
-        env
-    })
-}
-
-fn page(template: &str, context: serde_json::Value) -> Response {
-    match pages().get_template(template).and_then(|t| t.render(context)) {
-        Ok(html) => Html(html).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render the page: {e}")).into_response(),
-    }
-}
-
-#[derive(serde::Deserialize)]
-struct RunsQuery {
-    page: Option<i64>,
-    token: Option<String>,
-}
-
-#[derive(serde::Deserialize)]
-struct RunQuery {
-    token: Option<String>,
-}
-
-/// True when `given` (a query parameter or a bearer token) is the run index credential.
-fn index_allowed(state: &AppState, headers: &HeaderMap, given: Option<&str>) -> bool {
-    let Some(expected) = &state.runs_token else { return false };
-    let bearer = header(headers, "authorization").and_then(|h| h.strip_prefix("Bearer "));
-    [given, bearer].into_iter().flatten().any(|token| webhook::tokens_equal(expected, token))
-}
-
-/// A run page opens with its own token, or with the index credential.
-fn run_allowed(
-    state: &AppState,
-    headers: &HeaderMap,
-    run: &crate::store::RunRow,
-    given: Option<&str>,
-) -> bool {
-    let own = run
-        .page_token
-        .as_deref()
-        .zip(given)
-        .is_some_and(|(expected, token)| webhook::tokens_equal(expected, token));
-    own || index_allowed(state, headers, given)
-}
-
-/// What a page without the right token answers: the same as a missing run, so ids tell nothing.
-fn not_found() -> Response {
-    (StatusCode::NOT_FOUND, "no such run").into_response()
-}
-
-const RUNS_PER_PAGE: i64 = 50;
-
-async fn runs_page(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Query(query): Query<RunsQuery>,
-) -> Response {
-    if state.runs_token.is_none() {
-        return (StatusCode::NOT_FOUND, "the run index is off: set FLUXPLAN_RUNS_TOKEN to open it")
-            .into_response();
-    }
-    if !index_allowed(&state, &headers, query.token.as_deref()) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            "the run index needs its token (?token= or Authorization: Bearer)",
-        )
-            .into_response();
-    }
-    let page_number = query.page.unwrap_or(1).max(1);
-    match state.store.runs(RUNS_PER_PAGE, (page_number - 1) * RUNS_PER_PAGE).await {
-        Ok(runs) => page(
-            "runs.html",
-            json!({"runs": runs, "page": page_number, "next": runs.len() as i64 == RUNS_PER_PAGE}),
-        ),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read runs: {e}")).into_response(),
-    }
-}
-
-async fn run_page(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<i64>,
-    Query(query): Query<RunQuery>,
-) -> Response {
-    match state.store.run(id).await {
-        Ok(Some(run)) if !run_allowed(&state, &headers, &run, query.token.as_deref()) => not_found(),
-        Ok(Some(run)) => {
-            let parse = |text: &Option<String>| {
-                text.as_deref().and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
-            };
-            let (alerts, counts, timings) = (parse(&run.alerts), parse(&run.counts), parse(&run.timings));
-            let token = query.token.clone().unwrap_or_default();
-            page(
-                "run.html",
-                json!({"run": run, "alerts": alerts, "counts": counts, "timings": timings, "token": token}),
-            )
-        }
-        Ok(None) => not_found(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the run: {e}")).into_response(),
-    }
-}
-
-async fn run_json(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<i64>,
-    Query(query): Query<RunQuery>,
-) -> Response {
-    match state.store.run(id).await {
-        Ok(Some(run)) if !run_allowed(&state, &headers, &run, query.token.as_deref()) => not_found(),
-        Ok(Some(run)) => match run.plan_json {
-            Some(plan) => ([("content-type", "application/json")], plan).into_response(),
-            None => (StatusCode::NOT_FOUND, "this run has no plan").into_response(),
-        },
-        Ok(None) => not_found(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the run: {e}")).into_response(),
-    }
 }

@@ -141,6 +141,8 @@ pub struct RunRow {
     pub followup: Option<String>,
     /// exact, differs, failed or timeout, once the follow-up is complete.
     pub followup_outcome: Option<String>,
+    /// The repository's page on the forge, for links (none on runs recorded before it was kept).
+    pub web_url: Option<String>,
 }
 
 /// The parts of a merge run its follow-ups read.
@@ -208,7 +210,7 @@ const ABANDONED: &str = "the worker stopped before finishing; the job was taken 
 const RUN_COLUMNS: &str =
     "id, job_id, forge, repo, pr_number, base_ref, base_sha, head_sha, trigger, status, \
     verdict, counts, alerts, timings, plan_json, comment, error, approved_by, created_at, finished_at, \
-    plan_digest, page_token, version, merge_sha, notes, prediction, followup, followup_outcome";
+    plan_digest, page_token, version, merge_sha, notes, prediction, followup, followup_outcome, web_url";
 
 fn run_row(row: &AnyRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
@@ -240,6 +242,7 @@ fn run_row(row: &AnyRow) -> Result<RunRow, sqlx::Error> {
         prediction: row.try_get("prediction")?,
         followup: row.try_get("followup")?,
         followup_outcome: row.try_get("followup_outcome")?,
+        web_url: row.try_get("web_url")?,
     })
 }
 
@@ -604,6 +607,7 @@ impl Store {
         base_ref: &str,
         head_sha: &str,
         trigger: &str,
+        web_url: Option<&str>,
     ) -> Result<(i64, String)> {
         let token = random_token()?;
         // A new attempt of a job: whatever its earlier attempt left running was abandoned.
@@ -618,7 +622,7 @@ impl Store {
         .await?;
         let row = sqlx::query(
             "INSERT INTO runs (job_id, forge, repo, pr_number, base_ref, head_sha, trigger, status, created_at, \
-             page_token) VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9) RETURNING id",
+             page_token, web_url) VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10) RETURNING id",
         )
         .bind(job_id)
         .bind(forge)
@@ -629,6 +633,7 @@ impl Store {
         .bind(trigger)
         .bind(now_ms())
         .bind(&token)
+        .bind(web_url)
         .fetch_one(&self.pool)
         .await?;
         Ok((row.try_get("id")?, token))

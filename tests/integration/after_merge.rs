@@ -284,6 +284,7 @@ fn plan_payload(fleet: &Fleet) -> JobPayload {
         project_id: None,
         clone_url: file_url(&fleet.repo),
         installation_id: None,
+        web_url: None,
     };
     JobPayload::Plan {
         repo,
@@ -707,7 +708,8 @@ fn two_replicas_racing_on_one_run_lose_no_update() {
         one.migrate().await.unwrap();
         let two = Store::connect(&database.url).await.unwrap();
         let keys: Vec<String> = (0..40).map(|i| format!("prod/flux-system/k{i:02}")).collect();
-        let (run_id, _) = one.start_run(None, "github", REPO, 1, "main", "head", "merge").await.unwrap();
+        let (run_id, _) =
+            one.start_run(None, "github", REPO, 1, "main", "head", "merge", None).await.unwrap();
         let followup = Followup::new("abc", keys.clone());
         let outcome = RunOutcome {
             status: "done".into(),

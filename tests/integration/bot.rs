@@ -762,7 +762,7 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
 }
 
 /// How many jobs of `kind` of a pull request are done.
-fn jobs_done(data_dir: &Path, forge: &str, repo: &str, number: i64, kind: &str) -> usize {
+pub(crate) fn jobs_done(data_dir: &Path, forge: &str, repo: &str, number: i64, kind: &str) -> usize {
     let (runtime, store) = store(data_dir);
     let jobs = runtime.block_on(store.jobs_of(forge, repo, number)).unwrap();
     jobs.iter().filter(|(k, _, status, _)| k == kind && status == "done").count()

@@ -31,6 +31,7 @@ mod render_cli;
 mod render_engine;
 mod revisions;
 mod roots;
+mod run_page;
 mod sandbox;
 mod schema;
 mod scopes;
