@@ -11,6 +11,7 @@ mod boundaries;
 mod cascades;
 mod ci_recipes;
 mod deploy;
+mod docs;
 mod fake_forge_selftest;
 mod fake_github;
 mod fake_gitlab;
