@@ -1,96 +1,61 @@
 //! Kubernetes `metav1.LabelSelector` (`matchLabels` and `matchExpressions`), evaluated against a
-//! set of labels as the API machinery does.
+//! set of labels by kube's `Selector`, with the API server's validation on top (kube accepts an
+//! `In` without values and an `Exists` with some; the API server refuses both).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use kube::core::{Selector, SelectorExt};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
 pub type Labels = BTreeMap<String, String>;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Requirement {
-    Equals(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Exists(String),
-    DoesNotExist(String),
-}
-
 /// A parsed selector; the empty selector has no requirements.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LabelSelector {
-    requirements: Vec<Requirement>,
+    selector: Selector,
+    empty: bool,
 }
 
 impl LabelSelector {
     /// Parses a selector; invalid ones (unknown operator, `In` without values, `Exists` with
     /// values, non-string values) are refused as the API server refuses them.
     pub fn parse(selector: &Value) -> Result<Self, String> {
-        let mut requirements = Vec::new();
         if selector.is_null() {
-            return Ok(LabelSelector { requirements });
+            return Ok(LabelSelector { selector: Selector::default(), empty: true });
         }
-        if !selector.is_object() {
-            return Err("the selector is not a mapping".into());
+        let parsed: meta::LabelSelector =
+            serde_json::from_value(selector.clone()).map_err(|e| format!("not a label selector: {e}"))?;
+        for expression in parsed.match_expressions.iter().flatten() {
+            validate(expression)?;
         }
-        match &selector["matchLabels"] {
-            Value::Null => {}
-            Value::Object(labels) => {
-                for (key, value) in labels {
-                    let value = value.as_str().ok_or_else(|| format!("matchLabels.{key} is not a string"))?;
-                    requirements.push(Requirement::Equals(key.clone(), value.to_string()));
-                }
-            }
-            _ => return Err("matchLabels is not a mapping".into()),
-        }
-        match &selector["matchExpressions"] {
-            Value::Null => {}
-            Value::Array(expressions) => {
-                for expression in expressions {
-                    requirements.push(expression_requirement(expression)?);
-                }
-            }
-            _ => return Err("matchExpressions is not a list".into()),
-        }
-        Ok(LabelSelector { requirements })
+        let empty = parsed.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
+            && parsed.match_expressions.as_ref().is_none_or(Vec::is_empty);
+        let selector = Selector::try_from(parsed).map_err(|e| e.0)?;
+        Ok(LabelSelector { selector, empty })
     }
 
     pub fn is_empty(&self) -> bool {
-        self.requirements.is_empty()
+        self.empty
     }
 
     /// True when every requirement holds (the empty selector matches everything).
     pub fn matches(&self, labels: &Labels) -> bool {
-        self.requirements.iter().all(|r| match r {
-            Requirement::Equals(key, value) => labels.get(key) == Some(value),
-            Requirement::In(key, values) => labels.get(key).is_some_and(|v| values.contains(v)),
-            Requirement::NotIn(key, values) => !labels.get(key).is_some_and(|v| values.contains(v)),
-            Requirement::Exists(key) => labels.contains_key(key),
-            Requirement::DoesNotExist(key) => !labels.contains_key(key),
-        })
+        self.selector.matches(labels)
     }
 }
 
-fn expression_requirement(expression: &Value) -> Result<Requirement, String> {
-    let key = expression["key"].as_str().filter(|k| !k.is_empty()).ok_or("an expression has no key")?;
-    let operator = expression["operator"].as_str().unwrap_or("");
-    let values: Vec<String> = match &expression["values"] {
-        Value::Null => Vec::new(),
-        Value::Array(values) => values
-            .iter()
-            .map(|v| {
-                v.as_str().map(str::to_string).ok_or_else(|| format!("a value for {key} is not a string"))
-            })
-            .collect::<Result<_, _>>()?,
-        _ => return Err(format!("the values for {key} are not a list")),
-    };
-    let key = key.to_string();
-    match (operator, values.is_empty()) {
-        ("In", false) => Ok(Requirement::In(key, values)),
-        ("NotIn", false) => Ok(Requirement::NotIn(key, values)),
-        ("Exists", true) => Ok(Requirement::Exists(key)),
-        ("DoesNotExist", true) => Ok(Requirement::DoesNotExist(key)),
-        ("In" | "NotIn", true) => Err(format!("operator {operator} on {key} needs values")),
-        ("Exists" | "DoesNotExist", false) => Err(format!("operator {operator} on {key} takes no values")),
+/// What the API server refuses and kube's conversion lets through.
+fn validate(expression: &meta::LabelSelectorRequirement) -> Result<(), String> {
+    let key = &expression.key;
+    if key.is_empty() {
+        return Err("an expression has no key".into());
+    }
+    let operator = expression.operator.as_str();
+    let has_values = expression.values.as_ref().is_some_and(|v| !v.is_empty());
+    match (operator, has_values) {
+        ("In" | "NotIn", true) | ("Exists" | "DoesNotExist", false) => Ok(()),
+        ("In" | "NotIn", false) => Err(format!("operator {operator} on {key} needs values")),
+        ("Exists" | "DoesNotExist", true) => Err(format!("operator {operator} on {key} takes no values")),
         _ => Err(format!("{key}: unknown operator (In, NotIn, Exists or DoesNotExist expected)")),
     }
 }
