@@ -104,7 +104,7 @@ impl Default for Policy {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct PolicyFile {
     mass_deletion: Option<MassDeletionFile>,
@@ -116,12 +116,44 @@ struct PolicyFile {
     crd_scopes: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct MassDeletionFile {
     max_objects: Option<usize>,
     max_percent: Option<f64>,
     min_objects_for_percent: Option<usize>,
+}
+
+/// Every key `.fluxplan.yaml` takes, nested ones as `parent.key` (`massDeletion.maxObjects`),
+/// from the types that read it.
+pub fn file_keys() -> std::collections::BTreeSet<String> {
+    let schema = serde_json::to_value(schemars::schema_for!(PolicyFile)).expect("schemas serialize");
+    let mut keys = std::collections::BTreeSet::new();
+    collect_keys(&schema, &schema, "", &mut keys);
+    keys
+}
+
+fn collect_keys(
+    root: &serde_json::Value,
+    schema: &serde_json::Value,
+    prefix: &str,
+    keys: &mut std::collections::BTreeSet<String>,
+) {
+    // Follow `$ref`s, `items` of lists, and the branches of an `Option`.
+    if let Some(reference) = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/$defs/")) {
+        return collect_keys(root, &root["$defs"][reference], prefix, keys);
+    }
+    for branch in ["anyOf", "oneOf", "allOf"].iter().filter_map(|k| schema[k].as_array()).flatten() {
+        collect_keys(root, branch, prefix, keys);
+    }
+    if schema["items"].is_object() {
+        collect_keys(root, &schema["items"], prefix, keys);
+    }
+    for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+        let key = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+        collect_keys(root, property, &key, keys);
+        keys.insert(key);
+    }
 }
 
 impl Policy {

@@ -52,7 +52,7 @@ impl RootKind {
 }
 
 /// A root declared in `.fluxplan.yaml`: `roots: [{path: clusters/prod, name: production}]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeclaredRoot {
     /// The directory the cluster syncs, relative to the repository root.
@@ -68,7 +68,7 @@ pub struct DeclaredRoot {
 }
 
 /// A Flux source by kind, namespace and name, as `.fluxplan.yaml` names one.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SourceName {
     pub kind: String,
@@ -107,7 +107,7 @@ impl SourceName {
 
 /// A source `.fluxplan.yaml` says is this repository (`sources:`), or a directory of it whose
 /// content is the source's whole artifact (a CI job pushes `./apps` as an OCI artifact).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeclaredSource {
     #[serde(flatten)]

@@ -102,3 +102,170 @@ fn the_readme_is_a_guide_of_at_most_250_lines() {
     let lines = read("README.md").lines().count();
     assert!(lines <= 250, "README.md has {lines} lines: move reference into docs/");
 }
+
+/// The pages a user reads: the README and docs/.
+fn documentation() -> Vec<(String, String)> {
+    let mut pages = vec![("README.md".to_string(), read("README.md"))];
+    let mut docs: Vec<_> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    for path in docs {
+        let name = format!("docs/{}", path.file_name().unwrap().to_string_lossy());
+        pages.push((name, std::fs::read_to_string(&path).unwrap()));
+    }
+    pages
+}
+
+/// Every `--long-flag` of every fluxplan command.
+fn binary_flags() -> std::collections::BTreeSet<String> {
+    use clap::CommandFactory;
+    fn walk(command: &clap::Command, flags: &mut std::collections::BTreeSet<String>) {
+        for arg in command.get_arguments() {
+            if let Some(long) = arg.get_long() {
+                flags.insert(format!("--{long}"));
+            }
+        }
+        for sub in command.get_subcommands() {
+            walk(sub, flags);
+        }
+    }
+    let mut flags = std::collections::BTreeSet::new();
+    walk(&fluxplan::cli::Cli::command(), &mut flags);
+    flags
+}
+
+/// Flags the docs name that belong to other programs, with whose they are.
+const OTHER_PROGRAMS_FLAGS: &[(&str, &str)] = &[];
+
+/// The `--flags` a page names (in prose, code spans and blocks alike).
+fn flags_named(text: &str) -> std::collections::BTreeSet<String> {
+    let bytes = text.as_bytes();
+    let mut flags = std::collections::BTreeSet::new();
+    let mut at = 0;
+    while let Some(found) = text[at..].find("--") {
+        let start = at + found;
+        at = start + 2;
+        let before = start.checked_sub(1).map(|i| bytes[i]);
+        if before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'/' || b == b'_') {
+            continue;
+        }
+        let name: String = text[start + 2..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
+            .collect();
+        let name = name.trim_end_matches('-');
+        if name.len() > 1 && name.starts_with(|c: char| c.is_ascii_lowercase()) {
+            flags.insert(format!("--{name}"));
+        }
+    }
+    flags
+}
+
+#[test]
+fn every_flag_the_docs_name_exists_and_every_flag_is_documented() {
+    let flags = binary_flags();
+    let others: std::collections::BTreeMap<&str, &str> = OTHER_PROGRAMS_FLAGS.iter().copied().collect();
+    let mut unknown = Vec::new();
+    let mut documented = std::collections::BTreeSet::new();
+    for (page, text) in documentation() {
+        for flag in flags_named(&text) {
+            if flags.contains(&flag) {
+                documented.insert(flag);
+            } else if !others.contains_key(flag.as_str()) {
+                unknown.push(format!("{page}: {flag}"));
+            }
+        }
+    }
+    assert!(unknown.is_empty(), "flags the docs name that fluxplan does not have (a typo, a removed flag, or another program's: add it to OTHER_PROGRAMS_FLAGS with its program):\n{}", unknown.join("\n"));
+    let undocumented: Vec<&String> = flags
+        .iter()
+        .filter(|f| !documented.contains(*f) && !["--help", "--version"].contains(&f.as_str()))
+        .collect();
+    assert!(undocumented.is_empty(), "flags documented nowhere in README.md or docs/: {undocumented:?}");
+    // Another program's flag that fluxplan also has would hide a typo of fluxplan's: keep them apart.
+    let shared: Vec<&&str> = others.keys().filter(|f| flags.contains(**f)).collect();
+    assert!(shared.is_empty(), "listed as another program's but fluxplan has them: {shared:?}");
+}
+
+/// The codes of the alerts table in docs/plan.md: its rows' first cells.
+fn documented_codes() -> Vec<String> {
+    let plan = read("docs/plan.md");
+    let policy = &plan[plan.find("## Policy").expect("docs/plan.md has a Policy section")..];
+    policy
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|row| {
+            let cell = row.trim_start_matches('|').split('|').next().unwrap_or("");
+            cell.split(',').map(|c| c.trim().trim_matches('`').to_string()).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn every_alert_code_is_in_the_docs_table_and_the_table_names_only_real_codes() {
+    let codes: std::collections::BTreeSet<&str> =
+        fluxplan::plan::policy::DEFAULT_SEVERITIES.iter().map(|(code, _)| *code).collect();
+    let documented = documented_codes();
+    assert!(documented.len() >= 20, "the alerts table was not found: {documented:?}");
+    let unknown: Vec<&String> = documented.iter().filter(|c| !codes.contains(c.as_str())).collect();
+    assert!(unknown.is_empty(), "docs/plan.md lists codes fluxplan does not raise: {unknown:?}");
+    let missing: Vec<&&str> = codes.iter().filter(|c| !documented.iter().any(|d| d == *c)).collect();
+    assert!(missing.is_empty(), "alert codes missing from the table in docs/plan.md: {missing:?}");
+}
+
+/// The ```yaml blocks of a page.
+fn yaml_blocks(text: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        match (&mut current, line.trim_start()) {
+            (None, fence) if fence.starts_with("```yaml") => current = Some(String::new()),
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn every_policy_example_parses_and_every_policy_key_is_documented() {
+    let keys = fluxplan::plan::policy::file_keys();
+    assert!(keys.contains("massDeletion.maxObjects") && keys.contains("roots.source.kind"), "{keys:?}");
+    let top: std::collections::BTreeSet<&str> =
+        keys.iter().filter(|k| !k.contains('.')).map(String::as_str).collect();
+    let mut examples = 0;
+    let mut all_text = String::new();
+    for (page, text) in documentation() {
+        all_text.push_str(&text);
+        for block in yaml_blocks(&text) {
+            // A block whose first key is a policy key is a `.fluxplan.yaml` example.
+            let first = block.lines().find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+            let first_key = first.and_then(|l| l.split_once(':')).map(|(k, _)| k.trim()).unwrap_or("");
+            if first.is_some_and(|l| !l.starts_with(' ')) && top.contains(first_key) {
+                examples += 1;
+                if let Err(e) = fluxplan::plan::Policy::parse(&block) {
+                    panic!("a .fluxplan.yaml example in {page} does not parse: {e}\n{block}");
+                }
+            }
+        }
+    }
+    assert!(examples >= 2, "only {examples} policy examples found");
+    let undocumented: Vec<&String> = keys
+        .iter()
+        .filter(|key| {
+            let last = key.rsplit('.').next().unwrap();
+            !all_text.contains(&format!("{last}:")) && !all_text.contains(&format!("`{key}`"))
+        })
+        .collect();
+    assert!(undocumented.is_empty(), ".fluxplan.yaml keys documented nowhere: {undocumented:?}");
+}
