@@ -2,14 +2,17 @@
 # Builds fluxplan's container image here, offline, with buildah (vfs storage, no daemon, no
 # registry): FROM scratch, holding fluxplan, git and the shared libraries both load, CA
 # certificates, kustomize's library and the pinned Helm v4 and v3 (installed and checked by
-# scripts/fetch-kustomize-lib.sh and scripts/fetch-helm.sh), a /tmp and an unprivileged user.
+# scripts/fetch-kustomize-lib.sh and scripts/fetch-helm.sh), a /tmp and an unprivileged user,
+# and for CI jobs (examples/ci/gitlab-ci.yml) Debian's static busybox as /bin/sh and
+# examples/ci/fluxplan-ci.sh.
 #   scripts/build-image.sh [--tag NAME] [--root DIR --runroot DIR] [FLUXPLAN]
 #       commits the image (default name localhost/fluxplan:VERSION) and prints its name;
 #       --root/--runroot: buildah's storage (default: buildah's own).
 #   scripts/build-image.sh --rootfs DIR [FLUXPLAN]
 #       only writes the image's file tree into DIR (deploy/Containerfile builds this way).
 # FLUXPLAN is the binary to put in (default target/release/fluxplan; it is stripped on the way).
-# Needs root (or `buildah unshare`) for the file ownership, and Debian's git at /usr/bin/git.
+# Needs root (or `buildah unshare`) for the file ownership, Debian's git at /usr/bin/git, and
+# Debian's busybox-static at /bin/busybox (installed with apt-get when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +24,7 @@ LIB_DIR=/usr/local/lib/fluxplan
 KUSTOMIZE_LIB=$LIB_DIR/libpykustomize-0.1.4.so
 USER_ID=65532
 IMAGE_ENV=(
-  PATH=/usr/local/bin:/usr/bin
+  PATH=/usr/local/bin:/usr/bin:/bin
   HOME=/home/fluxplan
   "FLUXPLAN_KUSTOMIZE_LIB=$KUSTOMIZE_LIB"
   "FLUXPLAN_HELM_DIR=$LIB_DIR/helm"
@@ -37,7 +40,7 @@ while [ $# -gt 0 ]; do
     --rootfs) rootfs=${2:?--rootfs needs a directory}; shift 2 ;;
     --root) storage_root=${2:?--root needs a directory}; shift 2 ;;
     --runroot) storage_runroot=${2:?--runroot needs a directory}; shift 2 ;;
-    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) binary=$1; shift ;;
   esac
@@ -46,6 +49,15 @@ done
 [ -x "$binary" ] || die "$binary does not exist: build it first (cargo build --release --locked)"
 [ "$(id -u)" = 0 ] \
   || die "the image's files must be owned by root: run as root, or under \`buildah unshare $0\`"
+
+# Installs Debian packages (this runs as root), updating the package lists when they are stale.
+apt_install() {
+  local install=(apt-get install -y -q --no-install-recommends "$@")
+  command -v apt-get >/dev/null 2>&1 || die "$* is required (apt-get install $*)"
+  DEBIAN_FRONTEND=noninteractive "${install[@]}" >/dev/null \
+    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive "${install[@]}" >/dev/null; } \
+    || die "$* is required and could not be installed (apt-get install $*)"
+}
 
 # The libraries `$1` loads, as ldd names them (the loader included); nothing for a static binary.
 libraries_of() {
@@ -97,6 +109,15 @@ add_git() {
   fi
   copy_libraries_of "$git" "$root"
   copy_libraries_of "$exec_path/git-remote-https" "$root"
+  # git works in repositories other users own (safe.directory): a CI runner checks the job's
+  # repository out as its own user (GitLab's as root), a checkout mounted with `docker run -v` is
+  # the host user's. The check guards against a repository planted by another user of the machine;
+  # the image has one user, and the repositories of others in it are the ones handed to it. In the
+  # system file, not GIT_CONFIG_COUNT: whoever sets that (to pass a token) replaces the entry, and
+  # git drops it for the upload-pack of a local remote.
+  mkdir -p "$root/etc"
+  printf '# Repositories other users own are trusted: see docs/ci.md.\n[safe]\n\tdirectory = *\n' \
+    >"$root/etc/gitconfig"
 }
 
 # The renderers, each installed and checked against its pinned sha256 by its fetch script.
@@ -142,9 +163,39 @@ add_fluxplan() {
   copy_libraries_of "$binary" "$root"
 }
 
+# A shell for CI jobs: GitLab's runner runs a job's `script:` with the image's sh. Debian's
+# busybox-static: one static binary, no libraries. Every applet is linked, not only those
+# fluxplan-ci.sh calls (mkdir, rm, cat, wc): the runner's own job script calls more (date, grep,
+# touch, chmod, find…), which vary with its version and feature flags, the runner runs `id` in
+# the image to find the job's user, and the links give nothing the binary does not (`busybox
+# wget` runs anyway).
+add_shell() {
+  local root=$1 busybox=/bin/busybox libraries applets applet
+  [ -x "$busybox" ] || apt_install busybox-static
+  libraries=$(libraries_of "$busybox")
+  [ -z "$libraries" ] \
+    || die "$busybox is not static (Debian's busybox package?): apt-get install busybox-static"
+  applets=$("$busybox" --list) || die "$busybox --list failed"
+  grep -qx sh <<<"$applets" || die "$busybox has no sh applet"
+  mkdir -p "$root/bin"
+  install -m 0755 "$busybox" "$root/bin/busybox"
+  while read -r applet; do
+    [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+  done <<<"$applets"
+}
+
+# The script examples/ci/gitlab-ci.yml runs, on PATH.
+add_ci_script() {
+  local root=$1 script=examples/ci/fluxplan-ci.sh
+  [ -f "$script" ] || die "$script is missing (deploy/Containerfile must copy it into the build)"
+  install -D -m 0755 "$script" "$root/usr/local/bin/fluxplan-ci.sh"
+}
+
 assemble() {
   add_fluxplan "$1"
   add_git "$1"
+  add_shell "$1"
+  add_ci_script "$1"
   add_engines "$1"
   add_system_files "$1"
 }
@@ -157,11 +208,8 @@ if [ -n "$rootfs" ]; then
 fi
 
 # Debian's buildah, installed when missing (this runs as root), as scripts/test.sh does.
-apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null; }
 if ! command -v buildah >/dev/null 2>&1; then
-  command -v apt-get >/dev/null 2>&1 || die "buildah is required (apt-get install buildah)"
-  apt_install buildah || { apt-get update -q >/dev/null && apt_install buildah; } \
-    || die "buildah is required and could not be installed (apt-get install buildah)"
+  apt_install buildah
 fi
 
 store=(--storage-driver vfs)

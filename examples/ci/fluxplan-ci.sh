@@ -70,7 +70,13 @@ if ! git_in rev-parse --verify --quiet --end-of-options "$base^{commit}" >/dev/n
   fi
 fi
 
-mkdir -p "$out_dir"
+# A job whose user cannot write the checkout (a runner that checks it out as another user, with
+# its own umask) stops here with status 3: under `set -e` mkdir's own 1 would read as "changes".
+if ! mkdir -p "$out_dir" || [ ! -w "$out_dir" ]; then
+  say "cannot write to $out_dir as uid $(id -u): give the job's user write access to it (GitLab:" \
+    "the build directory, docs/ci.md) or set FLUXPLAN_CI_OUT_DIR to a directory it can write"
+  exit 3
+fi
 json=$out_dir/plan.json
 markdown=$out_dir/plan.md
 rm -f "$json" "$markdown"

@@ -16,7 +16,7 @@ fn source_root() -> PathBuf {
 
 /// A fleet and a pull request on it: `outage` points `apps` at an empty directory (blocked),
 /// else it bumps an image (changes). Returns the repository (the forge's) and the base commit.
-fn pull_request(outage: bool) -> (Repo, String) {
+pub(crate) fn pull_request(outage: bool) -> (Repo, String) {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
     repo.write("apps/shop.yaml", APP);
@@ -32,7 +32,7 @@ fn pull_request(outage: bool) -> (Repo, String) {
 }
 
 /// What CI checks out: the pull request's head alone (actions/checkout's `fetch-depth: 1`).
-fn shallow_checkout(repo: &Repo, into: &Path) {
+pub(crate) fn shallow_checkout(repo: &Repo, into: &Path) {
     let url = format!("file://{}", repo.path().display());
     let out = Command::new("git").args(["clone", "-q", "--depth", "1", &url]).arg(into).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -46,7 +46,7 @@ fn path_with_fluxplan(more: &[&Path]) -> String {
     std::env::join_paths(dirs).unwrap().into_string().unwrap()
 }
 
-fn parse_yaml(file: &str) -> Value {
+pub(crate) fn parse_yaml(file: &str) -> Value {
     let text = std::fs::read_to_string(source_root().join(file)).unwrap();
     let mut docs = fluxplan::yaml::parse_documents(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
     assert_eq!(docs.len(), 1, "{file}: one document");
@@ -54,7 +54,7 @@ fn parse_yaml(file: &str) -> Value {
 }
 
 /// `key=value` lines (GITHUB_OUTPUT, a dotenv report).
-fn key_values(file: &Path) -> BTreeMap<String, String> {
+pub(crate) fn key_values(file: &Path) -> BTreeMap<String, String> {
     std::fs::read_to_string(file)
         .unwrap_or_default()
         .lines()
