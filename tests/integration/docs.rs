@@ -132,13 +132,33 @@ fn binary_flags() -> std::collections::BTreeSet<String> {
             walk(sub, flags);
         }
     }
-    let mut flags = std::collections::BTreeSet::new();
+    // clap adds these when it builds the command.
+    let mut flags: std::collections::BTreeSet<String> = ["--help", "--version"].map(String::from).into();
     walk(&fluxplan::cli::Cli::command(), &mut flags);
     flags
 }
 
 /// Flags the docs name that belong to other programs, with whose they are.
-const OTHER_PROGRAMS_FLAGS: &[(&str, &str)] = &[];
+const OTHER_PROGRAMS_FLAGS: &[(&str, &str)] = &[
+    ("--batch", "git cat-file"),
+    ("--bench", "cargo bench"),
+    ("--build-arg", "podman build"),
+    ("--deepen", "git fetch"),
+    ("--depth", "git fetch, git clone"),
+    ("--digestfile", "buildah push"),
+    ("--isolation", "buildah run"),
+    ("--load-restrictor", "kustomize build"),
+    ("--locked", "cargo"),
+    ("--path", "cargo install; flux push artifact"),
+    ("--release", "cargo build"),
+    ("--root", "buildah, scripts/build-image.sh"),
+    ("--rootfs", "scripts/build-image.sh"),
+    ("--runroot", "buildah, scripts/build-image.sh"),
+    ("--set", "helm template"),
+    ("--short", "git rev-parse"),
+    ("--storage-driver", "buildah"),
+    ("--tag", "scripts/build-image.sh"),
+];
 
 /// The `--flags` a page names (in prose, code spans and blocks alike).
 fn flags_named(text: &str) -> std::collections::BTreeSet<String> {
