@@ -3,6 +3,7 @@
 
 pub mod helm_storage;
 pub mod kube;
+pub mod removed_apis;
 pub mod rollout;
 pub mod snapshot;
 
