@@ -2,6 +2,7 @@
 //! Pure computation over two renders and, when given, a cluster snapshot.
 
 pub mod actual;
+mod api_removed;
 mod argo_revisions;
 mod blast;
 mod causes;
@@ -529,6 +530,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
     }
     alerts.extend(policy::evaluate(request.policy, &kustomizations, base, head, &blast_radius));
     alerts.extend(argo_revisions::new_pins(request.policy, base, head, &request.base_rev));
+    alerts.extend(api_removed::alerts(request.policy, &kustomizations, head, request.snapshots));
     let unplanned_changes =
         unplanned::account(&request.changed_files, &request.changed_symlinks, request.base, request.head);
     alerts.extend(unplanned::alerts(request.policy, &unplanned_changes));

@@ -64,6 +64,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("source-adds-content", Severity::Danger),
     ("source-ref-pinned", Severity::Danger),
     ("sync-changed", Severity::Danger),
+    ("api-removed", Severity::Danger),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =

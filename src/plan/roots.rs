@@ -275,6 +275,7 @@ mod tests {
             this_repo_sources: Default::default(),
             syncs: Default::default(),
             untrusted_syncs: Default::default(),
+            kube_versions: Default::default(),
             not_read: Default::default(),
         }
     }

@@ -432,6 +432,10 @@ pub struct Render {
     /// `RenderOptions::base_syncs`).
     #[serde(skip)]
     pub syncs: Vec<roots::InstanceSync>,
+    /// The Kubernetes version named for each cluster (`--kube-version`, a clusters file's
+    /// `kubeVersion`), by cluster name; a read cluster's own version is in its snapshot.
+    #[serde(skip)]
+    pub kube_versions: BTreeMap<String, String>,
     #[serde(skip)]
     pub untrusted_syncs: Vec<roots::InstanceSync>,
     /// Files of `RenderOptions::explain` under the path of a Kustomization rendered from this

@@ -833,6 +833,13 @@ impl Renderer {
             kustomize = %self.builder.kustomize.version,
             "render finished"
         );
+        let kube_versions = clusters
+            .iter()
+            .filter_map(|c| {
+                let own = opts.cluster_helm.get(&c.name).and_then(|h| h.kube_version.clone());
+                Some((c.name.clone(), own.or_else(|| opts.kube_version.clone())?))
+            })
+            .collect();
         Ok(Render {
             revision: this_repo.commit.clone(),
             clusters,
@@ -842,6 +849,7 @@ impl Renderer {
             kustomize: self.builder.kustomize.version.clone(),
             stats: RenderStats { builds, cache_hits },
             this_repo_sources: sources.this_repo_keys.keys().cloned().collect(),
+            kube_versions,
             untrusted_syncs: sources.untrusted.clone(),
             syncs,
             not_read: not_read(&opts.explain, &clusters_for_explain, &sources),

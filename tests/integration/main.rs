@@ -1,6 +1,7 @@
 //! Integration tests: real git repositories, real kustomize. One binary shares one build.
 
 mod after_merge;
+mod api_versions;
 mod argo_helm;
 mod argo_reach;
 mod argocd;
