@@ -18,6 +18,7 @@ pub mod policy;
 mod resourceset;
 mod roots;
 pub mod unplanned;
+pub mod versions;
 
 pub use compute::compute;
 pub use policy::Policy;
@@ -387,6 +388,9 @@ pub struct Plan {
     /// Changed files no planned unit accounts for: those units fluxplan does not render read
     /// (with the units), and those no unit reads (a README).
     pub unplanned_changes: Vec<unplanned::UnplannedChange>,
+    /// Container images and charts the merge moves to another version, each change once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<versions::VersionChange>,
     /// Where the policy came from (`built-in defaults`, `.fluxplan.yaml at base`, a file).
     pub policy_source: String,
     /// Set when the cluster could not be read: the plan is offline.
@@ -455,6 +459,7 @@ impl Plan {
             kustomizations: Vec::new(),
             alerts: Vec::new(),
             unplanned_changes: Vec::new(),
+            versions: Vec::new(),
             policy_source: String::new(),
             degraded: None,
             blast_radius: Default::default(),
@@ -531,6 +536,8 @@ pub fn make_plan(request: PlanRequest) -> Plan {
     alerts.extend(policy::evaluate(request.policy, &kustomizations, base, head, &blast_radius));
     alerts.extend(argo_revisions::new_pins(request.policy, base, head, &request.base_rev));
     alerts.extend(api_removed::alerts(request.policy, &kustomizations, head, request.snapshots));
+    let versions = versions::changes(&kustomizations, base, head);
+    alerts.extend(versions::alerts(request.policy, &versions));
     let unplanned_changes =
         unplanned::account(&request.changed_files, &request.changed_symlinks, request.base, request.head);
     alerts.extend(unplanned::alerts(request.policy, &unplanned_changes));
@@ -558,6 +565,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         kustomizations,
         alerts,
         unplanned_changes,
+        versions,
         policy_source: request.policy_source,
         degraded: request.degraded,
         blast_radius,

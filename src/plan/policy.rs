@@ -65,6 +65,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("source-ref-pinned", Severity::Danger),
     ("sync-changed", Severity::Danger),
     ("api-removed", Severity::Danger),
+    ("major-bump", Severity::Warning),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =

@@ -127,6 +127,13 @@ fn a_chart_bump_plans_the_upgrades_deletions_and_creates_and_blocks() {
     let notes = release["notes"].to_string();
     assert!(notes.contains("Job data/db-migrate on pre-upgrade"), "the hook is listed apart: {notes}");
     assert!(has_alert(&plan, "danger", "protected-kind-deletion"), "{:?}", alert_codes(&plan));
+    // The chart's jump across major versions is listed once, and raises major-bump.
+    assert_eq!(
+        plan["versions"],
+        serde_json::json!([{"kind": "chart", "name": "db", "from": "1.0.0", "to": "2.0.0", "major": true,
+            "places": ["clusters/prod: HelmRelease data/db"]}])
+    );
+    assert!(has_alert(&plan, "warning", "major-bump"), "{:?}", alert_codes(&plan));
     // The Kustomization of the same namespace-less name is a unit of its own, unchanged.
     assert!(unit_in(&plan, "Kustomization", "flux-system/db")["changes"].as_array().unwrap().is_empty());
 

@@ -40,3 +40,4 @@ mod scopes;
 mod silent_pass;
 mod speed;
 mod trust;
+mod versions;
