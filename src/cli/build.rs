@@ -45,7 +45,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     // What the policy declares for rendering; an invalid policy is a warning, as in `plan`.
     let policy = crate::plan::policy::read_policy_file(&args.render.repo, args.rev.as_deref())
         .unwrap_or_else(|e| {
-            eprintln!("warning: {e:#}; rendering without its crdScopes and roots");
+            crate::console::warning(&format!("{e:#}; rendering without its crdScopes and roots"));
             Default::default()
         });
     opts.declared_scopes = policy.crd_scopes;
@@ -78,12 +78,14 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
             if nothing_rendered.as_ref().is_some_and(|reason| reason.contains(&format!("- {line}"))) {
                 continue;
             }
-            eprintln!("warning: {}", masks.apply(&line));
+            crate::console::warning(&masks.apply(&line));
         }
     }
     if repo_root::has_missing_paths(&render) {
         if let Some(hint) = repo_root::subdirectory_hint(&args.render.repo, args.rev.as_deref()) {
-            eprintln!("hint: {hint}");
+            if !crate::console::quiet() {
+                eprintln!("hint: {hint}");
+            }
         }
     }
     // Kustomizations exist and none rendered: the empty output must not pass for a success.

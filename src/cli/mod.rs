@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::snapshot::ClusterSnapshot;
+use crate::console::{self, ColorChoice};
 use crate::planner::{HelmSettings, RenderSettings, DEFAULT_KUSTOMIZE_TIMEOUT_SECS};
 use crate::render::cache::RenderCache;
 use crate::render::{source, RenderOptions};
@@ -47,6 +48,29 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    #[command(flatten)]
+    pub global: GlobalArgs,
+}
+
+/// What every command says on stderr besides its output.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Colour the output and logs: auto (on a terminal, unless NO_COLOR is set), always or never.
+    #[arg(long, global = true, value_enum, env = "FLUXPLAN_COLOR", default_value = "auto")]
+    pub color: ColorChoice,
+    /// No progress, notes, warnings or hints on stderr; errors are still printed.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// More detail on stderr (repeatable: -v says why, -vv debugs, -vvv traces); adds to
+    /// FLUXPLAN_LOG.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+impl GlobalArgs {
+    pub fn settings(&self) -> console::Settings {
+        console::Settings { quiet: self.quiet, verbose: self.verbose, color: self.color }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -239,7 +263,7 @@ impl RenderArgs {
             strict_substitution: !self.no_strict_substitution,
             jobs: self.jobs,
             cache_dir: self.cache_dir(),
-            progress: true,
+            progress: !console::quiet(),
         }
     }
 

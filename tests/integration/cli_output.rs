@@ -1,0 +1,135 @@
+//! What the binary says besides its output, through the real binary: the global `--color`,
+//! `--quiet` and `--verbose` flags, the progress line, byte sizes with units, bare repositories
+//! and `--repo` below a work tree's top.
+
+use crate::fixture::{fluxplan_bin, Repo};
+use std::path::Path;
+use std::process::Command;
+
+/// Runs the binary with a clean colour and log environment plus `env`; returns stdout, stderr
+/// and the exit code.
+pub(crate) fn run(args: &[&str], env: &[(&str, &str)]) -> (String, String, i32) {
+    run_in(None, args, env)
+}
+
+fn run_in(dir: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> (String, String, i32) {
+    let mut cmd = Command::new(fluxplan_bin());
+    cmd.args(args)
+        .env_remove("FLUXPLAN_COLOR")
+        .env_remove("NO_COLOR")
+        .env_remove("FLUXPLAN_LOG")
+        .envs(env.iter().copied());
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
+    let out = cmd.output().unwrap();
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    (text(out.stdout), text(out.stderr), out.status.code().unwrap())
+}
+
+/// A fleet whose head changes a ConfigMap and adds a Kustomization file no root reaches (a
+/// warning on stderr).
+fn changed_fleet() -> Repo {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/cm.yaml", "settings", "default");
+    repo.commit("base");
+    repo.config_map("apps/cm.yaml", "renamed", "default");
+    repo.kustomization("stray/ks.yaml", "stray", "./apps", "");
+    repo.commit("head");
+    repo
+}
+
+fn plan_text<'a>(repo: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["plan", "--no-cache", "--base", "HEAD~1", "--head", "HEAD", "--repo", repo];
+    args.extend(extra);
+    args
+}
+
+const ESC: &str = "\x1b[";
+
+#[test]
+fn color_flag_and_env_decide_the_colour_of_the_plan_text() {
+    let repo = changed_fleet();
+    let dir = repo.path().to_str().unwrap();
+    // A pipe is not a terminal: no colour unless asked.
+    let (plain, stderr, code) = run(&plan_text(dir, &[]), &[]);
+    assert_eq!(code, 1, "{plain}\n{stderr}");
+    assert!(!plain.contains(ESC), "{plain}");
+    let (forced, _, _) = run(&plan_text(dir, &["--color", "always"]), &[]);
+    assert!(forced.contains(ESC), "{forced}");
+    // The environment's choice, and the flag over it; an explicit choice wins over NO_COLOR.
+    let (by_env, _, _) = run(&plan_text(dir, &[]), &[("FLUXPLAN_COLOR", "always")]);
+    assert!(by_env.contains(ESC), "{by_env}");
+    let (flag_wins, _, _) = run(&plan_text(dir, &["--color=never"]), &[("FLUXPLAN_COLOR", "always")]);
+    assert!(!flag_wins.contains(ESC), "{flag_wins}");
+    let (no_color, _, _) = run(&plan_text(dir, &["--color", "always"]), &[("NO_COLOR", "1")]);
+    assert!(no_color.contains(ESC), "{no_color}");
+    let (bad, stderr, code) = run(&plan_text(dir, &["--color", "sometimes"]), &[]);
+    assert_eq!(code, 3, "{bad}{stderr}");
+    assert!(stderr.contains("auto") && stderr.contains("always") && stderr.contains("never"), "{stderr}");
+}
+
+#[test]
+fn quiet_leaves_only_errors_on_stderr_and_verbose_says_more() {
+    let repo = changed_fleet();
+    let dir = repo.path().to_str().unwrap();
+    let build = |extra: &[&str]| {
+        let mut args = vec!["build", "--no-cache", "--format", "ids", "--repo", dir];
+        args.extend(extra);
+        run(&args, &[])
+    };
+    let (ids, stderr, code) = build(&[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("warning: stray/ks.yaml: Kustomization stray is not reached"), "{stderr}");
+    // Global: before or after the subcommand, long or short.
+    for quiet in [&["-q"][..], &["--quiet"]] {
+        let (quiet_ids, quiet_err, quiet_code) = build(quiet);
+        assert_eq!((quiet_code, quiet_err.as_str()), (0, ""), "{quiet:?}");
+        assert_eq!(quiet_ids, ids, "the output is the same");
+    }
+    let (_, stderr, code) = run(&["-q", "build", "--no-cache", "--repo", dir], &[]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    // Errors are still said.
+    let missing = repo.path().join("no-such-dir");
+    let (_, stderr, code) = run(&["build", "-q", "--repo", missing.to_str().unwrap()], &[]);
+    assert_eq!(code, 3);
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    let (_, stderr, code) = run(
+        &["plan", "-q", "--format", "json", "--base", "no-such-rev", "--head", "HEAD", "--repo", dir],
+        &[],
+    );
+    assert_eq!(code, 3);
+    assert!(stderr.contains("error: ") && stderr.contains("no-such-rev"), "{stderr}");
+
+    // -v: fluxplan's own info logs; -vv: its debug logs; added to FLUXPLAN_LOG.
+    let (_, stderr, code) = build(&["-v"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("render finished"), "{stderr}");
+    assert!(!stderr.contains("DEBUG"), "{stderr}");
+    let (_, stderr, _) = build(&["-vv"]);
+    assert!(stderr.contains("DEBUG"), "{stderr}");
+    let (_, stderr, _) =
+        run(&["build", "--no-cache", "--format", "ids", "--repo", dir], &[("FLUXPLAN_LOG", "info")]);
+    assert!(stderr.contains("render finished"), "FLUXPLAN_LOG still works: {stderr}");
+    // Logs on stderr are coloured only when asked.
+    assert!(!stderr.contains(ESC), "{stderr}");
+    let (_, stderr, _) = build(&["-v", "--color", "always"]);
+    assert!(stderr.contains(ESC), "{stderr}");
+
+    // Both at once is a usage error.
+    let (_, stderr, code) = build(&["-q", "-v"]);
+    assert_eq!(code, 3);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
+
+#[test]
+fn every_command_takes_the_global_flags() {
+    for command in ["build", "plan", "snapshot", "serve", "migrate", "demo"] {
+        let (help, stderr, code) = run(&[command, "--help"], &[]);
+        assert_eq!(code, 0, "{command}: {stderr}");
+        for flag in ["--color <COLOR>", "-q, --quiet", "-v, --verbose...", "FLUXPLAN_COLOR"] {
+            assert!(help.contains(flag), "{command} --help lacks {flag}:\n{help}");
+        }
+    }
+}
