@@ -291,7 +291,9 @@ impl RenderArgs {
         }
         opts.kustomize_timeout = self.limits.kustomize_timeout();
         opts.limits = self.limits.source_limits();
-        opts.progress = settings.progress;
+        opts.progress = crate::render::progress::Board::for_terminal()
+            .filter(|_| settings.progress)
+            .map(|board| board.lane(""));
         opts
     }
 

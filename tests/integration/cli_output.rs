@@ -133,3 +133,48 @@ fn every_command_takes_the_global_flags() {
         }
     }
 }
+
+/// Runs `fluxplan ARGS` on a terminal (`script` gives it one), its stdout thrown away; returns
+/// what it drew on the terminal.
+fn on_a_terminal(args: &[&str]) -> String {
+    let quoted: Vec<String> = std::iter::once(fluxplan_bin().display().to_string())
+        .chain(args.iter().map(|a| a.to_string()))
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect();
+    let out = Command::new("script")
+        .args(["-qec", &format!("{} >/dev/null", quoted.join(" ")), "/dev/null"])
+        .env_remove("FLUXPLAN_LOG")
+        .output()
+        .expect("script (util-linux) runs a command on a terminal");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_progress_line_names_base_and_head_on_a_terminal_and_is_never_in_a_pipe() {
+    let repo = changed_fleet();
+    let dir = repo.path().to_str().unwrap();
+    let args = plan_text(dir, &["--format", "json"]);
+    // A pipe (a CI log): not a character of progress.
+    let (_, stderr, _) = run(&args, &[]);
+    assert!(!stderr.contains("rendering") && !stderr.contains('\r') && !stderr.contains(ESC), "{stderr:?}");
+    // A terminal: one line, each revision named with its count and total.
+    let drawn = on_a_terminal(&args);
+    let last = drawn
+        .split(['\r', '\n'])
+        .filter(|line| line.contains("rendering base"))
+        .last()
+        .unwrap_or_else(|| panic!("no progress line: {drawn:?}"));
+    // (Lines drawn in a burst may be skipped: the counts reached vary, the totals do not.)
+    assert!(last.contains("/2, head ") && last.contains("/3 Kustomizations"), "{drawn:?}");
+    // The line is cleared when the renders end.
+    assert!(drawn.trim_end().ends_with("\x1b[2K"), "{drawn:?}");
+    // --quiet: none.
+    let mut quiet = args.clone();
+    quiet.push("-q");
+    let drawn = on_a_terminal(&quiet);
+    assert!(!drawn.contains("rendering"), "{drawn:?}");
+    // `build` renders one revision: not labelled.
+    let drawn = on_a_terminal(&["build", "--no-cache", "--repo", dir]);
+    assert!(drawn.split('\r').any(|line| line.contains("/3 Kustomizations")), "{drawn:?}");
+    assert!(drawn.contains("rendering ") && !drawn.contains("base") && !drawn.contains("head"), "{drawn:?}");
+}
