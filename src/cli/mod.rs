@@ -1,6 +1,7 @@
 //! The command line: `build`, `plan`, `snapshot`, `serve`, `migrate`, and `demo`.
 
 mod build;
+pub mod bytes;
 mod demo;
 pub mod plan;
 mod serve;
@@ -18,6 +19,7 @@ use crate::console::{self, ColorChoice};
 use crate::planner::{HelmSettings, RenderSettings, DEFAULT_KUSTOMIZE_TIMEOUT_SECS};
 use crate::render::cache::RenderCache;
 use crate::render::{source, RenderOptions};
+use bytes::ByteSize;
 
 /// The version with the engines a render would use, for `--version`: the kustomize found and each
 /// Helm, or why there is none.
@@ -201,13 +203,13 @@ pub struct LimitArgs {
     /// Seconds one kustomize build may take.
     #[arg(long, env = "FLUXPLAN_KUSTOMIZE_TIMEOUT", default_value_t = DEFAULT_KUSTOMIZE_TIMEOUT_SECS)]
     pub kustomize_timeout: u64,
-    /// Files larger than this many bytes are left out of the source (each one is a
-    /// `source-limit` alert).
-    #[arg(long, env = "FLUXPLAN_MAX_FILE_SIZE", default_value_t = source::DEFAULT_MAX_FILE_SIZE)]
-    pub max_file_size: u64,
-    /// A source larger than this many bytes in all is not rendered.
-    #[arg(long, env = "FLUXPLAN_MAX_SOURCE_BYTES", default_value_t = source::DEFAULT_MAX_TOTAL_BYTES)]
-    pub max_source_bytes: u64,
+    /// Files larger than this are left out of the source (each one is a `source-limit` alert):
+    /// bytes, or with a unit (512KiB, 10MiB, 10MB).
+    #[arg(long, env = "FLUXPLAN_MAX_FILE_SIZE", value_name = "SIZE", default_value_t = ByteSize(source::DEFAULT_MAX_FILE_SIZE))]
+    pub max_file_size: ByteSize,
+    /// A source larger than this in all is not rendered: bytes, or with a unit (512MiB, 1GiB).
+    #[arg(long, env = "FLUXPLAN_MAX_SOURCE_BYTES", value_name = "SIZE", default_value_t = ByteSize(source::DEFAULT_MAX_TOTAL_BYTES))]
+    pub max_source_bytes: ByteSize,
     /// A source with more files than this is not rendered.
     #[arg(long, env = "FLUXPLAN_MAX_SOURCE_FILES", default_value_t = source::DEFAULT_MAX_FILES)]
     pub max_source_files: u64,
@@ -220,8 +222,8 @@ impl LimitArgs {
 
     pub fn source_limits(&self) -> source::SourceLimits {
         source::SourceLimits {
-            max_file_size: self.max_file_size,
-            max_total_bytes: self.max_source_bytes,
+            max_file_size: self.max_file_size.bytes(),
+            max_total_bytes: self.max_source_bytes.bytes(),
             max_files: self.max_source_files,
         }
     }

@@ -178,3 +178,67 @@ fn the_progress_line_names_base_and_head_on_a_terminal_and_is_never_in_a_pipe() 
     assert!(drawn.split('\r').any(|line| line.contains("/3 Kustomizations")), "{drawn:?}");
     assert!(drawn.contains("rendering ") && !drawn.contains("base") && !drawn.contains("head"), "{drawn:?}");
 }
+
+#[test]
+fn byte_sizes_take_units_on_the_command_line_and_in_the_environment() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/cm.yaml", "settings", "default");
+    // 1,500 bytes: over 1KiB and 1kB, under 2KiB.
+    repo.write("apps/big.txt", &"x".repeat(1500));
+    repo.commit("init");
+    let dir = repo.path().to_str().unwrap();
+    let build = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["build", "--no-cache", "--format", "ids", "--repo", dir];
+        args.extend(extra);
+        run(&args, env)
+    };
+    let left_out = |stderr: &str| stderr.contains("source-limit") && stderr.contains("big.txt");
+    for (extra, env) in [
+        (&["--max-file-size", "1KiB"][..], &[][..]),
+        (&["--max-file-size=1kB"], &[]),
+        (&["--max-file-size", "1024"], &[]),
+        (&[], &[("FLUXPLAN_MAX_FILE_SIZE", "1 KiB")]),
+        (&[], &[("FLUXPLAN_MAX_FILE_SIZE", "0.001MiB")]),
+    ] {
+        let (_, stderr, code) = build(extra, env);
+        assert_eq!(code, 1, "{extra:?} {env:?}: {stderr}");
+        assert!(left_out(&stderr), "{extra:?} {env:?}: {stderr}");
+    }
+    for (extra, env) in
+        [(&["--max-file-size", "2KiB"][..], &[][..]), (&[], &[("FLUXPLAN_MAX_FILE_SIZE", "2Ki")])]
+    {
+        let (_, stderr, code) = build(extra, env);
+        assert_eq!(code, 0, "{extra:?} {env:?}: {stderr}");
+        assert!(!left_out(&stderr), "{stderr}");
+    }
+    let (_, stderr, code) = build(&["--max-source-bytes", "1KiB"], &[]);
+    assert_eq!(code, 3, "{stderr}");
+    // A size that is not one: the forms accepted, for every flag and variable that takes one.
+    for (extra, env) in [
+        (&["--max-file-size", "10XB"][..], &[][..]),
+        (&["--max-source-bytes", "lots"], &[]),
+        (&[], &[("FLUXPLAN_MAX_SOURCE_BYTES", "-1")]),
+    ] {
+        let (_, stderr, code) = build(extra, env);
+        assert_eq!(code, 3, "{extra:?} {env:?}: {stderr}");
+        assert!(
+            stderr.contains(
+                "is not a size: expected a number of bytes (1048576) or one with a unit: 512KiB, 10MiB, 1GiB"
+            ),
+            "{stderr}"
+        );
+    }
+    for flag in ["--max-unverified-bytes", "--max-unverified-bytes-per-client", "--min-body-rate"] {
+        let (_, stderr, code) = run(&["serve", flag, "12 parsecs"], &[]);
+        assert_eq!(code, 3, "{flag}: {stderr}");
+        assert!(stderr.contains("is not a size"), "{flag}: {stderr}");
+    }
+    // Defaults are shown in units.
+    let (help, _, _) = run(&["serve", "--help"], &[]);
+    for default in
+        ["[default: 10MiB]", "[default: 512MiB]", "[default: 1GiB]", "[default: 32MiB]", "[default: 256KiB]"]
+    {
+        assert!(help.contains(default), "{default}: {help}");
+    }
+}
