@@ -281,6 +281,13 @@ pub fn current_branch(repo: &Path) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|b| !b.is_empty())
 }
 
+/// True when `dir` is a bare repository (a mirror, a `.git` directory): it has no working tree.
+pub fn is_bare_repository(dir: &Path) -> bool {
+    let mut cmd = git(dir);
+    cmd.args(["rev-parse", "--is-bare-repository"]).stderr(Stdio::null());
+    cmd.output().ok().filter(|o| o.status.success()).is_some_and(|o| o.stdout.trim_ascii() == b"true")
+}
+
 /// The files `head` changes relative to `base` (both commits), renames as a deletion and an
 /// addition, sorted.
 pub fn changed_files(repo: &Path, base: &str, head: &str) -> Result<Vec<String>> {

@@ -40,6 +40,12 @@ pub struct BuildArgs {
 /// Exit 0 when every Kustomization rendered, 1 when some failed or a file was left out, 3 when
 /// Kustomizations exist and none rendered for want of local sources.
 pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
+    // A bare repository holds revisions, not files: without --rev there is nothing to read.
+    if args.rev.is_none() {
+        if let Some(bare) = repo_root::bare_repository(&args.render.repo) {
+            anyhow::bail!(bare);
+        }
+    }
     let snapshot = args.render.snapshot()?;
     let mut opts = args.render.options(args.rev.clone(), snapshot.as_ref());
     // What the policy declares for rendering; an invalid policy is a warning, as in `plan`.

@@ -31,6 +31,22 @@ pub fn nothing_found(dir: &Path, shown: &str, rev: Option<&str>, render: &Render
     message
 }
 
+/// When `dir` is a bare repository, which has no working tree to render: that, and the revision
+/// to name instead (the branch its HEAD points to, when it has commits).
+pub fn bare_repository(dir: &Path) -> Option<String> {
+    if !git::is_bare_repository(dir) {
+        return None;
+    }
+    let suggestion = match git::current_branch(dir).filter(|b| git::resolve_commit(dir, b).is_ok()) {
+        Some(branch) => format!("--rev {branch} (the branch its HEAD points to)"),
+        None => "--rev BRANCH (a branch, tag or commit)".to_string(),
+    };
+    Some(format!(
+        "{} is a bare git repository: it has no working tree to render; name a revision: {suggestion}",
+        dir.display()
+    ))
+}
+
 /// When `dir` is a subdirectory of a git repository whose files hold Flux Kustomizations: a
 /// sentence naming the repository's root to use instead.
 pub fn subdirectory_hint(dir: &Path, rev: Option<&str>) -> Option<String> {

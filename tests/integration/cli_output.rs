@@ -242,3 +242,39 @@ fn byte_sizes_take_units_on_the_command_line_and_in_the_environment() {
         assert!(help.contains(default), "{default}: {help}");
     }
 }
+
+#[test]
+fn a_bare_repository_without_rev_is_named_so_with_the_revision_to_give() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("apps/cm.yaml", "settings", "default");
+    repo.commit("init");
+    repo.git(&["branch", "-m", "trunk"]);
+    let scratch = tempfile::tempdir().unwrap();
+    let bare = scratch.path().join("fleet.git");
+    let status =
+        Command::new("git").args(["clone", "-q", "--bare"]).arg(repo.path()).arg(&bare).status().unwrap();
+    assert!(status.success());
+    let shown = bare.to_str().unwrap();
+    let (stdout, stderr, code) = run(&["build", "--no-cache", "--repo", shown], &[]);
+    assert_eq!(code, 3, "{stdout}{stderr}");
+    assert_eq!(stdout, "");
+    assert_eq!(
+        stderr,
+        format!(
+            "error: {shown} is a bare git repository: it has no working tree to render; name a revision: --rev \
+             trunk (the branch its HEAD points to)\n"
+        )
+    );
+    // Named, it renders.
+    let (ids, stderr, code) =
+        run(&["build", "--no-cache", "--format", "ids", "--rev", "trunk", "--repo", shown], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(ids.contains("# flux-system/apps"), "{ids}");
+    // One with no commit yet: no branch to name.
+    let empty = scratch.path().join("empty.git");
+    assert!(Command::new("git").args(["init", "-q", "--bare"]).arg(&empty).status().unwrap().success());
+    let (_, stderr, code) = run(&["build", "--repo", empty.to_str().unwrap()], &[]);
+    assert_eq!(code, 3);
+    assert!(stderr.contains("is a bare git repository") && stderr.contains("--rev BRANCH"), "{stderr}");
+}
