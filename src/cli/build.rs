@@ -69,6 +69,11 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
             &render
         ));
     }
+    // Rendered from a directory below the repository's top, whose paths Flux reads from the
+    // top: that, and nothing else, is what to say.
+    if let Some(hint) = repo_root::rendered_below_top(&args.render.repo, args.rev.as_deref(), &render) {
+        anyhow::bail!(hint);
+    }
     let text = match args.format {
         BuildFormat::Json => serde_json::to_string_pretty(&render)? + "\n",
         BuildFormat::Yaml => format_yaml(&render),
@@ -85,13 +90,6 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
                 continue;
             }
             crate::console::warning(&masks.apply(&line));
-        }
-    }
-    if repo_root::has_missing_paths(&render) {
-        if let Some(hint) = repo_root::subdirectory_hint(&args.render.repo, args.rev.as_deref()) {
-            if !crate::console::quiet() {
-                eprintln!("hint: {hint}");
-            }
         }
     }
     // Kustomizations exist and none rendered: the empty output must not pass for a success.

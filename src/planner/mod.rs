@@ -342,6 +342,11 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
     } else {
         head
     };
+    // A plan from a directory below the repository's top, whose paths Flux reads from the top,
+    // plans what Flux would never do: the hint alone, no plan buried under its alerts.
+    if let Some(hint) = coverage::rendered_below_top(request, &base, &head) {
+        anyhow::bail!(hint);
+    }
     // A plan of nothing is a gate that passes on nothing: a wrong --repo must fail, not pass.
     if base.clusters.is_empty() && head.clusters.is_empty() {
         anyhow::bail!(coverage::nothing_to_plan(request, &head));

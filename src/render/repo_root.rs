@@ -66,8 +66,32 @@ fn flux_repository_above(dir: &Path, rev: Option<&str>) -> Option<PathBuf> {
     git::yaml_mentions(&top, rev, FLUX_KUSTOMIZE_GROUP).then_some(top)
 }
 
-/// True when some Kustomization of `render` failed because its path does not exist: the mark of
-/// a render rooted below the repository's root.
-pub fn has_missing_paths(render: &Render) -> bool {
-    render.kustomizations().any(|(_, k)| k.error.as_ref().is_some_and(|e| e.code == "path-not-found"))
+/// When `dir` lies below the top of a git work tree and a Kustomization of `render` fails because
+/// its path is not under `dir` though it is there from the top: the render started in the wrong
+/// place (Flux reads every path from the repository's root). The one thing to say, naming the
+/// top to use instead. `rev` is the revision rendered (`None`: the working tree).
+pub fn rendered_below_top(dir: &Path, rev: Option<&str>, render: &Render) -> Option<String> {
+    let top = git::enclosing_work_tree(dir)?;
+    let commit = match rev {
+        Some(rev) => Some(git::resolve_commit(&top, rev).ok()?),
+        None => None,
+    };
+    let (name, path) = render.kustomizations().find_map(|(_, k)| {
+        k.error.as_ref().filter(|e| e.code == "path-not-found")?;
+        let relative = crate::paths::normalize(Path::new(k.path.trim_start_matches('/')))?;
+        let relative = relative.to_str()?;
+        let at_top = match &commit {
+            Some(commit) => git::has_path(&top, commit, relative),
+            None => top.join(relative).exists(),
+        };
+        at_top.then(|| (format!("{}/{}", k.namespace, k.name), k.path.clone()))
+    })?;
+    Some(format!(
+        "{} is a subdirectory of the git repository at {}: Flux reads a Kustomization's path from the \
+         repository's root, and the path of {name} ({path}) is there, not under {}: try --repo {}",
+        dir.display(),
+        top.display(),
+        dir.display(),
+        top.display()
+    ))
 }

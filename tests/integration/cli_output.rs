@@ -278,3 +278,134 @@ fn a_bare_repository_without_rev_is_named_so_with_the_revision_to_give() {
     assert_eq!(code, 3);
     assert!(stderr.contains("is a bare git repository") && stderr.contains("--rev BRANCH"), "{stderr}");
 }
+
+/// A repository laid out as many homelabs are: the bootstrap root includes `kubernetes/apps`,
+/// whose apps each have a Kustomization with a path from the repository's root.
+fn homelab() -> Repo {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./kubernetes/apps", "");
+    repo.kustomization(
+        "kubernetes/apps/default/echo/ks.yaml",
+        "echo",
+        "./kubernetes/apps/default/echo/app",
+        "",
+    );
+    repo.write(
+        "kubernetes/apps/default/echo/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ks.yaml\n",
+    );
+    repo.write(
+        "kubernetes/apps/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- default/echo\n",
+    );
+    repo.config_map("kubernetes/apps/default/echo/app/cm.yaml", "echo", "default");
+    repo.commit("base");
+    repo.config_map("kubernetes/apps/default/echo/app/cm.yaml", "echo-renamed", "default");
+    repo.commit("head");
+    repo
+}
+
+#[test]
+fn repo_below_the_top_is_refused_alike_by_build_and_plan_with_the_hint_alone() {
+    let repo = homelab();
+    let top = std::fs::canonicalize(repo.path()).unwrap();
+    // Kept exports and the disk cache on, as users run it: every run says the same.
+    let (cache, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let env = [("FLUXPLAN_WORKDIR", work.path().to_str().unwrap())];
+    let cache_dir = cache.path().to_str().unwrap();
+    let hint = format!(
+        "kubernetes/apps is a subdirectory of the git repository at {top}: Flux reads a Kustomization's path \
+         from the repository's root, and the path of flux-system/echo (./kubernetes/apps/default/echo/app) is \
+         there, not under kubernetes/apps: try --repo {top}",
+        top = top.display()
+    );
+    let in_top = |args: &[&str]| run_in(Some(repo.path()), args, &env);
+    for round in 0..2 {
+        let plan = [
+            "plan",
+            "--cache-dir",
+            cache_dir,
+            "--base",
+            "HEAD~1",
+            "--head",
+            "HEAD",
+            "--repo",
+            "kubernetes/apps",
+        ];
+        let (stdout, stderr, code) = in_top(&[&plan[..], &["--format", "json"]].concat());
+        assert_eq!(code, 3, "round {round}: {stdout}\n{stderr}");
+        let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(json["verdict"], "failed");
+        assert_eq!(json["error"], hint.as_str(), "round {round}");
+        assert_eq!(json["alerts"], serde_json::json!([]), "round {round}");
+        assert_eq!(stderr, format!("error: {hint}\n"), "round {round}");
+        // The text report says it and nothing else.
+        let (text, _, code) = in_top(&plan);
+        assert_eq!(code, 3);
+        assert_eq!(
+            text,
+            format!("fluxplan: COULD NOT PLAN — the plan could not be made\n{hint}\n"),
+            "round {round}"
+        );
+        for rev in [None, Some("HEAD"), Some("HEAD~1")] {
+            let mut build = vec!["build", "--cache-dir", cache_dir, "--repo", "kubernetes/apps"];
+            build.extend(rev.iter().flat_map(|rev| ["--rev", *rev]));
+            let (stdout, stderr, code) = in_top(&build);
+            assert_eq!((code, stdout.as_str()), (3, ""), "{rev:?}: {stderr}");
+            assert_eq!(stderr, format!("error: {hint}\n"), "{rev:?}");
+        }
+    }
+    // From the top, the same plans.
+    let (stdout, stderr, code) =
+        in_top(&["plan", "--cache-dir", cache_dir, "--base", "HEAD~1", "--head", "HEAD"]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stdout.contains("echo-renamed"), "{stdout}");
+}
+
+#[test]
+fn a_fleet_in_a_subdirectory_of_a_repository_plans_from_there_every_time() {
+    // A fleet whose paths are its own directory's (an artifact of that directory): rendered from
+    // there, at any revision, with or without kept exports, as the same tree.
+    let repo = Repo::new("git@github.com:acme/monorepo.git");
+    repo.write("README.md", "the monorepo\n");
+    repo.kustomization("fleet/clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.config_map("fleet/apps/cm.yaml", "settings", "default");
+    repo.config_map("apps/cm.yaml", "outside-the-fleet", "default");
+    repo.commit("base");
+    repo.config_map("fleet/apps/cm.yaml", "renamed", "default");
+    repo.write("README.md", "the monorepo, changed\n");
+    repo.config_map("apps/cm.yaml", "outside-the-fleet-changed", "default");
+    repo.commit("head");
+    let fleet = repo.path().join("fleet");
+    let (cache, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let env = [("FLUXPLAN_WORKDIR", work.path().to_str().unwrap())];
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["plan", "--format", "json", "--base", "HEAD~1", "--head", "HEAD", "--repo"];
+        args.push(fleet.to_str().unwrap());
+        args.extend(extra);
+        let (stdout, stderr, code) = run(&args, &env);
+        assert_eq!(code, 1, "{stdout}\n{stderr}");
+        let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let mut changes: Vec<String> = plan["kustomizations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|k| k["changes"].as_array().unwrap())
+            .map(|c| format!("{} {}", c["action"], c["id"]))
+            .collect();
+        changes.sort();
+        (changes, plan)
+    };
+    let expected = vec![
+        "\"create\" \"default_renamed__ConfigMap\"".to_string(),
+        "\"delete\" \"default_settings__ConfigMap\"".to_string(),
+    ];
+    let cache_dir = cache.path().to_str().unwrap();
+    for round in 0..3 {
+        let (changes, plan) = plan(&["--cache-dir", cache_dir]);
+        assert_eq!(changes, expected, "round {round}: {plan}");
+        // Files outside the fleet are not the fleet's changes.
+        assert!(!plan.to_string().contains("README.md"), "round {round}: {plan}");
+    }
+    assert_eq!(plan(&["--no-cache"]).0, expected);
+}
