@@ -497,7 +497,15 @@ fn a_library_at_the_default_place_that_is_not_the_pinned_one_is_never_loaded() {
     std::fs::copy("/bin/true", &lib).unwrap();
     let (stdout, stderr, code) = build_cli(&[("XDG_CACHE_HOME", cache.path().to_str().unwrap())]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("is not the pinned library"), "{stderr}");
+    assert!(
+        stderr
+            .starts_with(&format!("fluxplan: kustomize library at {} cannot be used; using", lib.display())),
+        "{stderr}"
+    );
+    // Why, with -v.
+    assert!(!stderr.contains("is not the pinned library"), "{stderr}");
+    let (_, verbose, _) = build_cli_with(&["-v"], &[("XDG_CACHE_HOME", cache.path().to_str().unwrap())]);
+    assert!(verbose.contains("is not the pinned library"), "{verbose}");
     let render: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert!(!render["kustomize"].as_str().unwrap().starts_with("kustomize library"), "{render:#}");
 }
