@@ -77,6 +77,47 @@ pub fn root_tree(repo: &Path, commit: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&root).trim().to_string())
 }
 
+/// Where `repo` lies in its repository's tree, `/`-terminated (`kubernetes/apps/`): empty at a
+/// work tree's top, in a bare repository, outside git, or when git fails.
+pub fn prefix(repo: &Path) -> String {
+    let mut cmd = git(repo);
+    cmd.args(["rev-parse", "--show-prefix"]).stderr(Stdio::null());
+    cmd.output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim_end_matches('\n').to_string())
+        .unwrap_or_default()
+}
+
+/// The entries of a whole tree as `git archive` writes them when run at `prefix` (see
+/// `prefix`): those below it, named from there.
+pub fn entries_under(entries: Vec<TreeEntry>, prefix: &str) -> Vec<TreeEntry> {
+    if prefix.is_empty() {
+        return entries;
+    }
+    entries
+        .into_iter()
+        .filter_map(|mut entry| {
+            let path = entry.path.strip_prefix(prefix)?.to_string();
+            (!path.is_empty()).then(|| {
+                entry.path = path;
+                entry
+            })
+        })
+        .collect()
+}
+
+/// git's id of the tree of `commit` at `prefix` (the root tree when it is empty).
+pub fn tree_at(repo: &Path, commit: &str, prefix: &str) -> Result<String> {
+    if prefix.is_empty() {
+        return root_tree(repo, commit);
+    }
+    let mut cmd = git(repo);
+    cmd.args(["rev-parse", "--verify", "--end-of-options"]).arg(format!("{commit}:{prefix}"));
+    let tree = output(cmd, &format!("find the tree of {commit} at {prefix}"))?;
+    Ok(String::from_utf8_lossy(&tree).trim().to_string())
+}
+
 /// One entry of `git ls-tree -r -t`.
 pub struct TreeEntry {
     pub mode: String,
@@ -176,6 +217,13 @@ pub fn show_file(repo: &Path, commit: &str, path: &str) -> Result<Option<String>
     cmd.args(["show", &format!("{commit}:{path}")]);
     let bytes = output(cmd, &format!("read {path} at {commit}"))?;
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// True when `path` (from the repository's root) is a file or directory of `commit`.
+pub fn has_path(repo: &Path, commit: &str, path: &str) -> bool {
+    let mut cmd = git(repo);
+    cmd.args(["cat-file", "-e", "--end-of-options"]).arg(format!("{commit}:{path}")).stderr(Stdio::null());
+    cmd.status().is_ok_and(|status| status.success())
 }
 
 /// When `dir` lies inside a git work tree below its top: that top directory. `None` at the top,
@@ -281,11 +329,28 @@ pub fn current_branch(repo: &Path) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|b| !b.is_empty())
 }
 
+/// True when `dir` is a bare repository (a mirror, a `.git` directory): it has no working tree.
+pub fn is_bare_repository(dir: &Path) -> bool {
+    let mut cmd = git(dir);
+    cmd.args(["rev-parse", "--is-bare-repository"]).stderr(Stdio::null());
+    cmd.output().ok().filter(|o| o.status.success()).is_some_and(|o| o.stdout.trim_ascii() == b"true")
+}
+
 /// The files `head` changes relative to `base` (both commits), renames as a deletion and an
-/// addition, sorted.
+/// addition, sorted; below a work tree's top, those under `repo`, named from there (as its
+/// exports are).
 pub fn changed_files(repo: &Path, base: &str, head: &str) -> Result<Vec<String>> {
     let mut cmd = git(repo);
-    cmd.args(["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--end-of-options", base, head]);
+    cmd.args([
+        "diff",
+        "--name-only",
+        "--relative",
+        "-z",
+        "--no-renames",
+        "--no-ext-diff",
+        "--end-of-options",
+    ]);
+    cmd.args([base, head]);
     let out = output(cmd, &format!("list the files {head} changes"))?;
     let mut files: Vec<String> = out
         .split(|b| *b == 0)
@@ -304,7 +369,7 @@ pub fn symlinks_among(
     files: &[String],
 ) -> Result<std::collections::BTreeSet<String>> {
     let wanted: std::collections::BTreeSet<&str> = files.iter().map(String::as_str).collect();
-    Ok(tree_entries(repo, commit, false)?
+    Ok(entries_under(tree_entries(repo, commit, false)?, &prefix(repo))
         .into_iter()
         .filter(|e| e.mode == "120000" && wanted.contains(e.path.as_str()))
         .map(|e| e.path)
@@ -322,7 +387,7 @@ pub const UNREADABLE_TARGET: &str = "\0unreadable symbolic link target";
 /// archives them), but Argo CD's repo-server follows those that stay in the repository.
 pub fn symlinks(repo: &Path, commit: &str) -> Result<Vec<(String, String)>> {
     use std::io::{BufRead, Write};
-    let links: Vec<TreeEntry> = tree_entries(repo, commit, false)?
+    let links: Vec<TreeEntry> = entries_under(tree_entries(repo, commit, false)?, &prefix(repo))
         .into_iter()
         .filter(|e| e.mode == "120000")
         .take(MAX_SYMLINKS)

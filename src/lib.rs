@@ -5,6 +5,7 @@ pub mod cancel;
 pub mod charts;
 pub mod cli;
 pub mod cluster;
+pub mod console;
 pub mod flux;
 pub mod forge;
 pub mod git;

@@ -28,20 +28,13 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == fluxplan::render::worker::SUBCOMMAND) {
         return ExitCode::from(fluxplan::render::worker::main(&args[2..]) as u8);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FLUXPLAN_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kube_client=off")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     fluxplan::tls::install_crypto_provider();
     // Nothing this process starts (kustomize included) may read its memory or environment.
     fluxplan::sandbox::harden_process();
     // Usage errors exit 3 ("could not"), never 2, which means "blocked by policy" for `plan`.
     // `--version` names the engines, found only when asked (finding them takes a moment).
     let command = <fluxplan::cli::Cli as clap::CommandFactory>::command();
+    let command = command.color(help_color());
     let command = if std::env::args().any(|a| a == "--version") {
         // Printed once, then the process ends: leaking it is what clap wants of a static text.
         command.long_version(&*Box::leak(fluxplan::cli::long_version().into_boxed_str()))
@@ -62,5 +55,35 @@ fn main() -> ExitCode {
             };
         }
     };
+    let settings = cli.global.settings();
+    fluxplan::console::init(settings);
+    let env = std::env::var("FLUXPLAN_LOG").ok();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(fluxplan::console::log_filter(&settings, env.as_deref()))
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kube_client=off")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(fluxplan::console::color_stderr())
+        .init();
     fluxplan::cli::run(cli)
+}
+
+/// `--color` for clap's own help and errors, which are printed before the arguments are read:
+/// the last `--color` given, else `FLUXPLAN_COLOR`, else clap's own choice (it honours NO_COLOR).
+fn help_color() -> clap::ColorChoice {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut given = std::env::var("FLUXPLAN_COLOR").ok();
+    for (i, arg) in args.iter().enumerate() {
+        if let Some(value) = arg.strip_prefix("--color=") {
+            given = Some(value.to_string());
+        } else if arg == "--color" {
+            given = args.get(i + 1).cloned();
+        }
+    }
+    match given.as_deref() {
+        Some("always") => clap::ColorChoice::Always,
+        Some("never") => clap::ColorChoice::Never,
+        _ => clap::ColorChoice::Auto,
+    }
 }

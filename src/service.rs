@@ -124,17 +124,19 @@ pub async fn open_store(database_url: Option<&str>, data_dir: &Path) -> Result<S
 /// At most how much of the shutdown grace period is kept for stopping renders.
 const SHUTDOWN_LINGER: Duration = Duration::from_secs(2);
 
+/// The forges configured; an empty token or key (a Secret's missing key) configures none.
 async fn forges(config: &ServiceConfig) -> Result<Forges> {
     let mut forges = Forges::default();
-    if let Some(token) = &config.github_token {
+    let set = |value: &Option<String>| value.clone().filter(|v| !v.trim().is_empty());
+    if let Some(token) = &set(&config.github_token) {
         let client = GitHub::new(&config.github_api_url, GitHubAuth::Token(token.clone()))?;
         forges.github = Some((ForgeClient::GitHub(client), Some(token.clone())));
-    } else if let Some((app_id, key)) = &config.github_app {
+    } else if let Some((app_id, key)) = config.github_app.as_ref().filter(|(_, key)| !key.trim().is_empty()) {
         let auth = GitHubAuth::App { app_id: *app_id, private_key_pem: key.clone() };
         let client = GitHub::new(&config.github_api_url, auth)?;
         forges.github = Some((ForgeClient::GitHub(client), None));
     }
-    if let Some(token) = &config.gitlab_token {
+    if let Some(token) = &set(&config.gitlab_token) {
         let client = GitLab::new(&config.gitlab_url, token)?;
         forges.gitlab = Some((ForgeClient::GitLab(client), Some(token.clone())));
     }
@@ -151,8 +153,9 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     private_mirrors(&config.data_dir.join("mirrors"))?;
     let store = open_store(config.database_url.as_deref(), &config.data_dir).await?;
     let forges = Arc::new(forges(&config).await?);
-    if forges.github.is_none() && forges.gitlab.is_none() {
-        tracing::warn!("neither FLUXPLAN_GITHUB_TOKEN (or a GitHub App) nor FLUXPLAN_GITLAB_TOKEN is set: plans cannot be posted");
+    let no_forge = forges.github.is_none() && forges.gitlab.is_none();
+    if no_forge {
+        tracing::error!("{}; /readyz answers 503", crate::server::NO_FORGE);
     }
     if config.github_webhook_secrets.iter().all(String::is_empty)
         && config.gitlab_webhook_tokens.iter().all(String::is_empty)
@@ -251,6 +254,7 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         state.metrics.unverified_bytes.clone(),
     );
     state.runs_token = config.runs_token.clone().filter(|t| !t.is_empty()).map(Arc::new);
+    state.no_forge = no_forge;
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;

@@ -40,12 +40,18 @@ pub struct BuildArgs {
 /// Exit 0 when every Kustomization rendered, 1 when some failed or a file was left out, 3 when
 /// Kustomizations exist and none rendered for want of local sources.
 pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
+    // A bare repository holds revisions, not files: without --rev there is nothing to read.
+    if args.rev.is_none() {
+        if let Some(bare) = repo_root::bare_repository(&args.render.repo) {
+            anyhow::bail!(bare);
+        }
+    }
     let snapshot = args.render.snapshot()?;
     let mut opts = args.render.options(args.rev.clone(), snapshot.as_ref());
     // What the policy declares for rendering; an invalid policy is a warning, as in `plan`.
     let policy = crate::plan::policy::read_policy_file(&args.render.repo, args.rev.as_deref())
         .unwrap_or_else(|e| {
-            eprintln!("warning: {e:#}; rendering without its crdScopes and roots");
+            crate::console::warning(&format!("{e:#}; rendering without its crdScopes and roots"));
             Default::default()
         });
     opts.declared_scopes = policy.crd_scopes;
@@ -63,6 +69,11 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
             &render
         ));
     }
+    // Rendered from a directory below the repository's top, whose paths Flux reads from the
+    // top: that, and nothing else, is what to say.
+    if let Some(hint) = repo_root::rendered_below_top(&args.render.repo, args.rev.as_deref(), &render) {
+        anyhow::bail!(hint);
+    }
     let text = match args.format {
         BuildFormat::Json => serde_json::to_string_pretty(&render)? + "\n",
         BuildFormat::Yaml => format_yaml(&render),
@@ -78,12 +89,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
             if nothing_rendered.as_ref().is_some_and(|reason| reason.contains(&format!("- {line}"))) {
                 continue;
             }
-            eprintln!("warning: {}", masks.apply(&line));
-        }
-    }
-    if repo_root::has_missing_paths(&render) {
-        if let Some(hint) = repo_root::subdirectory_hint(&args.render.repo, args.rev.as_deref()) {
-            eprintln!("hint: {hint}");
+            crate::console::warning(&masks.apply(&line));
         }
     }
     // Kustomizations exist and none rendered: the empty output must not pass for a success.

@@ -5,7 +5,6 @@ use crate::planner;
 use anyhow::{Context, Result};
 use clap::Args;
 use include_dir::{include_dir, Dir};
-use std::io::IsTerminal;
 use std::path::Path;
 use std::process::Command;
 
@@ -36,19 +35,22 @@ pub fn run(args: DemoArgs) -> Result<u8> {
     std::fs::create_dir_all(repo.join("apps/empty"))?;
     std::fs::write(repo.join("apps/empty/README.md"), "Nothing here yet.\n")?;
     commit(&repo, "point production apps at apps/empty")?;
-    eprintln!(
-        "Demo: a pull request points the production `apps` Kustomization at an empty directory \
-         (repository: {}).\n",
-        repo.display()
-    );
+    if !crate::console::quiet() {
+        eprintln!(
+            "Demo: a pull request points the production `apps` Kustomization at an empty directory \
+             (repository: {}).\n",
+            repo.display()
+        );
+    }
     let plan = planner::plan(&planner::Request::new(&repo, "HEAD~1", "HEAD"));
-    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    super::write_out(&crate::report::text(&plan, color))?;
-    eprintln!(
-        "\nverdict: {} (`fluxplan plan` would exit {})",
-        plan.verdict.as_str(),
-        plan.verdict.exit_code()
-    );
+    super::write_out(&crate::report::text(&plan, crate::console::color_stdout()))?;
+    if !crate::console::quiet() {
+        eprintln!(
+            "\nverdict: {} (`fluxplan plan` would exit {})",
+            plan.verdict.as_str(),
+            plan.verdict.exit_code()
+        );
+    }
     Ok(if plan.error.is_some() { super::EXIT_FAILED } else { 0 })
 }
 

@@ -1,6 +1,7 @@
 //! The command line: `build`, `plan`, `snapshot`, `serve`, `migrate`, and `demo`.
 
 mod build;
+pub mod bytes;
 mod demo;
 pub mod plan;
 mod serve;
@@ -14,9 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::snapshot::ClusterSnapshot;
+use crate::console::{self, ColorChoice};
 use crate::planner::{HelmSettings, RenderSettings, DEFAULT_KUSTOMIZE_TIMEOUT_SECS};
 use crate::render::cache::RenderCache;
 use crate::render::{source, RenderOptions};
+use bytes::ByteSize;
 
 /// The version with the engines a render would use, for `--version`: the kustomize found and each
 /// Helm, or why there is none.
@@ -47,6 +50,29 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    #[command(flatten)]
+    pub global: GlobalArgs,
+}
+
+/// What every command says on stderr besides its output.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Colour the output and logs: auto (on a terminal, unless NO_COLOR is set), always or never.
+    #[arg(long, global = true, value_enum, env = "FLUXPLAN_COLOR", default_value = "auto")]
+    pub color: ColorChoice,
+    /// No progress, notes, warnings or hints on stderr; errors are still printed.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// More detail on stderr (repeatable: -v says why, -vv debugs, -vvv traces); adds to
+    /// FLUXPLAN_LOG.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+impl GlobalArgs {
+    pub fn settings(&self) -> console::Settings {
+        console::Settings { quiet: self.quiet, verbose: self.verbose, color: self.color }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -177,13 +203,13 @@ pub struct LimitArgs {
     /// Seconds one kustomize build may take.
     #[arg(long, env = "FLUXPLAN_KUSTOMIZE_TIMEOUT", default_value_t = DEFAULT_KUSTOMIZE_TIMEOUT_SECS)]
     pub kustomize_timeout: u64,
-    /// Files larger than this many bytes are left out of the source (each one is a
-    /// `source-limit` alert).
-    #[arg(long, env = "FLUXPLAN_MAX_FILE_SIZE", default_value_t = source::DEFAULT_MAX_FILE_SIZE)]
-    pub max_file_size: u64,
-    /// A source larger than this many bytes in all is not rendered.
-    #[arg(long, env = "FLUXPLAN_MAX_SOURCE_BYTES", default_value_t = source::DEFAULT_MAX_TOTAL_BYTES)]
-    pub max_source_bytes: u64,
+    /// Files larger than this are left out of the source (each one is a `source-limit` alert):
+    /// bytes, or with a unit (512KiB, 10MiB, 10MB).
+    #[arg(long, env = "FLUXPLAN_MAX_FILE_SIZE", value_name = "SIZE", default_value_t = ByteSize(source::DEFAULT_MAX_FILE_SIZE))]
+    pub max_file_size: ByteSize,
+    /// A source larger than this in all is not rendered: bytes, or with a unit (512MiB, 1GiB).
+    #[arg(long, env = "FLUXPLAN_MAX_SOURCE_BYTES", value_name = "SIZE", default_value_t = ByteSize(source::DEFAULT_MAX_TOTAL_BYTES))]
+    pub max_source_bytes: ByteSize,
     /// A source with more files than this is not rendered.
     #[arg(long, env = "FLUXPLAN_MAX_SOURCE_FILES", default_value_t = source::DEFAULT_MAX_FILES)]
     pub max_source_files: u64,
@@ -196,8 +222,8 @@ impl LimitArgs {
 
     pub fn source_limits(&self) -> source::SourceLimits {
         source::SourceLimits {
-            max_file_size: self.max_file_size,
-            max_total_bytes: self.max_source_bytes,
+            max_file_size: self.max_file_size.bytes(),
+            max_total_bytes: self.max_source_bytes.bytes(),
             max_files: self.max_source_files,
         }
     }
@@ -239,7 +265,7 @@ impl RenderArgs {
             strict_substitution: !self.no_strict_substitution,
             jobs: self.jobs,
             cache_dir: self.cache_dir(),
-            progress: true,
+            progress: !console::quiet(),
         }
     }
 
@@ -267,7 +293,9 @@ impl RenderArgs {
         }
         opts.kustomize_timeout = self.limits.kustomize_timeout();
         opts.limits = self.limits.source_limits();
-        opts.progress = settings.progress;
+        opts.progress = crate::render::progress::Board::for_terminal()
+            .filter(|_| settings.progress)
+            .map(|board| board.lane(""));
         opts
     }
 

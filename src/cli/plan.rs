@@ -25,7 +25,7 @@ pub enum PlanFormat {
     Markdown,
     /// The plan itself, for machines (keys in docs/plan.md).
     Json,
-    /// Compact, coloured on a terminal (NO_COLOR turns colour off).
+    /// Compact, coloured on a terminal (--color, FLUXPLAN_COLOR and NO_COLOR decide).
     Text,
 }
 
@@ -132,8 +132,7 @@ pub fn run(args: PlanArgs) -> Result<u8> {
         std::fs::write(file, report_in(&plan, *format, false))
             .with_context(|| format!("cannot write the plan to {}", file.display()))?;
     }
-    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    super::write_out(&report_in(&plan, args.format, color))?;
+    super::write_out(&report_in(&plan, args.format, crate::console::color_stdout()))?;
     if let Some(error) = plan.error.as_ref().filter(|_| !report_is_read(args.format)) {
         eprintln!("error: {error}");
     }

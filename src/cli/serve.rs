@@ -1,5 +1,6 @@
 //! `fluxplan serve` (the bot) and `fluxplan migrate`: their arguments, handed to `service`.
 
+use super::bytes::ByteSize;
 use super::plan::LiveArgs;
 use super::LimitArgs;
 use crate::forge::roles::{CommandRoles, Role};
@@ -111,17 +112,17 @@ pub struct ServeArgs {
     pub header_timeout_secs: u64,
     /// Bytes of unsigned webhook bodies received and not yet checked that may be held at once
     /// (past 64 KiB a body is spooled to an unnamed file in the data directory); more gets 503.
-    /// At least 25 MiB.
-    #[arg(long, env = "FLUXPLAN_MAX_UNVERIFIED_BYTES", default_value_t = crate::server::DEFAULT_MAX_UNVERIFIED_BYTES)]
-    pub max_unverified_bytes: usize,
+    /// At least 25 MiB. A number of bytes, or with a unit (1GiB, 512MiB, 500MB).
+    #[arg(long, env = "FLUXPLAN_MAX_UNVERIFIED_BYTES", value_name = "SIZE", default_value_t = ByteSize(crate::server::DEFAULT_MAX_UNVERIFIED_BYTES as u64))]
+    pub max_unverified_bytes: ByteSize,
     /// Of those, the bytes one client (peer address; an IPv6 /64) may hold; more gets 503.
     /// Behind a proxy every client is the proxy: set it to --max-unverified-bytes there.
-    #[arg(long, env = "FLUXPLAN_MAX_UNVERIFIED_BYTES_PER_CLIENT", default_value_t = crate::server::DEFAULT_UNVERIFIED_BYTES_PER_CLIENT)]
-    pub max_unverified_bytes_per_client: usize,
+    #[arg(long, env = "FLUXPLAN_MAX_UNVERIFIED_BYTES_PER_CLIENT", value_name = "SIZE", default_value_t = ByteSize(crate::server::DEFAULT_UNVERIFIED_BYTES_PER_CLIENT as u64))]
+    pub max_unverified_bytes_per_client: ByteSize,
     /// Bytes per second a webhook body must average after its first 2 seconds, or it is cut
-    /// (408); 0: no minimum.
-    #[arg(long, env = "FLUXPLAN_MIN_BODY_RATE", default_value_t = crate::server::DEFAULT_MIN_BODY_RATE)]
-    pub min_body_rate: u64,
+    /// (408): a number, or with a unit (256KiB); 0: no minimum.
+    #[arg(long, env = "FLUXPLAN_MIN_BODY_RATE", value_name = "SIZE", default_value_t = ByteSize(crate::server::DEFAULT_MIN_BODY_RATE))]
+    pub min_body_rate: ByteSize,
     /// Seconds between resync passes, which plan every open pull request whose head has no plan
     /// or whose base moved (webhooks get lost); 0 turns it off.
     #[arg(long, env = "FLUXPLAN_RESYNC_SECS", default_value_t = 600)]
@@ -202,9 +203,9 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         max_connections: args.max_connections,
         max_connections_per_client: args.max_connections_per_client,
         header_timeout: Duration::from_secs(args.header_timeout_secs),
-        unverified_bytes: args.max_unverified_bytes,
-        unverified_bytes_per_client: args.max_unverified_bytes_per_client,
-        min_body_rate: args.min_body_rate,
+        unverified_bytes: args.max_unverified_bytes.as_usize(),
+        unverified_bytes_per_client: args.max_unverified_bytes_per_client.as_usize(),
+        min_body_rate: args.min_body_rate.bytes(),
         resync: Duration::from_secs(args.resync_secs),
         followup: service::FollowupSettings {
             deadline: Duration::from_secs(args.followup_deadline_secs),

@@ -51,13 +51,15 @@ pub fn run(args: SnapshotArgs) -> Result<u8> {
         None => super::write_out(&text)?,
     }
     for warning in &snapshot.warnings {
-        eprintln!("warning: {warning}");
+        crate::console::warning(warning);
     }
-    eprintln!(
-        "read {} Kustomizations and {} live objects in {requests} requests",
-        snapshot.kustomizations.len(),
-        snapshot.objects.len()
-    );
+    if !crate::console::quiet() {
+        eprintln!(
+            "read {} Kustomizations and {} live objects in {requests} requests",
+            snapshot.kustomizations.len(),
+            snapshot.objects.len()
+        );
+    }
     Ok(0)
 }
 

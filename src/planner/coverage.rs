@@ -1,11 +1,19 @@
 //! What the request covers and what it does not: a repository with nothing to plan, roots no
-//! cluster in the clusters file stands for, a repository rendered from a subdirectory.
+//! cluster in the clusters file stands for, a repository rendered from a subdirectory whose paths
+//! are read from the top.
 
 use super::{Clusters, Request};
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::plan::{Alert, Policy};
 use crate::render::{repo_root, Render};
 use std::collections::BTreeSet;
+
+/// The failure of a plan rendered from a directory below the repository's top, whose paths Flux
+/// reads from the top (see `repo_root::rendered_below_top`).
+pub fn rendered_below_top(request: &Request, base: &Render, head: &Render) -> Option<String> {
+    repo_root::rendered_below_top(&request.repo, Some(&request.head), head)
+        .or_else(|| repo_root::rendered_below_top(&request.repo, base.revision.as_deref(), base))
+}
 
 /// The failure of a plan whose revisions both hold no cluster.
 pub fn nothing_to_plan(request: &Request, head: &Render) -> String {
@@ -54,11 +62,6 @@ pub fn alerts(
                 ),
                 Vec::new(),
             ));
-        }
-    }
-    if repo_root::has_missing_paths(head) {
-        if let Some(hint) = repo_root::subdirectory_hint(&request.repo, Some(&request.head)) {
-            alerts.extend(policy.general_alert("repo-subdirectory", hint));
         }
     }
     alerts

@@ -74,7 +74,7 @@ pub struct RenderSettings {
     pub jobs: Option<usize>,
     /// The on-disk render cache; `None` (the default): memory only.
     pub cache_dir: Option<PathBuf>,
-    /// A spinner on a terminal's stderr.
+    /// A progress line on stderr when it is a terminal.
     pub progress: bool,
     pub helm: HelmSettings,
 }
@@ -177,7 +177,6 @@ impl Request {
         opts.kustomize_timeout = self.limits.kustomize_timeout;
         opts.limits = self.limits.source;
         opts.cancel = self.cancel.clone();
-        opts.progress = self.render.progress;
         opts
     }
 }
@@ -289,29 +288,39 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         Clusters::PerRoot { file, .. } => read_cluster_helm(file)?,
         _ => BTreeMap::new(),
     };
-    let render =
-        |rev: &str, shown: &str, carried_roots: Vec<CarriedRoot>, kept, base_syncs| -> Result<Render> {
-            let mut opts = request.render_options(Some(rev.to_string()));
-            opts.base_syncs = base_syncs;
-            opts.chart_settings.known_urls = Some(base_urls.clone());
-            opts.cluster_helm = cluster_helm.clone();
-            opts.explain = changed.clone();
-            opts.carried_roots = carried_roots;
-            opts.kept_applications = kept;
-            knowledge.apply_to(&mut opts);
-            opts.declared_scopes = declared.crd_scopes.clone();
-            opts.declared_roots = declared.roots.clone();
-            opts.declared_sources = declared.sources.clone();
-            renderer.render(&opts).with_context(|| format!("cannot render revision {shown}"))
-        };
+    // One progress line on a terminal, naming base and head.
+    let board = if request.render.progress { crate::render::progress::Board::for_terminal() } else { None };
+    let render = |side: &str,
+                  rev: &str,
+                  shown: &str,
+                  carried_roots: Vec<CarriedRoot>,
+                  kept,
+                  base_syncs|
+     -> Result<Render> {
+        let mut opts = request.render_options(Some(rev.to_string()));
+        opts.progress = board.as_ref().map(|board| board.lane(side));
+        opts.base_syncs = base_syncs;
+        opts.chart_settings.known_urls = Some(base_urls.clone());
+        opts.cluster_helm = cluster_helm.clone();
+        opts.explain = changed.clone();
+        opts.carried_roots = carried_roots;
+        opts.kept_applications = kept;
+        knowledge.apply_to(&mut opts);
+        opts.declared_scopes = declared.crd_scopes.clone();
+        opts.declared_roots = declared.roots.clone();
+        opts.declared_sources = declared.sources.clone();
+        renderer.render(&opts).with_context(|| format!("cannot render revision {shown}"))
+    };
     // Base and head render side by side: exports, discovery and builds of the two overlap.
     let (base, head) = std::thread::scope(|scope| -> Result<_> {
         let head = std::thread::Builder::new()
             .name("fluxplan-head".into())
             .stack_size(crate::stack::RENDER_STACK_BYTES)
-            .spawn_scoped(scope, || render(&request.head, &request.head, Vec::new(), BTreeMap::new(), None))
+            .spawn_scoped(scope, || {
+                render("head", &request.head, &request.head, Vec::new(), BTreeMap::new(), None)
+            })
             .context("cannot start a thread to render the head")?;
-        let base = render(&base_commit, &request.base, Vec::new(), BTreeMap::new(), None);
+        let base = render("base", &base_commit, &request.base, Vec::new(), BTreeMap::new(), None);
         Ok((base, head.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))))
     })?;
     let base = base?;
@@ -329,10 +338,15 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         || !kept.is_empty()
         || new_syncs
     {
-        render(&request.head, &request.head, carried, kept, Some(base.syncs.clone()))?
+        render("head", &request.head, &request.head, carried, kept, Some(base.syncs.clone()))?
     } else {
         head
     };
+    // A plan from a directory below the repository's top, whose paths Flux reads from the top,
+    // plans what Flux would never do: the hint alone, no plan buried under its alerts.
+    if let Some(hint) = coverage::rendered_below_top(request, &base, &head) {
+        anyhow::bail!(hint);
+    }
     // A plan of nothing is a gate that passes on nothing: a wrong --repo must fail, not pass.
     if base.clusters.is_empty() && head.clusters.is_empty() {
         anyhow::bail!(coverage::nothing_to_plan(request, &head));

@@ -13,6 +13,7 @@ pub mod kustomize;
 pub mod leftovers;
 pub mod masking;
 pub mod postbuild;
+pub mod progress;
 mod reach;
 pub mod references;
 pub mod repo_root;
@@ -614,7 +615,8 @@ pub struct RenderOptions {
     pub jobs: usize,
     pub kustomize_timeout: Duration,
     pub limits: source::SourceLimits,
-    pub progress: bool,
+    /// This render's part of the progress line on a terminal (`None`: no line).
+    pub progress: Option<progress::Lane>,
     /// Stops the render (and kills its kustomize processes) from outside.
     pub cancel: crate::cancel::CancelToken,
 }
@@ -651,7 +653,7 @@ impl RenderOptions {
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             kustomize_timeout: Duration::from_secs(kustomize::DEFAULT_TIMEOUT_SECS),
             limits: source::SourceLimits::default(),
-            progress: false,
+            progress: None,
             cancel: crate::cancel::CancelToken::new(),
         }
     }

@@ -31,6 +31,22 @@ pub fn nothing_found(dir: &Path, shown: &str, rev: Option<&str>, render: &Render
     message
 }
 
+/// When `dir` is a bare repository, which has no working tree to render: that, and the revision
+/// to name instead (the branch its HEAD points to, when it has commits).
+pub fn bare_repository(dir: &Path) -> Option<String> {
+    if !git::is_bare_repository(dir) {
+        return None;
+    }
+    let suggestion = match git::current_branch(dir).filter(|b| git::resolve_commit(dir, b).is_ok()) {
+        Some(branch) => format!("--rev {branch} (the branch its HEAD points to)"),
+        None => "--rev BRANCH (a branch, tag or commit)".to_string(),
+    };
+    Some(format!(
+        "{} is a bare git repository: it has no working tree to render; name a revision: {suggestion}",
+        dir.display()
+    ))
+}
+
 /// When `dir` is a subdirectory of a git repository whose files hold Flux Kustomizations: a
 /// sentence naming the repository's root to use instead.
 pub fn subdirectory_hint(dir: &Path, rev: Option<&str>) -> Option<String> {
@@ -50,8 +66,32 @@ fn flux_repository_above(dir: &Path, rev: Option<&str>) -> Option<PathBuf> {
     git::yaml_mentions(&top, rev, FLUX_KUSTOMIZE_GROUP).then_some(top)
 }
 
-/// True when some Kustomization of `render` failed because its path does not exist: the mark of
-/// a render rooted below the repository's root.
-pub fn has_missing_paths(render: &Render) -> bool {
-    render.kustomizations().any(|(_, k)| k.error.as_ref().is_some_and(|e| e.code == "path-not-found"))
+/// When `dir` lies below the top of a git work tree and a Kustomization of `render` fails because
+/// its path is not under `dir` though it is there from the top: the render started in the wrong
+/// place (Flux reads every path from the repository's root). The one thing to say, naming the
+/// top to use instead. `rev` is the revision rendered (`None`: the working tree).
+pub fn rendered_below_top(dir: &Path, rev: Option<&str>, render: &Render) -> Option<String> {
+    let top = git::enclosing_work_tree(dir)?;
+    let commit = match rev {
+        Some(rev) => Some(git::resolve_commit(&top, rev).ok()?),
+        None => None,
+    };
+    let (name, path) = render.kustomizations().find_map(|(_, k)| {
+        k.error.as_ref().filter(|e| e.code == "path-not-found")?;
+        let relative = crate::paths::normalize(Path::new(k.path.trim_start_matches('/')))?;
+        let relative = relative.to_str()?;
+        let at_top = match &commit {
+            Some(commit) => git::has_path(&top, commit, relative),
+            None => top.join(relative).exists(),
+        };
+        at_top.then(|| (format!("{}/{}", k.namespace, k.name), k.path.clone()))
+    })?;
+    Some(format!(
+        "{} is a subdirectory of the git repository at {}: Flux reads a Kustomization's path from the \
+         repository's root, and the path of {name} ({path}) is there, not under {}: try --repo {}",
+        dir.display(),
+        top.display(),
+        dir.display(),
+        top.display()
+    ))
 }

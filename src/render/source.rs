@@ -235,7 +235,13 @@ impl ExportedSource {
                 if let Some(why) = super::kept::unwritable(&entries) {
                     bail!("{commit} cannot be exported: {why}");
                 }
-                if attributes_apply(repo, &entries)? {
+                // Attributes anywhere count: those of a directory above `repo` apply below it.
+                let attributes = attributes_apply(repo, &entries)?;
+                // Below a work tree's top, the export is `repo`'s directory (git archive run
+                // there writes that): every list of the tree is named from there too.
+                let prefix = git::prefix(repo);
+                let entries = git::entries_under(entries, &prefix);
+                if attributes {
                     let written = write_blobs(repo, &commit, &entries, &raw, &mut budget)?;
                     warnings = written.warnings;
                     flux_manifests = written.state.manifests();
@@ -245,7 +251,7 @@ impl ExportedSource {
                     })?;
                 }
                 // Only an optimisation: without them every build reads its inputs.
-                object_ids = git::root_tree(repo, &commit)
+                object_ids = git::tree_at(repo, &commit, &prefix)
                     .inspect_err(|e| tracing::debug!("no object ids for {commit}: {e:#}"))
                     .ok()
                     .map(|root| ids_of(&entries, root));
@@ -286,6 +292,10 @@ impl ExportedSource {
         if super::kept::unwritable(&entries).is_some() {
             return Ok(None);
         }
+        // As in `export_keeping`: attributes anywhere count; the tree is `repo`'s directory.
+        let attributes = attributes_apply(repo, &entries)?;
+        let prefix = git::prefix(repo);
+        let entries = git::entries_under(entries, &prefix);
         let (root, key) = super::kept::location(scratch, repo);
         let claimed = match super::kept::claim(&root, &key, workdir.path()) {
             Some(claimed) => claimed,
@@ -308,7 +318,7 @@ impl ExportedSource {
             let tree = claimed.tree();
             let _ = std::fs::remove_dir_all(&tree);
             std::fs::create_dir_all(&tree)?;
-            if attributes_apply(repo, &entries)? {
+            if attributes {
                 write_blobs(repo, commit, &entries, &tree, &mut budget)?
             } else {
                 let (mut warnings, mut manifests) = (Vec::new(), Vec::new());
@@ -322,7 +332,7 @@ impl ExportedSource {
             }
         };
         // Without it, the fresh export says what git cannot do.
-        let Ok(root_tree) = git::root_tree(repo, commit) else { return Ok(None) };
+        let Ok(root_tree) = git::tree_at(repo, commit, &prefix) else { return Ok(None) };
         let (ids, ignores) = ids_of(&entries, root_tree);
         let raw = claimed.tree();
         Ok(Some(ExportedSource {

@@ -439,6 +439,8 @@ impl Renderer {
     /// Renders every Kustomization reachable from the repository's roots.
     pub fn render(&self, opts: &RenderOptions) -> Result<Render> {
         let started = std::time::Instant::now();
+        // On the progress line from the start: exporting a large revision takes a while too.
+        let progress = Progress::new(opts.progress.clone());
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(opts.jobs.max(1))
             .stack_size(crate::stack::RENDER_STACK_BYTES)
@@ -505,7 +507,7 @@ impl Renderer {
             generators: &generators,
         };
 
-        let progress = Progress::new(opts.progress);
+        progress.set_total(disk_kustomizations.len());
         let memo = Default::default();
         let generated = AtomicUsize::new(0);
         let ctx = Context {
@@ -1616,36 +1618,46 @@ fn collect_yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     });
 }
 
-/// A progress line on a terminal while renders run.
+/// What a render counts as it goes (for its log line), and its part of the progress line.
 pub(super) struct Progress {
-    bar: Option<indicatif::ProgressBar>,
+    lane: Option<super::progress::Lane>,
     done: AtomicUsize,
     cached: AtomicUsize,
 }
 
 impl Progress {
-    fn new(enabled: bool) -> Self {
-        use std::io::IsTerminal;
-        let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
-            let bar = indicatif::ProgressBar::new_spinner();
-            bar.enable_steady_tick(Duration::from_millis(120));
-            bar
-        });
-        Progress { bar, done: AtomicUsize::new(0), cached: AtomicUsize::new(0) }
+    fn new(lane: Option<super::progress::Lane>) -> Self {
+        if let Some(lane) = &lane {
+            lane.start();
+        }
+        Progress { lane, done: AtomicUsize::new(0), cached: AtomicUsize::new(0) }
+    }
+
+    /// The Kustomizations the revision's files define.
+    fn set_total(&self, total: usize) {
+        if let Some(lane) = &self.lane {
+            lane.set_total(total);
+        }
     }
 
     pub(super) fn tick(&self, cache_hit: bool) {
-        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
-        let cached =
-            self.cached.fetch_add(usize::from(cache_hit), Ordering::Relaxed) + usize::from(cache_hit);
-        if let Some(bar) = &self.bar {
-            bar.set_message(format!("rendered {done} kustomize builds ({cached} from cache)"));
+        self.done.fetch_add(1, Ordering::Relaxed);
+        self.cached.fetch_add(usize::from(cache_hit), Ordering::Relaxed);
+        if let Some(lane) = &self.lane {
+            lane.tick(cache_hit);
         }
     }
 
     fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
+        if let Some(lane) = &self.lane {
+            lane.finish();
         }
+    }
+}
+
+/// A render that ends, however it ends, leaves the progress line.
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
     }
 }

@@ -56,6 +56,8 @@ pub struct AppState {
     pub runs_token: Option<Arc<String>>,
     /// Forges not answering yet (the bot has not learned who it is there): not ready.
     pub forges_unready: Arc<std::sync::Mutex<Vec<String>>>,
+    /// No forge is configured: plans could not be posted anywhere, so never ready.
+    pub no_forge: bool,
 }
 
 impl AppState {
@@ -82,6 +84,7 @@ impl AppState {
             min_body_rate: DEFAULT_MIN_BODY_RATE,
             runs_token: None,
             forges_unready: Arc::default(),
+            no_forge: false,
         }
     }
 }
@@ -301,7 +304,14 @@ async fn accept(
     }
 }
 
+/// Why a bot without a forge is not ready (`/readyz`, and the log at start).
+pub const NO_FORGE: &str = "no forge configured: set FLUXPLAN_GITHUB_TOKEN (or FLUXPLAN_GITHUB_APP_ID and \
+                            FLUXPLAN_GITHUB_APP_PRIVATE_KEY) or FLUXPLAN_GITLAB_TOKEN: plans cannot be posted";
+
 async fn readyz(State(state): State<AppState>) -> Response {
+    if state.no_forge {
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {NO_FORGE}\n")).into_response();
+    }
     let unready = state.forges_unready.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if !unready.is_empty() {
         let message =

@@ -1390,6 +1390,28 @@ fn serve_starts_while_gitlab_is_down_and_says_it_is_not_ready() {
 }
 
 #[test]
+fn serve_without_a_forge_is_never_ready_and_says_what_to_set() {
+    let data = tempfile::tempdir().unwrap();
+    // A webhook secret but no token, no App, no GitLab token.
+    let bot = Bot::start(
+        data.path(),
+        &[
+            ("FLUXPLAN_GITHUB_WEBHOOK_SECRET", SECRET.to_string()),
+            ("FLUXPLAN_GITHUB_TOKEN", String::new()),
+            ("FLUXPLAN_GITLAB_TOKEN", String::new()),
+        ],
+    );
+    let (status, body) = bot.get("/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.starts_with("not ready: no forge configured: set FLUXPLAN_GITHUB_TOKEN"), "{body}");
+    assert!(body.contains("FLUXPLAN_GITHUB_APP_ID") && body.contains("FLUXPLAN_GITLAB_TOKEN"), "{body}");
+    // Alive all the same, and said once at start.
+    assert_eq!(bot.get("/healthz").0, 200);
+    let log = std::fs::read_to_string(data.path().join("bot.log")).unwrap();
+    assert_eq!(log.matches("no forge configured: set FLUXPLAN_GITHUB_TOKEN").count(), 1, "{log}");
+}
+
+#[test]
 fn only_a_blocked_plan_can_be_approved() {
     let github = FakeGitHub::start();
     let (repo, base) = fleet();

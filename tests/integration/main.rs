@@ -11,6 +11,7 @@ mod bot;
 mod boundaries;
 mod cascades;
 mod ci_recipes;
+mod cli_output;
 mod deploy;
 mod docs;
 mod fake_forge_selftest;

@@ -97,7 +97,7 @@ fn a_subdirectory_without_kustomizations_names_the_repository_root_to_use() {
 }
 
 #[test]
-fn a_subdirectory_with_kustomizations_gets_a_warning_naming_the_root() {
+fn a_subdirectory_whose_paths_are_at_the_top_fails_with_the_hint_alone() {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
     repo.config_map("apps/cm.yaml", "cm", "default");
@@ -105,20 +105,18 @@ fn a_subdirectory_with_kustomizations_gets_a_warning_naming_the_root() {
     repo.commit("head");
     let subdir = repo.path().join("clusters");
     let top = std::fs::canonicalize(repo.path()).unwrap();
-    let (stdout, stderr, _) = run(&plan_args(subdir.to_str().unwrap(), "json"), &[], None);
+    let (stdout, stderr, code) = run(&plan_args(subdir.to_str().unwrap(), "json"), &[], None);
+    assert_eq!(code, 3, "{stdout}\n{stderr}");
     let plan: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
-    let alert = plan["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["code"] == "repo-subdirectory")
-        .unwrap_or_else(|| panic!("no repo-subdirectory alert: {}", plan["alerts"]));
-    assert_eq!(alert["severity"], "warning");
-    assert!(alert["message"].as_str().unwrap().contains(&format!("try --repo {}", top.display())), "{alert}");
-    // At the root the same repository plans without it.
+    assert_eq!(plan["verdict"], "failed");
+    let error = plan["error"].as_str().unwrap();
+    assert!(error.contains(&format!("try --repo {}", top.display())), "{error}");
+    // No alert of a render that started in the wrong place (paths missing, roots failing).
+    assert_eq!(plan["alerts"], serde_json::json!([]), "{plan}");
+    // At the root the same repository plans.
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(code, 0, "{plan}");
-    assert!(plan["alerts"].as_array().unwrap().iter().all(|a| a["code"] != "repo-subdirectory"), "{plan}");
+    assert!(plan["error"].is_null(), "{plan}");
 }
 
 #[test]

@@ -370,10 +370,16 @@ fn a_kustomize_error_from_the_library_is_kustomizes_message() {
 
 /// `fluxplan build` of the example fleet with `env`; returns stdout, stderr and the exit code.
 fn build_cli(env: &[(&str, &str)]) -> (String, String, i32) {
+    build_cli_with(&[], env)
+}
+
+/// `fluxplan build` of the example fleet with more arguments and `env`.
+fn build_cli_with(args: &[&str], env: &[(&str, &str)]) -> (String, String, i32) {
     let fleet = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet");
     let out = std::process::Command::new(fixture::fluxplan_bin())
         .args(["build", "--no-cache", "--format", "json", "--repo"])
         .arg(&fleet)
+        .args(args)
         .env_remove(library::LIB_ENV)
         .env_remove("FLUXPLAN_KUSTOMIZE")
         .envs(env.iter().copied())
@@ -391,8 +397,37 @@ fn without_the_library_the_binary_builds_and_says_why_once() {
     let render: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let engine = render["kustomize"].as_str().unwrap();
     assert!(!engine.starts_with("kustomize library"), "{engine}");
-    assert_eq!(stderr.matches("kustomize library unavailable").count(), 1, "{stderr}");
-    assert!(stderr.contains("scripts/fetch-kustomize-lib.sh"), "{stderr}");
+    // One plain line, no log timestamp or level; the render's JSON on stdout is untouched.
+    let expected = format!(
+        "fluxplan: kustomize library not found at {}; using `kubectl kustomize` (slower): run \
+         scripts/fetch-kustomize-lib.sh or set FLUXPLAN_KUSTOMIZE_LIB\n",
+        library::default_path_under(empty.path()).display()
+    );
+    assert_eq!(stderr, expected);
+    assert!(!stdout.contains("kustomize library not found"), "{stdout}");
+    // More only with -v; nothing with -q.
+    let (_, verbose, code) = build_cli_with(&["-v"], &[("XDG_CACHE_HOME", empty.path().to_str().unwrap())]);
+    assert_eq!(code, 0, "{verbose}");
+    assert_eq!(verbose.matches("kustomize library not found").count(), 1, "{verbose}");
+    assert!(verbose.contains("FLUXPLAN_KUSTOMIZE_LIB=off uses the binary without this note"), "{verbose}");
+    let (_, quiet, code) =
+        build_cli_with(&["--quiet"], &[("XDG_CACHE_HOME", empty.path().to_str().unwrap())]);
+    assert_eq!((code, quiet.as_str()), (0, ""));
+    // Once per process, though a plan renders two revisions.
+    let repo = Repo::bootstrap("prod");
+    repo.commit("base");
+    repo.config_map("clusters/prod/cm.yaml", "cm", "default");
+    repo.commit("head");
+    let out = std::process::Command::new(fixture::fluxplan_bin())
+        .args(["plan", "--no-cache", "--base", "HEAD~1", "--head", "HEAD", "--format", "json", "--repo"])
+        .arg(repo.path())
+        .env_remove(library::LIB_ENV)
+        .env_remove("FLUXPLAN_KUSTOMIZE")
+        .env("XDG_CACHE_HOME", empty.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.matches("kustomize library not found").count(), 1, "{stderr}");
 
     // Turned off: the binary, without a word.
     let (stdout, stderr, code) = build_cli(&[(library::LIB_ENV, "off")]);
@@ -462,7 +497,15 @@ fn a_library_at_the_default_place_that_is_not_the_pinned_one_is_never_loaded() {
     std::fs::copy("/bin/true", &lib).unwrap();
     let (stdout, stderr, code) = build_cli(&[("XDG_CACHE_HOME", cache.path().to_str().unwrap())]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("is not the pinned library"), "{stderr}");
+    assert!(
+        stderr
+            .starts_with(&format!("fluxplan: kustomize library at {} cannot be used; using", lib.display())),
+        "{stderr}"
+    );
+    // Why, with -v.
+    assert!(!stderr.contains("is not the pinned library"), "{stderr}");
+    let (_, verbose, _) = build_cli_with(&["-v"], &[("XDG_CACHE_HOME", cache.path().to_str().unwrap())]);
+    assert!(verbose.contains("is not the pinned library"), "{verbose}");
     let render: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert!(!render["kustomize"].as_str().unwrap().starts_with("kustomize library"), "{render:#}");
 }

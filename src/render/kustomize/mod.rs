@@ -74,7 +74,7 @@ impl Kustomize {
                 anyhow::anyhow!("{KUSTOMIZE_ENV}={chosen} does not work ({e:#}): point it at a kustomize or kubectl binary, or unset it")
             });
         }
-        match library::choice() {
+        let fallback = match library::choice() {
             Choice::Explicit(path) => {
                 return Self::library(&path, timeout).map_err(|e| {
                     anyhow::anyhow!(
@@ -86,28 +86,25 @@ impl Kustomize {
             }
             // The default place holds what the fetch script installed: only the pinned library.
             Choice::Default(Some(path)) if path.is_file() => match library::check_pinned(&path) {
-                Err(why) => announce_fallback(&why),
+                Err(why) => Some(Fallback::Unusable(path, why)),
                 Ok(()) => match Self::library(&path, timeout) {
                     Ok(found) => return Ok(found),
-                    Err(e) => announce_fallback(&format!("{e:#}")),
+                    Err(e) => Some(Fallback::Unusable(path, format!("{e:#}"))),
                 },
             },
-            Choice::Default(path) => announce_fallback(&format!(
-                "not installed at {} (scripts/fetch-kustomize-lib.sh installs it)",
-                path.map(|p| p.display().to_string())
-                    .unwrap_or_else(|| "$XDG_CACHE_HOME/fluxplan/lib".into())
-            )),
-            Choice::Off => {}
+            Choice::Default(path) => Some(Fallback::Missing(path)),
+            Choice::Off => None,
+        };
+        let found = ["kustomize", "kubectl"].into_iter().find_map(|program| Self::at(program, timeout).ok());
+        if let Some(fallback) = fallback {
+            fallback.announce(found.as_ref());
         }
-        for program in ["kustomize", "kubectl"] {
-            if let Ok(found) = Self::at(program, timeout) {
-                return Ok(found);
-            }
-        }
-        bail!(
-            "kustomize not found: install the `kustomize` binary or `kubectl` (which embeds it), \
-             or point FLUXPLAN_KUSTOMIZE at one"
-        )
+        found.ok_or_else(|| {
+            anyhow::anyhow!(
+                "kustomize not found: install the `kustomize` binary or `kubectl` (which embeds it), \
+                 or point FLUXPLAN_KUSTOMIZE at one"
+            )
+        })
     }
 
     /// The kustomize at `program` (a `kubectl` binary is used as `kubectl kustomize`).
@@ -191,12 +188,58 @@ impl Kustomize {
     }
 }
 
-/// Says once per process why builds run the slower kustomize binary.
-fn announce_fallback(why: &str) {
-    static ONCE: OnceLock<()> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        tracing::warn!("kustomize library unavailable, running a kustomize process per build (slower): {why}")
-    });
+/// Why builds do not run in the library at its default place.
+enum Fallback {
+    /// Not installed there (`None`: no cache directory to look in).
+    Missing(Option<PathBuf>),
+    /// There, but not the pinned library, or it does not start.
+    Unusable(PathBuf, String),
+}
+
+impl Fallback {
+    /// Says once per process, as one plain line on stderr, that builds run the slower binary and
+    /// how to get the library; why it could not be used only with `-v`.
+    fn announce(&self, found: Option<&Kustomize>) {
+        static ONCE: OnceLock<()> = OnceLock::new();
+        ONCE.get_or_init(|| {
+            crate::console::note(&self.line(found));
+            match self {
+                Fallback::Unusable(_, why) => {
+                    crate::console::detail(&format!("the kustomize library cannot be used: {why}"))
+                }
+                Fallback::Missing(_) => crate::console::detail(&format!(
+                    "{}=/path/to/{} uses a library elsewhere; {}=off uses the binary without this note",
+                    library::LIB_ENV,
+                    library::FILE_NAME,
+                    library::LIB_ENV
+                )),
+            }
+            tracing::debug!(line = %self.line(found), "kustomize library not used");
+        });
+    }
+
+    fn line(&self, found: Option<&Kustomize>) -> String {
+        let what = match self {
+            Fallback::Missing(Some(path)) => format!("kustomize library not found at {}", path.display()),
+            Fallback::Missing(None) => {
+                "kustomize library not found (no $XDG_CACHE_HOME or $HOME to look in)".to_string()
+            }
+            Fallback::Unusable(path, _) => format!("kustomize library at {} cannot be used", path.display()),
+        };
+        let using = match found.map(|k| &k.engine) {
+            Some(Engine::Binary { program, subcommand }) => {
+                let name = program
+                    .file_name()
+                    .map_or_else(|| program.display().to_string(), |n| n.to_string_lossy().into_owned());
+                format!("`{name} {subcommand}`")
+            }
+            _ => "the kustomize binary".to_string(),
+        };
+        format!(
+            "{what}; using {using} (slower): run scripts/fetch-kustomize-lib.sh or set {}",
+            library::LIB_ENV
+        )
+    }
 }
 
 fn version_of(program: &Path, subcommand: &str) -> Option<String> {
