@@ -10,6 +10,7 @@ mod bot;
 mod boundaries;
 mod cascades;
 mod ci_recipes;
+mod completion;
 mod deploy;
 mod fake_forge_selftest;
 mod fake_github;
