@@ -87,16 +87,30 @@ impl AppState {
     }
 }
 
+/// Every route: webhooks, health, readiness, metrics and the run pages.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    routes(true).with_state(state)
+}
+
+/// The main listener's routes when `/metrics` has a listener of its own ([`metrics_router`]):
+/// every route but `/metrics`, which answers 404 there.
+pub fn router_without_metrics(state: AppState) -> Router {
+    routes(false).with_state(state)
+}
+
+/// `/metrics` alone, for a listener of its own (`--metrics-listen`).
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new().route("/metrics", get(metrics_page)).with_state(state)
+}
+
+fn routes(with_metrics: bool) -> Router<AppState> {
+    let routes = Router::new()
         .route("/webhooks/github", post(github_webhook))
         .route("/webhooks/gitlab", post(gitlab_webhook))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_page))
-        .merge(pages::routes())
-        .layer(DefaultBodyLimit::max(MAX_WEBHOOK_BYTES))
-        .with_state(state)
+        .route("/readyz", get(readyz));
+    let routes = if with_metrics { routes.route("/metrics", get(metrics_page)) } else { routes };
+    routes.merge(pages::routes()).layer(DefaultBodyLimit::max(MAX_WEBHOOK_BYTES))
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {

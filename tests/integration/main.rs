@@ -26,6 +26,7 @@ mod helm_plan;
 mod hostile;
 mod image;
 mod kube_view;
+mod metrics;
 mod operator;
 mod plan;
 mod render_cli;
