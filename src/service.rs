@@ -12,7 +12,7 @@ use crate::jobs::{Forges, Worker, WorkerConfig};
 use crate::planner;
 use crate::server::listen::{self, ConnectionLimits};
 use crate::server::metrics::Metrics;
-use crate::server::{router, AppState};
+use crate::server::{metrics_router, router, router_without_metrics, AppState};
 use crate::store::Store;
 use anyhow::{Context, Result};
 use std::io::Write;
@@ -24,6 +24,9 @@ use std::time::Duration;
 pub struct ServiceConfig {
     /// Address to listen on, e.g. `0.0.0.0:8080`.
     pub listen: String,
+    /// Where `/metrics` is served apart, e.g. `0.0.0.0:9090`; then not on `listen`. `None`:
+    /// on `listen`.
+    pub metrics_listen: Option<String>,
     /// `postgres://…` or `sqlite://…`; `None`: the embedded SQLite file in `data_dir`.
     pub database_url: Option<String>,
     /// Git mirrors, the render cache and the embedded database.
@@ -255,14 +258,6 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     );
     state.runs_token = config.runs_token.clone().filter(|t| !t.is_empty()).map(Arc::new);
     state.no_forge = no_forge;
-    let listener = tokio::net::TcpListener::bind(&config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let address = listener.local_addr()?;
-    println!("fluxplan listening on http://{address}");
-    let _ = std::io::stdout().flush();
-    tracing::info!(%address, backend = ?store.backend(), workers = config.workers, "serving");
-    learn_identities(forges.clone(), state.forges_unready.clone());
     let limits = ConnectionLimits {
         max_connections: config.max_connections.max(1),
         max_connections_per_client: config
@@ -271,7 +266,45 @@ async fn serve(config: ServiceConfig) -> Result<()> {
             .clamp(1, config.max_connections.max(1)),
         header_timeout: config.header_timeout.max(Duration::from_secs(1)),
     };
-    listen::serve(listener, router(state), limits, refused_connections, shutdown_signal()).await;
+    // Both listeners stop on the same signal.
+    let (stopping, stop_serving) = tokio::sync::watch::channel(false);
+    // `/metrics` on its own listener, with the same limits (its own connections: a flood of the
+    // webhook port does not keep the scraper out), and then not on the main one.
+    let metrics_server = match config.metrics_listen.as_deref().filter(|a| !a.is_empty()) {
+        Some(metrics_listen) => {
+            let listener = tokio::net::TcpListener::bind(metrics_listen)
+                .await
+                .with_context(|| format!("cannot listen on {metrics_listen} (--metrics-listen)"))?;
+            let address = listener.local_addr()?;
+            println!("fluxplan metrics listening on http://{address}");
+            tracing::info!(%address, "serving /metrics");
+            let mut stop = stop_serving.clone();
+            let stopped = async move {
+                let _ = stop.wait_for(|stopping| *stopping).await;
+            };
+            let app = metrics_router(state.clone());
+            Some(tokio::spawn(listen::serve(listener, app, limits, refused_connections.clone(), stopped)))
+        }
+        None => None,
+    };
+    let app =
+        if metrics_server.is_some() { router_without_metrics(state.clone()) } else { router(state.clone()) };
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let address = listener.local_addr()?;
+    println!("fluxplan listening on http://{address}");
+    let _ = std::io::stdout().flush();
+    tracing::info!(%address, backend = ?store.backend(), workers = config.workers, "serving");
+    learn_identities(forges.clone(), state.forges_unready.clone());
+    let stopped = async move {
+        shutdown_signal().await;
+        let _ = stopping.send(true);
+    };
+    listen::serve(listener, app, limits, refused_connections, stopped).await;
+    if let Some(metrics_server) = metrics_server {
+        let _ = metrics_server.await;
+    }
 
     // Finish running jobs, or release them to the queue when they take too long.
     tracing::info!("shutting down: finishing running jobs");

@@ -1,7 +1,8 @@
-//! The command line: `build`, `plan`, `snapshot`, `serve`, `migrate`, and `demo`.
+//! The command line: `build`, `plan`, `snapshot`, `serve`, `migrate`, `demo` and `completion`.
 
 mod build;
 pub mod bytes;
+mod completion;
 mod demo;
 pub mod plan;
 mod serve;
@@ -91,6 +92,9 @@ pub enum Command {
     Migrate(serve::MigrateArgs),
     /// Plan the outage fluxplan exists to prevent, on the example fleet built into the binary.
     Demo(demo::DemoArgs),
+    /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = completion::INSTALL_HELP)]
+    Completion(completion::CompletionArgs),
 }
 
 /// Options shared by every command that renders a repository.
@@ -348,6 +352,7 @@ pub fn run(cli: Cli) -> ExitCode {
             plan::run(args)
         }
         Command::Demo(args) => demo::run(args),
+        Command::Completion(args) => completion::run(args),
         Command::Snapshot(args) => snapshot::run(args),
         Command::Serve(args) => serve::run(*args),
         Command::Migrate(args) => serve::migrate(args),

@@ -27,6 +27,11 @@ pub struct DatabaseArgs {
 pub struct ServeArgs {
     #[arg(long, env = "FLUXPLAN_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: String,
+    /// Serve `/metrics` on this address of its own (e.g. `0.0.0.0:9090`), and no longer on
+    /// --listen (404 there): metrics off the port the webhooks come to. Default: `/metrics` on
+    /// --listen.
+    #[arg(long, env = "FLUXPLAN_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
     #[command(flatten)]
     pub database: DatabaseArgs,
     /// This service's external URL, for links from comments and statuses to full plans.
@@ -178,6 +183,7 @@ pub fn migrate(args: MigrateArgs) -> Result<u8> {
 pub fn run(args: ServeArgs) -> Result<u8> {
     service::run(ServiceConfig {
         listen: args.listen,
+        metrics_listen: args.metrics_listen,
         database_url: args.database.database_url,
         data_dir: args.database.data_dir,
         public_url: args.public_url,

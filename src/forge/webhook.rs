@@ -183,6 +183,26 @@ fn parse_json(forge: &'static str, event: &str, body: &[u8]) -> Result<Value, Pa
     })
 }
 
+/// The events fluxplan reads, named as their header names them (`X-GitHub-Event`,
+/// `X-Gitlab-Event`); any other is ignored. The parsers match on these, and the metrics
+/// pre-create a series for each.
+pub mod event {
+    pub const PING: &str = "ping";
+    pub const PULL_REQUEST: &str = "pull_request";
+    pub const ISSUE_COMMENT: &str = "issue_comment";
+    pub const PUSH: &str = "push";
+    pub const MERGE_GROUP: &str = "merge_group";
+    pub const MERGE_REQUEST_HOOK: &str = "Merge Request Hook";
+    pub const NOTE_HOOK: &str = "Note Hook";
+    pub const PUSH_HOOK: &str = "Push Hook";
+}
+
+/// Every GitHub event [`parse_github`] reads.
+pub const GITHUB_EVENTS: [&str; 5] =
+    [event::PING, event::PULL_REQUEST, event::ISSUE_COMMENT, event::PUSH, event::MERGE_GROUP];
+/// Every GitLab event [`parse_gitlab`] reads.
+pub const GITLAB_EVENTS: [&str; 3] = [event::MERGE_REQUEST_HOOK, event::NOTE_HOOK, event::PUSH_HOOK];
+
 /// Parses a GitHub webhook (`X-GitHub-Event` header `event`).
 pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
     let value = parse_json("github", event, body)?;
@@ -198,8 +218,8 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
         })
     };
     match event {
-        "ping" => Ok(Event::Ignored("ping".into())),
-        "pull_request" => {
+        event::PING => Ok(Event::Ignored("ping".into())),
+        event::PULL_REQUEST => {
             let action = f.text("/action")?;
             let closed = action == "closed";
             // A pull request edited to merge into another base is planned again.
@@ -229,7 +249,7 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 repo,
             }))
         }
-        "issue_comment" => {
+        event::ISSUE_COMMENT => {
             if f.text("/action")? != "created" {
                 return Ok(Event::Ignored("issue_comment not created".into()));
             }
@@ -247,7 +267,7 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 created_at: text(&value, "/comment/created_at").as_deref().and_then(timestamp_ms),
             }))
         }
-        "push" => {
+        event::PUSH => {
             let reference = f.text("/ref")?;
             let Some(branch) = reference.strip_prefix("refs/heads/") else {
                 return Ok(Event::Ignored(format!("push to {reference}")));
@@ -261,7 +281,7 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 after: f.text("/after")?,
             }))
         }
-        "merge_group" => {
+        event::MERGE_GROUP => {
             let action = f.text("/action")?;
             if action != "checks_requested" {
                 return Ok(Event::Ignored(format!("merge_group action {action}")));
@@ -299,7 +319,7 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
         })
     };
     match event {
-        "Merge Request Hook" => {
+        event::MERGE_REQUEST_HOOK => {
             let action = text(&value, "/object_attributes/action").unwrap_or_default();
             let closed = matches!(action.as_str(), "close" | "merge");
             if !closed && !matches!(action.as_str(), "open" | "reopen" | "update" | "") {
@@ -334,7 +354,7 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 repo,
             }))
         }
-        "Note Hook" => {
+        event::NOTE_HOOK => {
             if text(&value, "/object_attributes/noteable_type").as_deref() != Some("MergeRequest") {
                 return Ok(Event::Ignored("note on something other than a merge request".into()));
             }
@@ -360,7 +380,7 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 created_at: text(&value, "/object_attributes/created_at").as_deref().and_then(timestamp_ms),
             }))
         }
-        "Push Hook" => {
+        event::PUSH_HOOK => {
             let reference = f.text("/ref")?;
             let Some(branch) = reference.strip_prefix("refs/heads/") else {
                 return Ok(Event::Ignored(format!("push to {reference}")));
@@ -438,6 +458,19 @@ pub fn parse_command(body: &str) -> Option<Command> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_event_listed_is_read_and_any_other_ignored() {
+        let ignored = |result: Result<Event, ParseError>, name: &str| matches!(result, Ok(Event::Ignored(why)) if why == format!("event {name}"));
+        for name in GITHUB_EVENTS {
+            assert!(!ignored(parse_github(name, b"{}"), name), "{name}");
+        }
+        for name in GITLAB_EVENTS {
+            assert!(!ignored(parse_gitlab(name, b"{}"), name), "{name}");
+        }
+        assert!(ignored(parse_github("check_run", b"{}"), "check_run"));
+        assert!(ignored(parse_gitlab("Pipeline Hook", b"{}"), "Pipeline Hook"));
+    }
 
     fn fixture(path: &str) -> Vec<u8> {
         std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path))

@@ -124,7 +124,7 @@ impl Worker {
         if completed {
             let run = self.merge_run(target.run_id).await?;
             if let Some(outcome) = read_followup(&run)?.outcome {
-                self.metrics.predictions.with_label_values(&[outcome.as_str()]).inc();
+                self.metrics.prediction(outcome);
             }
         }
         self.comment_once(&target.repo, target.number, target.run_id, &key).await
@@ -272,7 +272,7 @@ impl Worker {
                 if let Ok(Ok(Some(outcome))) =
                     self.merge_run(target.run_id).await.map(|r| read_followup(&r).map(|f| f.outcome))
                 {
-                    self.metrics.predictions.with_label_values(&[outcome.as_str()]).inc();
+                    self.metrics.prediction(outcome);
                 }
                 if let Err(JobError::Retry(e, _) | JobError::Fatal(e)) =
                     self.comment_once(&target.repo, target.number, target.run_id, &key).await

@@ -13,7 +13,7 @@ pub async fn report(store: &Store, forges: &Forges, metrics: &Metrics, jobs: &[J
     for job in jobs {
         let reason = format!("{WORKER_DIED} ({} attempts)", job.attempts);
         tracing::error!(job = job.id, kind = %job.kind, repo = %job.repo, pr = job.pr_number, sha = %job.head_sha, "{reason}: given up");
-        metrics.jobs_failed.with_label_values(&[&job.kind]).inc();
+        metrics.job_failed(&job.kind);
         let Ok(payload) = serde_json::from_str::<JobPayload>(&job.payload) else { continue };
         let (repo, number, base_ref, head_sha) = match payload {
             JobPayload::Plan { repo, number, base_ref, head_sha, .. } => (repo, number, base_ref, head_sha),

@@ -242,6 +242,75 @@ pub fn help_text(forge: ForgeKind, roles: &CommandRoles) -> String {
 mod tests {
     use super::*;
 
+    /// `fluxplan_jobs_failed_total` pre-creates a series per kind: the kinds are exactly the
+    /// payloads' serde tags, and each payload's `kind` is its tag.
+    #[test]
+    fn the_metrics_know_every_job_kind() {
+        let unknown = serde_json::from_value::<JobPayload>(serde_json::json!({"type": "?"})).unwrap_err();
+        let expected = unknown.to_string();
+        let tags: Vec<&str> = expected.split('`').skip(3).step_by(2).collect();
+        assert_eq!(tags, crate::server::metrics::JOB_KINDS, "{expected}");
+        let repo = RepoInfo {
+            forge: ForgeKind::GitLab,
+            full_name: "acme/fleet".into(),
+            project_id: Some(1),
+            clone_url: "https://gitlab.example/acme/fleet.git".into(),
+            installation_id: None,
+            web_url: None,
+        };
+        let (text, sha) = (String::new(), "abc".to_string());
+        let every = [
+            JobPayload::Plan {
+                repo: repo.clone(),
+                number: 1,
+                base_ref: text.clone(),
+                head_sha: sha.clone(),
+                trigger: text.clone(),
+            },
+            JobPayload::Command(CommandRequest {
+                repo: repo.clone(),
+                number: 1,
+                comment_id: 1,
+                author: text.clone(),
+                author_id: None,
+                created_at: None,
+                command: Command::Help,
+            }),
+            JobPayload::Replan { repo: repo.clone(), branch: text.clone() },
+            JobPayload::Closed { repo: repo.clone(), number: 1 },
+            JobPayload::Merged {
+                repo: repo.clone(),
+                number: 1,
+                base_ref: text.clone(),
+                head_sha: sha.clone(),
+                merge_sha: sha.clone(),
+            },
+            JobPayload::MergeGroup {
+                repo: repo.clone(),
+                base_ref: text.clone(),
+                base_sha: sha.clone(),
+                head_sha: sha.clone(),
+                head_ref: text.clone(),
+            },
+            JobPayload::Followup(FollowupTarget {
+                repo,
+                number: 1,
+                run_id: 1,
+                root: text.clone(),
+                context: text.clone(),
+                namespace: text.clone(),
+                name: text,
+                revision: sha,
+                deadline_at: 0,
+            }),
+        ];
+        for payload in &every {
+            let tag = serde_json::to_value(payload).unwrap()["type"].clone();
+            assert_eq!(payload.kind(), tag, "{payload:?}");
+        }
+        assert_eq!(every.len(), tags.len());
+    }
+
     #[test]
     fn merge_queue_branches_name_their_pull_request() {
         assert_eq!(

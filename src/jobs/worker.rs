@@ -210,7 +210,7 @@ impl Worker {
                     }
                     _ => {}
                 }
-                self.metrics.jobs_failed.with_label_values(&[&job.kind]).inc();
+                self.metrics.job_failed(&job.kind);
                 self.report_failure(&job, &error).await;
                 self.store.finish_job(job.id, &self.id, "failed", now_ms(), Some(&error)).await
             }
@@ -252,7 +252,7 @@ impl Worker {
         result: Result<T, ForgeError>,
     ) -> Result<T, ForgeError> {
         if let Err(e) = &result {
-            self.metrics.forge_errors.with_label_values(&[repo.forge.as_str(), e.label()]).inc();
+            self.metrics.forge_error(repo.forge, e);
         }
         result
     }
@@ -395,10 +395,7 @@ impl Worker {
         let base_rev = format!("refs/heads/{}", target.base_ref);
         let plan = self.plan_revisions(mirror, repo, &base_rev, &target.head_sha, cancel).await?;
         timings.insert("plan_ms", phase.elapsed().as_millis() as u64);
-        self.metrics
-            .plan_duration
-            .with_label_values(&[repo.forge.as_str(), plan.verdict.as_str()])
-            .observe(phase.elapsed().as_secs_f64());
+        self.metrics.planned(repo.forge, plan.verdict, phase.elapsed().as_secs_f64());
 
         if !self.still_current(job).await? {
             tracing::info!("a newer push superseded this plan: not posting it");

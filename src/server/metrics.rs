@@ -1,9 +1,120 @@
 //! Prometheus metrics: webhooks received and refused, jobs by status, plan durations, forge API
-//! errors.
+//! errors, predictions, and the process's own (`process_*`).
+//!
+//! Every labelled family is exported from the start, each combination of its label values at
+//! zero: a family that appears only after its first event looks like a broken scrape, and
+//! `rate()` or `increase()` miss that first event. The label values are closed sets, listed here
+//! beside the metrics and taken by the methods that count, so what is pre-created and what is
+//! counted cannot drift apart. One label is open: the `event` of
+//! `fluxplan_webhooks_received_total` is the forge's event header, so an event fluxplan does not
+//! act on (a webhook set to send more) is counted under its own name when it comes; the events
+//! fluxplan acts on are pre-created.
 
+mod process;
+
+use crate::forge::webhook::{GITHUB_EVENTS, GITLAB_EVENTS};
+use crate::forge::{ForgeError, ForgeKind};
+use crate::plan::actual::Outcome;
+use crate::plan::Verdict;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
+
+/// `forge`: every forge.
+pub const FORGES: [ForgeKind; 2] = [ForgeKind::GitHub, ForgeKind::GitLab];
+
+/// `status` of `fluxplan_jobs`: every status a job row has.
+pub const JOB_STATUSES: [&str; 5] = ["queued", "running", "done", "failed", "superseded"];
+
+/// `kind` of `fluxplan_jobs_failed_total`: every `JobPayload::kind`.
+pub const JOB_KINDS: [&str; 7] = ["plan", "command", "replan", "closed", "merged", "merge-group", "followup"];
+
+/// `verdict` of `fluxplan_plan_duration_seconds`: every verdict.
+pub const VERDICTS: [Verdict; 4] = [Verdict::NoChanges, Verdict::Changes, Verdict::Blocked, Verdict::Failed];
+
+/// `kind` of `fluxplan_forge_api_errors_total`: every `ForgeError::label`.
+pub const FORGE_ERRORS: [&str; 4] = ["rate_limited", "transient", "not_found", "permanent"];
+
+/// `outcome` of `fluxplan_prediction_total`: every outcome.
+pub const OUTCOMES: [Outcome; 4] = [Outcome::Exact, Outcome::Differs, Outcome::Failed, Outcome::Timeout];
+
+/// `event` of `fluxplan_webhooks_received_total`, pre-created: the events fluxplan acts on.
+pub fn events(forge: ForgeKind) -> &'static [&'static str] {
+    match forge {
+        ForgeKind::GitHub => &GITHUB_EVENTS,
+        ForgeKind::GitLab => &GITLAB_EVENTS,
+    }
+}
+
+/// `reason` of `fluxplan_webhooks_refused_total`: why a webhook was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No valid `X-Hub-Signature-256` (GitHub).
+    Signature,
+    /// No valid `X-Gitlab-Token` (GitLab).
+    Token,
+    /// The body is over the size limit (or broken).
+    TooLarge,
+    /// An unsigned body without `Content-Length`.
+    NoLength,
+    /// The body did not come in time.
+    Timeout,
+    /// The body came slower than the minimum rate.
+    TooSlow,
+    /// The client holds its share of the unverified budget.
+    ClientShare,
+    /// The unverified budget is spent.
+    Busy,
+    /// The body could not be spooled, or read back.
+    Spool,
+    /// The payload is not the event it says it is.
+    Payload,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 10] = [
+        Refusal::Signature,
+        Refusal::Token,
+        Refusal::TooLarge,
+        Refusal::NoLength,
+        Refusal::Timeout,
+        Refusal::TooSlow,
+        Refusal::ClientShare,
+        Refusal::Busy,
+        Refusal::Spool,
+        Refusal::Payload,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Signature => "signature",
+            Refusal::Token => "token",
+            Refusal::TooLarge => "too-large",
+            Refusal::NoLength => "no-length",
+            Refusal::Timeout => "timeout",
+            Refusal::TooSlow => "too-slow",
+            Refusal::ClientShare => "client-share",
+            Refusal::Busy => "busy",
+            Refusal::Spool => "spool",
+            Refusal::Payload => "payload",
+        }
+    }
+
+    /// Whether a webhook from `forge` can be refused for it: GitHub signs its bodies, GitLab
+    /// sends a token in a header, checked before a byte of the body is read, so a GitLab body
+    /// is never held unverified (no length needed, no budget to share).
+    pub fn applies_to(self, forge: ForgeKind) -> bool {
+        match self {
+            Refusal::Signature | Refusal::NoLength | Refusal::ClientShare | Refusal::Busy => {
+                forge == ForgeKind::GitHub
+            }
+            Refusal::Token => forge == ForgeKind::GitLab,
+            Refusal::TooLarge | Refusal::Timeout | Refusal::TooSlow | Refusal::Spool | Refusal::Payload => {
+                true
+            }
+        }
+    }
+}
 
 pub struct Metrics {
     registry: Registry,
@@ -84,7 +195,8 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(build_info.clone())).expect("unique metric");
-        Metrics {
+        registry.register(Box::new(process::ProcessCollector::new())).expect("unique metric");
+        let metrics = Metrics {
             build_info,
             sandbox_landlock_abi,
             unverified_bytes,
@@ -97,7 +209,76 @@ impl Metrics {
             plan_duration,
             forge_errors,
             predictions,
+        };
+        metrics.zero();
+        metrics
+    }
+
+    /// Creates every series of every labelled family, at zero.
+    fn zero(&self) {
+        for forge in FORGES {
+            for event in events(forge) {
+                self.webhooks_received.with_label_values(&[forge.as_str(), event]);
+            }
+            for reason in Refusal::ALL.into_iter().filter(|r| r.applies_to(forge)) {
+                self.webhooks_refused.with_label_values(&[forge.as_str(), reason.as_str()]);
+            }
+            for verdict in VERDICTS {
+                self.plan_duration.with_label_values(&[forge.as_str(), verdict.as_str()]);
+            }
+            for kind in FORGE_ERRORS {
+                self.forge_errors.with_label_values(&[forge.as_str(), kind]);
+            }
         }
+        for status in JOB_STATUSES {
+            self.jobs.with_label_values(&[status]);
+        }
+        for kind in JOB_KINDS {
+            self.jobs_failed.with_label_values(&[kind]);
+        }
+        for outcome in OUTCOMES {
+            self.predictions.with_label_values(&[outcome.as_str()]);
+        }
+    }
+
+    /// A webhook accepted (verified and parsed); `event` is the forge's event header.
+    pub fn received(&self, forge: ForgeKind, event: &str) {
+        self.webhooks_received.with_label_values(&[forge.as_str(), event]).inc();
+    }
+
+    /// A webhook refused.
+    pub fn refused(&self, forge: ForgeKind, reason: Refusal) {
+        debug_assert!(reason.applies_to(forge), "{reason:?} is not pre-created for {forge:?}");
+        self.webhooks_refused.with_label_values(&[forge.as_str(), reason.as_str()]).inc();
+    }
+
+    /// The jobs by status, as the store counts them (a status without jobs is 0).
+    pub fn set_jobs(&self, counts: &[(String, i64)]) {
+        for status in JOB_STATUSES {
+            let n = counts.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
+            self.jobs.with_label_values(&[status]).set(n);
+        }
+    }
+
+    /// A job of `kind` (`JobPayload::kind`, as the job row holds it) failed for good.
+    pub fn job_failed(&self, kind: &str) {
+        debug_assert!(JOB_KINDS.contains(&kind), "job kind {kind} is not in JOB_KINDS");
+        self.jobs_failed.with_label_values(&[kind]).inc();
+    }
+
+    /// A plan finished with `verdict` after `seconds`.
+    pub fn planned(&self, forge: ForgeKind, verdict: Verdict, seconds: f64) {
+        self.plan_duration.with_label_values(&[forge.as_str(), verdict.as_str()]).observe(seconds);
+    }
+
+    /// A call to `forge`'s API failed.
+    pub fn forge_error(&self, forge: ForgeKind, error: &ForgeError) {
+        self.forge_errors.with_label_values(&[forge.as_str(), error.label()]).inc();
+    }
+
+    /// A merge's rollout was compared with its plan.
+    pub fn prediction(&self, outcome: Outcome) {
+        self.predictions.with_label_values(&[outcome.as_str()]).inc();
     }
 
     /// Records what this build renders with (`fluxplan_build_info`).
@@ -117,5 +298,75 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each closed set holds every value of what it labels: a new variant fails to compile here
+    /// until it is matched, and then the count tells whether the set has it too.
+    #[test]
+    fn the_closed_sets_hold_every_value() {
+        let forges = FORGES.map(|f| match f {
+            ForgeKind::GitHub | ForgeKind::GitLab => f.as_str(),
+        });
+        assert_eq!(forges, ["github", "gitlab"]);
+        let verdicts = VERDICTS.map(|v| match v {
+            Verdict::NoChanges | Verdict::Changes | Verdict::Blocked | Verdict::Failed => v.as_str(),
+        });
+        assert_eq!(verdicts, ["no-changes", "changes", "blocked", "failed"]);
+        let outcomes = OUTCOMES.map(|o| match o {
+            Outcome::Exact | Outcome::Differs | Outcome::Failed | Outcome::Timeout => o.as_str(),
+        });
+        assert_eq!(outcomes, ["exact", "differs", "failed", "timeout"]);
+        let errors = |e: ForgeError| match e {
+            ForgeError::RateLimited(_) | ForgeError::Transient(_) | ForgeError::NotFound(_) => e.label(),
+            ForgeError::Permanent(_) => e.label(),
+        };
+        let every_error = [
+            ForgeError::RateLimited(None),
+            ForgeError::Transient(String::new()),
+            ForgeError::NotFound(String::new()),
+            ForgeError::Permanent(String::new()),
+        ];
+        assert_eq!(every_error.map(errors), FORGE_ERRORS);
+        let refusals = Refusal::ALL.map(|r| match r {
+            Refusal::Signature | Refusal::Token | Refusal::TooLarge | Refusal::NoLength => r.as_str(),
+            Refusal::Timeout | Refusal::TooSlow | Refusal::ClientShare | Refusal::Busy => r.as_str(),
+            Refusal::Spool | Refusal::Payload => r.as_str(),
+        });
+        let distinct: std::collections::BTreeSet<_> = refusals.iter().collect();
+        assert_eq!(distinct.len(), Refusal::ALL.len());
+    }
+
+    #[test]
+    fn every_labelled_series_is_exported_at_zero_before_any_event() {
+        let page = Metrics::new().render();
+        let series = |line: &str| page.lines().any(|l| l == line);
+        assert!(
+            series("fluxplan_webhooks_received_total{event=\"pull_request\",forge=\"github\"} 0"),
+            "{page}"
+        );
+        assert!(series("fluxplan_webhooks_received_total{event=\"Note Hook\",forge=\"gitlab\"} 0"), "{page}");
+        assert!(series("fluxplan_webhooks_refused_total{forge=\"github\",reason=\"signature\"} 0"), "{page}");
+        assert!(series("fluxplan_webhooks_refused_total{forge=\"gitlab\",reason=\"token\"} 0"), "{page}");
+        assert!(!page.contains("forge=\"gitlab\",reason=\"signature\""), "{page}");
+        assert!(series("fluxplan_jobs{status=\"superseded\"} 0"), "{page}");
+        assert!(series("fluxplan_jobs_failed_total{kind=\"merge-group\"} 0"), "{page}");
+        assert!(
+            series("fluxplan_plan_duration_seconds_count{forge=\"gitlab\",verdict=\"blocked\"} 0"),
+            "{page}"
+        );
+        assert!(
+            series("fluxplan_forge_api_errors_total{forge=\"github\",kind=\"rate_limited\"} 0"),
+            "{page}"
+        );
+        assert!(series("fluxplan_prediction_total{outcome=\"timeout\"} 0"), "{page}");
+        let received = page.lines().filter(|l| l.starts_with("fluxplan_webhooks_received_total{")).count();
+        assert_eq!(received, GITHUB_EVENTS.len() + GITLAB_EVENTS.len());
+        let refused = page.lines().filter(|l| l.starts_with("fluxplan_webhooks_refused_total{")).count();
+        assert_eq!(refused, 9 + 6);
     }
 }

@@ -7,6 +7,7 @@ pub mod metrics;
 pub mod pages;
 
 use crate::forge::webhook::{self, Event, ParseError};
+use crate::forge::ForgeKind;
 use crate::jobs::jobs_for;
 use crate::store::{Enqueued, Store};
 use axum::body::Bytes;
@@ -15,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use metrics::Metrics;
+use metrics::{Metrics, Refusal};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -89,25 +90,45 @@ impl AppState {
     }
 }
 
+/// Every route: webhooks, health, readiness, metrics and the run pages.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    routes(true).with_state(state)
+}
+
+/// The main listener's routes when `/metrics` has a listener of its own ([`metrics_router`]):
+/// every route but `/metrics`, which answers 404 there.
+pub fn router_without_metrics(state: AppState) -> Router {
+    routes(false).with_state(state)
+}
+
+/// `/metrics` alone, for a listener of its own (`--metrics-listen`).
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new().route("/metrics", get(metrics_page)).with_state(state)
+}
+
+fn routes(with_metrics: bool) -> Router<AppState> {
+    let routes = Router::new()
         .route("/webhooks/github", post(github_webhook))
         .route("/webhooks/gitlab", post(gitlab_webhook))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_page))
-        .merge(pages::routes())
-        .layer(DefaultBodyLimit::max(MAX_WEBHOOK_BYTES))
-        .with_state(state)
+        .route("/readyz", get(readyz));
+    let routes = if with_metrics { routes.route("/metrics", get(metrics_page)) } else { routes };
+    routes.merge(pages::routes()).layer(DefaultBodyLimit::max(MAX_WEBHOOK_BYTES))
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn refuse(state: &AppState, forge: &str, reason: &str, status: StatusCode, message: &str) -> Response {
-    state.metrics.webhooks_refused.with_label_values(&[forge, reason]).inc();
-    tracing::warn!(forge, reason, "webhook refused: {message}");
+fn refuse(
+    state: &AppState,
+    forge: ForgeKind,
+    reason: Refusal,
+    status: StatusCode,
+    message: &str,
+) -> Response {
+    state.metrics.refused(forge, reason);
+    tracing::warn!(forge = forge.as_str(), reason = reason.as_str(), "webhook refused: {message}");
     (status, Json(json!({"error": message}))).into_response()
 }
 
@@ -118,26 +139,26 @@ async fn github_webhook(State(state): State<AppState>, request: Request) -> Resp
         header(request.headers(), "x-hub-signature-256"),
     );
     let (headers, received) =
-        match read_body(&state, "github", request, false, |chunk| check.update(chunk)).await {
+        match read_body(&state, ForgeKind::GitHub, request, false, |chunk| check.update(chunk)).await {
             Ok(read) => read,
             Err(refused) => return refused,
         };
     if !check.verify() {
         return refuse(
             &state,
-            "github",
-            "signature",
+            ForgeKind::GitHub,
+            Refusal::Signature,
             StatusCode::UNAUTHORIZED,
             "missing or invalid X-Hub-Signature-256",
         );
     }
-    let body = match in_memory(&state, "github", received).await {
+    let body = match in_memory(&state, ForgeKind::GitHub, received).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
     let event = header(&headers, "x-github-event").unwrap_or("").to_string();
     let delivery = header(&headers, "x-github-delivery").map(str::to_string);
-    accept(&state, "github", &event, delivery, &body, webhook::parse_github(&event, &body)).await
+    accept(&state, ForgeKind::GitHub, &event, delivery, &body, webhook::parse_github(&event, &body)).await
 }
 
 async fn gitlab_webhook(State(state): State<AppState>, request: Request) -> Response {
@@ -145,17 +166,17 @@ async fn gitlab_webhook(State(state): State<AppState>, request: Request) -> Resp
     if !webhook::verify_gitlab_token(&state.gitlab_tokens, header(request.headers(), "x-gitlab-token")) {
         return refuse(
             &state,
-            "gitlab",
-            "token",
+            ForgeKind::GitLab,
+            Refusal::Token,
             StatusCode::UNAUTHORIZED,
             "missing or invalid X-Gitlab-Token",
         );
     }
-    let (headers, received) = match read_body(&state, "gitlab", request, true, |_| ()).await {
+    let (headers, received) = match read_body(&state, ForgeKind::GitLab, request, true, |_| ()).await {
         Ok(read) => read,
         Err(refused) => return refused,
     };
-    let body = match in_memory(&state, "gitlab", received).await {
+    let body = match in_memory(&state, ForgeKind::GitLab, received).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
@@ -163,19 +184,23 @@ async fn gitlab_webhook(State(state): State<AppState>, request: Request) -> Resp
     let delivery = header(&headers, "x-gitlab-event-uuid")
         .or_else(|| header(&headers, "x-gitlab-webhook-uuid"))
         .map(str::to_string);
-    accept(&state, "gitlab", &event, delivery, &body, webhook::parse_gitlab(&event, &body)).await
+    accept(&state, ForgeKind::GitLab, &event, delivery, &body, webhook::parse_gitlab(&event, &body)).await
 }
 
 /// A verified body, read back when it was spooled.
-async fn in_memory(state: &AppState, forge: &str, received: budget::Received) -> Result<Bytes, Response> {
+async fn in_memory(
+    state: &AppState,
+    forge: ForgeKind,
+    received: budget::Received,
+) -> Result<Bytes, Response> {
     received.into_bytes().await.map_err(|e| {
         tracing::error!(error = %e, "cannot read a spooled webhook body back");
-        refuse(state, forge, "spool", StatusCode::SERVICE_UNAVAILABLE, "the body cannot be read back")
+        refuse(state, forge, Refusal::Spool, StatusCode::SERVICE_UNAVAILABLE, "the body cannot be read back")
     })
 }
 
 /// 503 with a hint to come back later.
-fn busy(state: &AppState, forge: &str, reason: &str, message: &str) -> Response {
+fn busy(state: &AppState, forge: ForgeKind, reason: Refusal, message: &str) -> Response {
     let mut busy = refuse(state, forge, reason, StatusCode::SERVICE_UNAVAILABLE, message);
     busy.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("5"));
     busy
@@ -187,7 +212,7 @@ fn busy(state: &AppState, forge: &str, reason: &str, message: &str) -> Response 
 /// a body holds nothing until its bytes come.
 async fn read_body(
     state: &AppState,
-    forge: &str,
+    forge: ForgeKind,
     request: Request,
     verified: bool,
     each: impl FnMut(&[u8]),
@@ -203,7 +228,7 @@ async fn read_body(
         return Err(refuse(
             state,
             forge,
-            "too-large",
+            Refusal::TooLarge,
             StatusCode::PAYLOAD_TOO_LARGE,
             "the body is over 25 MiB",
         ));
@@ -212,7 +237,7 @@ async fn read_body(
         return Err(refuse(
             state,
             forge,
-            "no-length",
+            Refusal::NoLength,
             StatusCode::LENGTH_REQUIRED,
             "Content-Length is required",
         ));
@@ -224,31 +249,31 @@ async fn read_body(
         Err(budget::ReadError::TooLarge) => Err(refuse(
             state,
             forge,
-            "too-large",
+            Refusal::TooLarge,
             StatusCode::PAYLOAD_TOO_LARGE,
             "the body is over 25 MiB or broken",
         )),
         Err(error @ budget::ReadError::TimedOut) => {
-            Err(refuse(state, forge, "timeout", StatusCode::REQUEST_TIMEOUT, &error.to_string()))
+            Err(refuse(state, forge, Refusal::Timeout, StatusCode::REQUEST_TIMEOUT, &error.to_string()))
         }
         Err(error @ budget::ReadError::TooSlow) => {
-            Err(refuse(state, forge, "too-slow", StatusCode::REQUEST_TIMEOUT, &error.to_string()))
+            Err(refuse(state, forge, Refusal::TooSlow, StatusCode::REQUEST_TIMEOUT, &error.to_string()))
         }
         Err(budget::ReadError::NoRoom(no_room)) => {
             let reason = match no_room {
-                budget::NoRoom::ClientShare => "client-share",
-                budget::NoRoom::Total => "busy",
+                budget::NoRoom::ClientShare => Refusal::ClientShare,
+                budget::NoRoom::Total => Refusal::Busy,
             };
             Err(busy(state, forge, reason, &no_room.to_string()))
         }
-        Err(error @ budget::ReadError::Spool) => Err(busy(state, forge, "spool", &error.to_string())),
+        Err(error @ budget::ReadError::Spool) => Err(busy(state, forge, Refusal::Spool, &error.to_string())),
     }
 }
 
 /// Records the delivery and queues its jobs, then answers at once.
 async fn accept(
     state: &AppState,
-    forge: &str,
+    forge: ForgeKind,
     event_name: &str,
     delivery: Option<String>,
     body: &[u8],
@@ -256,9 +281,9 @@ async fn accept(
 ) -> Response {
     let event = match parsed {
         Ok(event) => event,
-        Err(e) => return refuse(state, forge, "payload", StatusCode::BAD_REQUEST, &e.to_string()),
+        Err(e) => return refuse(state, forge, Refusal::Payload, StatusCode::BAD_REQUEST, &e.to_string()),
     };
-    state.metrics.webhooks_received.with_label_values(&[forge, event_name]).inc();
+    state.metrics.received(forge, event_name);
     let payloads = match jobs_for(&event, state.allow_forks) {
         Ok(payloads) => payloads,
         Err(reason) => return (StatusCode::OK, Json(json!({"ignored": reason}))).into_response(),
@@ -283,7 +308,7 @@ async fn accept(
     // A database that hangs mid-query must not hold the answer past the forge's own timeout.
     let recorded = tokio::time::timeout(
         DATABASE_DEADLINE,
-        state.store.record_delivery(forge, &delivery, event_name, &repo, &jobs),
+        state.store.record_delivery(forge.as_str(), &delivery, event_name, &repo, &jobs),
     )
     .await
     .unwrap_or_else(|_| {
@@ -292,7 +317,15 @@ async fn accept(
     match recorded {
         Ok(Enqueued::Duplicate) => (StatusCode::OK, Json(json!({"duplicate": delivery}))).into_response(),
         Ok(Enqueued::Jobs { queued, superseded }) => {
-            tracing::info!(forge, repo, event = event_name, delivery, queued, superseded, "webhook queued");
+            tracing::info!(
+                forge = forge.as_str(),
+                repo,
+                event = event_name,
+                delivery,
+                queued,
+                superseded,
+                "webhook queued"
+            );
             (StatusCode::ACCEPTED, Json(json!({"queued": queued, "superseded": superseded}))).into_response()
         }
         Err(e) => {
@@ -328,10 +361,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
 
 async fn metrics_page(State(state): State<AppState>) -> Response {
     if let Ok(counts) = state.store.job_counts().await {
-        for status in ["queued", "running", "done", "failed", "superseded"] {
-            let n = counts.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
-            state.metrics.jobs.with_label_values(&[status]).set(n);
-        }
+        state.metrics.set_jobs(&counts);
     }
     ([("content-type", "text/plain; version=0.0.4")], state.metrics.render()).into_response()
 }

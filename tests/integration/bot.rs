@@ -23,6 +23,8 @@ pub(crate) const REPO: &str = "acme/fleet";
 pub(crate) struct Bot {
     pub(crate) child: Child,
     pub(crate) url: String,
+    /// Where `/metrics` is served apart (`--metrics-listen`), when it is.
+    pub(crate) metrics_url: Option<String>,
 }
 
 impl Bot {
@@ -49,18 +51,26 @@ impl Bot {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("fluxplan listening on ") {
-                    let _ = tx.send(url.to_string());
+                // The metrics listener, when there is one, is announced first.
+                if let Some(url) = line.strip_prefix("fluxplan metrics listening on ") {
+                    let _ = tx.send((true, url.to_string()));
+                } else if let Some(url) = line.strip_prefix("fluxplan listening on ") {
+                    let _ = tx.send((false, url.to_string()));
                 }
             }
         });
-        let url = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
-            panic!(
-                "the bot did not start:\n{}",
-                std::fs::read_to_string(data_dir.join("bot.log")).unwrap_or_default()
-            )
-        });
-        Bot { child, url }
+        let mut metrics_url = None;
+        let url = loop {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok((true, url)) => metrics_url = Some(url),
+                Ok((false, url)) => break url,
+                Err(_) => panic!(
+                    "the bot did not start:\n{}",
+                    std::fs::read_to_string(data_dir.join("bot.log")).unwrap_or_default()
+                ),
+            }
+        };
+        Bot { child, url, metrics_url }
     }
 
     pub(crate) fn kill(&mut self) {
