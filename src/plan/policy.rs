@@ -64,6 +64,8 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("source-adds-content", Severity::Danger),
     ("source-ref-pinned", Severity::Danger),
     ("sync-changed", Severity::Danger),
+    // The review of every change (`review`).
+    ("immutable-field", Severity::Danger),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =
@@ -202,6 +204,7 @@ impl Policy {
             objects,
             related_codes: Vec::new(),
             cause: None,
+            finding: false,
         })
     }
 

@@ -17,6 +17,17 @@ fn apply(plan: &mut Plan, masks: &Masks) {
     let mask = |text: &mut String| *text = masks.apply(text);
     plan.kustomizations.iter_mut().for_each(|k| mask_kustomization(k, &mask));
     plan.alerts.iter_mut().for_each(|a| mask_alert(a, &mask));
+    for finding in &mut plan.findings {
+        for text in [
+            &mut finding.cluster,
+            &mut finding.unit,
+            &mut finding.object,
+            &mut finding.path,
+            &mut finding.message,
+        ] {
+            mask(text);
+        }
+    }
     plan.degraded.iter_mut().for_each(mask);
     plan.error.iter_mut().for_each(mask);
     let radius = std::mem::take(&mut plan.blast_radius);
@@ -226,6 +237,7 @@ mod tests {
             objects: Vec::new(),
             related_codes: vec!["app-zq7secret".into()],
             cause: None,
+            finding: false,
         };
         plan.alerts.push(alert.clone());
         apply(&mut plan, &masks);
