@@ -66,6 +66,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("sync-changed", Severity::Danger),
     // The review of every change (`review`).
     ("immutable-field", Severity::Danger),
+    ("flux-semantics", Severity::Warning),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =

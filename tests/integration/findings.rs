@@ -1,7 +1,7 @@
 //! The review of every change (issue 26): what a diff shows without saying what follows. Each
 //! code has a head that triggers it and a near miss that must not.
 
-use crate::fixture::{plan_json, Repo};
+use crate::fixture::{edit, plan_json, Repo};
 use crate::trust::{cluster_after, live_object, write_snapshot};
 use serde_json::{json, Value};
 
@@ -292,4 +292,89 @@ fn a_binding_changes_its_role_only_by_being_recreated() {
     assert_eq!(findings(&plan), [finding("danger", "immutable-field", object, "roleRef")]);
     let (message, _) = only_message(&plan);
     assert!(message.contains("from ClusterRole view to ClusterRole edit"), "{message}");
+}
+
+const APPS_KUSTOMIZATION: &str = "flux-system_apps_kustomize.toolkit.fluxcd.io_Kustomization";
+
+#[test]
+fn force_switched_on_and_durations_flux_rejects_are_flux_semantics() {
+    let repo = fleet("", None, &[("apps/web.yaml", DEPLOYMENT)]);
+    edit(&repo, "clusters/prod/apps.yaml", "interval: 10m", "interval: 1d\n  force: true");
+    repo.commit("force, daily");
+    let (plan, code) = plan_head(&repo, &[]);
+    assert_eq!(code, 1, "{plan:#}");
+    assert_eq!(
+        findings(&plan),
+        [
+            finding("warning", "flux-semantics", APPS_KUSTOMIZATION, "spec.force"),
+            finding("warning", "flux-semantics", APPS_KUSTOMIZATION, "spec.interval"),
+        ]
+    );
+    let list = plan["findings"].as_array().unwrap();
+    assert_eq!(list[0]["unit"], "Kustomization flux-system/flux-system", "the unit that applies it");
+    assert!(list[0]["message"].as_str().unwrap().contains("deletes and recreates"), "{plan:#}");
+    let message = list[1]["message"].as_str().unwrap();
+    assert!(message.contains("1d is not a duration") && message.contains("rejects"), "{message}");
+
+    let repo = fleet("", None, &[("apps/web.yaml", DEPLOYMENT)]);
+    edit(&repo, "clusters/prod/apps.yaml", "interval: 10m", "interval: 0s");
+    repo.commit("never");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(findings(&plan), [finding("warning", "flux-semantics", APPS_KUSTOMIZATION, "spec.interval")]);
+    let (message, _) = only_message(&plan);
+    assert!(message.contains("never reconciles this Kustomization on a schedule"), "{message}");
+
+    // Durations the API accepts and the controller honours say nothing.
+    let repo = fleet("force: true", None, &[("apps/web.yaml", DEPLOYMENT)]);
+    edit(
+        &repo,
+        "clusters/prod/apps.yaml",
+        "interval: 10m",
+        "interval: 1h30m\n  retryInterval: 2m\n  timeout: 5s",
+    );
+    repo.commit("slower");
+    let (plan, code) = plan_head(&repo, &[]);
+    assert_eq!((code, plan["findings"].clone()), (1, json!([])), "{plan:#}");
+}
+
+const HELM_RELEASE: &str = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: flux-system\nspec:\n  interval: 10m\n  chart:\n    spec:\n      chart: podinfo\n      sourceRef:\n        kind: HelmRepository\n        name: podinfo\n";
+
+#[test]
+fn a_helm_release_suspended_or_resumed_is_suspend_changed() {
+    let repo = fleet("", None, &[("apps/podinfo.yaml", HELM_RELEASE)]);
+    repo.write("apps/podinfo.yaml", &format!("{HELM_RELEASE}  suspend: true\n"));
+    repo.commit("hold podinfo");
+    let (plan, _) = plan_head(&repo, &[]);
+    let object = "flux-system_podinfo_helm.toolkit.fluxcd.io_HelmRelease";
+    assert_eq!(findings(&plan), [finding("warning", "suspend-changed", object, "spec.suspend")]);
+    let (message, _) = only_message(&plan);
+    assert!(message.starts_with("suspended: helm-controller stops"), "{message}");
+
+    let repo = fleet("", None, &[("apps/podinfo.yaml", &format!("{HELM_RELEASE}  suspend: true\n"))]);
+    repo.write("apps/podinfo.yaml", HELM_RELEASE);
+    repo.commit("resume podinfo");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(findings(&plan), [finding("warning", "suspend-changed", object, "spec.suspend")]);
+    let (message, _) = only_message(&plan);
+    assert!(message.starts_with("resumed:"), "{message}");
+}
+
+#[test]
+fn changes_under_a_kustomization_that_stays_suspended_are_flux_semantics() {
+    let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: shop\ndata:\n  mode: slow\n";
+    let repo = fleet("suspend: true", None, &[("apps/settings.yaml", config)]);
+    repo.write("apps/settings.yaml", &config.replace("slow", "fast"));
+    repo.commit("faster");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(findings(&plan), [finding("warning", "flux-semantics", APPS_KUSTOMIZATION, "spec.suspend")]);
+    let (message, _) = only_message(&plan);
+    assert!(message.contains("(1 updated): Flux applies none of it until it is resumed"), "{message}");
+    assert_eq!(plan["findings"][0]["unit"], "Kustomization flux-system/apps");
+
+    // Nothing under it changes: nothing to say.
+    let repo = fleet("suspend: true", None, &[("apps/settings.yaml", config)]);
+    repo.write("README.md", "# fleet\n");
+    repo.commit("docs");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(plan["findings"], json!([]), "{plan:#}");
 }

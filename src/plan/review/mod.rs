@@ -4,6 +4,8 @@
 //! module of its own with a stable alert code:
 //!
 //! - [`immutable`] `immutable-field`: fields the API server will not change in place.
+//! - [`flux_semantics`] `flux-semantics` (and `suspend-changed` for HelmReleases): what a
+//!   change to a Flux object's spec makes the controllers do.
 //!
 //! A check sees one change at a time as a [`Subject`]: the object after the merge (the head
 //! render), the base render's manifest, and the live object when the cluster was read. What it
@@ -11,6 +13,7 @@
 //! and an alert of the same code, so the verdict weighs it like any other alert.
 
 mod fields;
+mod flux_semantics;
 mod immutable;
 mod quantity;
 
@@ -22,8 +25,9 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The codes this pass raises.
-pub const CODES: &[&str] = &["immutable-field"];
+/// The codes this pass raises (`suspend-changed` too, shared with the Kustomization check in
+/// `policy`).
+pub const CODES: &[&str] = &["immutable-field", "flux-semantics"];
 
 /// Something the review found in one change, rated by the policy.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
@@ -181,8 +185,10 @@ pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Can
                 continue;
             }
             immutable::check(&subject, &mut found);
+            flux_semantics::check(&subject, &mut found);
         }
     }
+    flux_semantics::suspended_units(view, plans, &mut found);
     found
 }
 
