@@ -67,6 +67,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     // The review of every change (`review`).
     ("immutable-field", Severity::Danger),
     ("flux-semantics", Severity::Warning),
+    ("privilege", Severity::Warning),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =

@@ -378,3 +378,117 @@ fn changes_under_a_kustomization_that_stays_suspended_are_flux_semantics() {
     let (plan, _) = plan_head(&repo, &[]);
     assert_eq!(plan["findings"], json!([]), "{plan:#}");
 }
+
+fn cluster_role_binding(role: &str) -> String {
+    format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: ops\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {role}\nsubjects:\n- kind: ServiceAccount\n  name: ops\n  namespace: shop\n"
+    )
+}
+
+#[test]
+fn a_binding_to_an_all_powerful_role_is_privilege() {
+    let repo = fleet("", None, &[("apps/web.yaml", DEPLOYMENT)]);
+    repo.write("apps/ops.yaml", &cluster_role_binding("cluster-admin"));
+    repo.commit("ops");
+    let (plan, code) = plan_head(&repo, &[]);
+    assert_eq!(code, 1, "a warning: {plan:#}");
+    let object = "_ops_rbac.authorization.k8s.io_ClusterRoleBinding";
+    assert_eq!(findings(&plan), [finding("warning", "privilege", object, "roleRef")]);
+    let (message, _) = only_message(&plan);
+    assert!(message.contains("binds ClusterRole cluster-admin"), "{message}");
+    assert!(message.contains("cluster-wide to ServiceAccount shop/ops"), "{message}");
+
+    // A role of the same render whose rules hold wildcards.
+    let role = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: ops-all\nrules:\n- apiGroups: ['*']\n  resources: ['*']\n  verbs: [get, list]\n";
+    let repo = fleet("", None, &[("apps/role.yaml", role)]);
+    repo.write("apps/ops.yaml", &cluster_role_binding("ops-all"));
+    repo.commit("ops");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(findings(&plan), [finding("warning", "privilege", object, "roleRef")]);
+    let (message, _) = only_message(&plan);
+    assert!(message.contains("ClusterRole ops-all, whose rules grant every resource (*)"), "{message}");
+
+    // A harmless role: nothing.
+    let repo = fleet("", None, &[("apps/web.yaml", DEPLOYMENT)]);
+    repo.write("apps/ops.yaml", &cluster_role_binding("view"));
+    repo.commit("ops");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(plan["findings"], json!([]), "{plan:#}");
+}
+
+#[test]
+fn rules_gaining_wildcards_or_secrets_are_privilege() {
+    let role = "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: app\n  namespace: shop\nrules:\n- apiGroups: ['']\n  resources: [configmaps]\n  verbs: [get, list]\n";
+    let repo = fleet("", None, &[("apps/role.yaml", role)]);
+    repo.write("apps/role.yaml", &role.replace("[configmaps]", "[configmaps, secrets]"));
+    repo.commit("read secrets");
+    let (plan, _) = plan_head(&repo, &[]);
+    let object = "shop_app_rbac.authorization.k8s.io_Role";
+    assert_eq!(findings(&plan), [finding("warning", "privilege", object, "rules")]);
+    let (message, _) = only_message(&plan);
+    assert_eq!(message, "its rules now grant access to Secrets");
+
+    // More of what it already had: nothing new.
+    let repo = fleet("", None, &[("apps/role.yaml", role)]);
+    repo.write("apps/role.yaml", &role.replace("[get, list]", "[get, list, watch]"));
+    repo.commit("watch too");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(plan["findings"], json!([]), "{plan:#}");
+}
+
+#[test]
+fn pods_gaining_the_host_or_root_are_privilege() {
+    let repo = fleet("", None, &[("apps/web.yaml", DEPLOYMENT)]);
+    let privileged = DEPLOYMENT.replace(
+        "        image: nginx:1.26\n",
+        "        image: nginx:1.26\n        securityContext:\n          privileged: true\n",
+    );
+    repo.write("apps/web.yaml", &privileged);
+    repo.commit("privileged");
+    let (plan, _) = plan_head(&repo, &[]);
+    let path = "spec.template.spec.containers[web].securityContext.privileged";
+    assert_eq!(findings(&plan), [finding("warning", "privilege", "shop_web_apps_Deployment", path)]);
+
+    // Several at once: one finding on the Pod spec, naming each.
+    let repo = fleet("", None, &[("apps/web.yaml", DEPLOYMENT)]);
+    let host = DEPLOYMENT.replace(
+        "    spec:\n      containers:\n",
+        "    spec:\n      hostNetwork: true\n      volumes:\n      - name: root\n        hostPath:\n          path: /\n      containers:\n",
+    );
+    repo.write("apps/web.yaml", &host);
+    repo.commit("host");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(
+        findings(&plan),
+        [finding("warning", "privilege", "shop_web_apps_Deployment", "spec.template.spec")]
+    );
+    let (message, _) = only_message(&plan);
+    assert_eq!(message, "its Pods gain hostNetwork: true, hostPath volume root (/)");
+
+    // Already privileged, image bumped: nothing new.
+    let repo = fleet("", None, &[("apps/web.yaml", &privileged)]);
+    repo.write("apps/web.yaml", &privileged.replace("nginx:1.26", "nginx:1.27"));
+    repo.commit("bump");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(plan["findings"], json!([]), "{plan:#}");
+}
+
+#[test]
+fn a_namespace_whose_pod_security_is_lowered_is_privilege() {
+    let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels:\n    pod-security.kubernetes.io/enforce: restricted\n";
+    let repo = fleet("", None, &[("apps/namespace.yaml", namespace)]);
+    repo.write("apps/namespace.yaml", &namespace.replace("restricted", "baseline"));
+    repo.commit("relax");
+    let (plan, _) = plan_head(&repo, &[]);
+    let path = "metadata.labels.pod-security.kubernetes.io/enforce";
+    assert_eq!(findings(&plan), [finding("warning", "privilege", "_shop__Namespace", path)]);
+    let (message, _) = only_message(&plan);
+    assert!(message.contains("lowered from restricted to baseline"), "{message}");
+
+    // Raised: nothing.
+    let repo = fleet("", None, &[("apps/namespace.yaml", &namespace.replace("restricted", "baseline"))]);
+    repo.write("apps/namespace.yaml", namespace);
+    repo.commit("tighten");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(plan["findings"], json!([]), "{plan:#}");
+}

@@ -6,6 +6,7 @@
 //! - [`immutable`] `immutable-field`: fields the API server will not change in place.
 //! - [`flux_semantics`] `flux-semantics` (and `suspend-changed` for HelmReleases): what a
 //!   change to a Flux object's spec makes the controllers do.
+//! - [`privilege`] `privilege`: more power given to someone (bindings, rules, Pods, namespaces).
 //!
 //! A check sees one change at a time as a [`Subject`]: the object after the merge (the head
 //! render), the base render's manifest, and the live object when the cluster was read. What it
@@ -15,6 +16,7 @@
 mod fields;
 mod flux_semantics;
 mod immutable;
+mod privilege;
 mod quantity;
 
 use super::compute::{ClusterView, Live};
@@ -27,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The codes this pass raises (`suspend-changed` too, shared with the Kustomization check in
 /// `policy`).
-pub const CODES: &[&str] = &["immutable-field", "flux-semantics"];
+pub const CODES: &[&str] = &["immutable-field", "flux-semantics", "privilege"];
 
 /// Something the review found in one change, rated by the policy.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
@@ -186,6 +188,7 @@ pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Can
             }
             immutable::check(&subject, &mut found);
             flux_semantics::check(&subject, &mut found);
+            privilege::check(&subject, &mut found);
         }
     }
     flux_semantics::suspended_units(view, plans, &mut found);
