@@ -70,7 +70,10 @@ fn a_deployment_selector_change_blocks_and_the_template_beside_it_is_not_a_findi
     );
     let (message, alert) = only_message(&plan);
     assert!(message.contains("a selector cannot change"), "{message}");
-    assert!(message.contains("Kustomization flux-system/apps applies nothing more"), "{message}");
+    assert!(
+        message.contains("Kustomization flux-system/apps stops applying (and pruning) until this is fixed"),
+        "{message}"
+    );
     assert!(alert.starts_with("Deployment shop/web spec.selector: "), "{alert}");
     let alert = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "immutable-field").unwrap();
     assert_eq!(alert["severity"], "danger");
@@ -406,7 +409,10 @@ fn a_binding_to_an_all_powerful_role_is_privilege() {
     let (plan, _) = plan_head(&repo, &[]);
     assert_eq!(findings(&plan), [finding("warning", "privilege", object, "roleRef")]);
     let (message, _) = only_message(&plan);
-    assert!(message.contains("ClusterRole ops-all, whose rules grant every resource (*)"), "{message}");
+    assert!(
+        message.contains("binds ClusterRole ops-all (whose rules grant every resource (*)) cluster-wide"),
+        "{message}"
+    );
 
     // A harmless role: nothing.
     let repo = fleet("", None, &[("apps/web.yaml", DEPLOYMENT)]);
@@ -491,4 +497,29 @@ fn a_namespace_whose_pod_security_is_lowered_is_privilege() {
     repo.commit("tighten");
     let (plan, _) = plan_head(&repo, &[]);
     assert_eq!(plan["findings"], json!([]), "{plan:#}");
+}
+
+#[test]
+fn the_comment_lists_each_finding_once_under_the_verdict() {
+    let repo = fleet("", None, &[("apps/web.yaml", DEPLOYMENT)]);
+    repo.write("apps/web.yaml", &DEPLOYMENT.replace("app: web", "app: web2"));
+    repo.write("apps/ops.yaml", &cluster_role_binding("cluster-admin"));
+    repo.commit("relabel web, ops");
+    let (markdown, code) = crate::fixture::plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
+    assert_eq!(code, 2, "{markdown}");
+    let findings_at = markdown.find("#### Review findings").expect("a findings list");
+    assert!(
+        findings_at < markdown.find("| Cluster |").unwrap(),
+        "under the verdict, above the table:\n{markdown}"
+    );
+    assert!(markdown.find("🛑 **danger**").unwrap() < markdown.find("⚠️ **warning**").unwrap(), "{markdown}");
+    assert_eq!(markdown.matches("spec.selector").count(), 2, "the cause line and the finding:\n{markdown}");
+    assert_eq!(markdown.matches("binds ClusterRole cluster-admin").count(), 1, "{markdown}");
+    assert!(!markdown.contains("### Alerts"), "every alert is a finding, listed once:\n{markdown}");
+    assert!(markdown.contains("`alerts: {immutable-field: warning}`"), "how to unblock:\n{markdown}");
+    insta::assert_snapshot!("findings_selector_and_admin_markdown", markdown);
+
+    let (text, _) = crate::fixture::plan_cli(&repo, "HEAD~1", "HEAD", "text", &[]);
+    assert!(text.contains("review findings:\n  DANGER immutable-field Deployment shop/web spec.selector in Kustomization flux-system/apps (clusters/prod): "), "{text}");
+    assert_eq!(text.matches("binds ClusterRole cluster-admin").count(), 1, "{text}");
 }

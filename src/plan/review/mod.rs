@@ -273,9 +273,9 @@ pub(super) fn on_immutable_change(subject: &Subject, loses: &str) -> String {
                 recreated(format!("its {}: Enabled", control::FORCE_KEY))
             } else {
                 format!(
-                    "the API server refuses it, so Flux's apply fails and {} applies nothing more (and prunes \
-                     nothing) until this is fixed (force: true on the Kustomization, or the object's annotation \
-                     {}: Enabled, would have Flux delete and recreate it instead)",
+                    "the API server refuses it: Flux's apply fails and {} stops applying (and pruning) until \
+                     this is fixed (force: true on the Kustomization, or the object's {}: Enabled annotation, \
+                     has Flux recreate it instead)",
                     plan.label(),
                     control::FORCE_KEY
                 )

@@ -39,7 +39,7 @@ fn binding(subject: &Subject, found: &mut Vec<Candidate>) {
     let role_ref = &after["roleRef"];
     let (kind, name) = (role_ref["kind"].as_str().unwrap_or(""), role_ref["name"].as_str().unwrap_or(""));
     let why = if kind == "ClusterRole" && POWERFUL_ROLES.contains(&name) {
-        format!("ClusterRole {name}, which grants every verb on every resource{}", scope_of(subject))
+        format!("ClusterRole {name} (every verb on every resource)")
     } else {
         // A role of the same render with wildcard rules.
         let namespace = if kind == "Role" { subject.id.namespace.as_str() } else { "" };
@@ -50,17 +50,17 @@ fn binding(subject: &Subject, found: &mut Vec<Candidate>) {
         if wild.is_empty() {
             return;
         }
-        format!("{kind} {name}, whose rules grant {}{}", wild.join(" and "), scope_of(subject))
+        format!("{kind} {name} (whose rules grant {})", wild.join(" and "))
     };
     let subjects = subjects(&after["subjects"]);
     let verb = if subject.is_new() { "binds" } else { "now binds" };
-    found.push(subject.finding(CODE, "roleRef", format!("{verb} {why} to {subjects}")));
+    found.push(subject.finding(CODE, "roleRef", format!("{verb} {why}{} to {subjects}", scope_of(subject))));
 }
 
-/// `, cluster-wide` for a ClusterRoleBinding, ` in namespace NS` for a RoleBinding.
+/// ` cluster-wide` for a ClusterRoleBinding, ` in namespace NS` for a RoleBinding.
 fn scope_of(subject: &Subject) -> String {
     match subject.id.kind.as_str() {
-        "ClusterRoleBinding" => ", cluster-wide".into(),
+        "ClusterRoleBinding" => " cluster-wide".into(),
         _ => format!(" in namespace {}", subject.id.namespace),
     }
 }
