@@ -523,3 +523,46 @@ fn the_comment_lists_each_finding_once_under_the_verdict() {
     assert!(text.contains("review findings:\n  DANGER immutable-field Deployment shop/web spec.selector in Kustomization flux-system/apps (clusters/prod): "), "{text}");
     assert_eq!(text.matches("binds ClusterRole cluster-admin").count(), 1, "{text}");
 }
+
+#[test]
+fn a_statefulset_recreated_without_its_claim_templates_is_data_loss() {
+    let renamed = |text: &str| {
+        text.replace("  - metadata:\n      name: data\n", "  - metadata:\n      name: storage\n")
+    };
+    let retained = STATEFUL_SET.replace("replicas: 1", "replicas: 3");
+    let repo = fleet("force: true", None, &[("apps/db.yaml", &retained)]);
+    repo.write("apps/db.yaml", &renamed(&retained));
+    repo.commit("rename the claim template");
+    let (plan, code) = plan_head(&repo, &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    let (object, path) = ("shop_db_apps_StatefulSet", "spec.volumeClaimTemplates");
+    assert_eq!(
+        findings(&plan),
+        [finding("danger", "data-loss", object, path), finding("danger", "immutable-field", object, path)]
+    );
+    let message = plan["findings"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("its Pods start on new, empty claims (storage-db-0 … storage-db-2)"),
+        "{message}"
+    );
+    assert!(message.contains("the claims data-db-0 … data-db-2 are left behind"), "{message}");
+
+    // Deleted with the old StatefulSet under whenDeleted: Delete.
+    let deleting = STATEFUL_SET.replace(
+        "  serviceName: db\n",
+        "  serviceName: db\n  persistentVolumeClaimRetentionPolicy:\n    whenDeleted: Delete\n",
+    );
+    let repo = fleet("force: true", None, &[("apps/db.yaml", &deleting)]);
+    repo.write("apps/db.yaml", &renamed(&deleting));
+    repo.commit("rename the claim template");
+    let (plan, _) = plan_head(&repo, &[]);
+    let message = plan["findings"][0]["message"].as_str().unwrap();
+    assert!(message.contains("data-db-0 are deleted with the old StatefulSet"), "{message}");
+
+    // Not forced: the apply fails, nothing is recreated, no data is lost (yet).
+    let repo = fleet("", None, &[("apps/db.yaml", STATEFUL_SET)]);
+    repo.write("apps/db.yaml", &renamed(STATEFUL_SET));
+    repo.commit("rename the claim template");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(findings(&plan), [finding("danger", "immutable-field", object, path)]);
+}

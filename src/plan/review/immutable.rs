@@ -2,7 +2,7 @@
 //! other; what follows is not: the controller's apply fails and the unit stops applying, or, when
 //! it forces, the object is deleted and created again (and what it held goes with it).
 
-use super::{fields, on_immutable_change, quantity, Candidate, Subject};
+use super::{fields, forced_by, on_immutable_change, quantity, Candidate, Subject};
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -119,6 +119,7 @@ fn statefulset(subject: &Subject, found: &mut Vec<Candidate>) {
                         .unwrap_or_default()
                 };
                 let (before, after) = (names(subject.before()), names(Some(subject.after())));
+                claims_left_behind(subject, &before, &after, found);
                 if before == after {
                     format!("a claim template changes ({})", after.join(", "))
                 } else {
@@ -138,6 +139,42 @@ fn statefulset(subject: &Subject, found: &mut Vec<Candidate>) {
             format!("{what}: a StatefulSet's spec may change only in {}", STATEFULSET_MUTABLE.join(", "));
         push(subject, &fields::dotted(&path), what, found);
     }
+}
+
+/// A StatefulSet whose claim templates are renamed or removed, and that the controller will
+/// recreate (forced): its Pods come back on new, empty claims, and the old ones are left behind,
+/// or deleted with the old StatefulSet under `persistentVolumeClaimRetentionPolicy.whenDeleted:
+/// Delete`. `data-loss`, as for a deleted claim whose volume is reclaimed.
+fn claims_left_behind(subject: &Subject, before: &[String], after: &[String], found: &mut Vec<Candidate>) {
+    let gone: Vec<&String> = before.iter().filter(|t| !after.contains(t)).collect();
+    let Some(why) = forced_by(subject).filter(|_| !gone.is_empty()) else { return };
+    let old = subject.before().unwrap_or(subject.after());
+    let replicas = old["spec"]["replicas"].as_u64().unwrap_or(1);
+    let set = &subject.id.name;
+    let claims = |template: &str| match replicas {
+        0 => format!("{template}-{set}-N"),
+        1 => format!("{template}-{set}-0"),
+        n => format!("{template}-{set}-0 … {template}-{set}-{}", n - 1),
+    };
+    let old_claims: Vec<String> = gone.iter().map(|t| claims(t)).collect();
+    let new_claims: Vec<String> = after.iter().filter(|t| !before.contains(t)).map(|t| claims(t)).collect();
+    let fate = if old["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete" {
+        "are deleted with the old StatefulSet (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete), their \
+         data with them when their volumes are reclaimed with Delete"
+    } else {
+        "are left behind, mounted by nothing"
+    };
+    let new = match new_claims.is_empty() {
+        true => "without them".to_string(),
+        false => format!("on new, empty claims ({})", new_claims.join(", ")),
+    };
+    let message = format!(
+        "claim template(s) {} go, and the StatefulSet is recreated ({why}): its Pods start {new}, and the claims \
+         {} {fate}",
+        gone.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
+        old_claims.join(", ")
+    );
+    found.push(subject.finding("data-loss", "spec.volumeClaimTemplates", message));
 }
 
 fn service(subject: &Subject, found: &mut Vec<Candidate>) {

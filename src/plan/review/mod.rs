@@ -7,6 +7,8 @@
 //! - [`flux_semantics`] `flux-semantics` (and `suspend-changed` for HelmReleases): what a
 //!   change to a Flux object's spec makes the controllers do.
 //! - [`privilege`] `privilege`: more power given to someone (bindings, rules, Pods, namespaces).
+//! - `data-loss` (in [`immutable`]): a StatefulSet recreated without the claim templates its
+//!   data lives on.
 //!
 //! A check sees one change at a time as a [`Subject`]: the object after the merge (the head
 //! render), the base render's manifest, and the live object when the cluster was read. What it
@@ -28,8 +30,8 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The codes this pass raises (`suspend-changed` too, shared with the Kustomization check in
-/// `policy`).
-pub const CODES: &[&str] = &["immutable-field", "flux-semantics", "privilege"];
+/// `policy`; `data-loss` is shared with the deletions' alerts in `causes`).
+pub const CODES: &[&str] = &["immutable-field", "flux-semantics", "privilege", "data-loss"];
 
 /// Something the review found in one change, rated by the policy.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
@@ -252,9 +254,10 @@ pub(super) fn rate(policy: &Policy, candidates: Vec<Candidate>) -> (Vec<Finding>
     rated.into_iter().unzip()
 }
 
-/// What the controller of a unit does with an object whose immutable field changes: the apply
-/// fails and stops the unit, or (forced) the object is deleted and created again, losing `loses`.
-pub(super) fn on_immutable_change(subject: &Subject, loses: &str) -> String {
+/// Why the controller deletes and recreates an object whose immutable field changes, instead of
+/// failing its apply, when it does: `force: true` on the Kustomization, the object's force
+/// annotation, a ResourceSet's.
+pub(super) fn forced_by(subject: &Subject) -> Option<String> {
     use crate::flux::control;
     let plan = subject.plan;
     let object_says = |key: &str| {
@@ -263,26 +266,17 @@ pub(super) fn on_immutable_change(subject: &Subject, loses: &str) -> String {
             .flatten()
             .any(|o| control::control_is(&o["metadata"], key, "enabled"))
     };
-    let recreated = |why: String| format!("{why}: the object is deleted and recreated, and {loses}");
     match plan.kind {
         crate::render::UnitKind::Kustomization => {
-            let forced = subject.unit.spec.as_ref().is_some_and(|s| s.raw["spec"]["force"] == true);
-            if forced {
-                recreated(format!("force: true on {}", plan.label()))
+            if subject.unit.spec.as_ref().is_some_and(|s| s.raw["spec"]["force"] == true) {
+                Some(format!("force: true on {}", plan.label()))
             } else if object_says(control::FORCE_KEY) {
-                recreated(format!("its {}: Enabled", control::FORCE_KEY))
+                Some(format!("its {}: Enabled", control::FORCE_KEY))
             } else {
-                format!(
-                    "the API server refuses it: Flux's apply fails and {} stops applying (and pruning) until \
-                     this is fixed (force: true on the Kustomization, or the object's {}: Enabled annotation, \
-                     has Flux recreate it instead)",
-                    plan.label(),
-                    control::FORCE_KEY
-                )
+                None
             }
         }
         crate::render::UnitKind::ResourceSet => {
-            const FORCE: &str = "fluxcd.controlplane.io/force";
             let own = ObjectId::new(
                 &plan.namespace,
                 &plan.name,
@@ -291,17 +285,37 @@ pub(super) fn on_immutable_change(subject: &Subject, loses: &str) -> String {
             );
             let set_forces = subject
                 .head_object(&own)
-                .is_some_and(|o| crate::flux::control::control_is(&o["metadata"], FORCE, "enabled"));
-            if set_forces || object_says(FORCE) {
-                recreated(format!("{FORCE}: enabled"))
-            } else {
-                format!(
-                    "the API server refuses it, so the Flux Operator's apply of {} fails until this is fixed \
-                     (with {FORCE}: enabled it would delete and recreate the object instead)",
-                    plan.label()
-                )
-            }
+                .is_some_and(|o| control::control_is(&o["metadata"], RESOURCESET_FORCE, "enabled"));
+            (set_forces || object_says(RESOURCESET_FORCE)).then(|| format!("{RESOURCESET_FORCE}: enabled"))
         }
+        // Neither Helm's upgrade.force nor Argo CD (without Replace=true,Force=true) recreates.
+        _ => None,
+    }
+}
+
+/// The Flux Operator's annotation that recreates objects whose immutable fields change.
+const RESOURCESET_FORCE: &str = "fluxcd.controlplane.io/force";
+
+/// What the controller of a unit does with an object whose immutable field changes: the apply
+/// fails and stops the unit, or (forced) the object is deleted and created again, losing `loses`.
+pub(super) fn on_immutable_change(subject: &Subject, loses: &str) -> String {
+    let plan = subject.plan;
+    if let Some(why) = forced_by(subject) {
+        return format!("{why}: the object is deleted and recreated, and {loses}");
+    }
+    match plan.kind {
+        crate::render::UnitKind::Kustomization => format!(
+            "the API server refuses it: Flux's apply fails and {} stops applying (and pruning) until this is \
+             fixed (force: true on the Kustomization, or the object's {}: Enabled annotation, has Flux \
+             recreate it instead)",
+            plan.label(),
+            crate::flux::control::FORCE_KEY
+        ),
+        crate::render::UnitKind::ResourceSet => format!(
+            "the API server refuses it, so the Flux Operator's apply of {} fails until this is fixed (with \
+             {RESOURCESET_FORCE}: enabled it would delete and recreate the object instead)",
+            plan.label()
+        ),
         crate::render::UnitKind::HelmRelease => format!(
             "the API server refuses it, so helm-controller's upgrade of {} fails (upgrade.force replaces the \
              object with an update the API server refuses the same way); the release is left failed and its \
