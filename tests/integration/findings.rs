@@ -282,6 +282,15 @@ fn against_the_live_cluster_only_what_the_manifest_sets_is_compared() {
     let messages: Vec<&str> =
         plan["findings"].as_array().unwrap().iter().map(|f| f["message"].as_str().unwrap()).collect();
     assert!(messages[1].contains("changes from 10.0.0.10 to 10.0.0.20"), "{}", messages[1]);
+
+    // A Job the cluster no longer holds (its TTL deleted it) is created anew: nothing refuses it.
+    let (repo, mut cluster) = live_fleet();
+    cluster["objects"].as_array_mut().unwrap().retain(|o| o["kind"] != "Job");
+    repo.write("apps/job.yaml", &JOB.replace("migrate:1", "migrate:2"));
+    repo.commit("next migration");
+    let snapshot = write_snapshot(&repo, &cluster);
+    let (plan, code) = plan_head(&repo, &["--cluster-snapshot", &snapshot]);
+    assert_eq!((code, plan["findings"].clone()), (1, json!([])), "{plan:#}");
 }
 
 #[test]

@@ -38,7 +38,17 @@ pub(super) fn check(subject: &Subject, found: &mut Vec<Candidate>) {
         ("", "Service") => service(subject, found),
         ("batch", "Job") => {
             changed_field(subject, &["spec", "selector"], "a Job's selector cannot change", found);
-            changed_field(subject, &["spec", "template"], "a Job's Pod template cannot change", found);
+            // Offline, a Job that deletes itself when done may be gone already.
+            let ttl = subject.before().and_then(|o| fields::at(o, &["spec", "ttlSecondsAfterFinished"]));
+            let why = match ttl.filter(|_| subject.live.is_none()) {
+                Some(ttl) => format!(
+                    "a Job's Pod template cannot change (unless the Job is gone already: its \
+                     ttlSecondsAfterFinished deletes it {} s after it finishes; plan against the cluster to know)",
+                    fields::brief(ttl)
+                ),
+                None => "a Job's Pod template cannot change".into(),
+            };
+            changed_field(subject, &["spec", "template"], &why, found);
         }
         ("", "PersistentVolumeClaim") => claim(subject, found),
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {

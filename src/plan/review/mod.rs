@@ -174,11 +174,15 @@ pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Can
             let Some(after) = objects.get(&id).copied() else { continue };
             // Values substituted from Secrets are masked in the manifest: its fields cannot be
             // compared with the live ones.
-            let live = match view.live_object(&id) {
+            let state = view.live_object(&id);
+            let live = match state {
                 Live::Present(object) if !after.holds_secret_values => Some(object),
                 _ => None,
             };
             let base = match change.action {
+                // The cluster was read and does not hold it (a Job its TTL deleted): it is created
+                // anew, whatever base rendered.
+                _ if matches!(state, Live::Missing) => None,
                 Action::Update => view.base_object(&reference, &id),
                 // Moved from another unit: what that unit rendered is what the cluster holds.
                 _ if change.moved_from.is_some() => view.base_object(&reference, &id),
