@@ -299,8 +299,19 @@ fn view(plan: &Plan, color: bool) -> Value {
     let rows: Vec<Value> = visible
         .iter()
         .map(|k| {
-            let codes: Vec<String> =
-                alerts_of(plan, k).iter().map(|a| format!("{} {}", severity_icon(a.severity).0, a.code)).collect();
+            // Each code once, counted: a change to twenty Jobs is not twenty cells' worth.
+            let mut codes: Vec<(String, usize)> = Vec::new();
+            for alert in alerts_of(plan, k) {
+                let code = format!("{} {}", severity_icon(alert.severity).0, alert.code);
+                match codes.iter_mut().find(|(c, _)| *c == code) {
+                    Some((_, n)) => *n += 1,
+                    None => codes.push((code, 1)),
+                }
+            }
+            let codes: Vec<String> = codes
+                .into_iter()
+                .map(|(code, n)| if n > 1 { format!("{code} ×{n}") } else { code })
+                .collect();
             json!({
                 "cluster": k.cluster, "reference": k.reference(),
                 "status_suffix": format!("{}{}", match status_label(k.status) { "" => String::new(), label => format!(" *{label}*") },

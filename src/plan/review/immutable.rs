@@ -59,7 +59,7 @@ pub(super) fn check(subject: &Subject, found: &mut Vec<Candidate>) {
                         .unwrap_or_else(|| "none".into())
                 };
                 let what = format!(
-                    "roleRef changes from {} to {}: a binding's role cannot change",
+                    "changes from {} to {}: a binding's role cannot change",
                     role(subject.before()),
                     role(Some(subject.after()))
                 );
