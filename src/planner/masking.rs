@@ -215,6 +215,25 @@ mod tests {
     }
 
     #[test]
+    fn findings_are_masked() {
+        let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
+        let mut plan = plan_showing("nothing");
+        plan.findings.push(crate::plan::review::Finding {
+            code: "immutable-field".into(),
+            severity: crate::plan::Severity::Danger,
+            cluster: "prod".into(),
+            unit: "Kustomization flux-system/app-zq7secret".into(),
+            object: "shop_app-zq7secret_apps_Deployment".into(),
+            path: "spec.selector".into(),
+            message: "changes from {app: app-zq7secret} to {app: web}".into(),
+        });
+        apply(&mut plan, &masks);
+        assert_eq!(plan.verdict, Verdict::Changes, "masked, not failed");
+        let shown = serde_json::to_string(&plan.findings).unwrap();
+        assert!(!shown.contains("zq7secret") && shown.contains("app-(masked:SUFFIX)"), "{shown}");
+    }
+
+    #[test]
     fn known_fields_are_masked() {
         let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
         let mut plan = plan_showing("ConfigMap default/app-zq7secret");
