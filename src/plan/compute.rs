@@ -25,10 +25,18 @@ pub struct Inputs<'a> {
 
 /// The plan of every Kustomization of every cluster, sorted by cluster then name.
 pub fn compute(inputs: &Inputs) -> Vec<KustomizationPlan> {
+    compute_with_review(inputs).0
+}
+
+/// The plans, with what the review of their changes found (`review`).
+pub(super) fn compute_with_review(
+    inputs: &Inputs,
+) -> (Vec<KustomizationPlan>, Vec<super::review::Candidate>) {
     let names: BTreeSet<&str> =
         inputs.base.clusters.iter().chain(&inputs.head.clusters).map(|c| c.name.as_str()).collect();
     let problems = super::roots::problems(inputs.base, inputs.head);
     let mut plans = Vec::new();
+    let mut findings = Vec::new();
     for name in names {
         if let Some(problem) = problems.get(name) {
             plans.extend(super::roots::unplanned(name, problem));
@@ -43,9 +51,11 @@ pub fn compute(inputs: &Inputs) -> Vec<KustomizationPlan> {
             find(inputs.head, name),
             inputs.snapshots.iter().copied().find(|s| s.applies_to(name)),
         );
-        plans.extend(view.plan());
+        let cluster = view.plan();
+        findings.extend(super::review::review(&view, &cluster));
+        plans.extend(cluster);
     }
-    plans
+    (plans, findings)
 }
 
 fn by_reference(cluster: Option<&Cluster>) -> BTreeMap<UnitRef, &RenderedKustomization> {

@@ -16,6 +16,7 @@ pub(crate) mod label_selector;
 pub mod live_diff;
 pub mod policy;
 mod resourceset;
+pub mod review;
 mod roots;
 pub mod unplanned;
 pub mod versions;
@@ -291,6 +292,10 @@ pub struct Alert {
     /// (`clusters/prod/apps.yaml: path ./apps → ./empty`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// True for the alert of a review finding (`Plan::findings`): reports list it once, among the
+    /// findings.
+    #[serde(skip)]
+    pub finding: bool,
 }
 
 /// Deletions counted by cause.
@@ -361,8 +366,9 @@ pub struct Revision {
 /// pull request hid). 3: Argo CD revisions are resolved (a pinned branch, tag or commit is
 /// rendered, a change blocks), directory sources read dot-files, and changes only units fluxplan
 /// does not render read are `changes`, not `no-changes`. 4: a Flux Operator sync the pull
-/// request adds or points elsewhere no longer makes its source this repository.
-pub const GENERATION: u64 = 4;
+/// request adds or points elsewhere no longer makes its source this repository. 5: every change
+/// is reviewed (`review`): an immutable field changed blocks.
+pub const GENERATION: u64 = 5;
 
 /// The plan JSON's format (`schemaVersion`): raised when a key changes meaning or goes away; new
 /// keys and new values of an enumeration (a unit kind, an alert code) do not raise it.
@@ -385,6 +391,9 @@ pub struct Plan {
     pub cause: Option<String>,
     pub kustomizations: Vec<KustomizationPlan>,
     pub alerts: Vec<Alert>,
+    /// What the review of every change found (an immutable field changed, more privilege, a Flux
+    /// setting that does more than it says), most severe first: each is an alert too.
+    pub findings: Vec<review::Finding>,
     /// Changed files no planned unit accounts for: those units fluxplan does not render read
     /// (with the units), and those no unit reads (a README).
     pub unplanned_changes: Vec<unplanned::UnplannedChange>,
@@ -458,6 +467,7 @@ impl Plan {
             cause: None,
             kustomizations: Vec::new(),
             alerts: Vec::new(),
+            findings: Vec::new(),
             unplanned_changes: Vec::new(),
             versions: Vec::new(),
             policy_source: String::new(),
@@ -500,7 +510,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
     let (base, head) = roots::without_phantom_roots(request.base, request.head);
     let (base, head) = (base.as_ref(), head.as_ref());
     let inputs = compute::Inputs { base, head, snapshots: request.snapshots };
-    let mut kustomizations = compute(&inputs);
+    let (mut kustomizations, candidates) = compute::compute_with_review(&inputs);
     let mut blast_radius = std::collections::BTreeMap::new();
     if let Some(ask) = request.blast_radius {
         let mut deleted: std::collections::BTreeMap<&str, Vec<crate::flux::ObjectId>> = Default::default();
@@ -541,6 +551,8 @@ pub fn make_plan(request: PlanRequest) -> Plan {
     let unplanned_changes =
         unplanned::account(&request.changed_files, &request.changed_symlinks, request.base, request.head);
     alerts.extend(unplanned::alerts(request.policy, &unplanned_changes));
+    let (findings, finding_alerts) = review::rate(request.policy, candidates);
+    alerts.extend(finding_alerts);
     policy::sort(&mut alerts);
     let mut summary = Counts::default();
     for plan in &kustomizations {
@@ -564,6 +576,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         cause: alerts.iter().find_map(|a| a.cause.clone()),
         kustomizations,
         alerts,
+        findings,
         unplanned_changes,
         versions,
         policy_source: request.policy_source,

@@ -66,6 +66,10 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("sync-changed", Severity::Danger),
     ("api-removed", Severity::Danger),
     ("major-bump", Severity::Warning),
+    // The review of every change (`review`).
+    ("immutable-field", Severity::Danger),
+    ("flux-semantics", Severity::Warning),
+    ("privilege", Severity::Warning),
 ];
 
 const DEFAULT_PROTECTED_KINDS: &[&str] =
@@ -236,6 +240,7 @@ impl Policy {
             objects,
             related_codes: Vec::new(),
             cause: None,
+            finding: false,
         })
     }
 

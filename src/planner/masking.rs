@@ -17,6 +17,17 @@ fn apply(plan: &mut Plan, masks: &Masks) {
     let mask = |text: &mut String| *text = masks.apply(text);
     plan.kustomizations.iter_mut().for_each(|k| mask_kustomization(k, &mask));
     plan.alerts.iter_mut().for_each(|a| mask_alert(a, &mask));
+    for finding in &mut plan.findings {
+        for text in [
+            &mut finding.cluster,
+            &mut finding.unit,
+            &mut finding.object,
+            &mut finding.path,
+            &mut finding.message,
+        ] {
+            mask(text);
+        }
+    }
     plan.degraded.iter_mut().for_each(mask);
     plan.error.iter_mut().for_each(mask);
     let radius = std::mem::take(&mut plan.blast_radius);
@@ -204,6 +215,25 @@ mod tests {
     }
 
     #[test]
+    fn findings_are_masked() {
+        let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
+        let mut plan = plan_showing("nothing");
+        plan.findings.push(crate::plan::review::Finding {
+            code: "immutable-field".into(),
+            severity: crate::plan::Severity::Danger,
+            cluster: "prod".into(),
+            unit: "Kustomization flux-system/app-zq7secret".into(),
+            object: "shop_app-zq7secret_apps_Deployment".into(),
+            path: "spec.selector".into(),
+            message: "changes from {app: app-zq7secret} to {app: web}".into(),
+        });
+        apply(&mut plan, &masks);
+        assert_eq!(plan.verdict, Verdict::Changes, "masked, not failed");
+        let shown = serde_json::to_string(&plan.findings).unwrap();
+        assert!(!shown.contains("zq7secret") && shown.contains("app-(masked:SUFFIX)"), "{shown}");
+    }
+
+    #[test]
     fn known_fields_are_masked() {
         let masks = Masks::from_pairs(&[("app-zq7secret", "app-(masked:SUFFIX)")]);
         let mut plan = plan_showing("ConfigMap default/app-zq7secret");
@@ -226,6 +256,7 @@ mod tests {
             objects: Vec::new(),
             related_codes: vec!["app-zq7secret".into()],
             cause: None,
+            finding: false,
         };
         plan.alerts.push(alert.clone());
         apply(&mut plan, &masks);

@@ -299,8 +299,19 @@ fn view(plan: &Plan, color: bool) -> Value {
     let rows: Vec<Value> = visible
         .iter()
         .map(|k| {
-            let codes: Vec<String> =
-                alerts_of(plan, k).iter().map(|a| format!("{} {}", severity_icon(a.severity).0, a.code)).collect();
+            // Each code once, counted: a change to twenty Jobs is not twenty cells' worth.
+            let mut codes: Vec<(String, usize)> = Vec::new();
+            for alert in alerts_of(plan, k) {
+                let code = format!("{} {}", severity_icon(alert.severity).0, alert.code);
+                match codes.iter_mut().find(|(c, _)| *c == code) {
+                    Some((_, n)) => *n += 1,
+                    None => codes.push((code, 1)),
+                }
+            }
+            let codes: Vec<String> = codes
+                .into_iter()
+                .map(|(code, n)| if n > 1 { format!("{code} ×{n}") } else { code })
+                .collect();
             json!({
                 "cluster": k.cluster, "reference": k.reference(),
                 "status_suffix": format!("{}{}", match status_label(k.status) { "" => String::new(), label => format!(" *{label}*") },
@@ -310,8 +321,9 @@ fn view(plan: &Plan, color: bool) -> Value {
             })
         })
         .collect();
+    // A finding's alert is listed once, among the review findings.
     let (standing, news): (Vec<&Alert>, Vec<&Alert>) =
-        plan.alerts.iter().partition(|a| way_out::standing(plan, a));
+        plan.alerts.iter().filter(|a| !a.finding).partition(|a| way_out::standing(plan, a));
     let alert_view = |alerts: Vec<&Alert>| -> Vec<Value> {
         alerts.into_iter().map(|a| {
             let (icon, style) = severity_icon(a.severity);
@@ -393,9 +405,34 @@ fn view(plan: &Plan, color: bool) -> Value {
         "unchanged_count": plan.kustomizations.len() - visible.len(),
         "unit": unit_heading(plan),
         "alerts": alert_view(news),
+        "findings": findings_view(plan),
         "standing": alert_view(standing),
         "sections": sections,
     })
+}
+
+/// The review findings grouped by severity, most severe first: each once, on one line.
+fn findings_view(plan: &Plan) -> Vec<Value> {
+    let mut groups: Vec<Value> = Vec::new();
+    for severity in [Severity::Danger, Severity::Warning, Severity::Info] {
+        let items: Vec<Value> = plan
+            .findings
+            .iter()
+            .filter(|f| f.severity == severity)
+            .map(|f| {
+                json!({
+                    "code": f.code, "display": readable(&f.object), "path": f.path, "unit": f.unit,
+                    "cluster": f.cluster, "message": f.message,
+                })
+            })
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        let (icon, style) = severity_icon(severity);
+        groups.push(json!({"severity": severity, "icon": icon, "style": style, "items": items}));
+    }
+    groups
 }
 
 /// Who puts drift back: Flux, Argo CD, or each its own.

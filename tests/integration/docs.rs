@@ -289,3 +289,43 @@ fn every_policy_example_parses_and_every_policy_key_is_documented() {
         .collect();
     assert!(undocumented.is_empty(), ".fluxplan.yaml keys documented nowhere: {undocumented:?}");
 }
+
+/// (code, default severity) of every row of the first alerts table in `text` (`| code | default |
+/// when |`, several codes to a row allowed).
+fn alert_table(text: &str) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    for line in text.lines().skip_while(|l| !l.starts_with("| code | default |")).skip(2) {
+        let Some(cells) = line.strip_prefix('|') else { break };
+        let cells: Vec<&str> = cells.split(" | ").map(str::trim).collect();
+        for code in cells[0].split(", ") {
+            rows.push((code.trim_matches('`').to_string(), cells[1].to_string()));
+        }
+    }
+    rows
+}
+
+#[test]
+fn every_alert_code_is_documented_with_its_default_severity() {
+    let severity =
+        |s: &fluxplan::plan::Severity| serde_json::to_value(s).unwrap().as_str().unwrap().to_string();
+    let plan_doc = alert_table(&read("docs/plan.md"));
+    for (code, default) in fluxplan::plan::policy::DEFAULT_SEVERITIES {
+        assert!(
+            plan_doc.contains(&(code.to_string(), severity(default))),
+            "docs/plan.md's alerts table lacks `{code}` ({}): {plan_doc:?}",
+            severity(default)
+        );
+    }
+    let findings_doc = alert_table(&read("docs/findings.md"));
+    for code in fluxplan::plan::review::CODES.iter().chain(&["suspend-changed"]) {
+        let default = fluxplan::plan::policy::DEFAULT_SEVERITIES.iter().find(|(c, _)| c == code).unwrap().1;
+        assert!(
+            findings_doc.contains(&(code.to_string(), severity(&default))),
+            "docs/findings.md lacks `{code}`: {findings_doc:?}"
+        );
+        assert!(
+            read("docs/findings.md").contains(&format!("### `{code}` ({})", severity(&default))),
+            "{code}"
+        );
+    }
+}

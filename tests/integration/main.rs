@@ -21,6 +21,7 @@ mod fake_gitlab;
 mod fake_kube;
 mod fake_kube_selftest;
 mod file_names;
+mod findings;
 mod fixture;
 mod hardening;
 mod helm;

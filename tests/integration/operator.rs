@@ -325,7 +325,21 @@ fn a_template_change_plans_the_updated_object_of_every_tenant() {
     crate::fixture::edit(&repo, "tenants/apps.yaml", "name: admin", "name: edit");
     repo.commit("tenants may only edit");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    assert_eq!(code, 1, "{:?}", plan["alerts"]);
+    // A binding's roleRef cannot change in place: the operator's apply would fail.
+    assert_eq!(code, 2, "{:?}", plan["alerts"]);
+    let refused: Vec<(&str, &str)> = plan["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["code"].as_str().unwrap(), f["object"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("immutable-field", "backend_flux_rbac.authorization.k8s.io_RoleBinding"),
+            ("immutable-field", "frontend_flux_rbac.authorization.k8s.io_RoleBinding"),
+        ]
+    );
     let set = unit(&plan, "ResourceSet", "flux-system/apps");
     assert_eq!(set["engine"], "resourceset");
     assert_eq!(

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 /// The cluster as Flux leaves it after applying `rev`: every Kustomization with its inventory,
 /// every object as applied, its fields owned by kustomize-controller.
-fn cluster_after(repo: &Repo, rev: &str) -> Value {
+pub(crate) fn cluster_after(repo: &Repo, rev: &str) -> Value {
     let render = repo.render(Some(rev));
     let mut kustomizations = Vec::new();
     let mut objects = Vec::new();
@@ -50,7 +50,7 @@ fn owned_fields(value: &Value) -> Value {
     }
 }
 
-fn live_object<'a>(cluster: &'a mut Value, kind: &str, name: &str) -> &'a mut Value {
+pub(crate) fn live_object<'a>(cluster: &'a mut Value, kind: &str, name: &str) -> &'a mut Value {
     cluster["objects"]
         .as_array_mut()
         .unwrap()
@@ -81,7 +81,7 @@ fn owner_labels(owner: &str) -> Value {
     json!({"kustomize.toolkit.fluxcd.io/name": owner, "kustomize.toolkit.fluxcd.io/namespace": "flux-system"})
 }
 
-fn write_snapshot(repo: &Repo, cluster: &Value) -> String {
+pub(crate) fn write_snapshot(repo: &Repo, cluster: &Value) -> String {
     let path = repo.path().join("cluster.json");
     std::fs::write(&path, serde_json::to_string_pretty(cluster).unwrap()).unwrap();
     path.to_str().unwrap().to_string()
