@@ -113,7 +113,7 @@ pub struct RenderArgs {
     /// of them, or one of the repository's git remotes, are rendered from it.
     #[arg(long = "repo-url", value_name = "URL", env = "FLUXPLAN_REPO_URL", value_delimiter = ',')]
     pub repo_urls: Vec<String>,
-    /// Cluster snapshot file: values for postBuild.substituteFrom (see docs/plan.md).
+    /// Cluster snapshot file: values for postBuild.substituteFrom (see docs/live-cluster.md).
     #[arg(long, env = "FLUXPLAN_CLUSTER_SNAPSHOT")]
     pub cluster_snapshot: Option<PathBuf>,
     /// Substitute undefined variables with "" instead of failing (controllers before 1.9).

@@ -23,7 +23,7 @@ Exit codes:
 pub enum PlanFormat {
     /// A pull request comment (what the bot posts).
     Markdown,
-    /// The plan itself, for machines (keys in docs/plan.md).
+    /// The plan itself, for machines (keys in docs/plan.md, schema in docs/plan.schema.json).
     Json,
     /// Compact, coloured on a terminal (--color, FLUXPLAN_COLOR and NO_COLOR decide).
     Text,

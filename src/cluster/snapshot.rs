@@ -1,5 +1,5 @@
 //! The cluster snapshot file: what fluxplan knows of a cluster without talking to it. The format
-//! is documented in docs/plan.md; `fluxplan snapshot` writes it from a live cluster.
+//! is documented in docs/live-cluster.md; `fluxplan snapshot` writes it from a live cluster.
 //!
 //! ```yaml
 //! apiVersion: fluxplan.dev/v1alpha1

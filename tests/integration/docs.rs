@@ -210,30 +210,17 @@ fn every_flag_the_docs_name_exists_and_every_flag_is_documented() {
     assert!(shared.is_empty(), "listed as another program's but fluxplan has them: {shared:?}");
 }
 
-/// The codes of the alerts table in docs/plan.md: its rows' first cells.
-fn documented_codes() -> Vec<String> {
-    let plan = read("docs/plan.md");
-    let policy = &plan[plan.find("## Policy").expect("docs/plan.md has a Policy section")..];
-    policy
-        .lines()
-        .filter(|l| l.starts_with("| `"))
-        .flat_map(|row| {
-            let cell = row.trim_start_matches('|').split('|').next().unwrap_or("");
-            cell.split(',').map(|c| c.trim().trim_matches('`').to_string()).collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 #[test]
 fn every_alert_code_is_in_the_docs_table_and_the_table_names_only_real_codes() {
     let codes: std::collections::BTreeSet<&str> =
         fluxplan::plan::policy::DEFAULT_SEVERITIES.iter().map(|(code, _)| *code).collect();
-    let documented = documented_codes();
+    let documented: Vec<String> =
+        alert_table(&read("docs/policy.md")).into_iter().map(|(code, _)| code).collect();
     assert!(documented.len() >= 20, "the alerts table was not found: {documented:?}");
     let unknown: Vec<&String> = documented.iter().filter(|c| !codes.contains(c.as_str())).collect();
-    assert!(unknown.is_empty(), "docs/plan.md lists codes fluxplan does not raise: {unknown:?}");
+    assert!(unknown.is_empty(), "docs/policy.md lists codes fluxplan does not raise: {unknown:?}");
     let missing: Vec<&&str> = codes.iter().filter(|c| !documented.iter().any(|d| d == *c)).collect();
-    assert!(missing.is_empty(), "alert codes missing from the table in docs/plan.md: {missing:?}");
+    assert!(missing.is_empty(), "alert codes missing from the table in docs/policy.md: {missing:?}");
 }
 
 /// The ```yaml blocks of a page.
@@ -308,11 +295,11 @@ fn alert_table(text: &str) -> Vec<(String, String)> {
 fn every_alert_code_is_documented_with_its_default_severity() {
     let severity =
         |s: &fluxplan::plan::Severity| serde_json::to_value(s).unwrap().as_str().unwrap().to_string();
-    let plan_doc = alert_table(&read("docs/plan.md"));
+    let plan_doc = alert_table(&read("docs/policy.md"));
     for (code, default) in fluxplan::plan::policy::DEFAULT_SEVERITIES {
         assert!(
             plan_doc.contains(&(code.to_string(), severity(default))),
-            "docs/plan.md's alerts table lacks `{code}` ({}): {plan_doc:?}",
+            "docs/policy.md's alerts table lacks `{code}` ({}): {plan_doc:?}",
             severity(default)
         );
     }
@@ -328,4 +315,66 @@ fn every_alert_code_is_documented_with_its_default_severity() {
             "{code}"
         );
     }
+}
+
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens.
+fn anchor_of(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == '-' || *c == ' ' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a page's headings (code blocks left out).
+fn anchors(text: &str) -> std::collections::BTreeSet<String> {
+    let mut in_code = false;
+    let mut anchors = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+        } else if !in_code && line.starts_with('#') {
+            anchors.insert(anchor_of(line.trim_start_matches('#')));
+        }
+    }
+    anchors
+}
+
+#[test]
+fn every_link_between_the_pages_leads_to_a_file_and_heading_that_exist() {
+    let pages = documentation();
+    let mut broken = Vec::new();
+    let mut links = 0;
+    for (page, text) in &pages {
+        let dir = Path::new(page).parent().unwrap_or(Path::new(""));
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let link = &rest[..end];
+            if link.contains("://") || link.contains(' ') || link.starts_with("mailto:") {
+                continue;
+            }
+            links += 1;
+            let (file, anchor) = link.split_once('#').map_or((link, None), |(f, a)| (f, Some(a)));
+            let target = if file.is_empty() {
+                page.clone()
+            } else {
+                dir.join(file).to_string_lossy().replace("docs/../", "")
+            };
+            let Ok(target_text) = std::fs::read_to_string(root().join(&target)) else {
+                broken.push(format!("{page}: {link} (no such file)"));
+                continue;
+            };
+            if let Some(anchor) = anchor.filter(|_| target.ends_with(".md")) {
+                if !anchors(&target_text).contains(anchor) {
+                    broken.push(format!("{page}: {link} (no such heading)"));
+                }
+            }
+        }
+    }
+    assert!(links > 50, "only {links} links found");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
