@@ -93,6 +93,55 @@ pub struct Policy {
     /// Scopes of custom kinds whose CRD is neither in the repository nor in the catalogue:
     /// (group, kind, scope).
     pub crd_scopes: Vec<(String, String, Scope)>,
+    /// Severities for a code in part of the fleet (`alertRules:`), the last that matches winning
+    /// over `severities`.
+    pub rules: Vec<AlertRule>,
+}
+
+/// A code rated otherwise where an alert is about one cluster, namespace or kind.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AlertRule {
+    pub code: String,
+    /// The cluster's name, as plans show it (`clusters/staging`).
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Every object the alert names lies in this namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Every object the alert names is of this kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// danger, warning, info or off.
+    pub severity: String,
+}
+
+impl AlertRule {
+    /// True when the rule covers an alert of `code` in `cluster` about `objects` (inventory ids):
+    /// a rule with a namespace or kind covers only alerts naming objects, all of them in it.
+    fn covers(&self, code: &str, cluster: &str, objects: &[String]) -> bool {
+        let ids: Vec<crate::flux::ObjectId> =
+            objects.iter().filter_map(|id| crate::flux::ObjectId::parse(id)).collect();
+        let every = |wanted: &Option<String>, field: fn(&crate::flux::ObjectId) -> &str| {
+            wanted.as_deref().is_none_or(|w| {
+                !ids.is_empty() && ids.len() == objects.len() && ids.iter().all(|id| field(id) == w)
+            })
+        };
+        self.code == code
+            && self.cluster.as_deref().is_none_or(|c| c.trim_matches('/') == cluster)
+            && every(&self.namespace, |id| id.namespace.as_str())
+            && every(&self.kind, |id| id.kind.as_str())
+    }
+}
+
+fn parse_severity(text: &str, key: &str) -> Result<Option<Severity>, String> {
+    match text {
+        "danger" => Ok(Some(Severity::Danger)),
+        "warning" => Ok(Some(Severity::Warning)),
+        "info" => Ok(Some(Severity::Info)),
+        "off" => Ok(None),
+        other => Err(format!("{key}: '{other}' is not danger, warning, info or off")),
+    }
 }
 
 impl Default for Policy {
@@ -106,6 +155,7 @@ impl Default for Policy {
             roots: None,
             sources: Vec::new(),
             crd_scopes: Vec::new(),
+            rules: Vec::new(),
         }
     }
 }
@@ -116,6 +166,7 @@ struct PolicyFile {
     mass_deletion: Option<MassDeletionFile>,
     protected_kinds: Option<Vec<String>>,
     alerts: Option<BTreeMap<String, String>>,
+    alert_rules: Option<Vec<AlertRule>>,
     roots: Option<Vec<DeclaredRoot>>,
     sources: Option<Vec<DeclaredSource>>,
     /// `Kind.group: Cluster | Namespaced`
@@ -209,14 +260,15 @@ impl Policy {
             if !policy.severities.contains_key(&code) {
                 return Err(format!("alerts: unknown alert code '{code}'"));
             }
-            let severity = match severity.as_str() {
-                "danger" => Some(Severity::Danger),
-                "warning" => Some(Severity::Warning),
-                "info" => Some(Severity::Info),
-                "off" => None,
-                other => return Err(format!("alerts.{code}: '{other}' is not danger, warning, info or off")),
-            };
+            let severity = parse_severity(&severity, &format!("alerts.{code}"))?;
             policy.severities.insert(code, severity);
+        }
+        for (i, rule) in file.alert_rules.unwrap_or_default().into_iter().enumerate() {
+            if !policy.severities.contains_key(&rule.code) {
+                return Err(format!("alertRules[{i}]: unknown alert code '{}'", rule.code));
+            }
+            parse_severity(&rule.severity, &format!("alertRules[{i}].severity"))?;
+            policy.rules.push(rule);
         }
         Ok(policy)
     }
@@ -230,7 +282,7 @@ impl Policy {
         message: String,
         objects: Vec<String>,
     ) -> Option<Alert> {
-        let severity = self.severity(code)?;
+        let severity = self.severity_in(code, cluster, &objects)?;
         Some(Alert {
             severity,
             code: code.to_string(),
@@ -247,6 +299,15 @@ impl Policy {
     /// The severity this policy gives a code; `None` when it is off.
     pub fn severity(&self, code: &str) -> Option<Severity> {
         self.severities.get(code).copied().unwrap_or(Some(Severity::Warning))
+    }
+
+    /// The severity of an alert of `code` in `cluster` about `objects`: the last `alertRules`
+    /// entry that covers it, else the code's.
+    pub fn severity_in(&self, code: &str, cluster: &str, objects: &[String]) -> Option<Severity> {
+        match self.rules.iter().rev().find(|rule| rule.covers(code, cluster, objects)) {
+            Some(rule) => parse_severity(&rule.severity, "").ok().flatten(),
+            None => self.severity(code),
+        }
     }
 
     /// An alert not tied to a cluster (policy notes), with this policy's severity.

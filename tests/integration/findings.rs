@@ -113,6 +113,61 @@ fn the_base_policy_rates_an_immutable_field_change() {
 }
 
 #[test]
+fn alert_rules_rate_a_code_in_one_namespace_kind_or_cluster() {
+    // Two Deployments relabelled, one in a namespace whose workloads are recreated by hand.
+    let batch = DEPLOYMENT.replace("namespace: shop", "namespace: batch");
+    let files = [
+        ("apps/web.yaml", DEPLOYMENT.to_string()),
+        (
+            "apps/batch.yaml",
+            format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: batch\n---\n{batch}"),
+        ),
+    ];
+    let files: Vec<(&str, &str)> = files.iter().map(|(f, t)| (*f, t.as_str())).collect();
+    let relabel = |repo: &Repo| {
+        repo.write("apps/web.yaml", &DEPLOYMENT.replace("app: web", "app: web2"));
+        repo.write("apps/batch.yaml", &files[1].1.replace("app: web", "app: web2"));
+        repo.commit("relabel both");
+    };
+    let policy = "alertRules:\n- code: immutable-field\n  namespace: batch\n  severity: info\n";
+    let repo = fleet("", Some(policy), &files);
+    relabel(&repo);
+    let (plan, code) = plan_head(&repo, &[]);
+    assert_eq!(code, 2, "shop's change still blocks: {plan:#}");
+    assert_eq!(
+        findings(&plan),
+        [
+            finding("danger", "immutable-field", "shop_web_apps_Deployment", "spec.selector"),
+            finding("info", "immutable-field", "batch_web_apps_Deployment", "spec.selector"),
+        ]
+    );
+
+    // By kind and cluster, the last rule that matches winning; another cluster's rule never does.
+    let policy = "alertRules:\n- code: immutable-field\n  kind: Deployment\n  severity: warning\n- code: immutable-field\n  cluster: clusters/staging\n  severity: off\n";
+    let repo = fleet("", Some(policy), &files);
+    relabel(&repo);
+    let (plan, code) = plan_head(&repo, &[]);
+    assert_eq!(code, 1, "{plan:#}");
+    assert!(findings(&plan).iter().all(|f| f.0 == "warning"), "{:?}", findings(&plan));
+    let policy = "alertRules:\n- code: immutable-field\n  cluster: clusters/prod\n  severity: off\n";
+    let repo = fleet("", Some(policy), &files);
+    relabel(&repo);
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(plan["findings"], json!([]));
+
+    // A rule naming a code fluxplan does not have is refused, as `alerts:` are.
+    let repo = fleet("", Some("alertRules:\n- code: immutable-feild\n  severity: off\n"), &files);
+    relabel(&repo);
+    let (plan, _) = plan_head(&repo, &[]);
+    let invalid = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "policy-invalid");
+    assert!(
+        invalid.is_some_and(|a| a["message"].as_str().unwrap().contains("immutable-feild")),
+        "{:#}",
+        plan["alerts"]
+    );
+}
+
+#[test]
 fn forced_immutable_changes_are_recreated() {
     let repo = fleet("force: true", None, &[("apps/web.yaml", DEPLOYMENT)]);
     repo.write("apps/web.yaml", &DEPLOYMENT.replace("app: web", "app: web2"));

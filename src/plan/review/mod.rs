@@ -223,7 +223,6 @@ pub(super) fn rate(policy: &Policy, candidates: Vec<Candidate>) -> (Vec<Finding>
     let candidates: BTreeSet<Candidate> = candidates.into_iter().collect();
     let mut rated = Vec::new();
     for candidate in candidates {
-        let Some(severity) = policy.severity(candidate.code) else { continue };
         let display = candidate.object.display_name();
         let message = format!("{display} {}: {}", candidate.path, candidate.message.trim_end_matches('.'));
         let Some(mut alert) = policy.alert(
@@ -242,7 +241,7 @@ pub(super) fn rate(policy: &Policy, candidates: Vec<Candidate>) -> (Vec<Finding>
         alert.finding = true;
         let finding = Finding {
             code: candidate.code.to_string(),
-            severity,
+            severity: alert.severity,
             cluster: candidate.cluster,
             unit: candidate.unit,
             object: candidate.object.to_string(),
