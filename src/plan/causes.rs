@@ -164,8 +164,11 @@ fn group_alert(
     // A claim deleted directly and with its Namespace loses its data once.
     let lost: BTreeSet<&DataLoss> =
         radius.into_iter().flat_map(|r| deletes.iter().flat_map(move |c| blast::lost_with(c, r))).collect();
+    // What StatefulSets' deletions do to their claims' data.
+    let claims =
+        super::claims::statefulset_losses(deletes, inputs.plans, &root.cluster, inputs.base, inputs.head);
     let mut codes: Vec<&str> = primary.into_iter().collect();
-    codes.extend((!lost.is_empty()).then_some("data-loss"));
+    codes.extend((!lost.is_empty() || !claims.is_empty()).then_some("data-loss"));
     codes.extend((!protected.is_empty()).then_some("protected-kind-deletion"));
     codes.extend(mass.then_some("mass-deletion"));
     let code = most_severe(policy, &codes)?;
@@ -225,6 +228,9 @@ fn group_alert(
     if !lost.is_empty() {
         let claims: Vec<String> = lost.iter().map(ToString::to_string).collect();
         message.push_str(&format!("; data is lost: {}", claims.join("; ")));
+    }
+    for line in &claims {
+        message.push_str(&format!("; {line}"));
     }
     if mass {
         // The rule that fired, with its numbers.

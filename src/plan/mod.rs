@@ -6,6 +6,7 @@ mod api_removed;
 mod argo_revisions;
 mod blast;
 mod causes;
+mod claims;
 mod compute;
 mod dependants;
 pub mod diff;

@@ -630,3 +630,68 @@ fn a_statefulset_recreated_without_its_claim_templates_is_data_loss() {
     let (plan, _) = plan_head(&repo, &[]);
     assert_eq!(findings(&plan), [finding("danger", "immutable-field", object, path)]);
 }
+
+fn statefulset(name: &str, retention: &str, templates: bool) -> String {
+    let claims = if templates {
+        "  volumeClaimTemplates:\n  - metadata:\n      name: data\n    spec:\n      accessModes: [ReadWriteOnce]\n      resources:\n        requests:\n          storage: 1Gi\n"
+    } else {
+        ""
+    };
+    format!(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  serviceName: db\n{retention}  selector:\n    matchLabels:\n      app: db\n  template:\n    metadata:\n      labels:\n        app: db\n    spec:\n      containers:\n      - name: db\n        image: postgres:16\n{claims}"
+    )
+}
+
+fn deletion_alert(plan: &Value) -> &Value {
+    plan["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kustomization"] == "flux-system/apps" && a["severity"] == "danger")
+        .unwrap_or_else(|| panic!("a dangerous alert for the deletion: {:#}", plan["alerts"]))
+}
+
+#[test]
+fn a_statefulset_renamed_or_deleted_with_its_claims_is_data_loss() {
+    // Renamed: the new name's Pods start on new, empty claims; the old claims stay behind.
+    let repo = fleet("", None, &[("apps/db.yaml", &statefulset("db", "", true))]);
+    repo.write("apps/db.yaml", &statefulset("db-v2", "", true));
+    repo.commit("rename db");
+    let (plan, code) = plan_head(&repo, &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    let alert = deletion_alert(&plan);
+    assert_eq!(alert["code"], "data-loss", "{alert:#}");
+    assert_eq!(alert["related_codes"], json!(["protected-kind-deletion"]));
+    let message = alert["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "StatefulSet shop/db is replaced by StatefulSet shop/db-v2, whose Pods start on new, empty claims \
+             (data-db-v2-N); the claims of db (data-db-N) are left behind, no longer used"
+        ),
+        "{message}"
+    );
+
+    // Deleted under whenDeleted: Delete: its claims go with it.
+    let retention = "  persistentVolumeClaimRetentionPolicy:\n    whenDeleted: Delete\n";
+    let repo = fleet("", None, &[("apps/db.yaml", &statefulset("db", retention, true))]);
+    repo.remove("apps/db.yaml");
+    repo.commit("drop db");
+    let (plan, _) = plan_head(&repo, &[]);
+    let alert = deletion_alert(&plan);
+    assert_eq!(alert["code"], "data-loss", "{alert:#}");
+    assert!(
+        alert["message"].as_str().unwrap().contains("its claims (data-db-N) are deleted with it"),
+        "{alert:#}"
+    );
+
+    // Near misses: deleted keeping its claims, or with no claims at all: a protected deletion only.
+    for (retention, templates) in [("", true), (retention, false)] {
+        let repo = fleet("", None, &[("apps/db.yaml", &statefulset("db", retention, templates))]);
+        repo.remove("apps/db.yaml");
+        repo.commit("drop db");
+        let (plan, _) = plan_head(&repo, &[]);
+        let alert = deletion_alert(&plan);
+        assert_eq!(alert["code"], "protected-kind-deletion", "{alert:#}");
+        assert!(!alert["message"].as_str().unwrap().contains("claims ("), "{alert:#}");
+    }
+}

@@ -126,7 +126,12 @@ fn a_chart_bump_plans_the_upgrades_deletions_and_creates_and_blocks() {
     assert!(kept["reason"].as_str().unwrap().contains("helm.sh/resource-policy"), "{kept}");
     let notes = release["notes"].to_string();
     assert!(notes.contains("Job data/db-migrate on pre-upgrade"), "the hook is listed apart: {notes}");
-    assert!(has_alert(&plan, "danger", "protected-kind-deletion"), "{:?}", alert_codes(&plan));
+    // The renamed StatefulSet's Pods start on new claims: data-loss, the deletion of a protected
+    // kind beside it.
+    assert!(has_alert(&plan, "danger", "data-loss"), "{:?}", alert_codes(&plan));
+    let loss = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "data-loss").unwrap();
+    assert_eq!(loss["related_codes"], serde_json::json!(["protected-kind-deletion"]), "{loss:#}");
+    assert!(loss["message"].as_str().unwrap().contains("is replaced by StatefulSet data/db-v2"), "{loss:#}");
     // The chart's jump across major versions is listed once, and raises major-bump.
     assert_eq!(
         plan["versions"],
