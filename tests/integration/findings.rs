@@ -695,3 +695,47 @@ fn a_statefulset_renamed_or_deleted_with_its_claims_is_data_loss() {
         assert!(!alert["message"].as_str().unwrap().contains("claims ("), "{alert:#}");
     }
 }
+
+fn crd(versions: &[(&str, bool)]) -> String {
+    let versions: String = versions
+        .iter()
+        .map(|(name, storage)| {
+            format!("  - name: {name}\n    served: true\n    storage: {storage}\n    schema:\n      openAPIV3Schema:\n        type: object\n")
+        })
+        .collect();
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.io\nspec:\n  group: example.io\n  names:\n    kind: Widget\n    plural: widgets\n  scope: Namespaced\n  versions:\n{versions}"
+    )
+}
+
+#[test]
+fn a_definition_dropping_its_stored_version_is_data_loss_and_adding_one_is_not() {
+    let repo = fleet("", None, &[("apps/crd.yaml", &crd(&[("v1alpha1", true)]))]);
+    // The new version becomes the storage one and the old one goes: refused while objects are
+    // stored in it.
+    repo.write("apps/crd.yaml", &crd(&[("v1", true)]));
+    repo.commit("v1 only");
+    let (plan, code) = plan_head(&repo, &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    assert_eq!(
+        findings(&plan),
+        [finding(
+            "danger",
+            "data-loss",
+            "_widgets.example.io_apiextensions.k8s.io_CustomResourceDefinition",
+            "spec.versions"
+        )]
+    );
+    let (message, _) = only_message(&plan);
+    assert!(
+        message.contains("drops version v1alpha1") && message.contains("status.storedVersions"),
+        "{message}"
+    );
+
+    // Near miss: v1 added beside it and made the storage version, v1alpha1 kept.
+    let repo = fleet("", None, &[("apps/crd.yaml", &crd(&[("v1alpha1", true)]))]);
+    repo.write("apps/crd.yaml", &crd(&[("v1alpha1", false), ("v1", true)]));
+    repo.commit("add v1");
+    let (plan, code) = plan_head(&repo, &[]);
+    assert_eq!((code, plan["findings"].clone()), (1, json!([])), "{plan:#}");
+}

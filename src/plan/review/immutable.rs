@@ -69,10 +69,44 @@ pub(super) fn check(subject: &Subject, found: &mut Vec<Candidate>) {
         ("", "Secret") => secret(subject, found),
         ("", "ConfigMap") => config_map(subject, found),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            set_field(subject, &["spec", "scope"], "a CustomResourceDefinition's scope cannot change", found)
+            set_field(subject, &["spec", "scope"], "a CustomResourceDefinition's scope cannot change", found);
+            stored_versions_dropped(subject, found);
         }
         _ => {}
     }
+}
+
+/// A CustomResourceDefinition whose versions no longer include one objects may be stored in:
+/// the live `status.storedVersions`, else the base's storage version (the API server lists every
+/// version that was ever the storage one). The API server refuses such an update until the
+/// objects are migrated and the version is taken out of `status.storedVersions`; recreated, the
+/// definition takes every custom resource of it along: `data-loss`.
+fn stored_versions_dropped(subject: &Subject, found: &mut Vec<Candidate>) {
+    let names = |object: &Value, filter: fn(&Value) -> bool| -> BTreeSet<String> {
+        object["spec"]["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| filter(v))
+            .filter_map(|v| v["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    let stored: BTreeSet<String> = match subject.live.and_then(|l| l["status"]["storedVersions"].as_array()) {
+        Some(live) => live.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+        None => subject.base.map(|b| names(&b.object, |v| v["storage"] == true)).unwrap_or_default(),
+    };
+    let kept = names(subject.after(), |_| true);
+    let dropped: Vec<&String> = stored.iter().filter(|v| !kept.contains(*v)).collect();
+    if dropped.is_empty() {
+        return;
+    }
+    let then = on_immutable_change(subject, &recreation_loses(subject));
+    let what = format!(
+        "drops version {}, which objects may be stored in (status.storedVersions): the API server refuses \
+         the update until they are migrated to a kept version and status.storedVersions no longer lists it; {then}",
+        dropped.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
+    );
+    found.push(subject.finding("data-loss", "spec.versions", what));
 }
 
 /// A finding with what the controller then does.
