@@ -1,13 +1,14 @@
-//! What deleting a StatefulSet does to the data of its claims: Kubernetes keeps the claims its
-//! `volumeClaimTemplates` made unless `persistentVolumeClaimRetentionPolicy.whenDeleted` is
-//! `Delete`, and a StatefulSet created in its place under another name starts its Pods on new,
-//! empty claims of its own.
+//! What deleting a StatefulSet or a claim does to data: Kubernetes keeps the claims a
+//! StatefulSet's `volumeClaimTemplates` made unless `persistentVolumeClaimRetentionPolicy.whenDeleted`
+//! is `Delete`, a StatefulSet created in its place under another name starts its Pods on new,
+//! empty claims of its own, and a claim created in place of a deleted one (renamed) starts empty.
 
 use super::{Action, Change, KustomizationPlan};
 use crate::render::Render;
 use serde_json::Value;
 
-/// One line per StatefulSet among `deletes` whose claims' data is lost or left behind.
+/// One line per StatefulSet among `deletes` whose claims' data is lost or left behind, and per
+/// claim renamed (one claim created in the namespace of a deleted one).
 pub fn statefulset_losses(
     deletes: &[&Change],
     plans: &[KustomizationPlan],
@@ -59,6 +60,26 @@ pub fn statefulset_losses(
             None => continue,
         };
         losses.push(line);
+    }
+    // A claim renamed: deleted, and another created in its namespace.
+    for deleted in deletes.iter().filter(|c| c.kind == "PersistentVolumeClaim") {
+        let created_claims: Vec<&Change> = plans
+            .iter()
+            .filter(|p| p.cluster == cluster)
+            .flat_map(|p| &p.changes)
+            .filter(|c| {
+                c.action == Action::Create
+                    && c.kind == "PersistentVolumeClaim"
+                    && c.namespace == deleted.namespace
+            })
+            .collect();
+        if let [new] = created_claims.as_slice() {
+            losses.push(format!(
+                "{} is replaced by {}, which starts empty: what the workload stored goes with the deleted claim",
+                deleted.display_name(),
+                new.display_name()
+            ));
+        }
     }
     losses
 }

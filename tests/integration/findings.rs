@@ -739,3 +739,29 @@ fn a_definition_dropping_its_stored_version_is_data_loss_and_adding_one_is_not()
     let (plan, code) = plan_head(&repo, &[]);
     assert_eq!((code, plan["findings"].clone()), (1, json!([])), "{plan:#}");
 }
+
+#[test]
+fn a_renamed_claim_is_data_loss() {
+    let claim = |name: &str| {
+        format!("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 1Gi\n")
+    };
+    let repo = fleet("", None, &[("apps/claim.yaml", &claim("uploads"))]);
+    repo.write("apps/claim.yaml", &claim("uploads-v2"));
+    repo.commit("rename the claim");
+    let (plan, code) = plan_head(&repo, &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    let alert = deletion_alert(&plan);
+    assert_eq!(alert["code"], "data-loss", "{alert:#}");
+    assert!(
+        alert["message"].as_str().unwrap().contains(
+            "PersistentVolumeClaim shop/uploads is replaced by PersistentVolumeClaim shop/uploads-v2, which starts empty"
+        ),
+        "{alert:#}"
+    );
+    // Near miss: a claim deleted with nothing in its place is a protected deletion only.
+    let repo = fleet("", None, &[("apps/claim.yaml", &claim("uploads"))]);
+    repo.remove("apps/claim.yaml");
+    repo.commit("drop the claim");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(deletion_alert(&plan)["code"], "protected-kind-deletion");
+}
