@@ -765,3 +765,34 @@ fn a_renamed_claim_is_data_loss() {
     let (plan, _) = plan_head(&repo, &[]);
     assert_eq!(deletion_alert(&plan)["code"], "protected-kind-deletion");
 }
+
+#[test]
+fn a_volumes_source_and_a_services_primary_family_cannot_change() {
+    let volume = |path: &str, capacity: &str| {
+        format!("apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: archive\nspec:\n  capacity:\n    storage: {capacity}\n  accessModes: [ReadWriteOnce]\n  nfs:\n    server: nas.lan\n    path: {path}\n")
+    };
+    let service = |families: &str| {
+        format!("apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  ipFamilyPolicy: PreferDualStack\n  ipFamilies: {families}\n  ports:\n  - port: 80\n")
+    };
+    let files = [("apps/pv.yaml", volume("/exports/a", "1Gi")), ("apps/svc.yaml", service("[IPv4]"))];
+    let files: Vec<(&str, &str)> = files.iter().map(|(f, t)| (*f, t.as_str())).collect();
+    let repo = fleet("", None, &files);
+    repo.write("apps/pv.yaml", &volume("/exports/b", "1Gi"));
+    repo.write("apps/svc.yaml", &service("[IPv6, IPv4]"));
+    repo.commit("move the volume, IPv6 first");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(
+        findings(&plan),
+        [
+            finding("danger", "immutable-field", "_archive__PersistentVolume", "spec.nfs"),
+            finding("danger", "immutable-field", "shop_web__Service", "spec.ipFamilies.0"),
+        ]
+    );
+    // Near misses: a second family added, a volume's capacity grown.
+    let repo = fleet("", None, &files);
+    repo.write("apps/pv.yaml", &volume("/exports/a", "2Gi"));
+    repo.write("apps/svc.yaml", &service("[IPv4, IPv6]"));
+    repo.commit("grow, dual-stack");
+    let (plan, _) = plan_head(&repo, &[]);
+    assert_eq!(plan["findings"], json!([]), "{:#}", plan["findings"]);
+}

@@ -8,7 +8,11 @@ use serde_json::Value;
 pub fn at<'v>(value: &'v Value, path: &[&str]) -> Option<&'v Value> {
     let mut current = value;
     for key in path {
-        current = current.get(*key)?;
+        // A number steps into a list (`ipFamilies.0`).
+        current = match current {
+            Value::Array(items) => items.get(key.parse::<usize>().ok()?)?,
+            _ => current.get(*key)?,
+        };
     }
     (!current.is_null()).then_some(current)
 }

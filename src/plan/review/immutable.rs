@@ -51,6 +51,7 @@ pub(super) fn check(subject: &Subject, found: &mut Vec<Candidate>) {
             changed_field(subject, &["spec", "template"], &why, found);
         }
         ("", "PersistentVolumeClaim") => claim(subject, found),
+        ("", "PersistentVolume") => volume(subject, found),
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             if subject.changes(&["roleRef"]) {
                 let role = |o: Option<&Value>| {
@@ -227,6 +228,46 @@ fn service(subject: &Subject, found: &mut Vec<Candidate>) {
     if found.len() == before {
         set_field(subject, &["spec", "clusterIPs"], "a Service's clusterIPs cannot change", found);
     }
+    // A second family may come and go (dual-stack); the primary one never changes.
+    set_field(subject, &["spec", "ipFamilies", "0"], "a Service's primary IP family cannot change", found);
+}
+
+/// The volume sources a PersistentVolume may name: whichever it has is fixed at creation.
+const VOLUME_SOURCES: &[&str] = &[
+    "awsElasticBlockStore",
+    "azureDisk",
+    "azureFile",
+    "cephfs",
+    "cinder",
+    "csi",
+    "fc",
+    "flexVolume",
+    "flocker",
+    "gcePersistentDisk",
+    "glusterfs",
+    "hostPath",
+    "iscsi",
+    "local",
+    "nfs",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "quobyte",
+    "rbd",
+    "scaleIO",
+    "storageos",
+    "vsphereVolume",
+];
+
+fn volume(subject: &Subject, found: &mut Vec<Candidate>) {
+    for source in VOLUME_SOURCES {
+        changed_field(
+            subject,
+            &["spec", source],
+            "a PersistentVolume's source cannot change after creation",
+            found,
+        );
+    }
+    set_field(subject, &["spec", "volumeMode"], "a PersistentVolume's volumeMode cannot change", found);
 }
 
 fn claim(subject: &Subject, found: &mut Vec<Candidate>) {
