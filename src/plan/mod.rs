@@ -293,10 +293,10 @@ pub struct Alert {
     /// (`clusters/prod/apps.yaml: path ./apps → ./empty`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
-    /// True for the alert of a review finding (`Plan::findings`): reports list it once, among the
-    /// findings.
+    /// True for an alert reports show elsewhere, once: a review finding's (among the findings), a
+    /// version change's (in the version table).
     #[serde(skip)]
-    pub finding: bool,
+    pub shown_elsewhere: bool,
 }
 
 /// Deletions counted by cause.

@@ -65,7 +65,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("source-ref-pinned", Severity::Danger),
     ("sync-changed", Severity::Danger),
     ("api-removed", Severity::Danger),
-    ("major-bump", Severity::Warning),
+    ("major-bump", Severity::Info),
     // The review of every change (`review`).
     ("immutable-field", Severity::Danger),
     ("flux-semantics", Severity::Warning),
@@ -292,7 +292,7 @@ impl Policy {
             objects,
             related_codes: Vec::new(),
             cause: None,
-            finding: false,
+            shown_elsewhere: false,
         })
     }
 

@@ -1,8 +1,8 @@
 //! The versions a merge moves: container images of pod templates and HelmRelease charts, each
-//! change listed once (`name: old → new`) with where it happens. A jump across major versions
-//! raises `major-bump`; the others are listed only.
+//! change listed once (`name: old → new`) with where it happens, each a `major-bump` alert (info
+//! by default, a step up across major versions).
 
-use super::{Action, Alert, KustomizationPlan, Policy};
+use super::{Action, Alert, KustomizationPlan, Policy, Severity};
 use crate::render::Render;
 use serde::Serialize;
 use serde_json::Value;
@@ -70,23 +70,28 @@ pub fn changes(plans: &[KustomizationPlan], base: &Render, head: &Render) -> Vec
         .collect()
 }
 
-/// `major-bump` (warning by default) for each change across major versions.
+/// `major-bump` for every change: the policy's severity (info by default), one step up across
+/// major versions. Reports show them in the version table, not among the alerts.
 pub fn alerts(policy: &Policy, changes: &[VersionChange]) -> Vec<Alert> {
     changes
         .iter()
-        .filter(|c| c.major)
         .filter_map(|c| {
-            policy.general_alert(
-                "major-bump",
-                format!(
-                    "{} {}: {} → {}, across major versions (read its release notes for breaking changes) in {}",
-                    c.kind,
-                    c.name,
-                    c.from,
-                    c.to,
-                    c.places.join(", ")
-                ),
-            )
+            let jump = if c.major {
+                ", across major versions (read its release notes for breaking changes)"
+            } else {
+                ""
+            };
+            let message =
+                format!("{} {}: {} → {}{jump}, in {}", c.kind, c.name, c.from, c.to, c.places.join(", "));
+            let mut alert = policy.general_alert("major-bump", message)?;
+            if c.major {
+                alert.severity = match alert.severity {
+                    Severity::Info => Severity::Warning,
+                    _ => Severity::Danger,
+                };
+            }
+            alert.shown_elsewhere = true;
+            Some(alert)
         })
         .collect()
 }

@@ -256,7 +256,7 @@ mod tests {
             objects: Vec::new(),
             related_codes: vec!["app-zq7secret".into()],
             cause: None,
-            finding: false,
+            shown_elsewhere: false,
         };
         plan.alerts.push(alert.clone());
         apply(&mut plan, &masks);

@@ -321,9 +321,9 @@ fn view(plan: &Plan, color: bool) -> Value {
             })
         })
         .collect();
-    // A finding's alert is listed once, among the review findings.
+    // A finding's alert is listed once, among the review findings; a version change's, in its table.
     let (standing, news): (Vec<&Alert>, Vec<&Alert>) =
-        plan.alerts.iter().filter(|a| !a.finding).partition(|a| way_out::standing(plan, a));
+        plan.alerts.iter().filter(|a| !a.shown_elsewhere).partition(|a| way_out::standing(plan, a));
     let alert_view = |alerts: Vec<&Alert>| -> Vec<Value> {
         alerts.into_iter().map(|a| {
             let (icon, style) = severity_icon(a.severity);

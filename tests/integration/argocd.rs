@@ -121,7 +121,8 @@ fn an_image_bump_updates_the_deployment_and_says_which_hook_runs() {
         guestbook["notes"],
         json!(["the sync runs hook(s), not managed resources: Job guestbook/guestbook-migrate on PreSync"])
     );
-    assert_eq!(alerts(&plan), []);
+    // The image bump is listed (info), nothing else.
+    assert_eq!(alerts(&plan), [("info".to_string(), "major-bump".to_string(), String::new())]);
 }
 
 #[test]

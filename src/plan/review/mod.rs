@@ -238,7 +238,7 @@ pub(super) fn rate(policy: &Policy, candidates: Vec<Candidate>) -> (Vec<Finding>
             Some(file) => format!("{file}: {display} {}", candidate.path),
             None => format!("{display} {}", candidate.path),
         });
-        alert.finding = true;
+        alert.shown_elsewhere = true;
         let finding = Finding {
             code: candidate.code.to_string(),
             severity: alert.severity,
