@@ -79,7 +79,8 @@ if ! mkdir -p "$out_dir" || [ ! -w "$out_dir" ]; then
 fi
 json=$out_dir/plan.json
 markdown=$out_dir/plan.md
-rm -f "$json" "$markdown"
+# Written anew, never through a link the pull request committed in their place.
+rm -f "$json" "$markdown" "$out_dir/fluxplan.env"
 
 # One plan, three reports: text for the log, JSON and markdown into files.
 set -f # FLUXPLAN_CI_ARGS is split on blanks, never globbed

@@ -13,6 +13,7 @@ set -eu
 say() { printf 'fluxplan-install: %s\n' "$*" >&2; }
 
 dir=${FLUXPLAN_CI_INSTALL_DIR:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}/fluxplan}
+case $dir in /*) ;; *) dir=$PWD/$dir ;; esac
 bin_dir=$dir/bin
 
 publish() {
@@ -75,7 +76,9 @@ source_dir=${FLUXPLAN_CI_SOURCE:-}
 if [ -n "$source_dir" ] && [ -f "$source_dir/Cargo.toml" ]; then
   command -v cargo >/dev/null 2>&1 || { say "building fluxplan from $source_dir needs cargo (Rust)"; exit 3; }
   say "building fluxplan from $source_dir (minutes; a binary-url is faster)"
-  cargo install --quiet --locked --root "$dir" --path "$source_dir" --bin fluxplan >&2
+  # From fluxplan's own tree: a rust-toolchain file in the checked-out pull request must not
+  # choose the compiler.
+  (cd "$source_dir" && cargo install --quiet --locked --root "$dir" --path . --bin fluxplan) >&2
   publish "$bin_dir/fluxplan"
   exit 0
 fi

@@ -29,13 +29,12 @@ pub fn alerts(
         // Versions the head's own CRDs define are served once they are applied.
         let defined = crd_versions(head, &plan.cluster);
         let Some(unit) = head.unit(&plan.cluster, &plan.unit_ref()) else { continue };
+        // By id once: a unit of many objects is not searched once per change.
+        let objects: std::collections::HashMap<String, &crate::render::RenderedObject> =
+            unit.objects.iter().filter_map(|o| Some((o.id.as_ref()?.to_string(), o))).collect();
         let mut found = Vec::new();
         for change in plan.changes.iter().filter(|c| matches!(c.action, Action::Create | Action::Update)) {
-            let Some(object) =
-                unit.objects.iter().find(|o| o.id.as_ref().is_some_and(|id| id.to_string() == change.id))
-            else {
-                continue;
-            };
+            let Some(object) = objects.get(&change.id) else { continue };
             let api_version = object.object["apiVersion"].as_str().unwrap_or("");
             let kind = object.object["kind"].as_str().unwrap_or("");
             let why = match minor.and_then(|m| removed_apis::removed(api_version, kind, m)) {

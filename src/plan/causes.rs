@@ -171,7 +171,8 @@ fn group_alert(
     codes.extend((!lost.is_empty() || !claims.is_empty()).then_some("data-loss"));
     codes.extend((!protected.is_empty()).then_some("protected-kind-deletion"));
     codes.extend(mass.then_some("mass-deletion"));
-    let code = most_severe(policy, &codes)?;
+    let ids: Vec<String> = deletes.iter().map(|c| c.id.clone()).collect();
+    let code = most_severe(policy, &codes, &root.cluster, &ids)?;
 
     let mut message = match primary {
         Some("empty-render") if root.kind == UnitKind::ApplicationSet => format!(
@@ -251,22 +252,17 @@ fn group_alert(
         }
         message.push_str(&format!("; mass deletion: {}", rules.join(" and ")));
     }
-    let mut alert = policy.alert(
-        code,
-        &root.cluster,
-        Some(root.reference()),
-        message,
-        deletes.iter().map(|c| c.id.clone()).collect(),
-    )?;
+    let mut alert = policy.alert(code, &root.cluster, Some(root.reference()), message, ids)?;
     alert.related_codes = codes.iter().filter(|c| **c != code).map(|c| c.to_string()).collect();
     alert.cause = cause_line(inputs, root, deletes);
     Some(alert)
 }
 
-/// The code among `codes` this policy rates most severe (the first of equals); `None` when the
-/// policy turns all of them off.
-fn most_severe<'c>(policy: &Policy, codes: &[&'c str]) -> Option<&'c str> {
-    let rated = codes.iter().filter_map(|c| Some((policy.severity(c)?, *c)));
+/// The code among `codes` this policy rates most severe for an alert in `cluster` about
+/// `objects` (its `alertRules` included: a rule relaxing one code leaves the others of the same
+/// cause as they are); the first of equals; `None` when the policy turns all of them off.
+fn most_severe<'c>(policy: &Policy, codes: &[&'c str], cluster: &str, objects: &[String]) -> Option<&'c str> {
+    let rated = codes.iter().filter_map(|c| Some((policy.severity_in(c, cluster, objects)?, *c)));
     rated.min_by_key(|(severity, _)| *severity).map(|(_, code)| code)
 }
 
@@ -444,13 +440,24 @@ mod tests {
     fn the_most_severe_code_wins_and_codes_turned_off_are_skipped() {
         let mut policy = Policy::default();
         let codes = ["empty-render", "data-loss", "protected-kind-deletion", "mass-deletion"];
-        assert_eq!(most_severe(&policy, &codes), Some("empty-render"), "equals: the first");
+        let most_severe = |policy: &Policy| most_severe(policy, &codes, "clusters/prod", &[]);
+        assert_eq!(most_severe(&policy), Some("empty-render"), "equals: the first");
         policy.severities.insert("empty-render".into(), Some(Severity::Warning));
         policy.severities.insert("data-loss".into(), None);
-        assert_eq!(most_severe(&policy, &codes), Some("protected-kind-deletion"));
+        assert_eq!(most_severe(&policy), Some("protected-kind-deletion"));
+        // A rule for this cluster relaxing the cause's code leaves the others as they are.
+        let mut relaxed = Policy::default();
+        relaxed.rules.push(crate::plan::policy::AlertRule {
+            code: "empty-render".into(),
+            cluster: Some("clusters/prod".into()),
+            namespace: None,
+            kind: None,
+            severity: "warning".into(),
+        });
+        assert_eq!(most_severe(&relaxed), Some("data-loss"));
         for code in codes {
             policy.severities.insert(code.into(), None);
         }
-        assert_eq!(most_severe(&policy, &codes), None);
+        assert_eq!(most_severe(&policy), None);
     }
 }

@@ -415,6 +415,19 @@ fn source_ref_alerts(policy: &Policy, base: &Render, head: &Render) -> Vec<Alert
             }
             // Wherever base defined it: the pull request may move it to another Kustomization.
             let Some(earlier) = base.object(&cluster.name, &id.to_string()) else { continue };
+            // Pointed at another repository: Flux applies that one, not this revision.
+            let url = |o: &serde_json::Value| o["spec"]["url"].as_str().unwrap_or("").to_string();
+            let (url_was, url_now) = (url(&earlier.object), url(&object.object));
+            if crate::git::normalize_url(&url_was) != crate::git::normalize_url(&url_now) {
+                let message = format!(
+                    "GitRepository {key} now points at {} (it pointed at {}): after the merge Flux applies that \
+                     repository, which this plan does not show",
+                    crate::git::redact_url(&url_now),
+                    crate::git::redact_url(&url_was)
+                );
+                let reference = Some(k.reference().to_string());
+                alerts.extend(policy.alert("sync-changed", &cluster.name, reference, message, Vec::new()));
+            }
             let (was, now) = (&earlier.object["spec"]["ref"], &object.object["spec"]["ref"]);
             if was == now || pin_of(was).is_some() {
                 continue;

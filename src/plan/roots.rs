@@ -209,18 +209,33 @@ pub fn sync_alerts(policy: &Policy, base: &Render, head: &Render) -> Vec<Alert> 
     head.untrusted_syncs
         .iter()
         .filter_map(|sync| {
-            let before = base.syncs.iter().find(|b| (&b.namespace, &b.name) == (&sync.namespace, &sync.name))?;
+            let before = base.syncs.iter().find(|b| b.same_name(sync))?;
+            let normalized = crate::git::normalize_url;
+            let mut changed = Vec::new();
+            if before.source_kind != sync.source_kind || normalized(&before.url) != normalized(&sync.url) {
+                let url = crate::git::redact_url(&before.url);
+                changed.push(format!("at base it synced {} from {url}", before.source_kind));
+            }
+            if before.reference != sync.reference {
+                changed.push(format!("its ref is now '{}' (it was '{}')", sync.reference, before.reference));
+            }
+            if before.patches != sync.patches {
+                changed.push(
+                    "its instance's kustomize.patches changed (the operator applies them to the sync's source \
+                     and Kustomization too)"
+                        .to_string(),
+                );
+            }
             policy.alert(
                 "sync-changed",
                 &crate::render::roots::normalized_path(&sync.path),
                 None,
                 format!(
-                    "{} changed: at base it synced {} from {}. After the merge the Flux Operator applies that \
-                     source to this cluster and prunes what it lacks; fluxplan does not plan another source \
-                     (declare it in .fluxplan.yaml sources: if it is this repository)",
+                    "{} changed: {}. After the merge the Flux Operator applies what that sync names to this \
+                     cluster and prunes what it lacks; fluxplan plans a sync as this repository only as the base \
+                     revision has it, so this cluster is not planned",
                     sync.describe(),
-                    before.source_kind,
-                    before.url
+                    changed.join("; ")
                 ),
                 Vec::new(),
             )

@@ -6,7 +6,7 @@ use super::{Action, Alert, KustomizationPlan, Policy, Severity};
 use crate::render::Render;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// One version change, however many objects or releases make it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -27,15 +27,14 @@ pub struct VersionChange {
 /// Every version the plan's updates change, sorted by kind and name.
 pub fn changes(plans: &[KustomizationPlan], base: &Render, head: &Render) -> Vec<VersionChange> {
     let mut found: BTreeMap<(&'static str, String, String, String), Vec<String>> = BTreeMap::new();
+    // Every object by cluster and id, once: an update is not a search through every object.
+    let (before_index, after_index) = (index(base), index(head));
     for plan in plans {
         for change in plan.changes.iter().filter(|c| c.action == Action::Update) {
-            let object = |render: &Render| {
-                render
-                    .objects_of(&plan.cluster)
-                    .find(|o| o.id.as_ref().is_some_and(|id| id.to_string() == change.id))
-                    .map(|o| o.object.clone())
+            let key = (plan.cluster.as_str(), change.id.clone());
+            let (Some(before), Some(after)) = (before_index.get(&key), after_index.get(&key)) else {
+                continue;
             };
-            let (Some(before), Some(after)) = (object(base), object(head)) else { continue };
             let (before, after) = (images(&before), images(&after));
             for (container, image) in &after {
                 let Some(old) = before.get(container).filter(|old| *old != image) else { continue };
@@ -92,6 +91,18 @@ pub fn alerts(policy: &Policy, changes: &[VersionChange]) -> Vec<Alert> {
             }
             alert.shown_elsewhere = true;
             Some(alert)
+        })
+        .collect()
+}
+
+fn index(render: &Render) -> HashMap<(&str, String), &Value> {
+    render
+        .clusters
+        .iter()
+        .flat_map(|c| {
+            render
+                .objects_of(&c.name)
+                .filter_map(move |o| Some(((c.name.as_str(), o.id.as_ref()?.to_string()), &o.object)))
         })
         .collect()
 }

@@ -181,6 +181,11 @@ pub struct InstanceSync {
     pub name: String,
     pub source_kind: String,
     pub url: String,
+    /// `sync.ref`: the branch, tag or artifact tag the operator fetches.
+    pub reference: String,
+    /// The instance's `kustomize.patches` (canonical JSON): the operator applies them to the
+    /// sync's source and Kustomization too.
+    pub patches: String,
     pub path: String,
     /// The file it was found in, when known.
     pub file: Option<String>,
@@ -212,9 +217,14 @@ impl InstanceSync {
     /// The same source the same way: kind, name and URL. A sync the base revision already had
     /// this way is trusted to be this repository at head too.
     pub fn same_source(&self, other: &InstanceSync) -> bool {
-        (&self.namespace, &self.name, &self.source_kind)
-            == (&other.namespace, &other.name, &other.source_kind)
+        (&self.namespace, &self.name, &self.source_kind, &self.reference, &self.patches)
+            == (&other.namespace, &other.name, &other.source_kind, &other.reference, &other.patches)
             && crate::git::normalize_url(&self.url) == crate::git::normalize_url(&other.url)
+    }
+
+    /// The same sync name (the operator's source and root Kustomization of that name).
+    pub fn same_name(&self, other: &InstanceSync) -> bool {
+        (&self.namespace, &self.name) == (&other.namespace, &other.name)
     }
 
     /// How it is named in messages: `OCIRepository flux-system/flux-system (oci://…)`.
@@ -225,7 +235,7 @@ impl InstanceSync {
             self.kind_name(),
             self.source_kind,
             self.source_key(),
-            self.url
+            crate::git::redact_url(&self.url)
         )
     }
 
@@ -250,7 +260,8 @@ pub fn instance_syncs(objects: &[Sourced], chart_sources: &[&Value]) -> Vec<Inst
         let group = crate::flux::split_api_version(object["apiVersion"].as_str().unwrap_or("")).0;
         if kind == "FluxInstance" {
             let namespace = object["metadata"]["namespace"].as_str().unwrap_or(FLUX_NAMESPACE);
-            syncs.extend(sync_of(&object["spec"]["sync"], namespace, RootKind::FluxInstance, *file));
+            let patches = &object["spec"]["kustomize"]["patches"];
+            syncs.extend(sync_of(&object["spec"]["sync"], patches, namespace, RootKind::FluxInstance, *file));
         } else if kind == "HelmRelease" && group == "helm.toolkit.fluxcd.io" {
             let others = objects.iter().map(|(o, _)| *o).chain(chart_sources.iter().copied());
             if !renders_flux_instance(object, others) {
@@ -261,7 +272,8 @@ pub fn instance_syncs(objects: &[Sourced], chart_sources: &[&Value]) -> Vec<Inst
             let sync = &values["instance"]["sync"];
             // The chart writes `spec.sync` only when a URL is set.
             if sync["url"].as_str().is_some_and(|u| !u.is_empty()) {
-                syncs.extend(sync_of(sync, &namespace, RootKind::FluxInstanceHelmRelease, *file));
+                let patches = &values["instance"]["kustomize"]["patches"];
+                syncs.extend(sync_of(sync, patches, &namespace, RootKind::FluxInstanceHelmRelease, *file));
             }
         }
     }
@@ -270,8 +282,15 @@ pub fn instance_syncs(objects: &[Sourced], chart_sources: &[&Value]) -> Vec<Inst
 
 /// The sync of a FluxInstance spec; the operator names its objects after the instance's
 /// namespace unless `sync.name` is set.
-fn sync_of(sync: &Value, namespace: &str, kind: RootKind, file: Option<&str>) -> Option<InstanceSync> {
+fn sync_of(
+    sync: &Value,
+    patches: &Value,
+    namespace: &str,
+    kind: RootKind,
+    file: Option<&str>,
+) -> Option<InstanceSync> {
     let sync = sync.as_object()?;
+    let patches = if patches.is_null() { String::new() } else { crate::yaml::canonical_json(patches) };
     let text = |key: &str| sync.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
     let namespace = if namespace.is_empty() { FLUX_NAMESPACE } else { namespace };
     Some(InstanceSync {
@@ -280,6 +299,8 @@ fn sync_of(sync: &Value, namespace: &str, kind: RootKind, file: Option<&str>) ->
         name: text("name").unwrap_or(namespace).to_string(),
         source_kind: text("kind").unwrap_or("GitRepository").to_string(),
         url: text("url").unwrap_or("").to_string(),
+        reference: text("ref").unwrap_or("").to_string(),
+        patches,
         path: text("path").unwrap_or(".").to_string(),
         file: file.map(str::to_string),
     })
@@ -557,6 +578,8 @@ fn declared_root(declared: &DeclaredRoot, candidates: &[Candidate], syncs: &[Ins
                 name,
                 source_kind,
                 url: String::new(),
+                reference: String::new(),
+                patches: String::new(),
                 path: declared.path.clone(),
                 file: None,
             };

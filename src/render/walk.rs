@@ -229,23 +229,28 @@ struct Sources<'a> {
     generators: &'a Generators,
 }
 
-/// The syncs whose sources are this repository, and the others by source key. With `base`
-/// (a plan's head), a sync counts only when the base revision has it the same way, its URL is
-/// one of the repository's remotes, or `.fluxplan.yaml` declares its source: a pull request
-/// that adds or points a FluxInstance at another source cannot have that source rendered from
-/// this repository, which would show a tree the operator never applies.
+/// The syncs whose sources are this repository, and the others. With `base` (a plan's head), a
+/// sync the base revision has by name counts only when unchanged (kind, URL, ref, instance
+/// patches); a new one when its URL is one of the repository's remotes or `.fluxplan.yaml`
+/// declares its source. A pull request that adds or re-points a FluxInstance cannot have another
+/// source rendered from this repository, which would show a tree the operator never applies.
 fn trusted_syncs(
     syncs: &[InstanceSync],
     base: Option<&[InstanceSync]>,
     remotes: &BTreeSet<String>,
     declared: &[DeclaredSource],
 ) -> (Vec<InstanceSync>, Vec<InstanceSync>) {
-    syncs.iter().cloned().partition(|sync| {
-        base.is_none_or(|base| base.iter().any(|b| b.same_source(sync)))
-            || (sync.source_kind == "GitRepository" && remotes.contains(&git::normalize_url(&sync.url)))
-            || declared
-                .iter()
-                .any(|d| d.source.key() == sync.source_key() && d.source.kind == sync.source_kind)
+    syncs.iter().cloned().partition(|sync| match base {
+        None => true,
+        // A sync the base revision has by this name must be the same in every respect: a
+        // declaration or a remote never excuses a URL, ref or patch the pull request changes.
+        Some(base) if base.iter().any(|b| b.same_name(sync)) => base.iter().any(|b| b.same_source(sync)),
+        Some(_) => {
+            (sync.source_kind == "GitRepository" && remotes.contains(&git::normalize_url(&sync.url)))
+                || declared
+                    .iter()
+                    .any(|d| d.source.key() == sync.source_key() && d.source.kind == sync.source_kind)
+        }
     })
 }
 

@@ -201,6 +201,45 @@ fn a_sync_pointed_at_another_source_is_a_danger_and_not_planned_as_this_reposito
 }
 
 #[test]
+fn a_sync_whose_ref_or_patches_change_or_that_is_declared_is_still_judged_by_the_base() {
+    let file = "clusters/staging/flux-system/flux-instance.yaml";
+    let sync_changed = |repo: &Repo| {
+        let (plan, code) = plan_json(repo, "HEAD~1", "HEAD", &[]);
+        let alert = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "sync-changed").cloned();
+        (code, alert.map(|a| a["message"].as_str().unwrap().to_string()))
+    };
+    // Another ref: the operator fetches another artifact.
+    let repo = fleet();
+    crate::fixture::edit(&repo, file, "ref: latest-stable", "ref: pr-1234");
+    repo.commit("staging follows a pull request's artifact");
+    let (code, message) = sync_changed(&repo);
+    assert_eq!(code, 2);
+    assert!(message.unwrap().contains("its ref is now 'pr-1234' (it was 'latest-stable')"));
+    // Instance patches that rewrite the sync's source.
+    let repo = fleet();
+    crate::fixture::edit(
+        &repo,
+        file,
+        "  sync:\n",
+        "  kustomize:\n    patches:\n    - target:\n        kind: OCIRepository\n      patch: |\n        - op: replace\n          path: /spec/url\n          value: oci://ghcr.io/someone/else\n  sync:\n",
+    );
+    repo.commit("patch the sync source");
+    let (code, message) = sync_changed(&repo);
+    assert_eq!(code, 2);
+    assert!(message.unwrap().contains("kustomize.patches changed"));
+    // A source .fluxplan.yaml declares is this repository only as the base syncs it: its URL
+    // changed is still a sync change.
+    let repo = fleet();
+    repo.write(".fluxplan.yaml", "sources:\n- kind: OCIRepository\n  name: flux-system\n");
+    repo.commit("declare the fleet's artifact");
+    crate::fixture::edit(&repo, file, "oci://ghcr.io/acme/d2-fleet", "oci://ghcr.io/someone/else");
+    repo.commit("re-point staging");
+    let (code, message) = sync_changed(&repo);
+    assert_eq!(code, 2);
+    assert!(message.unwrap().contains("at base it synced OCIRepository from oci://ghcr.io/acme/d2-fleet"));
+}
+
+#[test]
 fn a_declared_root_whose_directory_the_pull_request_adds_is_a_new_cluster() {
     let repo = fleet();
     repo.write(".fluxplan.yaml", "roots:\n- path: clusters/prod-eu\n- path: clusters/prod-us\n");
@@ -632,4 +671,32 @@ fn deleting_a_resourceset_deletes_what_it_generated_unless_disabled() {
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     let set = unit(&plan, "ResourceSet", "flux-system/apps");
     assert!(set["changes"].as_array().unwrap().iter().all(|c| c["action"] != "delete"), "{set:#}");
+}
+
+#[test]
+fn the_bootstrap_repository_pointed_elsewhere_is_a_sync_change() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.write(
+        "apps/config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: default\n",
+    );
+    repo.commit("base");
+    crate::fixture::edit(
+        &repo,
+        "clusters/prod/flux-system/gotk-sync.yaml",
+        "ssh://git@github.com/acme/fleet",
+        "ssh://git@github.com/someone/else",
+    );
+    repo.commit("re-point the cluster");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{:?}", alert_codes(&plan));
+    let alert = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "sync-changed").unwrap();
+    assert!(
+        alert["message"].as_str().unwrap().contains(
+            "GitRepository flux-system/flux-system now points at ssh://github.com/someone/else (it pointed at \
+             ssh://github.com/acme/fleet)"
+        ),
+        "{alert:#}"
+    );
 }

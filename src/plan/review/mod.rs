@@ -173,10 +173,12 @@ pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Can
             // An object the sync creates without rendering it (Argo CD's CreateNamespace).
             let Some(after) = objects.get(&id).copied() else { continue };
             // Values substituted from Secrets are masked in the manifest: its fields cannot be
-            // compared with the live ones.
+            // compared with the live ones, which may hold such a value (from the base's
+            // substitution too) and must never be quoted.
             let state = view.live_object(&id);
+            let base_held_secrets = view.base_object(&reference, &id).is_some_and(|b| b.holds_secret_values);
             let live = match state {
-                Live::Present(object) if !after.holds_secret_values => Some(object),
+                Live::Present(object) if !after.holds_secret_values && !base_held_secrets => Some(object),
                 _ => None,
             };
             let base = match change.action {
