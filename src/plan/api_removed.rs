@@ -18,7 +18,12 @@ pub fn alerts(
     snapshots: &[&ClusterSnapshot],
 ) -> Vec<Alert> {
     let mut alerts = Vec::new();
+    // Versions the head's own CRDs define are served once they are applied: once per cluster.
+    let mut defined_in: std::collections::BTreeMap<&str, BTreeSet<String>> = Default::default();
     for plan in plans {
+        if !plan.changes.iter().any(|c| matches!(c.action, Action::Create | Action::Update)) {
+            continue;
+        }
         let snapshot = snapshots.iter().copied().find(|s| s.applies_to(&plan.cluster));
         let version = snapshot
             .and_then(|s| s.kube_version.clone())
@@ -26,8 +31,8 @@ pub fn alerts(
         let minor = version.as_deref().and_then(removed_apis::minor_version);
         let served: BTreeSet<&str> =
             snapshot.map(|s| s.api_versions.iter().map(String::as_str).collect()).unwrap_or_default();
-        // Versions the head's own CRDs define are served once they are applied.
-        let defined = crd_versions(head, &plan.cluster);
+        let defined =
+            defined_in.entry(plan.cluster.as_str()).or_insert_with(|| crd_versions(head, &plan.cluster));
         let Some(unit) = head.unit(&plan.cluster, &plan.unit_ref()) else { continue };
         // By id once: a unit of many objects is not searched once per change.
         let objects: std::collections::HashMap<String, &crate::render::RenderedObject> =

@@ -27,8 +27,10 @@ pub struct VersionChange {
 /// Every version the plan's updates change, sorted by kind and name.
 pub fn changes(plans: &[KustomizationPlan], base: &Render, head: &Render) -> Vec<VersionChange> {
     let mut found: BTreeMap<(&'static str, String, String, String), Vec<String>> = BTreeMap::new();
-    // Every object by cluster and id, once: an update is not a search through every object.
-    let (before_index, after_index) = (index(base), index(head));
+    // Every object by cluster and id, once (and only when something is updated): an update is
+    // not a search through every object.
+    let updates = plans.iter().flat_map(|p| &p.changes).any(|c| c.action == Action::Update);
+    let (before_index, after_index) = if updates { (index(base), index(head)) } else { Default::default() };
     for plan in plans {
         for change in plan.changes.iter().filter(|c| c.action == Action::Update) {
             let key = (plan.cluster.as_str(), change.id.clone());

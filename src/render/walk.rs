@@ -229,6 +229,38 @@ struct Sources<'a> {
     generators: &'a Generators,
 }
 
+/// What decides which sources are this repository, before the syncs are known.
+struct KnownSources<'a> {
+    this_repo: &'a ExportedSource,
+    repositories: &'a [DiskGitRepository],
+    base_syncs: Option<&'a [InstanceSync]>,
+    remotes: &'a BTreeSet<String>,
+    declared: &'a [DeclaredSource],
+    mapped: &'a BTreeMap<String, ExportedSource>,
+    generators: &'a Generators,
+}
+
+impl<'a> KnownSources<'a> {
+    /// The sources once `syncs` are found (and what rendered GitRepositories add, `learned`).
+    fn with_syncs(&self, syncs: &[InstanceSync], learned: &BTreeMap<String, String>) -> Sources<'a> {
+        let (trusted, untrusted) = trusted_syncs(syncs, self.base_syncs, self.remotes, self.declared);
+        Sources {
+            this_repo: self.this_repo,
+            this_repo_keys: this_repo_keys(
+                self.repositories,
+                &trusted,
+                self.declared,
+                self.remotes,
+                learned,
+                &untrusted,
+            ),
+            untrusted,
+            mapped: self.mapped,
+            generators: self.generators,
+        }
+    }
+}
+
 /// The syncs whose sources are this repository, and the others. With `base` (a plan's head), a
 /// sync the base revision has by name counts only when unchanged (kind, URL, ref, instance
 /// patches); a new one when its URL is one of the repository's remotes or `.fluxplan.yaml`
@@ -495,22 +527,16 @@ impl Renderer {
             .collect();
         let remotes: BTreeSet<String> =
             git::remote_urls(&opts.repo).iter().map(|u| git::normalize_url(u)).collect();
-        let (disk_syncs, untrusted) =
-            trusted_syncs(&discovered.syncs, opts.base_syncs.as_deref(), &remotes, &declared_sources);
-        let sources = Sources {
+        let known = KnownSources {
             this_repo: &this_repo,
-            this_repo_keys: this_repo_keys(
-                &discovered.git_repositories,
-                &disk_syncs,
-                &declared_sources,
-                &remotes,
-                &BTreeMap::new(),
-                &untrusted,
-            ),
-            untrusted,
+            repositories: &discovered.git_repositories,
+            base_syncs: opts.base_syncs.as_deref(),
+            remotes: &remotes,
+            declared: &declared_sources,
             mapped: &mapped,
             generators: &generators,
         };
+        let sources = known.with_syncs(&discovered.syncs, &BTreeMap::new());
 
         progress.set_total(disk_kustomizations.len());
         let memo = Default::default();
@@ -635,22 +661,7 @@ impl Renderer {
         let (sources, mut clusters, reached, syncs) = loop {
             let roots = roots::choose(opts.declared_roots.as_deref(), &root_candidates, &syncs);
             // Syncs found only in renders may name sources of this repository discovery missed.
-            let (trusted, untrusted) =
-                trusted_syncs(&syncs, opts.base_syncs.as_deref(), &remotes, &declared_sources);
-            let sources = Sources {
-                this_repo: &this_repo,
-                this_repo_keys: this_repo_keys(
-                    &discovered.git_repositories,
-                    &trusted,
-                    &declared_sources,
-                    &remotes,
-                    &learned,
-                    &untrusted,
-                ),
-                untrusted,
-                mapped: &mapped,
-                generators: &generators,
-            };
+            let sources = known.with_syncs(&syncs, &learned);
             // Each round walks anew: what ResourceSets generate is counted per walk.
             let generated = AtomicUsize::new(0);
             let ctx = Context {

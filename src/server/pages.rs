@@ -309,32 +309,44 @@ fn run_view(run: &RunRow) -> Value {
     })
 }
 
+/// The run `id` when this request may see it; else the answer to give (404 alike for a run that
+/// does not exist and one the token does not open).
+async fn allowed_run(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: i64,
+    token: Option<&str>,
+) -> Result<RunRow, Response> {
+    match state.store.run(id).await {
+        Ok(Some(run)) if run_allowed(state, headers, &run, token) => Ok(run),
+        Ok(_) => Err(not_found()),
+        Err(e) => Err((StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the run: {e}")).into_response()),
+    }
+}
+
 async fn run_page(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<i64>,
     Query(query): Query<RunQuery>,
 ) -> Response {
-    match state.store.run(id).await {
-        Ok(Some(run)) if !run_allowed(&state, &headers, &run, query.token.as_deref()) => not_found(),
-        Ok(Some(run)) => {
-            let parse = |text: &Option<String>| {
-                text.as_deref().and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
-            };
-            let (alerts, counts, timings, notes) =
-                (parse(&run.alerts), parse(&run.counts), parse(&run.timings), parse(&run.notes));
-            let plan_html = run.comment.as_deref().map(crate::report::html::markdown_to_html);
-            page(
-                "run.html",
-                json!({
-                    "run": run_view(&run), "alerts": alerts, "counts": counts, "timings": timings,
-                    "notes": notes, "plan_html": plan_html,
-                }),
-            )
-        }
-        Ok(None) => not_found(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the run: {e}")).into_response(),
-    }
+    let run = match allowed_run(&state, &headers, id, query.token.as_deref()).await {
+        Ok(run) => run,
+        Err(answer) => return answer,
+    };
+    let parse = |text: &Option<String>| {
+        text.as_deref().and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+    };
+    let (alerts, counts, timings, notes) =
+        (parse(&run.alerts), parse(&run.counts), parse(&run.timings), parse(&run.notes));
+    let plan_html = run.comment.as_deref().map(crate::report::html::markdown_to_html);
+    page(
+        "run.html",
+        json!({
+            "run": run_view(&run), "alerts": alerts, "counts": counts, "timings": timings,
+            "notes": notes, "plan_html": plan_html,
+        }),
+    )
 }
 
 async fn run_json(
@@ -343,14 +355,10 @@ async fn run_json(
     Path(id): Path<i64>,
     Query(query): Query<RunQuery>,
 ) -> Response {
-    match state.store.run(id).await {
-        Ok(Some(run)) if !run_allowed(&state, &headers, &run, query.token.as_deref()) => not_found(),
-        Ok(Some(run)) => match run.plan_json {
-            Some(plan) => ([("content-type", "application/json")], plan).into_response(),
-            None => (StatusCode::NOT_FOUND, "this run has no plan").into_response(),
-        },
-        Ok(None) => not_found(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the run: {e}")).into_response(),
+    match allowed_run(&state, &headers, id, query.token.as_deref()).await.map(|run| run.plan_json) {
+        Ok(Some(plan)) => ([("content-type", "application/json")], plan).into_response(),
+        Ok(None) => (StatusCode::NOT_FOUND, "this run has no plan").into_response(),
+        Err(answer) => answer,
     }
 }
 
