@@ -434,6 +434,36 @@ fn post_renderers_patch_the_release_as_helm_controller_does() {
     assert!(!diff.contains("helm.toolkit.fluxcd.io/name"), "labels unchanged: {diff}");
 }
 
+/// Helm 4 post-renders a release's hooks with its manifest and sorts them after: a patch that
+/// drops the hook annotation makes the Job part of the release. Helm 3 post-renders the manifest
+/// only, so there the Job stays a hook.
+#[test]
+fn helm_4_post_renders_hooks_and_helm_3_does_not() {
+    let _ = (helm(4), helm(3));
+    let repo = fleet();
+    crate::fixture::edit(
+        &repo,
+        "apps/db/release.yaml",
+        "  values:\n",
+        "  postRenderers:\n  - kustomize:\n      patches:\n      - target: {kind: Job, name: db-migrate}\n        patch: |\n          \
+         - op: remove\n            path: /metadata/annotations/helm.sh~1hook\n  values:\n",
+    );
+    repo.commit("post-render the hook");
+    let job = "data_db-migrate_batch_Job";
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(sorted_changes(release), sorted_pairs(&[("create", job)]), "{release:#}");
+    assert!(!release.to_string().contains("on pre-upgrade"), "no hook left: {release:#}");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("empty.yaml"), "kind: ClusterSnapshot\n").unwrap();
+    let file = dir.path().join("clusters.yaml");
+    std::fs::write(&file, "clusters:\n  clusters/prod: {snapshot: empty.yaml, helmVersion: 3}\n").unwrap();
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--clusters", file.to_str().unwrap()]);
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["status"], "unchanged", "the Job is still a hook: {release:#}");
+}
+
 /// With Helm's storage read, the upgrade starts from the release the cluster has: what it holds
 /// and the new chart no longer renders is deleted (here an object the base render never had),
 /// and a release Helm left failed is a warning.

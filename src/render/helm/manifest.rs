@@ -34,16 +34,23 @@ pub fn split_release(printed: &str) -> Result<Release, String> {
         for document in crate::yaml::parse_documents(chunk)?.into_iter().filter(|d| d.is_object()) {
             if from_crds {
                 release.crds.push(document);
-                continue;
-            }
-            match hook_phases(&document) {
-                None => release.objects.push(document),
-                Some(phases) if phases.split(',').any(|p| p.trim().starts_with("test")) => release.tests += 1,
-                Some(phases) => release.hooks.push((phases, document)),
+            } else {
+                release.sort(document);
             }
         }
     }
     Ok(release)
+}
+
+impl Release {
+    /// Puts a templated document where Helm puts it: the manifest, a hook, or a test (counted).
+    pub fn sort(&mut self, document: Value) {
+        match hook_phases(&document) {
+            None => self.objects.push(document),
+            Some(phases) if phases.split(',').any(|p| p.trim().starts_with("test")) => self.tests += 1,
+            Some(phases) => self.hooks.push((phases, document)),
+        }
+    }
 }
 
 /// `web/crds/x.yaml`, `web/charts/db/crds/x.yaml`; not `web/templates/crds/x.yaml`.

@@ -145,7 +145,7 @@ pub fn render(
         let key = template_key(helm, &template, &chart_dir)
             .map_err(|e| BuildError::Failed(format!("cannot read the chart: {e}")))?;
         let mut release = (inputs.templates)(&key, may_hold_secrets, &|| helm.template(&template, cancel))?;
-        finish(&mut release, spec, namespace, name, inputs)?;
+        finish(&mut release, spec, namespace, name, inputs, helm.major() != Some(3))?;
         Ok(release)
     };
     let rendered = run(&values, holds_secrets);
@@ -191,28 +191,41 @@ fn not_rendered(error: BuildError) -> NotRendered {
 }
 
 /// The controller's post-rendering of a release: `postRenderers`, then `commonMetadata`, then
-/// its origin labels.
+/// its origin labels. Helm 3 post-renders the manifest only; Helm 4 its hooks too (measured:
+/// docs/helm.md). Neither post-renders the chart's `crds/`.
 fn finish(
     release: &mut Release,
     spec: &HelmReleaseSpec,
     namespace: &str,
     name: &str,
     inputs: &Inputs,
+    hooks_too: bool,
 ) -> Result<(), BuildError> {
+    let mut documents = std::mem::take(&mut release.objects);
+    if hooks_too {
+        documents.extend(release.hooks.drain(..).map(|(_, hook)| hook));
+    }
     for (n, renderer) in spec.post_renderers.iter().enumerate() {
         if let Some(kustomize) = renderer.get("kustomize").filter(|k| k.is_object()) {
-            release.objects =
-                post_render(&release.objects, kustomize, inputs, n).map_err(BuildError::Failed)?;
+            documents = post_render(&documents, kustomize, inputs, n).map_err(BuildError::Failed)?;
         }
     }
     let origin = [
         (format!("{HELM_GROUP}/name"), Value::String(name.to_string())),
         (format!("{HELM_GROUP}/namespace"), Value::String(namespace.to_string())),
     ];
-    for object in &mut release.objects {
+    for object in &mut documents {
         set_all(object, "annotations", spec.common_annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
         set_all(object, "labels", spec.common_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         set_all(object, "labels", origin.iter().cloned());
+    }
+    if hooks_too {
+        // Helm sorts after post-rendering: a patch may make an object a hook, or a hook not one.
+        for document in documents {
+            release.sort(document);
+        }
+    } else {
+        release.objects = documents;
     }
     Ok(())
 }
