@@ -37,7 +37,7 @@ pub fn changes(plans: &[KustomizationPlan], base: &Render, head: &Render) -> Vec
             let (Some(before), Some(after)) = (before_index.get(&key), after_index.get(&key)) else {
                 continue;
             };
-            let (before, after) = (images(&before), images(&after));
+            let (before, after) = (images(before), images(after));
             for (container, image) in &after {
                 let Some(old) = before.get(container).filter(|old| *old != image) else { continue };
                 let (old_name, old_ref) = split_image(old);

@@ -3,8 +3,8 @@
 //! manifests), and follow app-of-apps and ApplicationSets until every reachable one is rendered.
 
 use super::build::Builder;
+use super::progress::Progress;
 use super::source::ExportedSource;
-use super::walk::Progress;
 use super::{
     postbuild, Cluster, ErrorReport, RenderError, RenderOptions, RenderedKustomization, RenderedObject,
     RootKind, Status, UnitKind,

@@ -2,6 +2,7 @@
 //! each render in it named (a plan renders base and head side by side), never in a pipe or a
 //! CI log.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -141,6 +142,50 @@ impl Lane {
     /// when none runs.
     pub fn finish(&self) {
         self.board.update(&self.label, |lane| lane.running = false);
+    }
+}
+
+/// What a render counts as it goes (for its log line), and its part of the progress line.
+pub(super) struct Progress {
+    lane: Option<Lane>,
+    pub(super) done: AtomicUsize,
+    pub(super) cached: AtomicUsize,
+}
+
+impl Progress {
+    pub(super) fn new(lane: Option<Lane>) -> Self {
+        if let Some(lane) = &lane {
+            lane.start();
+        }
+        Progress { lane, done: AtomicUsize::new(0), cached: AtomicUsize::new(0) }
+    }
+
+    /// The Kustomizations the revision's files define.
+    pub(super) fn set_total(&self, total: usize) {
+        if let Some(lane) = &self.lane {
+            lane.set_total(total);
+        }
+    }
+
+    pub(super) fn tick(&self, cache_hit: bool) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+        self.cached.fetch_add(usize::from(cache_hit), Ordering::Relaxed);
+        if let Some(lane) = &self.lane {
+            lane.tick(cache_hit);
+        }
+    }
+
+    pub(super) fn finish(&self) {
+        if let Some(lane) = &self.lane {
+            lane.finish();
+        }
+    }
+}
+
+/// A render that ends, however it ends, leaves the progress line.
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 

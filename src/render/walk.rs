@@ -1,13 +1,19 @@
 //! The walk: find the roots of a repository, render each, and follow the Kustomizations that
 //! renders produce (using their rendered spec) until every reachable one is rendered.
 
-use super::artifacts::{self, Generators, Resolved};
+use super::artifacts::{self, Generators};
 use super::build::Builder;
 use super::cache::RenderCache;
-use super::finished;
+use super::engine::{Engine, Node, Pending, PendingSet};
+use super::kustomize::unit::{is_self, KustomizationEngine};
 use super::kustomize::Kustomize;
-use super::postbuild::{self, Variables};
+use super::local_sources::{
+    adds_to_its_tree, learned_adds, DiskGitRepository, KnownSources, Sources, BOOTSTRAP_SOURCE,
+};
+use super::postbuild;
+use super::progress::Progress;
 use super::reach;
+use super::resourceset::unit::ResourceSetEngine;
 use super::roots::{self, Candidate, DeclaredSource, InstanceSync, Root, Sourced};
 use super::source::ExportedSource;
 use super::{
@@ -25,14 +31,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// The GitRepository that denotes the repository being rendered in bootstrap layouts.
-const BOOTSTRAP_SOURCE: (&str, &str) = ("flux-system", "flux-system");
 /// How often roots are chosen again because the walk found syncs they were not chosen by.
 const SYNC_ROUNDS: usize = 3;
-/// Objects all the ResourceSets of one render may generate (each may generate ResourceSets).
-const MAX_GENERATED_OBJECTS: usize = 200_000;
-/// How often a root that renders its own definition is re-rendered with that definition.
-const ROOT_FIXPOINT_ROUNDS: usize = 3;
 
 /// Renders repositories; keeps the kustomize runner and cache between renders (the base and
 /// head of a plan share them).
@@ -135,343 +135,6 @@ struct Discovered {
     hidden_sync_files: BTreeSet<String>,
 }
 
-/// A GitRepository manifest found in the repository's files.
-struct DiskGitRepository {
-    key: String,
-    url: String,
-    ignore: Option<String>,
-    /// What its artifact holds beyond its own tree, if anything (see `adds_to_its_tree`).
-    adds: Option<String>,
-}
-
-/// Why a GitRepository's artifact holds more than its own tree: other repositories' artifacts
-/// (`spec.include`) or its submodules (`spec.recurseSubmodules`). Neither is in the export, so
-/// rendering it from this repository alone would plan what Flux does not apply.
-fn adds_to_its_tree(spec: &Value) -> Option<String> {
-    let included: Vec<&str> = spec["include"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|i| i["repository"]["name"].as_str().unwrap_or("?"))
-        .collect();
-    if !included.is_empty() {
-        return Some(format!("spec.include adds {}", included.join(", ")));
-    }
-    // Anything but false or nothing fails closed (Flux's schema takes a boolean).
-    (!matches!(spec["recurseSubmodules"], Value::Null | Value::Bool(false)))
-        .then(|| "spec.recurseSubmodules adds its submodules".to_string())
-}
-
-/// A source of this repository: the kinds that name it, its `spec.ignore`, what its artifact
-/// adds (see `adds_to_its_tree`), and the directory of the repository its artifact holds.
-#[derive(Default)]
-struct ThisRepo {
-    /// `GitRepository`, or the kind an operator sync or `.fluxplan.yaml` gives the name.
-    kinds: BTreeSet<String>,
-    ignore: Option<String>,
-    adds: Option<String>,
-    /// The artifact is this directory of the repository (`sources:` in `.fluxplan.yaml`).
-    subpath: Option<String>,
-}
-
-/// One unit waiting to be rendered: a Kustomization, or a ResourceSet.
-#[derive(Clone)]
-struct Node {
-    cluster: usize,
-    cluster_name: String,
-    /// Inline `substitute` variables whose values the parent substituted from Secrets.
-    inherited_secrets: BTreeSet<String>,
-    /// The path as shown (masked) when it differs from the real one.
-    shown_path: Option<String>,
-    unit: Pending,
-    parent: Option<KustomizationRef>,
-    file: Option<String>,
-    ancestors: Vec<KustomizationRef>,
-    is_root: bool,
-}
-
-/// What a node renders.
-#[derive(Clone)]
-enum Pending {
-    Kustomization(Box<Kustomization>),
-    ResourceSet(std::sync::Arc<PendingSet>),
-}
-
-/// A ResourceSet its parent applies.
-struct PendingSet {
-    /// The manifest as the parent renders it (values from Secrets included).
-    manifest: Value,
-    /// It holds values substituted from Secrets: its objects would show them.
-    holds_secret_values: bool,
-    /// The input providers among the objects its parent applies (and its parent's parents').
-    providers: std::sync::Arc<Vec<Value>>,
-    /// Some provider it may read holds values substituted from Secrets.
-    secret_providers: bool,
-}
-
-impl Node {
-    fn name(&self) -> String {
-        match &self.unit {
-            Pending::Kustomization(spec) => spec.name.clone(),
-            Pending::ResourceSet(set) => set.manifest["metadata"]["name"].as_str().unwrap_or("").to_string(),
-        }
-    }
-}
-
-/// Where each source lives locally.
-struct Sources<'a> {
-    this_repo: &'a ExportedSource,
-    this_repo_keys: BTreeMap<String, ThisRepo>,
-    /// Syncs the pull request adds or changes, whose sources are not taken for this repository
-    /// (see `trusted_syncs`).
-    untrusted: Vec<InstanceSync>,
-    mapped: &'a BTreeMap<String, ExportedSource>,
-    generators: &'a Generators,
-}
-
-/// What decides which sources are this repository, before the syncs are known.
-struct KnownSources<'a> {
-    this_repo: &'a ExportedSource,
-    repositories: &'a [DiskGitRepository],
-    base_syncs: Option<&'a [InstanceSync]>,
-    remotes: &'a BTreeSet<String>,
-    declared: &'a [DeclaredSource],
-    mapped: &'a BTreeMap<String, ExportedSource>,
-    generators: &'a Generators,
-}
-
-impl<'a> KnownSources<'a> {
-    /// The sources once `syncs` are found (and what rendered GitRepositories add, `learned`).
-    fn with_syncs(&self, syncs: &[InstanceSync], learned: &BTreeMap<String, String>) -> Sources<'a> {
-        let (trusted, untrusted) = trusted_syncs(syncs, self.base_syncs, self.remotes, self.declared);
-        Sources {
-            this_repo: self.this_repo,
-            this_repo_keys: this_repo_keys(
-                self.repositories,
-                &trusted,
-                self.declared,
-                self.remotes,
-                learned,
-                &untrusted,
-            ),
-            untrusted,
-            mapped: self.mapped,
-            generators: self.generators,
-        }
-    }
-}
-
-/// The syncs whose sources are this repository, and the others. With `base` (a plan's head), a
-/// sync the base revision has by name counts only when unchanged (kind, URL, ref, instance
-/// patches); a new one when its URL is one of the repository's remotes or `.fluxplan.yaml`
-/// declares its source. A pull request that adds or re-points a FluxInstance cannot have another
-/// source rendered from this repository, which would show a tree the operator never applies.
-fn trusted_syncs(
-    syncs: &[InstanceSync],
-    base: Option<&[InstanceSync]>,
-    remotes: &BTreeSet<String>,
-    declared: &[DeclaredSource],
-) -> (Vec<InstanceSync>, Vec<InstanceSync>) {
-    syncs.iter().cloned().partition(|sync| match base {
-        None => true,
-        // A sync the base revision has by this name must be the same in every respect: a
-        // declaration or a remote never excuses a URL, ref or patch the pull request changes.
-        Some(base) if base.iter().any(|b| b.same_name(sync)) => base.iter().any(|b| b.same_source(sync)),
-        Some(_) => {
-            (sync.source_kind == "GitRepository" && remotes.contains(&git::normalize_url(&sync.url)))
-                || declared
-                    .iter()
-                    .any(|d| d.source.key() == sync.source_key() && d.source.kind == sync.source_kind)
-        }
-    })
-}
-
-/// The sources that denote the repository being rendered: `flux-system/flux-system`, every
-/// Flux Operator sync whatever its kind (the instance syncs the repository that declares it: a
-/// GitRepository, or the OCIRepository or Bucket CI pushes it to), every source `.fluxplan.yaml`
-/// declares, and every GitRepository whose URL is one of the repository's remotes.
-/// `learned` holds what rendered GitRepositories of this repository add (see `learned_adds`):
-/// files read as written miss what patches give them. Once any definition of a source adds
-/// content, it stays marked: a later plain definition of the same name never clears it.
-fn this_repo_keys(
-    repositories: &[DiskGitRepository],
-    syncs: &[InstanceSync],
-    declared: &[DeclaredSource],
-    remotes: &BTreeSet<String>,
-    learned: &BTreeMap<String, String>,
-    untrusted: &[InstanceSync],
-) -> BTreeMap<String, ThisRepo> {
-    let bootstrap_key = format!("{}/{}", BOOTSTRAP_SOURCE.0, BOOTSTRAP_SOURCE.1);
-    let mut keys: BTreeMap<String, ThisRepo> = BTreeMap::new();
-    let git = || "GitRepository".to_string();
-    let untrusted_key = |key: &str| untrusted.iter().any(|sync| sync.source_key() == key);
-    if !untrusted_key(&bootstrap_key) {
-        keys.entry(bootstrap_key.clone()).or_default().kinds.insert(git());
-    }
-    for sync in syncs {
-        keys.entry(sync.source_key()).or_default().kinds.insert(sync.source_kind.clone());
-    }
-    for source in declared {
-        let entry = keys.entry(source.source.key()).or_default();
-        entry.kinds.insert(source.source.kind.clone());
-        entry.subpath = source.subpath();
-    }
-    for repo in repositories {
-        // An untrusted sync makes the operator write that source with the sync's URL.
-        if untrusted_key(&repo.key) && !keys.contains_key(&repo.key) {
-            continue;
-        }
-        if repo.key == bootstrap_key || remotes.contains(&git::normalize_url(&repo.url)) {
-            let entry = keys.entry(repo.key.clone()).or_default();
-            entry.kinds.insert(git());
-            entry.ignore = repo.ignore.clone();
-            entry.adds = entry.adds.take().or_else(|| repo.adds.clone());
-        }
-    }
-    for (key, adds) in learned {
-        if let Some(repo) = keys.get_mut(key) {
-            repo.adds.get_or_insert_with(|| adds.clone());
-        }
-    }
-    keys
-}
-
-/// GitRepositories of this repository, as the walk rendered them (patches applied), whose
-/// artifact adds content that `sources` does not know of yet, with what they add.
-fn learned_adds(clusters: &[Cluster], sources: &Sources) -> BTreeMap<String, String> {
-    clusters
-        .iter()
-        .flat_map(|c| &c.kustomizations)
-        .flat_map(|k| &k.objects)
-        .map(|o| &o.object)
-        .filter(|o| o["kind"] == "GitRepository")
-        .filter(|o| flux::split_api_version(o["apiVersion"].as_str().unwrap_or("")).0 == flux::SOURCE_GROUP)
-        .filter_map(|o| {
-            let meta = &o["metadata"];
-            let key = format!(
-                "{}/{}",
-                meta["namespace"].as_str().unwrap_or(BOOTSTRAP_SOURCE.0),
-                meta["name"].as_str().unwrap_or("")
-            );
-            let known = sources.this_repo_keys.get(&key)?;
-            known.adds.is_none().then_some(())?;
-            Some((key, adds_to_its_tree(&o["spec"])?))
-        })
-        .collect()
-}
-
-impl Sources<'_> {
-    /// True when `source` is the repository being rendered (not a mapped directory).
-    fn is_this_repo(&self, source: &flux::SourceRef) -> bool {
-        self.this_repo(source).is_some()
-    }
-
-    /// The entry of a source that is this repository (not a mapped directory).
-    fn this_repo(&self, source: &flux::SourceRef) -> Option<&ThisRepo> {
-        let key = format!("{}/{}", source.namespace, source.name);
-        if self.mapped.contains_key(&key) {
-            return None;
-        }
-        self.this_repo_keys.get(&key).filter(|repo| repo.kinds.contains(&source.kind))
-    }
-
-    /// The local tree of a source for a Kustomization defined in `near`, or `None` when it is
-    /// external. An ExternalArtifact is local when a generator here builds it from local sources.
-    fn tree(&self, source: &flux::SourceRef, near: Option<&str>) -> Result<Option<PathBuf>, RenderError> {
-        match self.artifact(source, near)? {
-            Some(Resolved::Tree(tree)) => Ok(Some(tree)),
-            Some(Resolved::Unavailable(_)) => Ok(None),
-            None => self.local_tree(source),
-        }
-    }
-
-    /// How an ExternalArtifact not mapped with `--source` resolves; `None` for other sources.
-    fn artifact(
-        &self,
-        source: &flux::SourceRef,
-        near: Option<&str>,
-    ) -> Result<Option<Resolved>, RenderError> {
-        let mapped = self.mapped.contains_key(&format!("{}/{}", source.namespace, source.name));
-        if source.kind != artifacts::KIND || mapped {
-            return Ok(None);
-        }
-        self.generators.resolve(source, near, &|s| self.local_tree(s)).map(Some)
-    }
-
-    /// What a GitRepository of this repository adds to its artifact (see `adds_to_its_tree`).
-    fn adds_of(&self, source: &flux::SourceRef) -> Option<&str> {
-        (source.kind == "GitRepository").then(|| self.this_repo(source)?.adds.as_deref()).flatten()
-    }
-
-    /// Why a source is external, for the Kustomization's warning.
-    fn external_reason(&self, source: &flux::SourceRef, near: Option<&str>) -> String {
-        let map = format!("map it with --source {}/{}=DIR", source.namespace, source.name);
-        let key = format!("{}/{}", source.namespace, source.name);
-        if let Some(sync) = self.untrusted.iter().find(|sync| sync.source_key() == key) {
-            return format!(
-                "source {source} is named by {}, which the base revision does not have this way: fluxplan \
-                 takes a sync's source for this repository only when the base revision syncs it the same way or \
-                 .fluxplan.yaml declares it (sources:), so it is not planned ({map})",
-                sync.describe()
-            );
-        }
-        if let Some(adds) = self.adds_of(source) {
-            return format!(
-                "source {source} is this repository and more ({adds}): what Flux applies from it is not in \
-                 this repository alone, so it is not planned ({map}, a directory holding the whole artifact)"
-            );
-        }
-        match self.artifact(source, near) {
-            Ok(Some(Resolved::Unavailable(why))) => {
-                format!("source {source} is not built locally, so it is not planned: {why}; or map the artifact itself with --source {}/{}=DIR", source.namespace, source.name)
-            }
-            _ => format!("source {source} is not in this repository: not rendered ({map})"),
-        }
-    }
-
-    /// The repository file an object built from `root` came from, when `root` is an artifact
-    /// generated from this repository: nested Kustomizations are then matched to their files.
-    fn repo_origin(&self, root: &Path, origin: &str) -> Option<String> {
-        let source = self.generators.source_of(&root.join(origin))?;
-        self.this_repo.repo_path(&source)
-    }
-
-    fn local_tree(&self, source: &flux::SourceRef) -> Result<Option<PathBuf>, RenderError> {
-        let key = format!("{}/{}", source.namespace, source.name);
-        let tree = if let Some(mapped) = self.mapped.get(&key) {
-            mapped.tree(None)
-        } else if let Some(repo) = self.this_repo(source) {
-            if repo.adds.is_some() {
-                return Ok(None);
-            }
-            let tree = self.this_repo.tree(repo.ignore.as_deref());
-            match (&repo.subpath, tree) {
-                (Some(subpath), Ok(tree)) => return subtree(&tree, subpath, source).map(Some),
-                (_, tree) => tree,
-            }
-        } else {
-            return Ok(None);
-        };
-        tree.map(Some).map_err(|e| RenderError::InvalidSource(format!("cannot prepare source {source}: {e}")))
-    }
-}
-
-/// The directory `subpath` of an exported tree, as the artifact of `source` (`.fluxplan.yaml`
-/// says it holds that directory): it must be a directory inside the tree at this revision.
-fn subtree(tree: &Path, subpath: &str, source: &flux::SourceRef) -> Result<PathBuf, RenderError> {
-    let dir = paths::secure_join(tree, subpath);
-    let inside = |dir: &Path| {
-        Some(dir.canonicalize().ok()?.starts_with(tree.canonicalize().ok()?)).filter(|_| dir.is_dir())
-    };
-    match inside(&dir) {
-        Some(true) => Ok(dir),
-        _ => Err(RenderError::PathNotFound(format!(
-            "source {source} is the directory {subpath} of this repository (sources: in .fluxplan.yaml), \
-             which this revision does not have"
-        ))),
-    }
-}
-
 impl Renderer {
     /// Renders every Kustomization reachable from the repository's roots.
     pub fn render(&self, opts: &RenderOptions) -> Result<Render> {
@@ -540,14 +203,12 @@ impl Renderer {
 
         progress.set_total(disk_kustomizations.len());
         let memo = Default::default();
-        let generated = AtomicUsize::new(0);
-        let ctx = Context {
-            renderer: self,
+        let kustomizations = KustomizationEngine {
+            builder: &self.builder,
             opts,
             sources: &sources,
             progress: &progress,
             memo: &memo,
-            generated: &generated,
         };
 
         // Local candidates, rendered once with their spec as written (those that may be roots or
@@ -606,7 +267,7 @@ impl Renderer {
             to_render
                 .par_iter()
                 .map(|(i, spec)| {
-                    let made = ctx
+                    let made = kustomizations
                         .render_objects(spec, Some(&disk_kustomizations[*i].file), "", &BTreeSet::new())
                         .map(|(objects, _)| objects)
                         .unwrap_or_default();
@@ -663,14 +324,16 @@ impl Renderer {
             // Syncs found only in renders may name sources of this repository discovery missed.
             let sources = known.with_syncs(&syncs, &learned);
             // Each round walks anew: what ResourceSets generate is counted per walk.
-            let generated = AtomicUsize::new(0);
             let ctx = Context {
-                renderer: self,
                 opts,
-                sources: &sources,
-                progress: &progress,
-                memo: &memo,
-                generated: &generated,
+                kustomizations: KustomizationEngine {
+                    builder: &self.builder,
+                    opts,
+                    sources: &sources,
+                    progress: &progress,
+                    memo: &memo,
+                },
+                resourcesets: ResourceSetEngine { opts, generated: AtomicUsize::new(0) },
             };
             tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, round, "roots found");
             let (clusters, reached) = ctx.walk(&pool, roots);
@@ -936,131 +599,14 @@ fn generator_skips(root: &Path, path: &str, file: &str) -> Option<String> {
 /// name), and the operator syncs its objects declare.
 type Learned = (usize, Vec<(String, String)>, Vec<InstanceSync>);
 
-type Rendered = Result<(Vec<RenderedObject>, Vec<String>), RenderError>;
-
+/// One walk: the engines it renders units with, and what it counts.
 struct Context<'a> {
-    renderer: &'a Renderer,
     opts: &'a RenderOptions,
-    sources: &'a Sources<'a>,
-    progress: &'a Progress,
-    /// Results by identity and spec: a child whose rendered spec is the one written in its file
-    /// reuses the render made while looking for roots.
-    memo: &'a std::sync::Mutex<BTreeMap<String, Rendered>>,
-    /// Objects ResourceSets generated so far in this render.
-    generated: &'a AtomicUsize,
+    kustomizations: KustomizationEngine<'a>,
+    resourcesets: ResourceSetEngine<'a>,
 }
 
 impl Context<'_> {
-    /// Renders `spec` as a Kustomization of `cluster` (whose substitution values apply).
-    /// `file` defines the Kustomization: it picks the nearest generator of an ExternalArtifact.
-    fn render_objects(
-        &self,
-        spec: &Kustomization,
-        file: Option<&str>,
-        cluster: &str,
-        inherited_secrets: &BTreeSet<String>,
-    ) -> Rendered {
-        let values_of = if self.opts.cluster_values.contains_key(cluster) { cluster } else { "" };
-        let root = self.sources.tree(&spec.source_ref, file)?.ok_or_else(|| {
-            RenderError::InvalidSource(format!("source {} is not available locally", spec.source_ref))
-        })?;
-        let key = yaml::canonical_json(&serde_json::json!([
-            values_of,
-            spec.namespace,
-            spec.name,
-            spec.raw["spec"],
-            root.to_string_lossy()
-        ]));
-        if let Some(hit) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return hit.clone();
-        }
-        let result = self.render_uncached(&root, spec, values_of, inherited_secrets);
-        self.memo.lock().unwrap_or_else(|e| e.into_inner()).insert(key, result.clone());
-        result
-    }
-
-    /// Builds and post-processes one spec: the objects and the variables left unresolved.
-    fn render_uncached(
-        &self,
-        root: &Path,
-        spec: &Kustomization,
-        values_of: &str,
-        inherited_secrets: &BTreeSet<String>,
-    ) -> Rendered {
-        let builder = &self.renderer.builder;
-        let tree = self.sources.this_repo.tree_ids(root);
-        let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
-        let vars = postbuild::resolve_variables(spec, values.as_ref(), inherited_secrets);
-        let strict = self.opts.strict_substitution;
-        // Inputs git says are unchanged since this spec was finished with these values: the
-        // finished render, without preparing the build.
-        let warm_key = tree
-            .as_ref()
-            .zip(vars.as_ref().ok())
-            .filter(|_| spec.source_ref.kind != artifacts::KIND)
-            .and_then(|(tree, vars)| {
-                finished::warm_key(&builder.kustomize.version, &tree.salt, spec, vars, strict)
-            });
-        let warm_hit = warm_key
-            .as_ref()
-            .and_then(|key| serde_json::from_str::<finished::Warm>(&builder.cache.get(key)?).ok())
-            .filter(|warm| tree.as_ref().is_some_and(|tree| super::build::unchanged(&warm.ids, tree)))
-            .and_then(|warm| finished::decode(&builder.cache.get(&warm.finished)?));
-        if let Some(hit) = warm_hit {
-            self.progress.tick(true);
-            return Ok((hit.objects, hit.unresolved.into_iter().collect()));
-        }
-        let request = builder.prepare(root, spec, tree.as_ref())?;
-        // An artifact's origins depend on its generator's layout, not only on the build.
-        let finished_key = vars
-            .as_ref()
-            .ok()
-            .filter(|_| spec.source_ref.kind != artifacts::KIND)
-            .and_then(|vars| finished::key(&request.key, spec, vars, strict));
-        let remember_warm = |finished_key: &str| {
-            if let Some((key, ids)) = warm_key.as_deref().zip(request.input_ids.clone()) {
-                let warm = finished::Warm { ids, finished: finished_key.to_string() };
-                builder
-                    .cache
-                    .put(key, std::sync::Arc::new(serde_json::to_string(&warm).expect("JSON serializes")));
-            }
-        };
-        if let Some(hit) =
-            finished_key.as_ref().and_then(|key| builder.cache.get(key)).and_then(|t| finished::decode(&t))
-        {
-            remember_warm(finished_key.as_deref().unwrap_or_default());
-            self.progress.tick(true);
-            return Ok((hit.objects, hit.unresolved.into_iter().collect()));
-        }
-        // The finished render is what later runs read: kustomize's output goes to disk only when
-        // that cannot be kept (values from Secrets).
-        let mut built = builder.objects(&request, finished_key.is_none(), &self.opts.cancel)?;
-        if spec.source_ref.kind == artifacts::KIND {
-            for object in &mut built.objects {
-                if let Some(file) = object.origin.as_deref().and_then(|o| self.sources.repo_origin(root, o)) {
-                    object.origin = Some(file);
-                }
-            }
-        } else if let Some(subpath) =
-            self.sources.this_repo(&spec.source_ref).and_then(|r| r.subpath.as_deref())
-        {
-            // A directory of the repository as the artifact: its files are named from the top.
-            for object in &mut built.objects {
-                if let Some(origin) = &mut object.origin {
-                    *origin = format!("{subpath}/{origin}");
-                }
-            }
-        }
-        self.progress.tick(built.cache_hit);
-        let vars: Variables = vars?;
-        let finished = postbuild::finish(built.objects, spec, &vars, strict)?;
-        if let Some(key) = finished_key {
-            builder.cache.put(&key, std::sync::Arc::new(finished::encode(&finished)));
-            remember_warm(&key);
-        }
-        Ok((finished.objects, finished.unresolved.into_iter().collect()))
-    }
-
     /// Renders every root and the Kustomizations their renders produce, level by level; returns
     /// the clusters and the (file, name) of every Kustomization reached.
     fn walk(
@@ -1135,104 +681,17 @@ impl Context<'_> {
         (clusters, reached)
     }
 
+    /// A unit rendered by its engine, and the units its objects apply.
     fn render_node(&self, node: &Node) -> (RenderedKustomization, Vec<Node>) {
-        match &node.unit {
-            Pending::Kustomization(spec) => self.render_kustomization(node, (**spec).clone()),
-            Pending::ResourceSet(set) => self.render_resourceset(node, set),
-        }
-    }
-
-    fn render_kustomization(
-        &self,
-        node: &Node,
-        mut spec: Kustomization,
-    ) -> (RenderedKustomization, Vec<Node>) {
-        let mut record = RenderedKustomization::new(
-            super::UnitKind::Kustomization,
-            spec.reference(),
-            node.shown_path.clone().unwrap_or_else(|| spec.path.clone()),
-            spec.source_ref.clone(),
-            node.parent.clone(),
-            node.file.clone(),
-        );
-        if node.ancestors.len() >= super::build::MAX_NESTING {
-            record.status = Status::Failed;
-            record.error = Some(ErrorReport::from(&RenderError::Limit(format!(
-                "Kustomizations nest more than {} levels deep (each applied by the one before): over fluxplan's \
-                 limit, so this one is not planned",
-                super::build::MAX_NESTING
-            ))));
-            record.spec = Some(spec);
-            return (record, Vec::new());
-        }
-        // The root of an untrusted sync reads another source, though other clusters' syncs of the
-        // same name may be this repository.
-        let untrusted_root = node.is_root
-            && self.sources.untrusted.iter().any(|sync| {
-                sync.source_key() == spec.reference().to_string()
-                    && roots::normalized_path(&sync.path) == roots::normalized_path(&spec.path)
-            });
-        if untrusted_root || matches!(self.sources.tree(&spec.source_ref, node.file.as_deref()), Ok(None)) {
-            record.status = Status::External;
-            record.warnings.push(self.sources.external_reason(&spec.source_ref, node.file.as_deref()));
-            record.source_adds = self.sources.adds_of(&spec.source_ref).map(str::to_string);
-            record.spec = Some(spec);
-            return (record, Vec::new());
-        }
-        let mut result =
-            self.render_objects(&spec, node.file.as_deref(), &node.cluster_name, &node.inherited_secrets);
-        // A root that renders its own definition is reconciled with that rendered definition.
-        for _ in 0..ROOT_FIXPOINT_ROUNDS {
-            let Ok((objects, _)) = &result else { break };
-            if !node.is_root {
-                break;
-            }
-            // Reconciled with the real definition; shown with the masked path.
-            let own = objects.iter().find(|o| is_self(o, &spec, node.file.as_deref())).and_then(|o| {
-                let real =
-                    Kustomization::from_value(o.real.as_ref().unwrap_or(&o.object), &spec.namespace).ok()?;
-                let shown = o.object["spec"]["path"].as_str().map(str::to_string);
-                Some((real, shown))
-            });
-            match own {
-                Some((own, shown)) if own.raw["spec"] != spec.raw["spec"] => {
-                    record.path = shown.unwrap_or_else(|| own.path.clone());
-                    spec = own;
-                    result = self.render_objects(
-                        &spec,
-                        node.file.as_deref(),
-                        &node.cluster_name,
-                        &node.inherited_secrets,
-                    );
-                }
-                _ => break,
-            }
-        }
-        let mut children = Vec::new();
-        match result {
-            Err(error) => {
-                record.status = Status::Failed;
-                let mut report = ErrorReport::from(&error);
-                if let Some(shown) = &node.shown_path {
-                    // The real path holds values substituted from Secrets: never show it.
-                    report.message = report.message.replace(&spec.path, shown);
-                }
-                record.error = Some(report);
-            }
-            Ok((objects, unresolved)) => {
-                if !unresolved.is_empty() {
-                    record.warnings.push(format!(
-                        "unresolved variables {} come from substituteFrom sources only the cluster knows; \
-                         shown as written (give --cluster-snapshot to resolve them)",
-                        unresolved.iter().map(|v| format!("${{{v}}}")).collect::<Vec<_>>().join(", ")
-                    ));
-                }
-                record.unresolved_variables = unresolved;
-                children = self.nested(node, &spec.reference(), Some(&spec), &objects, &mut record);
-                record.objects = objects;
-            }
-        }
-        record.spec = Some(spec);
+        let mut record = match &node.unit {
+            Pending::Kustomization(spec) => self.kustomizations.render(node, spec),
+            Pending::ResourceSet(set) => self.resourcesets.render(node, set),
+        };
+        let own = record.spec.clone().filter(|_| matches!(node.unit, Pending::Kustomization(_)));
+        let parent = KustomizationRef { namespace: record.namespace.clone(), name: record.name.clone() };
+        let objects = std::mem::take(&mut record.objects);
+        let children = self.nested(node, &parent, own.as_ref(), &objects, &mut record);
+        record.objects = objects;
         (record, children)
     }
 
@@ -1324,113 +783,6 @@ impl Context<'_> {
         }
         children
     }
-
-    /// A ResourceSet as the Flux Operator builds it: its templates for every input set, with the
-    /// Kustomizations and ResourceSets it generates to render next.
-    fn render_resourceset(&self, node: &Node, set: &PendingSet) -> (RenderedKustomization, Vec<Node>) {
-        let meta = &set.manifest["metadata"];
-        let reference = KustomizationRef {
-            namespace: meta["namespace"].as_str().unwrap_or("").to_string(),
-            name: meta["name"].as_str().unwrap_or("").to_string(),
-        };
-        let no_source =
-            flux::SourceRef { kind: String::new(), name: String::new(), namespace: String::new() };
-        let mut record = RenderedKustomization::new(
-            super::UnitKind::ResourceSet,
-            reference.clone(),
-            String::new(),
-            no_source,
-            node.parent.clone(),
-            node.file.clone(),
-        );
-        let mut unit = super::resourceset::ResourceSetUnit {
-            disabled: flux::resourceset::disabled_by(&set.manifest, flux::resourceset::RECONCILE_ANNOTATION),
-            ..Default::default()
-        };
-        if node.ancestors.len() >= super::build::MAX_NESTING {
-            record.status = Status::Failed;
-            record.error = Some(ErrorReport::from(&RenderError::Limit(format!(
-                "units nest more than {} levels deep: over fluxplan's limit, so this one is not planned",
-                super::build::MAX_NESTING
-            ))));
-            return (record, Vec::new());
-        }
-        if set.holds_secret_values || set.secret_providers {
-            record.status = Status::External;
-            let what =
-                if set.holds_secret_values { "its spec" } else { "an input provider applied beside it" };
-            record.warnings.push(format!(
-                "{what} holds values substituted from a Secret: not expanded, so they cannot show in its objects"
-            ));
-            record.resourceset = Some(Box::new(unit));
-            return (record, Vec::new());
-        }
-        let live = self.opts.input_providers.as_deref().map(Vec::as_slice);
-        let providers = super::resourceset::Providers { rendered: &set.providers, live };
-        if let Err(reason) = self.opts.cancel.check() {
-            record.status = Status::Failed;
-            record.error = Some(ErrorReport::from(&RenderError::Cancelled(reason)));
-            return (record, Vec::new());
-        }
-        let mut children = Vec::new();
-        match super::resourceset::expand(&set.manifest, &providers) {
-            Err(error) => {
-                record.status = Status::Failed;
-                record.error = Some(ErrorReport::from(&match error {
-                    super::resourceset::ExpandError::Invalid(why) => {
-                        RenderError::Template(format!("this ResourceSet is not built: {why}"))
-                    }
-                    super::resourceset::ExpandError::Limit(why) => {
-                        RenderError::Limit(format!("this ResourceSet is not planned: {why}"))
-                    }
-                }));
-            }
-            Ok(super::resourceset::Expansion::Unknown(why)) => {
-                record.status = Status::External;
-                record.warnings.push(why);
-            }
-            Ok(super::resourceset::Expansion::Built { objects, .. })
-                if self.generated.fetch_add(objects.len(), Ordering::Relaxed) + objects.len()
-                    > MAX_GENERATED_OBJECTS =>
-            {
-                record.status = Status::Failed;
-                record.error = Some(ErrorReport::from(&RenderError::Limit(format!(
-                    "ResourceSets generate more than {MAX_GENERATED_OBJECTS} objects in this render: over fluxplan's \
-                     limit, so this one is not planned"
-                ))));
-            }
-            Ok(super::resourceset::Expansion::Built { objects, input_sets, notes }) => {
-                record.warnings.extend(notes);
-                unit.input_sets = Some(input_sets);
-                let mut built = Vec::with_capacity(objects.len());
-                for (object, input) in objects {
-                    let meta = &object["metadata"];
-                    let (kind, namespace, name) = (
-                        object["kind"].as_str().unwrap_or(""),
-                        meta["namespace"].as_str().unwrap_or(""),
-                        meta["name"].as_str().unwrap_or(""),
-                    );
-                    if let Some(from) = meta["annotations"][flux::resourceset::COPY_FROM_ANNOTATION].as_str()
-                    {
-                        unit.copied_from.insert(from.to_string());
-                    }
-                    if let Some(input) = input {
-                        unit.inputs.insert(
-                            super::resourceset::ResourceSetUnit::object_key(kind, namespace, name),
-                            input,
-                        );
-                    }
-                    built.push(super::build::BuiltObject { object, origin: node.file.clone() });
-                }
-                record.objects = postbuild::plain(built);
-                let objects = std::mem::take(&mut record.objects);
-                children = self.nested(node, &reference, None, &objects, &mut record);
-                record.objects = objects;
-            }
-        }
-        record.resourceset = Some(Box::new(unit));
-        (record, children)
-    }
 }
 
 /// The Flux Operator syncs the objects of each rendered Kustomization declare.
@@ -1461,14 +813,6 @@ fn secret_substitutes(object: &RenderedObject) -> BTreeSet<String> {
         .filter(|(name, value)| shown.and_then(|s| s.get(name.as_str())) != Some(*value))
         .map(|(name, _)| name.clone())
         .collect()
-}
-
-/// True when a rendered object is the definition of the Kustomization being rendered.
-fn is_self(object: &RenderedObject, spec: &Kustomization, file: Option<&str>) -> bool {
-    is_flux_kustomization(&object.object)
-        && object.object["metadata"]["name"] == spec.name.as_str()
-        && (object.origin.as_deref() == file
-            || object.object["metadata"]["namespace"] == spec.namespace.as_str())
 }
 
 /// Gives every object its inventory id. Scope comes from the built-in kinds, the cluster's CRDs
@@ -1632,48 +976,4 @@ fn collect_yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
         }
         Ok(crate::tree::Descend::Yes)
     });
-}
-
-/// What a render counts as it goes (for its log line), and its part of the progress line.
-pub(super) struct Progress {
-    lane: Option<super::progress::Lane>,
-    done: AtomicUsize,
-    cached: AtomicUsize,
-}
-
-impl Progress {
-    fn new(lane: Option<super::progress::Lane>) -> Self {
-        if let Some(lane) = &lane {
-            lane.start();
-        }
-        Progress { lane, done: AtomicUsize::new(0), cached: AtomicUsize::new(0) }
-    }
-
-    /// The Kustomizations the revision's files define.
-    fn set_total(&self, total: usize) {
-        if let Some(lane) = &self.lane {
-            lane.set_total(total);
-        }
-    }
-
-    pub(super) fn tick(&self, cache_hit: bool) {
-        self.done.fetch_add(1, Ordering::Relaxed);
-        self.cached.fetch_add(usize::from(cache_hit), Ordering::Relaxed);
-        if let Some(lane) = &self.lane {
-            lane.tick(cache_hit);
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(lane) = &self.lane {
-            lane.finish();
-        }
-    }
-}
-
-/// A render that ends, however it ends, leaves the progress line.
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.finish();
-    }
 }

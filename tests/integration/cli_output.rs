@@ -161,8 +161,7 @@ fn the_progress_line_names_base_and_head_on_a_terminal_and_is_never_in_a_pipe() 
     let drawn = on_a_terminal(&args);
     let last = drawn
         .split(['\r', '\n'])
-        .filter(|line| line.contains("rendering base"))
-        .last()
+        .rfind(|line| line.contains("rendering base"))
         .unwrap_or_else(|| panic!("no progress line: {drawn:?}"));
     // (Lines drawn in a burst may be skipped: the counts reached vary, the totals do not.)
     assert!(last.contains("/2, head ") && last.contains("/3 Kustomizations"), "{drawn:?}");

@@ -52,20 +52,20 @@ pub(super) fn check(subject: &Subject, found: &mut Vec<Candidate>) {
         }
         ("", "PersistentVolumeClaim") => claim(subject, found),
         ("", "PersistentVolume") => volume(subject, found),
-        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
-            if subject.changes(&["roleRef"]) {
-                let role = |o: Option<&Value>| {
-                    o.and_then(|o| fields::at(o, &["roleRef"]))
-                        .map(|r| format!("{} {}", fields::brief(&r["kind"]), fields::brief(&r["name"])))
-                        .unwrap_or_else(|| "none".into())
-                };
-                let what = format!(
-                    "changes from {} to {}: a binding's role cannot change",
-                    role(subject.before()),
-                    role(Some(subject.after()))
-                );
-                push(subject, "roleRef", what, found);
-            }
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding")
+            if subject.changes(&["roleRef"]) =>
+        {
+            let role = |o: Option<&Value>| {
+                o.and_then(|o| fields::at(o, &["roleRef"]))
+                    .map(|r| format!("{} {}", fields::brief(&r["kind"]), fields::brief(&r["name"])))
+                    .unwrap_or_else(|| "none".into())
+            };
+            let what = format!(
+                "changes from {} to {}: a binding's role cannot change",
+                role(subject.before()),
+                role(Some(subject.after()))
+            );
+            push(subject, "roleRef", what, found);
         }
         ("", "Secret") => secret(subject, found),
         ("", "ConfigMap") => config_map(subject, found),

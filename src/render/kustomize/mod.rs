@@ -7,6 +7,7 @@
 
 pub mod library;
 mod pool;
+pub(in crate::render) mod unit;
 pub mod worker;
 
 use crate::cancel::{CancelReason, CancelToken};

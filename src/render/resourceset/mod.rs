@@ -5,6 +5,7 @@
 
 pub mod inputs;
 pub mod template;
+pub(super) mod unit;
 
 use crate::flux::resourceset::{self, ResourceSet, Templates};
 use serde_json::{Map, Value};
