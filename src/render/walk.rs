@@ -38,12 +38,7 @@ const SYNC_ROUNDS: usize = 3;
 /// head of a plan share them).
 pub struct Renderer {
     builder: Builder,
-    /// Helm v3 and v4, found when a render first needs them.
-    helm: [std::sync::OnceLock<Result<super::helm::Helm, String>>; 2],
-    /// Fetched charts, kept under the cache directory when there is one.
-    charts: crate::charts::store::ChartStore,
-    /// `helm template` runs, by key: each runs once per renderer (base and head share it).
-    templates: crate::memo::Memo<String, Result<super::helm::Release, super::kustomize::BuildError>>,
+    helm: super::helm::Toolkit,
 }
 
 impl Renderer {
@@ -64,42 +59,7 @@ impl Renderer {
     }
 
     fn from_builder(builder: Builder, cache_dir: Option<PathBuf>) -> Self {
-        Renderer {
-            builder,
-            helm: Default::default(),
-            charts: crate::charts::store::ChartStore::new(cache_dir),
-            templates: Default::default(),
-        }
-    }
-
-    /// A release printed by `helm template`: from this renderer's memory, else the render cache
-    /// (never for a release holding values from Secrets: those stay in memory), else `run`.
-    fn template(
-        &self,
-        key: &str,
-        holds_secrets: bool,
-        run: &dyn Fn() -> Result<super::helm::Release, super::kustomize::BuildError>,
-    ) -> Result<super::helm::Release, super::kustomize::BuildError> {
-        self.templates.get(&key.to_string(), || {
-            let cached = (!holds_secrets).then(|| self.builder.cache.get(key)).flatten();
-            if let Some(release) = cached.and_then(|text| serde_json::from_str(&text).ok()) {
-                return Ok(release);
-            }
-            let release = run()?;
-            if !holds_secrets {
-                let text = serde_json::to_string(&release).expect("JSON values serialize");
-                self.builder.cache.put(key, std::sync::Arc::new(text));
-            }
-            Ok(release)
-        })
-    }
-
-    /// Helm `major` (3 or 4), or why there is none.
-    fn helm(&self, major: u8) -> Result<&super::helm::Helm, String> {
-        let slot = &self.helm[usize::from(major != 3)];
-        slot.get_or_init(|| super::helm::Helm::detect(major).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(Clone::clone)
+        Renderer { builder, helm: super::helm::Toolkit::new(cache_dir) }
     }
 
     pub fn kustomize_version(&self) -> &str {
@@ -357,55 +317,27 @@ impl Renderer {
         if let Err(reason) = opts.cancel.check() {
             return Err(RenderError::Cancelled(reason).into());
         }
-        // Every HelmRelease a Kustomization applies, rendered from its chart as a unit below it.
-        let source_tree = |source: &flux::SourceRef| sources.tree(source, None).ok().flatten();
-        let own_urls: Vec<String> = clusters
-            .iter()
-            .flat_map(|c| &c.kustomizations)
-            .flat_map(|k| &k.objects)
-            .filter(|o| {
-                flux::split_api_version(o.object["apiVersion"].as_str().unwrap_or("")).0 == flux::SOURCE_GROUP
-            })
-            .filter_map(|o| o.object["spec"]["url"].as_str().map(str::to_string))
-            .collect();
-        let access = opts.chart_settings.access(&own_urls);
-        let fetching = access.as_ref().map(|access| (&self.charts, access)).map_err(Clone::clone);
+        // Every HelmRelease a Kustomization applies, rendered from its chart as a unit below it,
+        // once its cluster is walked: its values may come from anything the cluster applies.
+        let access = opts.chart_settings.access(&super::helm::applied_source_urls(&clusters));
         let templates =
             |key: &str,
              holds_secrets: bool,
              run: &dyn Fn() -> Result<super::helm::Release, super::kustomize::BuildError>| {
-                self.template(key, holds_secrets, run)
+                self.helm.template(&self.builder.cache, key, holds_secrets, run)
             };
         let charts = super::helm::Charts {
-            helm: self.helm(opts.helm_major),
-            fetching,
+            helm: self.helm.helm(opts.helm_major),
+            fetching: access.as_ref().map(|access| (&self.helm.store, access)).map_err(Clone::clone),
             templates: &templates,
             kube_version: opts.kube_version.as_deref(),
             api_versions: &opts.api_versions,
         };
+        let source_tree = |source: &flux::SourceRef| sources.tree(source, None).ok().flatten();
         let kustomize =
             |dir: &Path, readable: &Path| self.builder.kustomize.build(dir, readable, &opts.cancel);
         pool.install(|| {
-            for cluster in clusters.iter_mut() {
-                // Each cluster's own ConfigMaps and Secrets, when roots have clusters of their own.
-                let values = opts.cluster_values.get(&cluster.name).unwrap_or(&opts.values);
-                // A cluster of its own may run another Helm, or another Kubernetes.
-                let mut charts = charts.clone();
-                if let Some(own) = opts.cluster_helm.get(&cluster.name) {
-                    charts.helm = self.helm(own.major.unwrap_or(opts.helm_major));
-                    charts.kube_version = own.kube_version.as_deref().or(charts.kube_version);
-                }
-                let releases = super::helm::units::Releases {
-                    charts,
-                    source_tree: &source_tree,
-                    given_charts: &opts.charts,
-                    kustomize: &kustomize,
-                    cluster: values.as_ref(),
-                    installed: opts.installed_releases.as_ref(),
-                    cancel: &opts.cancel,
-                };
-                super::helm::units::add_units(cluster, &releases);
-            }
+            super::helm::units::add_all(&mut clusters, &charts, &self.helm, opts, &source_tree, &kustomize)
         });
 
         // A Kustomization that fails to build still claims what its path includes, and those

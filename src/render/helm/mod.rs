@@ -16,6 +16,70 @@ pub use units::{ChartVersion, HelmUnit};
 
 use crate::charts::fetch::Access;
 use crate::charts::store::{ChartRequest, ChartStore};
+use crate::render::cache::RenderCache;
+use crate::render::kustomize::BuildError;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// What chart renders keep between the renders of one renderer (a plan's base and head share
+/// it): the Helm binaries found, the fetched charts, and the `helm template` runs.
+pub struct Toolkit {
+    /// Helm v3 and v4, found when a render first needs them.
+    helm: [OnceLock<Result<Helm, String>>; 2],
+    /// Fetched charts, kept under the cache directory when there is one.
+    pub store: ChartStore,
+    /// `helm template` runs, by key: each runs once per renderer.
+    templates: crate::memo::Memo<String, Result<Release, BuildError>>,
+}
+
+impl Toolkit {
+    pub fn new(cache_dir: Option<PathBuf>) -> Self {
+        Toolkit { helm: Default::default(), store: ChartStore::new(cache_dir), templates: Default::default() }
+    }
+
+    /// Helm `major` (3 or 4), or why there is none.
+    pub fn helm(&self, major: u8) -> Result<&Helm, String> {
+        let slot = &self.helm[usize::from(major != 3)];
+        slot.get_or_init(|| Helm::detect(major).map_err(|e| e.to_string())).as_ref().map_err(Clone::clone)
+    }
+
+    /// A release printed by `helm template`: from memory, else the render cache (never for a
+    /// release holding values from Secrets: those stay in memory), else `run`.
+    pub fn template(
+        &self,
+        cache: &RenderCache,
+        key: &str,
+        holds_secrets: bool,
+        run: &dyn Fn() -> Result<Release, BuildError>,
+    ) -> Result<Release, BuildError> {
+        self.templates.get(&key.to_string(), || {
+            let cached = (!holds_secrets).then(|| cache.get(key)).flatten();
+            if let Some(release) = cached.and_then(|text| serde_json::from_str(&text).ok()) {
+                return Ok(release);
+            }
+            let release = run()?;
+            if !holds_secrets {
+                let text = serde_json::to_string(&release).expect("JSON values serialize");
+                cache.put(key, std::sync::Arc::new(text));
+            }
+            Ok(release)
+        })
+    }
+}
+
+/// The URLs of the sources a render applies: charts may be fetched from their hosts too.
+pub fn applied_source_urls(clusters: &[crate::render::Cluster]) -> Vec<String> {
+    clusters
+        .iter()
+        .flat_map(|c| &c.kustomizations)
+        .flat_map(|k| &k.objects)
+        .filter(|o| {
+            let api_version = o.object["apiVersion"].as_str().unwrap_or("");
+            crate::flux::split_api_version(api_version).0 == crate::flux::SOURCE_GROUP
+        })
+        .filter_map(|o| o.object["spec"]["url"].as_str().map(str::to_string))
+        .collect()
+}
 
 /// What rendering charts needs, shared by HelmRelease units and Argo CD Helm sources.
 #[derive(Clone)]

@@ -85,6 +85,37 @@ pub struct Releases<'a> {
     pub cancel: &'a CancelToken,
 }
 
+/// Adds the HelmRelease units of every cluster: each cluster with its own ConfigMaps and
+/// Secrets, and its own Helm and Kubernetes when the clusters file names them.
+pub fn add_all(
+    clusters: &mut [Cluster],
+    charts: &super::Charts,
+    toolkit: &super::Toolkit,
+    opts: &crate::render::RenderOptions,
+    source_tree: &(dyn Fn(&SourceRef) -> Option<PathBuf> + Sync),
+    kustomize: &(dyn Fn(&std::path::Path, &std::path::Path) -> Result<String, crate::render::kustomize::BuildError>
+          + Sync),
+) {
+    for cluster in clusters.iter_mut() {
+        let values = opts.cluster_values.get(&cluster.name).unwrap_or(&opts.values);
+        let mut charts = charts.clone();
+        if let Some(own) = opts.cluster_helm.get(&cluster.name) {
+            charts.helm = toolkit.helm(own.major.unwrap_or(opts.helm_major));
+            charts.kube_version = own.kube_version.as_deref().or(charts.kube_version);
+        }
+        let releases = Releases {
+            charts,
+            source_tree,
+            given_charts: &opts.charts,
+            kustomize,
+            cluster: values.as_ref(),
+            installed: opts.installed_releases.as_ref(),
+            cancel: &opts.cancel,
+        };
+        add_units(cluster, &releases);
+    }
+}
+
 /// Adds a unit for every HelmRelease the cluster's rendered Flux Kustomizations apply (the first
 /// one rendering it, when several do), rendered in parallel.
 pub fn add_units(cluster: &mut Cluster, releases: &Releases) {
