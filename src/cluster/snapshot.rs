@@ -120,12 +120,15 @@ impl ClusterSnapshot {
         }
         opts.api_versions = self.api_versions.clone();
         opts.input_providers = self.input_providers.clone();
-        opts.installed_releases = self.helm_releases.as_ref().map(|read| {
-            read.iter()
+        if let Some(read) = &self.helm_releases {
+            let installed = read
+                .iter()
                 .filter(|(_, stored)| stored.status != "uninstalled")
                 .map(|(key, _)| key.clone())
-                .collect()
-        });
+                .collect();
+            opts.installed_releases =
+                crate::render::helm::installed::Installed::Stored(std::sync::Arc::new(installed));
+        }
     }
 
     pub fn load(path: &Path) -> Result<Self> {

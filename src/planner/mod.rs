@@ -288,6 +288,9 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         Clusters::PerRoot { file, .. } => read_cluster_helm(file)?,
         _ => BTreeMap::new(),
     };
+    // Offline, the base revision stands for what is installed: its releases render as upgrades,
+    // and so do the head's that the base has (the head waits for the base's walk to know them).
+    let base_releases = std::sync::Arc::new(crate::render::helm::installed::BaseReleases::default());
     // One progress line on a terminal, naming base and head.
     let board = if request.render.progress { crate::render::progress::Board::for_terminal() } else { None };
     let render = |side: &str,
@@ -306,6 +309,15 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         opts.carried_roots = carried_roots;
         opts.kept_applications = kept;
         knowledge.apply_to(&mut opts);
+        use crate::render::helm::installed::Installed;
+        if matches!(opts.installed_releases, Installed::Unknown) {
+            opts.installed_releases = match side {
+                "base" => Installed::Base(base_releases.clone()),
+                _ => Installed::Head(base_releases.clone()),
+            };
+        }
+        // However the base's render ends, the head is told (nothing known, if it ended early).
+        let _told = opts.installed_releases.publisher();
         opts.declared_scopes = declared.crd_scopes.clone();
         opts.declared_roots = declared.roots.clone();
         opts.declared_sources = declared.sources.clone();

@@ -606,9 +606,9 @@ pub struct RenderOptions {
     pub helm_major: u8,
     /// Where charts may be fetched from.
     pub chart_settings: crate::charts::Settings,
-    /// The Helm releases the cluster holds, by storage namespace and name, when its Helm storage
-    /// was read: a HelmRelease of one renders as an upgrade (`.Release.IsUpgrade`).
-    pub installed_releases: Option<BTreeSet<(String, String)>>,
+    /// Which Helm releases are installed: a HelmRelease of one renders as an upgrade
+    /// (`.Release.IsUpgrade`).
+    pub installed_releases: helm::installed::Installed,
     /// Helm versions and capabilities of particular clusters (by root path), from a clusters file.
     pub cluster_helm: BTreeMap<String, crate::planner::ClusterHelm>,
     /// `.Capabilities` for charts: the cluster's Kubernetes version and extra API versions.
@@ -649,7 +649,7 @@ impl RenderOptions {
             helm_major: 4,
             chart_settings: Default::default(),
             cluster_helm: BTreeMap::new(),
-            installed_releases: None,
+            installed_releases: Default::default(),
             kube_version: None,
             api_versions: Vec::new(),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),

@@ -106,6 +106,8 @@ impl Renderer {
             .stack_size(crate::stack::RENDER_STACK_BYTES)
             .build()?;
         crate::sandbox::announce();
+        // A plan's base tells its head which releases it installs, however it ends.
+        let publisher = opts.installed_releases.publisher();
         // A tree kept for later renders must be one no build could write to: only where the
         // sandbox confines builds to reading it.
         let keep = opts.keep_exports && crate::sandbox::status().filesystem;
@@ -319,6 +321,9 @@ impl Renderer {
         }
         // Every HelmRelease a Kustomization applies, rendered from its chart as a unit below it,
         // once its cluster is walked: its values may come from anything the cluster applies.
+        if let Some(publisher) = publisher {
+            publisher.publish(super::helm::units::releases_of(&clusters));
+        }
         let access = opts.chart_settings.access(&super::helm::applied_source_urls(&clusters));
         let templates =
             |key: &str,

@@ -532,6 +532,35 @@ fn the_upgrade_starts_from_the_release_in_helms_storage() {
     assert_eq!(mode(&[]).as_deref(), Some("\"upgrade\":\"false\""));
 }
 
+/// Offline, a plan takes its base revision for what is installed: a release the base has renders
+/// as an upgrade on both sides (so `.Release.IsUpgrade` changes nothing by itself), and a release
+/// the pull request adds renders as an install.
+#[test]
+fn offline_the_base_revisions_releases_render_as_upgrades() {
+    let _ = helm(4);
+    let repo = fleet();
+    repo.write(
+        "charts/db/templates/mode.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  \
+         name: {{ .Release.Name }}-{{ if .Release.IsUpgrade }}upgrade{{ else }}install{{ end }}\ndata:\n  \
+         replicas: {{ .Values.replicas | quote }}\n",
+    );
+    repo.commit("mode");
+    scale_up(&repo);
+    repo.write("apps/db/second.yaml", &RELEASE.replace("name: db\n  namespace", "name: db2\n  namespace"));
+    repo.commit("a second release");
+    let (plan, _) = plan_json(&repo, "HEAD~2", "HEAD", &[]);
+    let modes = |release: &str| -> Vec<(String, String)> {
+        let unit = unit_in(&plan, "HelmRelease", release);
+        sorted_changes(unit)
+            .into_iter()
+            .filter(|(_, id)| id.ends_with("install__ConfigMap") || id.ends_with("upgrade__ConfigMap"))
+            .collect()
+    };
+    assert_eq!(modes("data/db"), sorted_pairs(&[("update", "data_db-upgrade__ConfigMap")]));
+    assert_eq!(modes("data/db2"), sorted_pairs(&[("create", "data_db2-install__ConfigMap")]));
+}
+
 /// A clusters file names the Helm each cluster's helm-controller runs (3 for Flux 2.7 and older)
 /// and its Kubernetes version: charts see them, as they would there.
 #[test]

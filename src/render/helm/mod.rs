@@ -5,6 +5,7 @@
 pub mod argo;
 pub mod dependencies;
 pub mod engine;
+pub mod installed;
 pub mod manifest;
 pub mod release;
 pub mod units;

@@ -80,8 +80,8 @@ pub struct Releases<'a> {
              + Sync),
     /// ConfigMaps and Secrets of the cluster (Secrets only when read).
     pub cluster: &'a dyn crate::cluster::SubstitutionSource,
-    /// The releases the cluster holds (storage namespace, name), when its Helm storage was read.
-    pub installed: Option<&'a BTreeSet<(String, String)>>,
+    /// Which releases are installed (rendered as upgrades).
+    pub installed: &'a super::installed::Installed,
     pub cancel: &'a CancelToken,
 }
 
@@ -109,7 +109,7 @@ pub fn add_all(
             given_charts: &opts.charts,
             kustomize,
             cluster: values.as_ref(),
-            installed: opts.installed_releases.as_ref(),
+            installed: &opts.installed_releases,
             cancel: &opts.cancel,
         };
         add_units(cluster, &releases);
@@ -147,6 +147,18 @@ pub fn add_units(cluster: &mut Cluster, releases: &Releases) {
             Some(((o["kind"].as_str()?.to_string(), namespace, name), o.clone()))
         })
         .collect();
+    let found = found_in(cluster);
+    let name = cluster.name.clone();
+    let units: Vec<RenderedKustomization> = found
+        .into_par_iter()
+        .map(|found| render_unit(found, &name, releases, &config_maps, &sources))
+        .collect();
+    cluster.kustomizations.extend(units);
+}
+
+/// The HelmReleases a cluster's Kustomizations apply, or its ResourceSets generate (the first
+/// one rendering each, when several do).
+fn found_in(cluster: &Cluster) -> Vec<Found> {
     let mut seen = BTreeSet::new();
     let mut found = Vec::new();
     // HelmReleases a Kustomization applies, or a ResourceSet generates.
@@ -174,9 +186,20 @@ pub fn add_units(cluster: &mut Cluster, releases: &Releases) {
             });
         }
     }
-    let units: Vec<RenderedKustomization> =
-        found.into_par_iter().map(|found| render_unit(found, releases, &config_maps, &sources)).collect();
-    cluster.kustomizations.extend(units);
+    found
+}
+
+/// The releases (cluster, storage namespace, name) of the HelmReleases these clusters apply.
+pub fn releases_of(clusters: &[Cluster]) -> BTreeSet<super::installed::ReleaseKey> {
+    clusters
+        .iter()
+        .flat_map(|cluster| {
+            found_in(cluster).into_iter().filter_map(|found| {
+                let release = crate::flux::helm::release_of(&found.manifest)?;
+                Some((cluster.name.clone(), release.storage_namespace, release.name))
+            })
+        })
+        .collect()
 }
 
 struct Found {
@@ -189,6 +212,7 @@ struct Found {
 
 fn render_unit(
     found: Found,
+    cluster: &str,
     releases: &Releases,
     config_maps: &BTreeMap<(String, String), Value>,
     sources: &BTreeMap<(String, String, String), Value>,
@@ -264,9 +288,11 @@ fn render_unit(
         templates: releases.charts.templates,
         cluster: &|kind: &str, namespace: &str, name: &str| releases.cluster.lookup(kind, namespace, name),
         fetch: &fetch,
-        upgrade: releases.installed.is_some_and(|installed| {
-            installed.contains(&(spec.release.storage_namespace.clone(), spec.release.name.clone()))
-        }),
+        upgrade: releases.installed.is_installed(&(
+            cluster.to_string(),
+            spec.release.storage_namespace.clone(),
+            spec.release.name.clone(),
+        )),
         kube_version: releases.charts.kube_version,
         api_versions: releases.charts.api_versions,
     };
