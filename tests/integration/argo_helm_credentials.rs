@@ -4,6 +4,7 @@
 //! credential template's URL never matches another host; without the credentials the Application
 //! is external and says what to give.
 
+use crate::argo_helm::root_application;
 use crate::fake_kube::FakeKube;
 use crate::fixture::{plan_json, sorted_changes, sorted_pairs, unit_in, Repo};
 use crate::helm_fetch::{package, Static};
@@ -52,14 +53,7 @@ fn application(repo_url: &str, version: &str) -> String {
 /// 1.0.0 of `repo_url`; committed as the base.
 fn fleet(repo_url: &str) -> Repo {
     let repo = Repo::new(REMOTE);
-    repo.write(
-        "root.yaml",
-        &format!(
-            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: apps\n  namespace: argocd\nspec:\n  \
-             project: default\n  source:\n    repoURL: {REMOTE}\n    targetRevision: main\n    path: apps\n  destination:\n    \
-             server: https://kubernetes.default.svc\n    namespace: argocd\n"
-        ),
-    );
+    repo.write("root.yaml", &root_application(REMOTE));
     repo.write("apps/db.yaml", &application(repo_url, "1.0.0"));
     repo.commit("base");
     repo
