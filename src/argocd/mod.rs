@@ -8,6 +8,7 @@ pub mod ignore_differences;
 pub mod kustomize;
 pub mod path_match;
 pub mod reads;
+pub mod repository_credentials;
 pub mod revision;
 pub mod sync_options;
 pub mod tracking;

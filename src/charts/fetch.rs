@@ -33,6 +33,13 @@ pub enum FetchError {
     TooLarge { url: String, limit: u64 },
 }
 
+/// True when a fetch's message says the server wants credentials it was not given or refused
+/// (HTTP 401 or 403, as `FetchError::Status` prints them, or a registry's challenge fluxplan
+/// cannot answer).
+pub fn wants_credentials(message: &str) -> bool {
+    [": HTTP 401", ": HTTP 403", "the registry wants credentials"].iter().any(|said| message.contains(said))
+}
+
 /// Credentials for one source (its `secretRef`, read from the cluster with `--read-secrets`).
 /// Never shown: `Debug` says only which kind it is.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -270,4 +277,22 @@ fn same_origin(a: &Url, b: &Url) -> bool {
     a.scheme() == b.scheme()
         && a.host_str() == b.host_str()
         && a.port_or_known_default() == b.port_or_known_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_for_want_of_credentials_are_told_from_other_failures() {
+        let status = |status| FetchError::Status {
+            url: "https://charts.example.com/index.yaml".into(),
+            status,
+            www_authenticate: None,
+        };
+        assert!(wants_credentials(&status(401).to_string()));
+        assert!(wants_credentials(&status(403).to_string()));
+        assert!(!wants_credentials(&status(404).to_string()));
+        assert!(!wants_credentials(&status(500).to_string()));
+    }
 }

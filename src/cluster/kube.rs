@@ -6,6 +6,7 @@
 use super::helm_storage::{self, StoredReleaseSummary};
 use super::snapshot::{live_id, ClusterSnapshot};
 use super::{BlastRadius, DataLoss, Lookup, SubstitutionSource};
+use crate::argocd::repository_credentials::{self, RepositorySecret};
 use crate::flux::control::OWNER_NAME_LABEL;
 use crate::flux::helm::{self, ReleaseRef};
 use crate::flux::scope::Scope as FluxScope;
@@ -76,7 +77,12 @@ pub struct KubeCluster {
     discovery: Discovery,
     requests: AtomicUsize,
     options: KubeOptions,
+    /// Where the live `argocd-cm` was found (see `argocd_settings`): Argo CD's namespace.
+    argocd_namespace: std::sync::OnceLock<String>,
 }
+
+/// Argo CD's namespace when the cluster says nothing else (no `argocd-cm` found elsewhere).
+const DEFAULT_ARGOCD_NAMESPACE: &str = "argocd";
 
 /// A client for the configured context (or in-cluster).
 pub async fn client(context: Option<&str>) -> Result<Client, KubeError> {
@@ -113,7 +119,13 @@ impl KubeCluster {
             .run()
             .await
             .map_err(|e| KubeError::from_kube(e, || "discovery (get /api, /apis)".into()))?;
-        Ok(KubeCluster { client, discovery, requests: AtomicUsize::new(0), options })
+        Ok(KubeCluster {
+            client,
+            discovery,
+            requests: AtomicUsize::new(0),
+            options,
+            argocd_namespace: Default::default(),
+        })
     }
 
     /// Requests sent so far (discovery excluded).
@@ -510,7 +522,7 @@ impl KubeCluster {
         if applications.is_empty() {
             return json!({});
         }
-        let mut namespaces = vec!["argocd"];
+        let mut namespaces = vec![DEFAULT_ARGOCD_NAMESPACE];
         for namespace in applications.iter().filter_map(|a| a["metadata"]["namespace"].as_str()) {
             if !namespaces.contains(&namespace) {
                 namespaces.push(namespace);
@@ -521,6 +533,7 @@ impl KubeCluster {
             match self.fetch_values("ConfigMap", namespace, "argocd-cm").await {
                 Ok(Some(config)) => {
                     found = Some(config);
+                    let _ = self.argocd_namespace.set(namespace.to_string());
                     break;
                 }
                 Ok(None) => {}
@@ -667,6 +680,33 @@ impl KubeCluster {
         summary.kept.sort();
         summary.kept.dedup();
         Some(summary)
+    }
+
+    /// Argo CD's namespace: where the live `argocd-cm` is (`argocd`, else a namespace holding live
+    /// Applications), `argocd` when none was found. The cluster says it, never a pull request.
+    pub fn argocd_namespace(&self) -> &str {
+        self.argocd_namespace.get().map(String::as_str).unwrap_or(DEFAULT_ARGOCD_NAMESPACE)
+    }
+
+    /// Argo CD's repository and credential-template Secrets, in its namespace: one labelled list.
+    pub async fn argocd_repository_secrets(&self) -> Result<Vec<RepositorySecret>, KubeError> {
+        let (secrets, _) =
+            self.resource("", "Secret").ok_or_else(|| KubeError::Api("Secret not served".into()))?;
+        let namespace = self.argocd_namespace();
+        let items =
+            self.list_all(&secrets, true, Some(namespace), Some(repository_credentials::SELECTOR)).await?;
+        let mut found: Vec<RepositorySecret> = items
+            .iter()
+            .filter_map(|secret| {
+                let metadata = &secret["metadata"];
+                let name = format!("{namespace}/{}", metadata["name"].as_str()?);
+                let secret_type = metadata["labels"][repository_credentials::SECRET_TYPE_LABEL].as_str()?;
+                RepositorySecret::new(name, secret_type, super::snapshot::secret_values(secret))
+            })
+            .collect();
+        // Argo CD takes them in its informer's order; sorted, every plan takes the same.
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(found)
     }
 
     async fn fetch_values(
@@ -847,11 +887,13 @@ pub struct LiveValues {
     runtime: tokio::runtime::Handle,
     cluster: std::sync::Arc<KubeCluster>,
     cache: Mutex<BTreeMap<(String, String, String), Lookup>>,
+    /// Argo CD's repository Secrets, listed once.
+    repository_secrets: std::sync::OnceLock<Result<std::sync::Arc<Vec<RepositorySecret>>, String>>,
 }
 
 impl LiveValues {
     pub fn new(runtime: tokio::runtime::Handle, cluster: std::sync::Arc<KubeCluster>) -> Self {
-        LiveValues { runtime, cluster, cache: Mutex::default() }
+        LiveValues { runtime, cluster, cache: Mutex::default(), repository_secrets: Default::default() }
     }
 }
 
@@ -879,5 +921,23 @@ impl SubstitutionSource for LiveValues {
         };
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, answer.clone());
         answer
+    }
+
+    fn argocd_repository_secrets(&self) -> Result<std::sync::Arc<Vec<RepositorySecret>>, String> {
+        if !self.cluster.options.read_secrets {
+            return Err(format!(
+                "Argo CD's repository credentials are Secrets in namespace {}, read only with --read-secrets \
+                 (plan with a cluster and --read-secrets)",
+                self.cluster.argocd_namespace()
+            ));
+        }
+        self.repository_secrets
+            .get_or_init(|| {
+                self.runtime
+                    .block_on(self.cluster.argocd_repository_secrets())
+                    .map(std::sync::Arc::new)
+                    .map_err(|e| format!("Argo CD's repository credentials could not be read: {e}"))
+            })
+            .clone()
     }
 }

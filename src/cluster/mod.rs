@@ -21,6 +21,17 @@ pub enum Lookup {
 /// Where substitution values come from.
 pub trait SubstitutionSource: Send + Sync {
     fn lookup(&self, kind: &str, namespace: &str, name: &str) -> Lookup;
+
+    /// Argo CD's repository and credential-template Secrets, from its namespace in a live cluster
+    /// (never from what a render holds: a pull request could write its own); `Err` says why only
+    /// the cluster knows them.
+    fn argocd_repository_secrets(
+        &self,
+    ) -> Result<std::sync::Arc<Vec<crate::argocd::repository_credentials::RepositorySecret>>, String> {
+        Err("Argo CD's repository credentials are Secrets only the live cluster holds (plan with a cluster and \
+             --read-secrets)"
+            .into())
+    }
 }
 
 /// No cluster: every value is unknown.

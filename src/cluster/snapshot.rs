@@ -349,6 +349,13 @@ fn string_values(map: Option<&Value>, decode: bool) -> BTreeMap<String, String> 
         .collect()
 }
 
+/// A Secret's values, decoded (`data`, then `stringData` over it).
+pub(crate) fn secret_values(secret: &Value) -> BTreeMap<String, String> {
+    let mut values = string_values(secret.get("data"), true);
+    values.extend(string_values(secret.get("stringData"), false));
+    values
+}
+
 impl SubstitutionSource for ClusterSnapshot {
     fn lookup(&self, kind: &str, namespace: &str, name: &str) -> Lookup {
         let key = (namespace.to_string(), name.to_string());
@@ -359,11 +366,7 @@ impl SubstitutionSource for ClusterSnapshot {
             },
             "Secret" => match self.secrets.get(&key) {
                 Some(s) if s.get("data").is_none() && s.get("stringData").is_none() => Lookup::Unknown,
-                Some(s) => {
-                    let mut values = string_values(s.get("data"), true);
-                    values.extend(string_values(s.get("stringData"), false));
-                    Lookup::Found(values)
-                }
+                Some(s) => Lookup::Found(secret_values(s)),
                 None => Lookup::NotFound,
             },
             _ => Lookup::NotFound,

@@ -3,6 +3,7 @@
 //! manifests), and follow app-of-apps and ApplicationSets until every reachable one is rendered.
 
 use super::build::Builder;
+use super::helm::argo_credentials::Credentials;
 use super::progress::Progress;
 use super::source::ExportedSource;
 use super::{
@@ -644,10 +645,17 @@ impl<'a> ArgoWalk<'a> {
             // A chart of a Helm repository or registry: fetched by the same rules as HelmReleases'.
             let request =
                 super::helm::argo::request(&source.repo_url, chart, source.target_revision.as_deref());
-            // Argo CD's repository credentials live in its own namespace: not read.
-            let archive = self.charts.fetch(&request, None).map_err(|why| {
+            // Argo CD's repository credentials: Secrets of its namespace in the live cluster only.
+            let credentials = Credentials::of(self.opts.values.as_ref(), &source.repo_url, &app.project)
+                .map_err(|why| {
+                    Unrendered::External(format!(
+                        "Helm chart {chart} from {url}: {why}; this Application is not planned"
+                    ))
+                })?;
+            let archive = self.charts.fetch(&request, credentials.auth()).map_err(|why| {
                 Unrendered::External(format!(
-                    "Helm chart {chart} from {url} could not be had ({request}): {why}; this Application is not planned"
+                    "Helm chart {chart} from {url} could not be had ({request}): {}; this Application is not planned",
+                    credentials.explain(&why)
                 ))
             })?;
             let scratch = tempfile::tempdir()

@@ -55,16 +55,18 @@ spec:
         image: \"guestbook:{{ .Values.tag }}\"
 ";
 
+/// The root Application `argocd/apps`: the path `apps` of `remote` at `main`, synced with prune.
+pub(crate) fn root_application(remote: &str) -> String {
+    format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: apps\n  namespace: argocd\nspec:\n  \
+         project: default\n  source:\n    repoURL: {remote}\n    targetRevision: main\n    path: apps\n  destination:\n    \
+         server: https://kubernetes.default.svc\n    namespace: argocd\n  syncPolicy:\n    automated: {{prune: true}}\n"
+    )
+}
+
 fn fleet() -> Repo {
     let repo = Repo::new(REMOTE);
-    repo.write(
-        "root.yaml",
-        &format!(
-            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: apps\n  namespace: argocd\nspec:\n  \
-             project: default\n  source:\n    repoURL: {REMOTE}\n    targetRevision: main\n    path: apps\n  destination:\n    \
-             server: https://kubernetes.default.svc\n    namespace: argocd\n  syncPolicy:\n    automated: {{prune: true}}\n"
-        ),
-    );
+    repo.write("root.yaml", &root_application(REMOTE));
     repo.write("apps/Chart.yaml", "apiVersion: v2\nname: applications\nversion: 0.1.0\n");
     repo.write("apps/templates/applications.yaml", APPLICATIONS_TEMPLATE);
     repo.write(

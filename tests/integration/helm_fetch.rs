@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 /// A chart `db` of `version` whose StatefulSet is named `statefulset`, packaged into `out`.
-fn package(out: &Path, version: &str, statefulset: &str) -> PathBuf {
+pub(crate) fn package(out: &Path, version: &str, statefulset: &str) -> PathBuf {
     let dir = tempfile::tempdir().unwrap();
     let chart = dir.path().join("db");
     std::fs::create_dir_all(chart.join("templates")).unwrap();
@@ -110,10 +110,11 @@ fn which(program: &str) -> Option<PathBuf> {
 }
 
 /// A static HTTP server on loopback: files by path, redirects by path; it records every path
-/// asked for.
-struct Static {
-    port: u16,
+/// asked for, and every `Authorization` header it was sent.
+pub(crate) struct Static {
+    pub(crate) port: u16,
     asked: Arc<Mutex<Vec<String>>>,
+    authorizations: Arc<Mutex<Vec<String>>>,
 }
 
 impl Static {
@@ -131,6 +132,8 @@ impl Static {
         let port = listener.local_addr().unwrap().port();
         let asked = Arc::new(Mutex::new(Vec::new()));
         let log = asked.clone();
+        let authorizations = Arc::new(Mutex::new(Vec::new()));
+        let sent = authorizations.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -142,8 +145,11 @@ impl Static {
                 let mut header = String::new();
                 let mut authorized = auth.is_none();
                 while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
-                    if let (Some(expected), Some((name, value))) = (&auth, header.split_once(':')) {
-                        authorized |= name.eq_ignore_ascii_case("authorization") && value.trim() == expected;
+                    if let Some((_, value)) =
+                        header.split_once(':').filter(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+                    {
+                        sent.lock().unwrap().push(value.trim().to_string());
+                        authorized |= auth.as_deref() == Some(value.trim());
                     }
                     header.clear();
                 }
@@ -168,7 +174,7 @@ impl Static {
                 let _ = stream.write_all(&response);
             }
         });
-        Static { port, asked }
+        Static { port, asked, authorizations }
     }
 
     /// A classic Helm repository at `/charts`: the archives in `packages`, indexed by `helm repo index`.
@@ -177,7 +183,7 @@ impl Static {
     }
 
     /// The same, answering only requests with the `Authorization` header `auth`.
-    fn private_repository(packages: &Path, auth: Option<String>) -> Self {
+    pub(crate) fn private_repository(packages: &Path, auth: Option<String>) -> Self {
         let index = Command::new(helm(4).program()).args(["repo", "index"]).arg(packages).output().unwrap();
         assert!(index.status.success(), "{}", String::from_utf8_lossy(&index.stderr));
         let files = std::fs::read_dir(packages)
@@ -190,12 +196,21 @@ impl Static {
         Static::guarded(files, Vec::new(), auth)
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn asked(&self) -> Vec<String> {
+    pub(crate) fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub(crate) fn asked(&self) -> Vec<String> {
         self.asked.lock().unwrap().clone()
+    }
+
+    /// Every `Authorization` header sent to it.
+    pub(crate) fn authorizations(&self) -> Vec<String> {
+        self.authorizations.lock().unwrap().clone()
     }
 }
 

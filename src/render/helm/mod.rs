@@ -3,6 +3,7 @@
 //! its output split into the release's manifest, its hooks and its tests (`manifest`).
 
 pub mod argo;
+pub mod argo_credentials;
 pub mod dependencies;
 pub mod engine;
 pub mod installed;
