@@ -645,7 +645,7 @@ impl<'a> ArgoWalk<'a> {
             let request =
                 super::helm::argo::request(&source.repo_url, chart, source.target_revision.as_deref());
             // Argo CD's repository credentials live in its own namespace: not read.
-            let archive = self.charts.fetch(&request, None).map_err(|why| {
+            let archive = self.charts.fetch(&request, &Default::default()).map_err(|why| {
                 Unrendered::External(format!(
                     "Helm chart {chart} from {url} could not be had ({request}): {why}; this Application is not planned"
                 ))
