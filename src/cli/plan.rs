@@ -66,7 +66,8 @@ pub struct LiveArgs {
     /// The kubeconfig context to read (with --kube or `snapshot`; default: the current one).
     #[arg(long)]
     pub context: Option<String>,
-    /// Also read the Secrets postBuild.substituteFrom names (values are never printed).
+    /// Also read Secrets: those postBuild.substituteFrom and valuesFrom name, Helm's release
+    /// storage, and chart sources' secretRef and certSecretRef (values are never printed).
     #[arg(long)]
     pub read_secrets: bool,
     /// A file mapping each cluster root of the repository to a kube context or a snapshot file.
