@@ -5,7 +5,7 @@
 //! certificates are made at test time with the `openssl` command.
 
 use crate::fake_kube::FakeKube;
-use crate::fixture::{fluxplan_bin, has_alert, helm, sorted_changes, sorted_pairs, unit_in, Repo};
+use crate::fixture::{has_alert, helm, sorted_changes, sorted_pairs, unit_in, Repo};
 use crate::helm_fetch::{fleet, package, Registry};
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -104,6 +104,19 @@ impl Pki {
         registry.push_with(archive, &["--ca-file", &ca, "--cert-file", &cert, "--key-file", &key])
     }
 
+    /// A PKI, and a registry over TLS serving the chart `db` at each (version, StatefulSet name),
+    /// packaged into the directory returned.
+    fn serving(charts: &[(&str, &str)]) -> (Pki, Registry, tempfile::TempDir) {
+        let _ = helm(4);
+        let pki = Pki::generate();
+        let registry = pki.registry();
+        let packages = tempfile::tempdir().unwrap();
+        for (version, statefulset) in charts {
+            pki.push(&registry, &package(packages.path(), version, statefulset));
+        }
+        (pki, registry, packages)
+    }
+
     /// The lines of the client's private key that hold key material (never to be shown).
     fn key_material(&self) -> Vec<String> {
         self.pem("client.key").lines().filter(|l| !l.starts_with("-----")).map(str::to_string).collect()
@@ -134,26 +147,8 @@ const CHART_REF: &str = "  chartRef:\n    kind: OCIRepository\n    name: db\n";
 /// `fluxplan plan --kube` against `fake` (HEAD~1 → HEAD): the plan, and all it printed.
 fn plan_live(repo: &Repo, fake: &FakeKube, extra: &[&str]) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(fluxplan_bin())
-        .args([
-            "plan",
-            "--no-cache",
-            "--kube",
-            "--base",
-            "HEAD~1",
-            "--head",
-            "HEAD",
-            "--format",
-            "json",
-            "--repo",
-        ])
-        .arg(repo.path())
-        .args(extra)
-        .env("KUBECONFIG", fake.kubeconfig(dir.path()))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let printed = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let (stdout, stderr, _) = crate::kube_view::plan_as(repo, &fake.kubeconfig(dir.path()), "json", extra);
+    let printed = format!("{stdout}{stderr}");
     (serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {printed}")), printed)
 }
 
@@ -171,12 +166,7 @@ fn assert_never_shown(printed: &str, pki: &Pki) {
 /// to give; a source without certSecretRef fails the certificate check, said so.
 #[test]
 fn a_registry_behind_a_private_ca_is_read_with_the_sources_cert_secret_ref() {
-    let _ = helm(4);
-    let pki = Pki::generate();
-    let registry = pki.registry();
-    let packages = tempfile::tempdir().unwrap();
-    pki.push(&registry, &package(packages.path(), "1.0.0", "db"));
-    pki.push(&registry, &package(packages.path(), "2.0.0", "db-v2"));
+    let (pki, registry, packages) = Pki::serving(&[("1.0.0", "db"), ("2.0.0", "db-v2")]);
     let url = format!("oci://{}/charts/db", registry.host());
     let repo = fleet(&oci_repository(&url, "1.0.0", Some("registry-tls")), CHART_REF);
     repo.write("apps/db/sources.yaml", &oci_repository(&url, "2.0.0", Some("registry-tls")));
@@ -250,11 +240,7 @@ fn a_registry_behind_a_private_ca_is_read_with_the_sources_cert_secret_ref() {
 /// not PEM fails the release with a message that names the key, not its content.
 #[test]
 fn a_sources_client_certificate_goes_only_where_the_operator_allows_credentials() {
-    let _ = helm(4);
-    let pki = Pki::generate();
-    let registry = pki.registry();
-    let packages = tempfile::tempdir().unwrap();
-    pki.push(&registry, &package(packages.path(), "1.0.0", "db"));
+    let (pki, registry, _packages) = Pki::serving(&[("1.0.0", "db")]);
     let host = registry.host();
     let url = format!("oci://{host}/charts/db");
     // The base also uses a public Helm repository: its host is one fluxplan may fetch from.

@@ -151,7 +151,12 @@ pub(crate) fn plan_kube_as(repo: &Repo, fake: &FakeKube, format: &str) -> String
 }
 
 /// stdout, stderr and exit code of `fluxplan plan --kube` in `format`.
-fn plan_as(repo: &Repo, kubeconfig: &std::path::Path, format: &str, extra: &[&str]) -> (String, String, i32) {
+pub(crate) fn plan_as(
+    repo: &Repo,
+    kubeconfig: &std::path::Path,
+    format: &str,
+    extra: &[&str],
+) -> (String, String, i32) {
     let out = Command::new(fluxplan_bin())
         .args([
             "plan",
