@@ -18,7 +18,8 @@ scripts/fetch-helm.sh 3 >/dev/null
 # Debian packages the tests drive for real, installed when missing (as root, with apt-get): an OCI
 # registry for chart tests (the tests start it on loopback), buildah for the image tests
 # (scripts/build-image.sh; vfs storage, chroot isolation) and a real browser for the run page test
-# (chromium, headless).
+# (chromium, headless), and the openssl command that makes the chart-over-TLS tests' private CA
+# and certificates.
 apt_need() {
   local program=$1 package=$2
   need "$program" && return 0
@@ -30,6 +31,7 @@ apt_need() {
   fi
 }
 apt_need docker-registry docker-registry
+apt_need openssl openssl
 apt_need buildah buildah
 apt_need chromium chromium
 

@@ -2,9 +2,12 @@
 //! passes the host policy, every address a connection may use passes the address policy, bodies
 //! are capped, and the whole is bounded in time. Redirects are followed here, one at a time, so
 //! each is checked; names are resolved here, so no connection reaches an address the policy
-//! refuses.
+//! refuses. A source's CA is trusted besides the system's roots; its client certificate is a
+//! credential like its login: presented only to hosts the operator names, only to the origin
+//! asked for.
 
 use super::hosts::{HostPolicy, Refused};
+use super::tls::SourceTls;
 use reqwest::blocking::{Client, Response};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, LOCATION};
@@ -73,6 +76,28 @@ impl Auth {
     }
 }
 
+/// What one GET presents of its source's credentials.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Presented<'a> {
+    /// The Authorization header.
+    pub auth: Option<&'a Auth>,
+    /// The source's client certificate, when its `Fetcher` has one.
+    pub client_certificate: bool,
+}
+
+impl<'a> Presented<'a> {
+    /// Nothing: an anonymous request.
+    pub fn nothing() -> Self {
+        Presented::default()
+    }
+
+    /// `auth` and the source's client certificate: a request to the source's own registry or
+    /// repository.
+    pub fn source(auth: Option<&'a Auth>) -> Self {
+        Presented { auth, client_certificate: true }
+    }
+}
+
 /// What may be fetched, and how.
 #[derive(Debug, Clone, Default)]
 pub struct Access {
@@ -86,23 +111,42 @@ pub struct Access {
 /// A client that fetches only what `Access` allows.
 pub struct Fetcher {
     client: Client,
+    /// The same, presenting the source's client certificate: a client of its own, so that no
+    /// connection it opens (nor its TLS session) serves a request that must not present it.
+    identified: Option<Client>,
     access: Arc<Access>,
 }
 
 impl Fetcher {
     pub fn new(access: Access) -> Result<Self, String> {
+        Self::for_source(access, None)
+    }
+
+    /// A client for one source: trusting its CA besides the system's roots (as source-controller
+    /// does), and able to present its client certificate.
+    pub fn for_source(access: Access, tls: Option<&SourceTls>) -> Result<Self, String> {
         crate::tls::install_crypto_provider();
         let access = Arc::new(access);
-        let client = Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(Arc::new(CheckedResolver { access: access.clone() }))
-            .no_proxy()
-            .timeout(access.timeout.unwrap_or(DEFAULT_TIMEOUT))
-            .connect_timeout(Duration::from_secs(15))
-            .user_agent(concat!("fluxplan/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| format!("cannot start an HTTP client: {e}"))?;
-        Ok(Fetcher { client, access })
+        let roots = tls.map(SourceTls::roots).transpose()?.unwrap_or_default();
+        let builder = || {
+            Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .dns_resolver(Arc::new(CheckedResolver { access: access.clone() }))
+                .no_proxy()
+                .timeout(access.timeout.unwrap_or(DEFAULT_TIMEOUT))
+                .connect_timeout(Duration::from_secs(15))
+                .user_agent(concat!("fluxplan/", env!("CARGO_PKG_VERSION")))
+                .tls_certs_merge(roots.clone())
+        };
+        let build = |builder: reqwest::blocking::ClientBuilder| {
+            builder.build().map_err(|e| format!("cannot start an HTTP client: {}", error_chain(&e)))
+        };
+        let client = build(builder())?;
+        let identified = match tls.map(SourceTls::identity).transpose()?.flatten() {
+            Some(identity) => Some(build(builder().identity(identity))?),
+            None => None,
+        };
+        Ok(Fetcher { client, identified, access })
     }
 
     /// The URL `url` is fetched from: the policy's (a mirror's when one is set) and plain HTTP
@@ -127,17 +171,24 @@ impl Fetcher {
     }
 
     /// GETs `url` (already a target: see `target`), at most `limit` bytes, following checked
-    /// redirects. `accept` and `auth` become the Accept and Authorization headers (the latter
-    /// sent to `url`'s host only).
+    /// redirects. `accept` becomes the Accept header; what is `presented` goes to `url`'s
+    /// origin only.
     pub fn get(
         &self,
         url: &Url,
         accept: Option<&str>,
-        auth: Option<&Auth>,
+        presented: Presented,
         limit: u64,
     ) -> Result<(Vec<u8>, HeaderMap), FetchError> {
+        let auth = presented.auth;
+        // Plain HTTP has no handshake to present a certificate in.
+        let certificate =
+            presented.client_certificate && self.identified.is_some() && url.scheme() == "https";
         // A source's own credentials go only where the operator says; a token a registry handed
         // out goes back to that registry.
+        if certificate {
+            self.access.hosts.check_credentials(url.host_str().unwrap_or(""))?;
+        }
         if let Some(Auth::Basic { .. }) = auth {
             self.access.hosts.check_credentials(url.host_str().unwrap_or(""))?;
             // Never in clear text, but to a registry the operator says speaks plain HTTP.
@@ -151,7 +202,11 @@ impl Fetcher {
         let mut current = url.clone();
         for _ in 0..=MAX_REDIRECTS {
             self.check_connection(&current)?;
-            let mut request = self.client.get(current.clone());
+            let client = match &self.identified {
+                Some(identified) if certificate && same_origin(&current, url) => identified,
+                _ => &self.client,
+            };
+            let mut request = client.get(current.clone());
             if let Some(accept) = accept {
                 request = request.header(ACCEPT, accept);
             }
@@ -160,7 +215,7 @@ impl Fetcher {
             if let Some(value) = auth.filter(|_| same_origin(&current, url)).and_then(Auth::header) {
                 request = request.header(AUTHORIZATION, value);
             }
-            let response = request.send().map_err(|e| failed(&current, e))?;
+            let response = request.send().map_err(|e| failed(&current, error_chain(&e)))?;
             let status = response.status();
             if status.is_redirection() {
                 let location =
@@ -230,6 +285,22 @@ impl Fetcher {
 
 fn failed(url: &Url, e: impl std::fmt::Display) -> FetchError {
     FetchError::Failed { url: url.to_string(), message: e.to_string() }
+}
+
+/// An error and its causes: reqwest's own message says only that a request failed, its causes
+/// say why (a certificate no trusted CA signed, a refused connection).
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let text = inner.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = inner.source();
+    }
+    message
 }
 
 fn read_capped(response: Response, url: &Url, limit: u64) -> Result<Vec<u8>, FetchError> {

@@ -3,10 +3,12 @@
 //! content a pull request names.
 
 pub mod archive;
+pub mod credentials;
 pub mod fetch;
 pub mod hosts;
 pub mod oci;
 pub mod store;
+pub mod tls;
 pub mod version;
 
 /// The URLs written in the Flux source manifests of `commit` (`url:` lines of files naming

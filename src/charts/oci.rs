@@ -3,7 +3,7 @@
 //! against its digest. Public registries want an anonymous bearer token first (`WWW-Authenticate`
 //! on a 401): its realm is a URL like any other, checked by the same policy.
 
-use super::fetch::{Auth, FetchError, Fetcher};
+use super::fetch::{Auth, FetchError, Fetcher, Presented};
 use super::version::Constraint;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -133,8 +133,8 @@ impl Session<'_> {
     fn bytes(&mut self, path: &str, accept: Option<&str>, limit: u64) -> Result<Vec<u8>, String> {
         let url = self.url(path);
         for attempt in 0..2 {
-            let auth = self.token.as_ref().or(self.credentials);
-            match self.fetcher.get(&url, accept, auth, limit) {
+            let presented = Presented::source(self.token.as_ref().or(self.credentials));
+            match self.fetcher.get(&url, accept, presented, limit) {
                 Ok((bytes, _)) => return Ok(bytes),
                 Err(FetchError::Status { status: 401, www_authenticate: Some(challenge), .. })
                     if attempt == 0 && challenge.trim_start().to_ascii_lowercase().starts_with("bearer") =>
@@ -189,8 +189,10 @@ impl Session<'_> {
                 query.append_pair("scope", &format!("repository:{}:pull", self.repository));
             }
         }
-        let (bytes, _) =
-            self.fetcher.get(&url, None, self.credentials, 1 << 20).map_err(|e| e.to_string())?;
+        let (bytes, _) = self
+            .fetcher
+            .get(&url, None, Presented::source(self.credentials), 1 << 20)
+            .map_err(|e| e.to_string())?;
         let answer: Value = serde_json::from_slice(&bytes).map_err(|e| format!("{realm}: not JSON: {e}"))?;
         answer["token"]
             .as_str()

@@ -3,7 +3,8 @@
 //! and kept by digest so that every plan after the first reads it from disk. Each request is
 //! resolved once per renderer: base and head of a plan see the same chart for the same request.
 
-use super::fetch::{Access, Auth, FetchError, Fetcher};
+use super::credentials::SourceCredentials;
+use super::fetch::{Access, FetchError, Fetcher, Presented};
 use super::oci;
 use super::version::Constraint;
 use sha2::{Digest, Sha256};
@@ -50,10 +51,13 @@ pub struct ChartStore {
     /// `cache_dir/charts`, when there is a cache; else a temporary directory made on first use.
     kept: Option<PathBuf>,
     scratch: OnceLock<Result<tempfile::TempDir, String>>,
-    /// By request and the credentials it was made with: a chart fetched for one source never
-    /// answers another without them (nor a refusal with them).
-    resolved: Memo<(ChartRequest, Option<Auth>), Fetched>,
-    indexes: Memo<(String, Option<Auth>), serde_json::Value>,
+    /// By request and the credentials it was made with (login and TLS material alike): a chart
+    /// fetched for one source never answers another without them (nor a refusal with them), so a
+    /// pull request that names the same URL without the credentials, or without the CA, fetches
+    /// (and fails) as source-controller would. Archives on disk are found by digest only after a
+    /// fetch, never by URL. These keys are in memory only.
+    resolved: Memo<(ChartRequest, SourceCredentials), Fetched>,
+    indexes: Memo<(String, SourceCredentials), serde_json::Value>,
 }
 
 type Memo<K, V> = crate::memo::Memo<K, Result<V, String>>;
@@ -91,17 +95,17 @@ impl ChartStore {
         Ok(dir)
     }
 
-    /// The chart `request` names, fetched with `access` (once per store).
-    /// `credentials`: the source's, when it names a Secret (the same request is the same chart,
-    /// whoever asks).
+    /// The chart `request` names, fetched with `access` (once per store and credentials).
+    /// `credentials`: the source's, when it names Secrets.
     pub fn get(
         &self,
         request: &ChartRequest,
         access: &Access,
-        credentials: Option<&Auth>,
+        credentials: &SourceCredentials,
     ) -> Result<Fetched, String> {
-        self.resolved.get(&(request.clone(), credentials.cloned()), || {
-            Fetcher::new(access.clone()).and_then(|fetcher| self.fetch(request, &fetcher, credentials))
+        self.resolved.get(&(request.clone(), credentials.clone()), || {
+            Fetcher::for_source(access.clone(), credentials.tls.as_ref())
+                .and_then(|fetcher| self.fetch(request, &fetcher, credentials))
         })
     }
 
@@ -109,22 +113,21 @@ impl ChartStore {
         &self,
         request: &ChartRequest,
         fetcher: &Fetcher,
-        credentials: Option<&Auth>,
+        source: &SourceCredentials,
     ) -> Result<Fetched, String> {
+        let credentials = source.auth.as_ref();
         match request {
             ChartRequest::Repository { url, chart, version } => {
-                let (archive_url, digest) =
-                    self.resolve_in_index(url, chart, version, fetcher, credentials)?;
+                let (archive_url, digest) = self.resolve_in_index(url, chart, version, fetcher, source)?;
                 let target = fetcher.target(archive_url.as_str()).map_err(|e| e.to_string())?;
                 // The repository's credentials go to archives on its own host only, as Helm sends them.
-                let (bytes, _) = fetcher
-                    .get(
-                        &target,
-                        None,
-                        credentials.filter(|_| target.host_str() == host_of(url).as_deref()),
-                        MAX_CHART_BYTES,
-                    )
-                    .map_err(|e| e.to_string())?;
+                let presented = if target.host_str() == host_of(url).as_deref() {
+                    Presented::source(credentials)
+                } else {
+                    Presented::nothing()
+                };
+                let (bytes, _) =
+                    fetcher.get(&target, None, presented, MAX_CHART_BYTES).map_err(|e| e.to_string())?;
                 self.keep(&bytes, digest.as_deref())
             }
             ChartRequest::Oci { url, reference } => {
@@ -141,7 +144,7 @@ impl ChartStore {
         chart: &str,
         version: &str,
         fetcher: &Fetcher,
-        credentials: Option<&Auth>,
+        credentials: &SourceCredentials,
     ) -> Result<(Url, Option<String>), String> {
         let constraint = Constraint::parse(version).map_err(|e| format!("version '{version}': {e}"))?;
         let index = self.index(url, fetcher, credentials)?;
@@ -171,13 +174,14 @@ impl ChartStore {
         &self,
         url: &str,
         fetcher: &Fetcher,
-        credentials: Option<&Auth>,
+        credentials: &SourceCredentials,
     ) -> Result<serde_json::Value, String> {
-        self.indexes.get(&(url.to_string(), credentials.cloned()), || {
+        self.indexes.get(&(url.to_string(), credentials.clone()), || {
             let index_url = format!("{}/index.yaml", url.trim_end_matches('/'));
             let target = fetcher.target(&index_url).map_err(|e| e.to_string())?;
-            let (bytes, _) =
-                fetcher.get(&target, None, credentials, MAX_INDEX_BYTES).map_err(|e| match e {
+            let (bytes, _) = fetcher
+                .get(&target, None, Presented::source(credentials.auth.as_ref()), MAX_INDEX_BYTES)
+                .map_err(|e| match e {
                     FetchError::Status { status: 404, .. } => {
                         format!("{url} is not a Helm repository (no index.yaml)")
                     }

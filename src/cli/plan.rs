@@ -66,8 +66,9 @@ pub struct LiveArgs {
     /// The kubeconfig context to read (with --kube or `snapshot`; default: the current one).
     #[arg(long)]
     pub context: Option<String>,
-    /// Also read Secrets: those postBuild.substituteFrom and sources' secretRef name, Helm's storage,
-    /// and Argo CD's repository credentials for Helm sources (values are never printed).
+    /// Also read Secrets: those postBuild.substituteFrom and valuesFrom name, Helm's release
+    /// storage, chart sources' secretRef and certSecretRef, and Argo CD's repository credentials
+    /// for Helm sources (values are never printed).
     #[arg(long)]
     pub read_secrets: bool,
     /// A file mapping each cluster root of the repository to a kube context or a snapshot file.

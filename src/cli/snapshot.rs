@@ -16,7 +16,8 @@ pub struct SnapshotArgs {
     /// Write the snapshot here (default: standard output).
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
-    /// Read the Secrets postBuild.substituteFrom names (their keys are recorded, not their values).
+    /// Read the Secrets postBuild.substituteFrom and valuesFrom name, and those of the live chart
+    /// sources' secretRef and certSecretRef (their keys are recorded, not their values).
     #[arg(long)]
     pub read_secrets: bool,
     /// Keep those Secrets' values in the file (it then holds secrets: protect it).

@@ -442,8 +442,10 @@ impl KubeCluster {
             }
             let is_source = crate::flux::split_api_version(object["apiVersion"].as_str().unwrap_or("")).0
                 == crate::flux::SOURCE_GROUP;
-            if let Some(name) = object["spec"]["secretRef"]["name"].as_str().filter(|_| is_source) {
-                want(object, &json!([{"kind": "Secret", "name": name}]));
+            for field in ["secretRef", "certSecretRef"] {
+                if let Some(name) = object["spec"][field]["name"].as_str().filter(|_| is_source) {
+                    want(object, &json!([{"kind": "Secret", "name": name}]));
+                }
             }
         }
         for (kind, namespace, name) in &wanted {

@@ -652,7 +652,11 @@ impl<'a> ArgoWalk<'a> {
                         "Helm chart {chart} from {url}: {why}; this Application is not planned"
                     ))
                 })?;
-            let archive = self.charts.fetch(&request, credentials.auth()).map_err(|why| {
+            let login = crate::charts::credentials::SourceCredentials {
+                auth: credentials.auth().cloned(),
+                tls: None,
+            };
+            let archive = self.charts.fetch(&request, &login).map_err(|why| {
                 Unrendered::External(format!(
                     "Helm chart {chart} from {url} could not be had ({request}): {}; this Application is not planned",
                     credentials.explain(&why)

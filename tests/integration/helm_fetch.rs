@@ -37,7 +37,7 @@ pub(crate) fn package(out: &Path, version: &str, statefulset: &str) -> PathBuf {
 }
 
 /// Debian's docker-registry serving on a free loopback port, stopped when dropped.
-struct Registry {
+pub(crate) struct Registry {
     child: Child,
     port: u16,
     _dir: tempfile::TempDir,
@@ -45,6 +45,12 @@ struct Registry {
 
 impl Registry {
     fn start() -> Self {
+        Self::start_with("")
+    }
+
+    /// A registry whose `http:` section also holds `http_extra` (lines indented by two spaces,
+    /// as under `http:`): TLS, client CAs.
+    pub(crate) fn start_with(http_extra: &str) -> Self {
         let program = which("docker-registry").unwrap_or_else(|| {
             panic!("this test needs Debian's docker-registry (apt-get install docker-registry)")
         });
@@ -54,7 +60,7 @@ impl Registry {
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n{http_extra}",
                 dir.path().join("data").display()
             ),
         )
@@ -73,17 +79,22 @@ impl Registry {
         registry
     }
 
-    fn host(&self) -> String {
+    pub(crate) fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
     /// `helm push` of `archive` to `oci://HOST/charts`; returns the pushed digest.
     fn push(&self, archive: &Path) -> String {
+        self.push_with(archive, &["--plain-http"])
+    }
+
+    /// The same, with `flags` for how to reach the registry (`--plain-http`, `--ca-file`, …).
+    pub(crate) fn push_with(&self, archive: &Path, flags: &[&str]) -> String {
         let output = Command::new(helm(4).program())
             .arg("push")
             .arg(archive)
             .arg(format!("oci://{}/charts", self.host()))
-            .arg("--plain-http")
+            .args(flags)
             .env("HOME", tempfile::tempdir().unwrap().path())
             .output()
             .unwrap();
@@ -216,7 +227,7 @@ impl Static {
 
 /// A fleet whose Kustomization `flux-system/db` applies `sources` (Flux source manifests) and a
 /// HelmRelease `data/db` whose chart part is `chart` (YAML under `spec:`).
-fn fleet(sources: &str, chart: &str) -> Repo {
+pub(crate) fn fleet(sources: &str, chart: &str) -> Repo {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/db.yaml", "db", "./apps/db", "");
     repo.write("apps/db/sources.yaml", sources);
@@ -225,7 +236,7 @@ fn fleet(sources: &str, chart: &str) -> Repo {
     repo
 }
 
-fn release_manifest(chart: &str) -> String {
+pub(crate) fn release_manifest(chart: &str) -> String {
     format!(
         "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: db\n  namespace: data\nspec:\n  interval: 10m\n{chart}  values:\n    replicas: 2\n"
     )

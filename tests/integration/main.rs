@@ -28,6 +28,7 @@ mod hardening;
 mod helm;
 mod helm_fetch;
 mod helm_plan;
+mod helm_tls;
 mod hostile;
 mod image;
 mod kube_view;

@@ -102,7 +102,7 @@ impl Charts<'_> {
     pub fn fetch(
         &self,
         request: &ChartRequest,
-        credentials: Option<&crate::charts::fetch::Auth>,
+        credentials: &crate::charts::credentials::SourceCredentials,
     ) -> Result<std::path::PathBuf, String> {
         match &self.fetching {
             Ok((store, access)) => store.get(request, access, credentials).map(|fetched| fetched.archive),

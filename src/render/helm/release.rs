@@ -7,9 +7,11 @@ use super::engine::{Helm, Template};
 use super::manifest::Release;
 use super::units::ChartVersion;
 use crate::cancel::CancelToken;
+use crate::charts::credentials::{docker_login, SourceCredentials};
 use crate::charts::fetch::Auth;
 use crate::charts::oci;
 use crate::charts::store::ChartRequest;
+use crate::charts::tls::{SourceTls, TlsError};
 use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec, HELM_GROUP};
 use crate::flux::SourceRef;
 use crate::paths;
@@ -58,7 +60,7 @@ pub struct Inputs<'a> {
 }
 
 /// Gets a chart's archive (see `Inputs::fetch`).
-pub type FetchChart<'a> = dyn Fn(&ChartRequest, Option<&Auth>) -> Result<PathBuf, String> + 'a;
+pub type FetchChart<'a> = dyn Fn(&ChartRequest, &SourceCredentials) -> Result<PathBuf, String> + 'a;
 
 /// `helm template` through a cache (see `Inputs::templates`).
 pub type Templates<'a> =
@@ -87,7 +89,10 @@ pub fn render(
     let scratch = tempfile::tempdir().map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
     let chart = match inputs.given_chart {
         Some(given) => chart_on_disk(given, spec, scratch.path(), "the chart given with --chart")?,
-        None => locate_chart(spec.chart.as_ref(), spec, inputs, scratch.path(), 0)?,
+        None => {
+            let release = format!("{namespace}/{name}");
+            locate_chart(spec.chart.as_ref(), spec, inputs, scratch.path(), &release, 0)?
+        }
     };
     let merged = super::values::merged(spec, namespace, inputs)?;
     let values = merged.values;
@@ -115,7 +120,7 @@ pub fn render(
                     copy_chart(&dir, &copy.join("charts").join(&name)).map_err(prepare)?;
                 }
                 super::dependencies::Missing::Fetch { name, request } => {
-                    let archive = (inputs.fetch)(&request, None).map_err(|why| {
+                    let archive = (inputs.fetch)(&request, &SourceCredentials::default()).map_err(|why| {
                         NotRendered::External(format!(
                             "its chart's dependency {name} could not be had ({request}): {why}"
                         ))
@@ -373,13 +378,14 @@ fn locate_chart(
     spec: &HelmReleaseSpec,
     inputs: &Inputs,
     scratch: &Path,
+    release: &str,
     depth: usize,
 ) -> Result<Chart, NotRendered> {
     let (chart, source, version, values_files, ignore_missing) = match source {
         None => return Err(failed("the HelmRelease names no chart (spec.chart or spec.chartRef)".into())),
         Some(ChartSource::Reference(reference)) => {
             let request = match reference.kind.as_str() {
-                "OCIRepository" => oci_repository(reference, inputs)?,
+                "OCIRepository" => oci_repository(reference, inputs, release)?,
                 // An artifact an ArtifactGenerator builds from this repository: the chart is its root.
                 "ExternalArtifact" => {
                     let tree = (inputs.source_tree)(reference).ok_or_else(|| {
@@ -396,7 +402,7 @@ fn locate_chart(
                 }
                 "HelmChart" if depth == 0 => {
                     let template = helm_chart(reference, inputs)?;
-                    return locate_chart(Some(&template), spec, inputs, scratch, depth + 1);
+                    return locate_chart(Some(&template), spec, inputs, scratch, release, depth + 1);
                 }
                 _ => {
                     return Err(NotRendered::External(format!(
@@ -411,7 +417,7 @@ fn locate_chart(
         }
     };
     if source.kind == "HelmRepository" {
-        let request = helm_repository(source, chart, version.as_deref(), inputs)?;
+        let request = helm_repository(source, chart, version.as_deref(), inputs, release)?;
         return fetched(&request, spec, inputs, scratch);
     }
     if !matches!(source.kind.as_str(), "GitRepository" | "Bucket") {
@@ -433,7 +439,7 @@ fn locate_chart(
 /// A chart to fetch, with its source's credentials.
 struct Sourced {
     request: ChartRequest,
-    credentials: Option<Auth>,
+    credentials: SourceCredentials,
 }
 
 /// The chart `sourced` names, fetched and unpacked.
@@ -444,75 +450,117 @@ fn fetched(
     scratch: &Path,
 ) -> Result<Chart, NotRendered> {
     let request = &sourced.request;
-    let archive = (inputs.fetch)(request, sourced.credentials.as_ref())
+    let archive = (inputs.fetch)(request, &sourced.credentials)
         .map_err(|why| NotRendered::External(format!("its chart could not be had ({request}): {why}")))?;
     chart_on_disk(&archive, spec, scratch, &format!("the chart fetched for {request}"))
 }
 
 /// A source object of the render with its credentials, or why the chart it holds is not planned.
-fn source_object(reference: &SourceRef, inputs: &Inputs) -> Result<(Value, Option<Auth>), NotRendered> {
+/// `release` (`NAMESPACE/NAME`) is the HelmRelease, for the reasons that say how to give its chart.
+fn source_object(
+    reference: &SourceRef,
+    inputs: &Inputs,
+    release: &str,
+) -> Result<(Value, SourceCredentials), NotRendered> {
     let object = (inputs.source_object)(reference).ok_or_else(|| {
         NotRendered::External(format!(
             "its chart's source {reference} is not in this render (only the cluster has it)"
         ))
     })?;
     let spec = &object["spec"];
-    for field in ["certSecretRef", "verify"] {
-        if spec.get(field).is_some_and(|v| !v.is_null()) {
-            return Err(NotRendered::External(format!(
-                "its chart's source {reference} uses spec.{field}, which fluxplan does not read: not fetched"
+    let by_hand = format!("give its chart with --chart {release}=DIR|TGZ");
+    if spec.get("verify").is_some_and(|v| !v.is_null()) {
+        return Err(NotRendered::External(format!(
+            "its chart's source {reference} verifies signatures (spec.verify), which fluxplan cannot do: not \
+             fetched; {by_hand}"
+        )));
+    }
+    if let Some(provider) = spec["provider"].as_str().filter(|p| !p.is_empty() && *p != "generic") {
+        return Err(NotRendered::External(format!(
+            "its chart's source {reference} authenticates with provider {provider}, whose cloud credentials \
+             fluxplan does not get: not fetched; {by_hand}"
+        )));
+    }
+    let secret_named =
+        |field: &str| spec[field]["name"].as_str().filter(|n| !n.is_empty()).map(str::to_string);
+    let read = |field: &str, name: &str| secret_data(reference, field, name, inputs, &by_hand);
+    let mut credentials = SourceCredentials::default();
+    let login = secret_named("secretRef")
+        .map(|name| Ok::<_, NotRendered>((read("secretRef", &name)?, name)))
+        .transpose()?;
+    if let Some(name) = secret_named("certSecretRef") {
+        let data = read("certSecretRef", &name)?;
+        let tls = SourceTls::from_secret_data(&data).map_err(|why| {
+            failed(format!(
+                "{reference}'s certSecretRef Secret {}/{name} cannot be used: {why}",
+                reference.namespace
+            ))
+        })?;
+        credentials.tls = Some(tls);
+    } else if let Some((data, name)) = login.as_ref().filter(|_| reference.kind == "HelmRepository") {
+        // Deprecated, still honoured by source-controller: TLS keys in a HelmRepository's secretRef,
+        // when it has no certSecretRef. Keys missing there are no error (it may hold a login only).
+        credentials.tls = match SourceTls::from_secret_data(data) {
+            Ok(tls) => Some(tls),
+            Err(TlsError::Incomplete(_)) => None,
+            Err(TlsError::Invalid(why)) => {
+                return Err(failed(format!(
+                    "{reference}'s secretRef Secret {}/{name} holds TLS keys that cannot be used: {why}",
+                    reference.namespace
+                )))
+            }
+        };
+    }
+    if let Some((data, name)) = &login {
+        let url = url_of(&object, reference)?;
+        credentials.auth = login_of(data, &url).map_err(|why| {
+            failed(format!("{reference}'s secretRef Secret {}/{name}: {why}", reference.namespace))
+        })?;
+        if credentials.auth.is_none() && credentials.tls.is_none() {
+            return Err(failed(format!(
+                "Secret {}/{name} holds neither username and password nor a .dockerconfigjson login",
+                reference.namespace
             )));
         }
     }
-    if let Some(provider) = spec["provider"].as_str().filter(|p| *p != "generic") {
-        return Err(NotRendered::External(format!(
-            "its chart's source {reference} authenticates with provider {provider}: not fetched"
-        )));
-    }
-    let credentials = match spec["secretRef"]["name"].as_str().filter(|n| !n.is_empty()) {
-        Some(name) => Some(credentials_of(reference, name, inputs)?),
-        None => None,
-    };
     Ok((object, credentials))
 }
 
-/// A source's `secretRef`, from the cluster (read with `--read-secrets`): `username` and
-/// `password`, or the registry's entry of a `.dockerconfigjson`. Never shown.
-fn credentials_of(reference: &SourceRef, name: &str, inputs: &Inputs) -> Result<Auth, NotRendered> {
+/// A Secret a source names in `field`, from the cluster (read with `--read-secrets`). Never shown.
+fn secret_data(
+    reference: &SourceRef,
+    field: &str,
+    name: &str,
+    inputs: &Inputs,
+    by_hand: &str,
+) -> Result<std::collections::BTreeMap<String, String>, NotRendered> {
     let named = format!("Secret {}/{name}", reference.namespace);
-    let data = match (inputs.cluster)("Secret", &reference.namespace, name) {
-        crate::cluster::Lookup::Found(data) => data,
+    match (inputs.cluster)("Secret", &reference.namespace, name) {
+        crate::cluster::Lookup::Found(data) => Ok(data),
         crate::cluster::Lookup::NotFound => {
-            return Err(failed(format!("{reference} names the credentials {named}, which does not exist")))
+            Err(failed(format!("{reference} names {named} in spec.{field}, which does not exist")))
         }
-        crate::cluster::Lookup::Unknown => {
-            return Err(NotRendered::External(format!(
-                "its chart's source {reference} needs the credentials in {named}, which only the cluster holds (plan \
-                 with a cluster and --read-secrets)"
-            )))
-        }
-    };
+        crate::cluster::Lookup::Unknown => Err(NotRendered::External(format!(
+            "its chart's source {reference} needs {named} (spec.{field}), which only the cluster holds: plan with \
+             a cluster and --read-secrets, or {by_hand}"
+        ))),
+    }
+}
+
+/// The login in a `secretRef`'s data: `username` and `password`, else the entry of a
+/// `.dockerconfigjson` for the registry of `url`; `None` when it holds neither.
+fn login_of(data: &std::collections::BTreeMap<String, String>, url: &str) -> Result<Option<Auth>, String> {
     if let (Some(username), Some(password)) = (data.get("username"), data.get("password")) {
-        return Ok(Auth::Basic { username: username.clone(), password: password.clone() });
+        return Ok(Some(Auth::Basic { username: username.clone(), password: password.clone() }));
     }
-    let docker: Option<Value> =
-        data.get(".dockerconfigjson").and_then(|text| serde_json::from_str(text).ok());
-    let entry =
-        docker.as_ref().and_then(|d| d["auths"].as_object()).and_then(|auths| auths.values().next().cloned());
-    if let Some(entry) = entry {
-        if let (Some(username), Some(password)) = (entry["username"].as_str(), entry["password"].as_str()) {
-            return Ok(Auth::Basic { username: username.into(), password: password.into() });
-        }
-        use base64::Engine as _;
-        let decoded = entry["auth"]
-            .as_str()
-            .and_then(|a| base64::engine::general_purpose::STANDARD.decode(a).ok())
-            .and_then(|b| String::from_utf8(b).ok());
-        if let Some((username, password)) = decoded.as_deref().and_then(|d| d.split_once(':')) {
-            return Ok(Auth::Basic { username: username.into(), password: password.into() });
-        }
-    }
-    Err(failed(format!("{named} holds neither username and password nor a .dockerconfigjson login")))
+    let Some(config) = data.get(".dockerconfigjson") else { return Ok(None) };
+    let parsed = url::Url::parse(url).map_err(|_| format!("{url} is not a URL"))?;
+    let host = parsed.host_str().unwrap_or("");
+    let registry = match parsed.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    };
+    docker_login(config, &registry).map(Some)
 }
 
 fn url_of(object: &Value, reference: &SourceRef) -> Result<String, NotRendered> {
@@ -529,8 +577,9 @@ fn helm_repository(
     chart: &str,
     version: Option<&str>,
     inputs: &Inputs,
+    release: &str,
 ) -> Result<Sourced, NotRendered> {
-    let (object, credentials) = source_object(reference, inputs)?;
+    let (object, credentials) = source_object(reference, inputs, release)?;
     let url = url_of(&object, reference)?;
     let version = version.filter(|v| !v.is_empty()).unwrap_or("*").to_string();
     let request = if object["spec"]["type"] == "oci" || url.starts_with("oci://") {
@@ -543,8 +592,8 @@ fn helm_repository(
 }
 
 /// The chart of an OCIRepository: its `ref` (digest, then semver, then tag; `latest` by default).
-fn oci_repository(reference: &SourceRef, inputs: &Inputs) -> Result<Sourced, NotRendered> {
-    let (object, credentials) = source_object(reference, inputs)?;
+fn oci_repository(reference: &SourceRef, inputs: &Inputs, release: &str) -> Result<Sourced, NotRendered> {
+    let (object, credentials) = source_object(reference, inputs, release)?;
     let url = url_of(&object, reference)?;
     let selector = &object["spec"]["layerSelector"]["mediaType"];
     if selector.as_str().is_some_and(|m| m != oci::CHART_LAYER) {

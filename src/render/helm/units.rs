@@ -273,7 +273,7 @@ fn render_unit(
     let source_object = |source: &SourceRef| {
         sources.get(&(source.kind.clone(), source.namespace.clone(), source.name.clone())).cloned()
     };
-    let fetch = |request: &ChartRequest, credentials: Option<&crate::charts::fetch::Auth>| {
+    let fetch = |request: &ChartRequest, credentials: &crate::charts::credentials::SourceCredentials| {
         releases.charts.fetch(request, credentials)
     };
     let source_tree = |source: &SourceRef| (releases.source_tree)(source);
