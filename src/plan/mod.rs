@@ -368,8 +368,10 @@ pub struct Revision {
 /// rendered, a change blocks), directory sources read dot-files, and changes only units fluxplan
 /// does not render read are `changes`, not `no-changes`. 4: a Flux Operator sync the pull
 /// request adds or points elsewhere no longer makes its source this repository. 5: every change
-/// is reviewed (`review`): an immutable field changed blocks.
-pub const GENERATION: u64 = 5;
+/// is reviewed (`review`): an immutable field changed blocks. 6: a FluxInstance's patches shape
+/// the root it generates, Helm 4 post-renders hooks, and offline the base revision's Helm
+/// releases render as upgrades.
+pub const GENERATION: u64 = 6;
 
 /// The plan JSON's format (`schemaVersion`): raised when a key changes meaning or goes away; new
 /// keys and new values of an enumeration (a unit kind, an alert code) do not raise it.

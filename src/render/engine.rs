@@ -32,6 +32,9 @@ pub(super) struct Node {
     pub(super) file: Option<String>,
     pub(super) ancestors: Vec<KustomizationRef>,
     pub(super) is_root: bool,
+    /// A root the Flux Operator generates: its FluxInstance's `kustomize.patches` (canonical
+    /// JSON; empty when none).
+    pub(super) instance_patches: String,
 }
 
 /// What a node renders.

@@ -204,6 +204,7 @@ impl InstanceSync {
             "kind": "Kustomization",
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": {
+                "interval": "10m0s",
                 "path": self.path,
                 "prune": true,
                 "sourceRef": {"kind": self.source_kind, "name": self.name},
@@ -290,7 +291,7 @@ fn sync_of(
     file: Option<&str>,
 ) -> Option<InstanceSync> {
     let sync = sync.as_object()?;
-    let patches = if patches.is_null() { String::new() } else { crate::yaml::canonical_json(patches) };
+    let patches = sync_patches(patches);
     let text = |key: &str| sync.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
     let namespace = if namespace.is_empty() { FLUX_NAMESPACE } else { namespace };
     Some(InstanceSync {
@@ -304,6 +305,36 @@ fn sync_of(
         path: text("path").unwrap_or(".").to_string(),
         file: file.map(str::to_string),
     })
+}
+
+/// The kinds the operator generates for a sync.
+const SYNC_KINDS: &[&str] = &["Kustomization", "GitRepository", "OCIRepository", "Bucket"];
+
+/// The instance patches that may reach its sync's source or Kustomization (canonical JSON;
+/// empty when none): a target whose kind (a regular expression, as kustomize reads it) may name
+/// one of their kinds, or no target and a patch naming one. Patches for its controllers alone
+/// change neither what the sync reads nor how.
+fn sync_patches(patches: &Value) -> String {
+    let may_name_a_sync_kind = |kind: &str| match regex::Regex::new(&format!("^(?:{kind})$")) {
+        Ok(pattern) => SYNC_KINDS.iter().any(|k| pattern.is_match(k)),
+        // A pattern fluxplan cannot read: taken to reach it.
+        Err(_) => true,
+    };
+    let reaches_the_sync = |patch: &Value| match patch["target"].as_object() {
+        Some(target) => target.get("kind").and_then(Value::as_str).is_none_or(may_name_a_sync_kind),
+        None => {
+            let body = patch["patch"].as_str().and_then(|text| crate::yaml::parse_documents(text).ok());
+            // Unreadable: taken to reach it.
+            body.is_none_or(|docs| docs.iter().any(|d| d["kind"].as_str().is_none_or(may_name_a_sync_kind)))
+        }
+    };
+    let relevant: Vec<&Value> =
+        patches.as_array().into_iter().flatten().filter(|p| reaches_the_sync(p)).collect();
+    if relevant.is_empty() {
+        String::new()
+    } else {
+        crate::yaml::canonical_json(&serde_json::json!(relevant))
+    }
 }
 
 /// Helm installs a release into `spec.targetNamespace`, else the HelmRelease's namespace.
@@ -480,6 +511,7 @@ pub fn carry(roots: &mut Vec<Root>, names: &mut Vec<String>, carried: &[CarriedR
                 file: root.file.clone(),
                 kind: RootKind::Bootstrap,
                 declared_name: None,
+                instance_patches: String::new(),
             });
             names.push(root.name.clone());
         }
@@ -494,6 +526,9 @@ pub struct Root {
     pub kind: RootKind,
     /// The name declared for it in `.fluxplan.yaml`.
     pub declared_name: Option<String>,
+    /// The `kustomize.patches` of the FluxInstance that creates it (canonical JSON; empty when
+    /// none): the operator applies them to the Kustomization it generates.
+    pub instance_patches: String,
 }
 
 /// A Kustomization file of the repository that could be a root.
@@ -524,6 +559,7 @@ pub fn choose(
             file: Some(c.file.to_string()),
             kind: RootKind::Bootstrap,
             declared_name: None,
+            instance_patches: String::new(),
         })
         .collect();
     for sync in syncs {
@@ -535,7 +571,13 @@ pub fn choose(
             continue;
         }
         if let Some(spec) = sync.root_spec() {
-            roots.push(Root { spec, file: sync.file.clone(), kind: sync.kind, declared_name: None });
+            roots.push(Root {
+                spec,
+                file: sync.file.clone(),
+                kind: sync.kind,
+                declared_name: None,
+                instance_patches: sync.patches.clone(),
+            });
         }
     }
     if roots.is_empty() {
@@ -547,6 +589,7 @@ pub fn choose(
                 file: Some(c.file.to_string()),
                 kind: RootKind::Fallback,
                 declared_name: None,
+                instance_patches: String::new(),
             })
             .collect();
     }
@@ -563,8 +606,8 @@ fn ref_of(sync: &InstanceSync) -> KustomizationRef {
 fn declared_root(declared: &DeclaredRoot, candidates: &[Candidate], syncs: &[InstanceSync]) -> Option<Root> {
     let path = normalized_path(&declared.path);
     let existing = candidates.iter().find(|c| c.self_producing && normalized_path(&c.spec.path) == path);
-    let (spec, file) = match existing {
-        Some(c) if declared.source.is_none() => (c.spec.clone(), Some(c.file.to_string())),
+    let (spec, file, instance_patches) = match existing {
+        Some(c) if declared.source.is_none() => (c.spec.clone(), Some(c.file.to_string()), String::new()),
         _ => {
             let operator = syncs.iter().find(|s| normalized_path(&s.path) == path);
             let (namespace, name, source_kind) = match (&declared.source, operator) {
@@ -583,10 +626,21 @@ fn declared_root(declared: &DeclaredRoot, candidates: &[Candidate], syncs: &[Ins
                 path: declared.path.clone(),
                 file: None,
             };
-            (sync.root_spec()?, operator.and_then(|s| s.file.clone()))
+            // The operator's own Kustomization carries its instance's patches.
+            let patches = match (&declared.source, operator) {
+                (None, Some(sync)) => sync.patches.clone(),
+                _ => String::new(),
+            };
+            (sync.root_spec()?, operator.and_then(|s| s.file.clone()), patches)
         }
     };
-    Some(Root { spec, file, kind: RootKind::Declared, declared_name: declared.name.clone() })
+    Some(Root {
+        spec,
+        file,
+        kind: RootKind::Declared,
+        declared_name: declared.name.clone(),
+        instance_patches,
+    })
 }
 
 /// `./clusters/prod/` → `clusters/prod`; `..` stops at the repository root.
@@ -731,7 +785,7 @@ mod tests {
             "flux-system",
         )
         .unwrap();
-        Root { spec, file: Some(file.into()), kind, declared_name: None }
+        Root { spec, file: Some(file.into()), kind, declared_name: None, instance_patches: String::new() }
     }
 
     #[test]

@@ -555,7 +555,7 @@ impl Context<'_> {
         let mut queue: Vec<Node> = Vec::new();
         let mut names = roots::cluster_names(&roots);
         roots::carry(&mut roots, &mut names, &self.opts.carried_roots);
-        for (Root { spec, file, kind, .. }, name) in roots.into_iter().zip(names) {
+        for (Root { spec, file, kind, instance_patches, .. }, name) in roots.into_iter().zip(names) {
             queue.push(Node {
                 cluster: clusters.len(),
                 cluster_name: name.clone(),
@@ -565,6 +565,7 @@ impl Context<'_> {
                 file: file.clone(),
                 ancestors: Vec::new(),
                 is_root: true,
+                instance_patches,
                 unit: Pending::Kustomization(Box::new(spec.clone())),
             });
             clusters.push(Cluster {
@@ -658,6 +659,7 @@ impl Context<'_> {
             file: object.origin.clone(),
             ancestors: ancestors.clone(),
             is_root: false,
+            instance_patches: String::new(),
         };
         for object in objects {
             let manifest = object.real.as_ref().unwrap_or(&object.object);

@@ -700,3 +700,59 @@ fn the_bootstrap_repository_pointed_elsewhere_is_a_sync_change() {
         "{alert:#}"
     );
 }
+
+/// The operator applies a FluxInstance's `kustomize.patches` to everything it generates, the
+/// Kustomization of its sync included: a patch there (here a `postBuild` substitution) is how
+/// the cluster's root renders. Patches for its controllers find nothing in the root; a patch
+/// that cannot apply fails the root with the reason.
+#[test]
+fn a_flux_instances_patches_shape_the_root_it_generates() {
+    let repo = fleet();
+    let instance = "clusters/prod-eu/flux-system/flux-instance.yaml";
+    crate::fixture::edit(
+        &repo,
+        instance,
+        "  sync:\n",
+        "  kustomize:\n    patches:\n    - target: {kind: Deployment}\n      patch: |\n        - op: add\n          \
+         path: /spec/template/spec/nodeSelector\n          value: {role: flux}\n    - target: {kind: Kustomization}\n      \
+         patch: |\n        - op: add\n          path: /spec/postBuild\n          value:\n            substitute: {REGION: eu-west-1}\n  sync:\n",
+    );
+    crate::fixture::edit(
+        &repo,
+        "clusters/prod-eu/flux-system/runtime-info.yaml",
+        "ENVIRONMENT: prod-eu\n",
+        "ENVIRONMENT: prod-eu\n  REGION: ${REGION}\n",
+    );
+    repo.commit("instance patches");
+    let render = repo.render(Some("HEAD"));
+    let runtime_info = render
+        .object("clusters/prod-eu", "flux-system_flux-runtime-info__ConfigMap")
+        .expect("the runtime info is rendered");
+    assert_eq!(runtime_info.object["data"]["REGION"], "eu-west-1", "{:#}", runtime_info.object);
+    let root =
+        render.clusters.iter().find(|c| c.name == "clusters/prod-eu").unwrap().root_kustomization().unwrap();
+    assert!(root.unresolved_variables.is_empty(), "{:?}", root.warnings);
+
+    // Patches for the controllers alone leave the sync as the base has it: planned, no
+    // sync-changed.
+    crate::fixture::edit(&repo, instance, "value: {role: flux}", "value: {role: system}");
+    repo.commit("the controllers move");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!((code, &plan["verdict"]), (1, &json!("changes")), "{:?}", alert_codes(&plan));
+    assert!(!plan.to_string().contains("sync-changed"), "{:?}", alert_codes(&plan));
+
+    // A patch that cannot apply: the root fails and says why.
+    crate::fixture::edit(
+        &repo,
+        instance,
+        "op: add\n          path: /spec/postBuild\n          value:\n            substitute: {REGION: eu-west-1}",
+        "op: test\n          path: /spec/prune\n          value: false",
+    );
+    repo.commit("a patch that cannot apply");
+    let render = repo.render(Some("HEAD"));
+    let root =
+        render.clusters.iter().find(|c| c.name == "clusters/prod-eu").unwrap().root_kustomization().unwrap();
+    assert_eq!(root.status, fluxplan::render::Status::Failed);
+    let message = &root.error.as_ref().unwrap().message;
+    assert!(message.contains("kustomize.patches do not apply"), "{message}");
+}

@@ -236,57 +236,20 @@ fn finish(
 }
 
 /// The release's objects through one `postRenderers[].kustomize`: its `patches` (inline, with
-/// their `target`) and `images`, applied by kustomize as helm-controller applies them. Only those
-/// fields are written: a post-renderer cannot make kustomize read a file.
+/// their `target`) and `images`, applied by kustomize as helm-controller applies them.
 fn post_render(
     objects: &[Value],
     kustomize: &Value,
     inputs: &Inputs,
     n: usize,
 ) -> Result<Vec<Value>, String> {
-    let dir = tempfile::tempdir().map_err(|e| format!("cannot prepare postRenderers[{n}]: {e}"))?;
-    let patches: Vec<Value> = kustomize["patches"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            let mut patch = Map::new();
-            if let Some(text) = p["patch"].as_str() {
-                patch.insert("patch".into(), Value::String(text.to_string()));
-            }
-            if p["target"].is_object() {
-                patch.insert("target".into(), p["target"].clone());
-            }
-            Value::Object(patch)
-        })
-        .collect();
-    let images: Vec<Value> = kustomize["images"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|i| {
-            let fields = ["name", "newName", "newTag", "digest"];
-            Value::Object(fields.iter().filter_map(|f| Some((f.to_string(), i.get(*f)?.clone()))).collect())
-        })
-        .collect();
-    let kustomization = serde_json::json!({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": ["release.yaml"],
-        "patches": patches,
-        "images": images,
-    });
-    let write = |name: &str, text: String| {
-        std::fs::write(dir.path().join(name), text)
-            .map_err(|e| format!("cannot prepare postRenderers[{n}]: {e}"))
-    };
-    write("release.yaml", crate::yaml::to_yaml_stream(objects))?;
-    write("kustomization.yaml", crate::yaml::to_yaml(&kustomization))?;
-    let printed = (inputs.kustomize)(dir.path(), dir.path())
-        .map_err(|e| format!("postRenderers[{n}].kustomize failed: {e}"))?;
-    crate::yaml::parse_documents(&printed)
-        .map(|docs| docs.into_iter().filter(Value::is_object).collect())
-        .map_err(|e| format!("postRenderers[{n}].kustomize printed what is not YAML: {e}"))
+    crate::render::kustomize::inline::apply(
+        objects,
+        &kustomize["patches"],
+        &kustomize["images"],
+        inputs.kustomize,
+    )
+    .map_err(|e| format!("postRenderers[{n}].kustomize failed: {e}"))
 }
 
 /// What a `helm template` run depends on, hashed: the Helm, every file of the chart, the values,

@@ -5,6 +5,7 @@
 //! `library`: where the library is; `worker`: the worker process and its frames; `pool`: the
 //! parent's pool of workers.
 
+pub mod inline;
 pub mod library;
 mod pool;
 pub(in crate::render) mod unit;

@@ -2,6 +2,7 @@
 //! the build cache), then post-build substitution; a root that renders its own definition is
 //! built again with that definition.
 
+use super::inline;
 use crate::flux::{is_flux_kustomization, Kustomization};
 use crate::render::artifacts;
 use crate::render::build::{self, Builder, MAX_NESTING};
@@ -15,6 +16,7 @@ use crate::render::{
     ErrorReport, RenderError, RenderOptions, RenderedKustomization, RenderedObject, Status, UnitKind,
 };
 use crate::yaml;
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Mutex;
@@ -148,6 +150,37 @@ impl KustomizationEngine<'_> {
     }
 }
 
+impl KustomizationEngine<'_> {
+    /// The root the Flux Operator generates, with its FluxInstance's `kustomize.patches` applied
+    /// as the operator applies them to all it generates. The patches for its controllers find
+    /// nothing here: a targeted one matches nothing, and one without a target is left out unless
+    /// it names a Kustomization.
+    fn with_instance_patches(&self, spec: &Kustomization, patches: &str) -> Result<Kustomization, String> {
+        let patches: Value = serde_json::from_str(patches).map_err(|e| e.to_string())?;
+        let names_a_kustomization = |patch: &Value| {
+            let body = patch.as_str().and_then(|text| yaml::parse_documents(text).ok());
+            body.is_some_and(|docs| docs.iter().any(is_flux_kustomization))
+        };
+        let relevant: Vec<Value> = patches
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["target"].is_object() || names_a_kustomization(&p["patch"]))
+            .cloned()
+            .collect();
+        if relevant.is_empty() {
+            return Ok(spec.clone());
+        }
+        let build =
+            |dir: &Path, readable: &Path| self.builder.kustomize.build(dir, readable, &self.opts.cancel);
+        let objects =
+            inline::apply(std::slice::from_ref(&spec.raw), &Value::Array(relevant), &Value::Null, &build)?;
+        let patched =
+            objects.iter().find(|o| is_flux_kustomization(o)).ok_or("the patches leave no Kustomization")?;
+        Kustomization::from_value(patched, &spec.namespace).map_err(|e| e.to_string())
+    }
+}
+
 impl Engine for KustomizationEngine<'_> {
     type Unit = Kustomization;
 
@@ -184,6 +217,22 @@ impl Engine for KustomizationEngine<'_> {
             record.source_adds = self.sources.adds_of(&spec.source_ref).map(str::to_string);
             record.spec = Some(spec);
             return record;
+        }
+        if !node.instance_patches.is_empty() {
+            match self.with_instance_patches(&spec, &node.instance_patches) {
+                Ok(patched) => {
+                    record.path = node.shown_path.clone().unwrap_or_else(|| patched.path.clone());
+                    spec = patched;
+                }
+                Err(why) => {
+                    record.status = Status::Failed;
+                    record.error = Some(ErrorReport::from(&RenderError::InvalidSpec(format!(
+                        "the FluxInstance's kustomize.patches do not apply to the Kustomization it generates: {why}"
+                    ))));
+                    record.spec = Some(spec);
+                    return record;
+                }
+            }
         }
         let mut result =
             self.render_objects(&spec, node.file.as_deref(), &node.cluster_name, &node.inherited_secrets);
