@@ -213,25 +213,41 @@ fn an_oci_helm_repository_is_read_with_the_username_and_password_of_its_secret()
 }
 
 /// Wrong credentials, in either kind of Secret: the registry refuses them, the release is not
-/// planned and says so (the registry and HTTP 401 named), never unchanged; no password shows,
-/// neither the wrong one sent nor the right one.
+/// planned and says so (the registry, HTTP 401 and the Secret named), never unchanged; no
+/// password shows, neither the wrong one sent nor the right one. A source without a secretRef
+/// is told to want one.
 #[test]
 fn wrong_credentials_are_said_to_be_refused_and_never_shown() {
     let registry = Locked::start();
     const WRONG: &str = "hunter3-not-the-password";
     let registry_url = format!("http://{}/v2/charts/db/", registry.host());
-    for (repo, login) in [
-        (oci_repository_fleet(&registry), docker_config_secret(&registry.host(), USERNAME, WRONG)),
-        (helm_repository_fleet(&registry), login_secret(USERNAME, WRONG)),
+    let refused = format!("the server refused the login of Secret data/{LOGIN} (spec.secretRef)");
+    let anonymous = {
+        let url = format!("oci://{}/charts/db", registry.host());
+        let repo = fleet(&oci_repository(&url, "1.0.0", None), CHART_REF);
+        repo.write("apps/db/sources.yaml", &oci_repository(&url, "2.0.0", None));
+        repo.commit("db 2.0.0");
+        repo
+    };
+    for (repo, login, expected) in [
+        (
+            oci_repository_fleet(&registry),
+            docker_config_secret(&registry.host(), USERNAME, WRONG),
+            refused.as_str(),
+        ),
+        (helm_repository_fleet(&registry), login_secret(USERNAME, WRONG), refused.as_str()),
+        (anonymous, login_secret(USERNAME, PASSWORD), "it wants credentials, and its source gives no login"),
     ] {
         let fake = FakeKube::start(vec![login]);
         let (plan, printed) = plan_live(&repo, &fake, &registry.access(), &["--read-secrets"]);
         assert_ne!(plan["verdict"], "no-changes", "{plan:#}");
         let release = unit_in(&plan, "HelmRelease", "data/db");
-        assert!(matches!(release["status"].as_str(), Some("external" | "failed")), "{release:#}");
+        assert_eq!(release["status"], "external", "{release:#}");
         assert!(has_alert(&plan, "warning", "chart-unavailable"), "{plan:#}");
         let notes = release["notes"].to_string();
-        assert!(notes.contains(&registry_url) && notes.contains("HTTP 401"), "{notes}");
+        for said in [registry_url.as_str(), "HTTP 401", expected] {
+            assert!(notes.contains(said), "{said}: {notes}");
+        }
         assert_never_shown(&printed, USERNAME, WRONG);
         assert_never_shown(&printed, USERNAME, PASSWORD);
     }
