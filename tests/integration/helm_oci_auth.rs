@@ -254,31 +254,37 @@ fn wrong_credentials_are_said_to_be_refused_and_never_shown() {
 }
 
 /// An Argo CD Application whose Helm source is the registry (`repoURL` without a scheme, as Argo
-/// CD writes OCI Helm repositories), with Argo CD's `repository` Secret for it (`enableOCI`) in
-/// the live cluster's Argo CD namespace: planned with `--read-secrets`; without, external.
+/// CD writes OCI Helm repositories, or with `oci://`), with Argo CD's `repository` Secret for it
+/// (`enableOCI`) in the live cluster's Argo CD namespace: planned with `--read-secrets`; without,
+/// external, saying so.
 #[test]
 fn an_argo_cd_helm_source_in_the_registry_is_read_with_argo_cds_repository_secret() {
     let registry = Locked::start();
-    let repo_url = format!("{}/charts", registry.host());
-    let repo = crate::argo_helm_credentials::fleet(&repo_url);
-    repo.write("apps/db.yaml", &application(&repo_url, "2.0.0"));
-    repo.commit("db 2.0.0");
-    let mut repository = argocd_secret("repository", "registry", &repo_url, USERNAME, PASSWORD);
-    repository["data"]["enableOCI"] = json!(encode("true"));
-    let fake = FakeKube::start(vec![repository]);
     let access = registry.access();
+    for repo_url in [format!("{}/charts", registry.host()), format!("oci://{}/charts", registry.host())] {
+        let repo = crate::argo_helm_credentials::fleet(&repo_url);
+        repo.write("apps/db.yaml", &application(&repo_url, "2.0.0"));
+        repo.commit("db 2.0.0");
+        let mut repository = argocd_secret("repository", "registry", &repo_url, USERNAME, PASSWORD);
+        repository["data"]["enableOCI"] = json!(encode("true"));
+        let fake = FakeKube::start(vec![repository]);
 
-    let (plan, printed) = plan_live(&repo, &fake, &access, &["--read-secrets"]);
-    let app = unit_in(&plan, "Application", "argocd/db");
-    assert_eq!(sorted_changes(app), sorted_pairs(&[("create", "data_db-v2_apps_StatefulSet")]), "{app:#}");
-    assert_never_shown(&printed, USERNAME, PASSWORD);
-    assert_only_gets(&fake);
+        let (plan, printed) = plan_live(&repo, &fake, &access, &["--read-secrets"]);
+        let app = unit_in(&plan, "Application", "argocd/db");
+        assert_eq!(
+            sorted_changes(app),
+            sorted_pairs(&[("create", "data_db-v2_apps_StatefulSet")]),
+            "{repo_url}: {app:#}"
+        );
+        assert_never_shown(&printed, USERNAME, PASSWORD);
+        assert_only_gets(&fake);
 
-    let (plan, printed) = plan_live(&repo, &fake, &access, &[]);
-    assert_ne!(plan["verdict"], "no-changes", "{plan:#}");
-    let app = unit_in(&plan, "Application", "argocd/db");
-    assert_eq!(app["status"], "external", "{app:#}");
-    let notes = app.to_string();
-    assert!(notes.contains("HTTP 401") && notes.contains("--read-secrets"), "{app:#}");
-    assert_never_shown(&printed, USERNAME, PASSWORD);
+        let (plan, printed) = plan_live(&repo, &fake, &access, &[]);
+        assert_ne!(plan["verdict"], "no-changes", "{plan:#}");
+        let app = unit_in(&plan, "Application", "argocd/db");
+        assert_eq!(app["status"], "external", "{app:#}");
+        let notes = app.to_string();
+        assert!(notes.contains("HTTP 401") && notes.contains("--read-secrets"), "{app:#}");
+        assert_never_shown(&printed, USERNAME, PASSWORD);
+    }
 }
