@@ -18,8 +18,8 @@ scripts/fetch-helm.sh 3 >/dev/null
 # Debian packages the tests drive for real, installed when missing (as root, with apt-get): an OCI
 # registry for chart tests (the tests start it on loopback), buildah for the image tests
 # (scripts/build-image.sh; vfs storage, chroot isolation) and a real browser for the run page test
-# (chromium, headless), and the openssl command that makes the chart-over-TLS tests' private CA
-# and certificates.
+# (chromium, headless), the openssl command that makes the chart-over-TLS tests' private CA
+# and certificates, and htpasswd (apache2-utils) for the logins of the registry that wants one.
 apt_need() {
   local program=$1 package=$2
   need "$program" && return 0
@@ -34,6 +34,7 @@ apt_need docker-registry docker-registry
 apt_need openssl openssl
 apt_need buildah buildah
 apt_need chromium chromium
+apt_need htpasswd apache2-utils
 
 
 # PostgreSQL on 127.0.0.1:5432 (trust auth): start the local cluster when it is not answering.

@@ -16,12 +16,12 @@ const REMOTE: &str = "https://github.com/acme/argo-private-charts.git";
 const USERNAME: &str = "argo-reader";
 const PASSWORD: &str = "hunter2-argo-only";
 
-fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
 }
 
 /// The `Authorization` header HTTP Basic authentication sends for `username:password`.
-fn basic(username: &str, password: &str) -> String {
+pub(crate) fn basic(username: &str, password: &str) -> String {
     format!("Basic {}", encode(&format!("{username}:{password}")))
 }
 
@@ -34,14 +34,20 @@ fn private_repository() -> (Static, tempfile::TempDir) {
 }
 
 /// An Argo CD repository Secret (`secret_type` repository or repo-creds) as the cluster has it.
-fn argocd_secret(secret_type: &str, name: &str, url: &str, username: &str, password: &str) -> Value {
+pub(crate) fn argocd_secret(
+    secret_type: &str,
+    name: &str,
+    url: &str,
+    username: &str,
+    password: &str,
+) -> Value {
     json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": name, "namespace": "argocd",
             "labels": {"argocd.argoproj.io/secret-type": secret_type}},
         "data": {"type": encode("helm"), "url": encode(url), "username": encode(username), "password": encode(password)}})
 }
 
-fn application(repo_url: &str, version: &str) -> String {
+pub(crate) fn application(repo_url: &str, version: &str) -> String {
     format!(
         "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: db\n  namespace: argocd\nspec:\n  project: default\n  \
          source:\n    repoURL: {repo_url}\n    chart: db\n    targetRevision: {version}\n  destination:\n    \
@@ -51,7 +57,7 @@ fn application(repo_url: &str, version: &str) -> String {
 
 /// An app-of-apps `apps` (a directory of this repository) whose Application `db` is chart `db`
 /// 1.0.0 of `repo_url`; committed as the base.
-fn fleet(repo_url: &str) -> Repo {
+pub(crate) fn fleet(repo_url: &str) -> Repo {
     let repo = Repo::new(REMOTE);
     repo.write("root.yaml", &root_application(REMOTE));
     repo.write("apps/db.yaml", &application(repo_url, "1.0.0"));
@@ -60,7 +66,7 @@ fn fleet(repo_url: &str) -> Repo {
 }
 
 /// `fluxplan plan` of HEAD~1..HEAD against `fake`: the JSON plan, and stdout with stderr.
-fn plan_live(repo: &Repo, fake: &FakeKube, extra: &[&str]) -> (Value, String) {
+pub(crate) fn plan_live(repo: &Repo, fake: &FakeKube, extra: &[&str]) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let (stdout, stderr, _) = plan_as(repo, &fake.kubeconfig(dir.path()), "json", extra);
     let plan = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));

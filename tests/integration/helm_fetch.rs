@@ -51,6 +51,11 @@ impl Registry {
     /// A registry whose `http:` section also holds `http_extra` (lines indented by two spaces,
     /// as under `http:`): TLS, client CAs.
     pub(crate) fn start_with(http_extra: &str) -> Self {
+        Self::configured(http_extra, "")
+    }
+
+    /// The same, its configuration ending with the top-level `sections` (`auth:`, …).
+    pub(crate) fn configured(http_extra: &str, sections: &str) -> Self {
         let program = which("docker-registry").unwrap_or_else(|| {
             panic!("this test needs Debian's docker-registry (apt-get install docker-registry)")
         });
@@ -60,7 +65,7 @@ impl Registry {
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n{http_extra}",
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n{http_extra}{sections}",
                 dir.path().join("data").display()
             ),
         )

@@ -124,7 +124,7 @@ impl Pki {
 }
 
 /// A Secret `data/NAME` holding `pairs`, as the API serves it.
-fn secret(name: &str, pairs: &[(&str, &str)]) -> Value {
+pub(crate) fn secret(name: &str, pairs: &[(&str, &str)]) -> Value {
     let data: serde_json::Map<String, Value> = pairs
         .iter()
         .map(|(k, v)| (k.to_string(), json!(base64::engine::general_purpose::STANDARD.encode(v))))
@@ -134,7 +134,7 @@ fn secret(name: &str, pairs: &[(&str, &str)]) -> Value {
 }
 
 /// An OCIRepository `data/db` at `url`, by `tag`, with `certSecretRef` when given.
-fn oci_repository(url: &str, tag: &str, cert_secret: Option<&str>) -> String {
+pub(crate) fn oci_repository(url: &str, tag: &str, cert_secret: Option<&str>) -> String {
     let cert = cert_secret.map(|name| format!("  certSecretRef:\n    name: {name}\n")).unwrap_or_default();
     format!(
         "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: db\n  namespace: data\nspec:\n  \
@@ -142,7 +142,7 @@ fn oci_repository(url: &str, tag: &str, cert_secret: Option<&str>) -> String {
     )
 }
 
-const CHART_REF: &str = "  chartRef:\n    kind: OCIRepository\n    name: db\n";
+pub(crate) const CHART_REF: &str = "  chartRef:\n    kind: OCIRepository\n    name: db\n";
 
 /// `fluxplan plan --kube` against `fake` (HEAD~1 → HEAD): the plan, and all it printed.
 fn plan_live(repo: &Repo, fake: &FakeKube, extra: &[&str]) -> (Value, String) {

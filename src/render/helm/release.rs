@@ -8,7 +8,7 @@ use super::manifest::Release;
 use super::units::ChartVersion;
 use crate::cancel::CancelToken;
 use crate::charts::credentials::{docker_login, SourceCredentials};
-use crate::charts::fetch::Auth;
+use crate::charts::fetch::{wants_credentials, Auth};
 use crate::charts::oci;
 use crate::charts::store::ChartRequest;
 use crate::charts::tls::{SourceTls, TlsError};
@@ -403,6 +403,22 @@ fn locate_chart(
 struct Sourced {
     request: ChartRequest,
     credentials: SourceCredentials,
+    /// The Secret whose login is sent (`Secret NAMESPACE/NAME`), named when it is refused.
+    login: Option<String>,
+}
+
+impl Sourced {
+    /// Why the chart could not be had (`why`, the fetch's message), and when the server wants
+    /// credentials, whose it refused or that the source gives none.
+    fn explain(&self, why: &str) -> String {
+        if !wants_credentials(why) {
+            return why.to_string();
+        }
+        match &self.login {
+            Some(secret) => format!("{why}: the server refused the login of {secret} (spec.secretRef)"),
+            None => format!("{why}: it wants credentials, and its source gives no login (spec.secretRef)"),
+        }
+    }
 }
 
 /// The chart `sourced` names, fetched and unpacked.
@@ -413,18 +429,20 @@ fn fetched(
     scratch: &Path,
 ) -> Result<Chart, NotRendered> {
     let request = &sourced.request;
-    let archive = (inputs.fetch)(request, &sourced.credentials)
-        .map_err(|why| NotRendered::External(format!("its chart could not be had ({request}): {why}")))?;
+    let archive = (inputs.fetch)(request, &sourced.credentials).map_err(|why| {
+        NotRendered::External(format!("its chart could not be had ({request}): {}", sourced.explain(&why)))
+    })?;
     chart_on_disk(&archive, spec, scratch, &format!("the chart fetched for {request}"))
 }
 
-/// A source object of the render with its credentials, or why the chart it holds is not planned.
-/// `release` (`NAMESPACE/NAME`) is the HelmRelease, for the reasons that say how to give its chart.
+/// A source object of the render with its credentials, and the Secret whose login they hold; or
+/// why the chart it holds is not planned. `release` (`NAMESPACE/NAME`) is the HelmRelease, for
+/// the reasons that say how to give its chart.
 fn source_object(
     reference: &SourceRef,
     inputs: &Inputs,
     release: &str,
-) -> Result<(Value, SourceCredentials), NotRendered> {
+) -> Result<(Value, SourceCredentials, Option<String>), NotRendered> {
     let object = (inputs.source_object)(reference).ok_or_else(|| {
         NotRendered::External(format!(
             "its chart's source {reference} is not in this render (only the cluster has it)"
@@ -486,7 +504,10 @@ fn source_object(
             )));
         }
     }
-    Ok((object, credentials))
+    let login = login
+        .filter(|_| credentials.auth.is_some())
+        .map(|(_, name)| format!("Secret {}/{name}", reference.namespace));
+    Ok((object, credentials, login))
 }
 
 /// A Secret a source names in `field`, from the cluster (read with `--read-secrets`). Never shown.
@@ -542,7 +563,7 @@ fn helm_repository(
     inputs: &Inputs,
     release: &str,
 ) -> Result<Sourced, NotRendered> {
-    let (object, credentials) = source_object(reference, inputs, release)?;
+    let (object, credentials, login) = source_object(reference, inputs, release)?;
     let url = url_of(&object, reference)?;
     let version = version.filter(|v| !v.is_empty()).unwrap_or("*").to_string();
     let request = if object["spec"]["type"] == "oci" || url.starts_with("oci://") {
@@ -551,12 +572,12 @@ fn helm_repository(
     } else {
         ChartRequest::Repository { url, chart: chart.to_string(), version }
     };
-    Ok(Sourced { request, credentials })
+    Ok(Sourced { request, credentials, login })
 }
 
 /// The chart of an OCIRepository: its `ref` (digest, then semver, then tag; `latest` by default).
 fn oci_repository(reference: &SourceRef, inputs: &Inputs, release: &str) -> Result<Sourced, NotRendered> {
-    let (object, credentials) = source_object(reference, inputs, release)?;
+    let (object, credentials, login) = source_object(reference, inputs, release)?;
     let url = url_of(&object, reference)?;
     let selector = &object["spec"]["layerSelector"]["mediaType"];
     if selector.as_str().is_some_and(|m| m != oci::CHART_LAYER) {
@@ -571,7 +592,7 @@ fn oci_repository(reference: &SourceRef, inputs: &Inputs, release: &str) -> Resu
         (None, Some(range), _) => oci::Reference::Semver(range),
         (None, None, tag) => oci::Reference::Tag(tag.unwrap_or_else(|| "latest".into())),
     };
-    Ok(Sourced { request: ChartRequest::Oci { url, reference }, credentials })
+    Ok(Sourced { request: ChartRequest::Oci { url, reference }, credentials, login })
 }
 
 /// A HelmChart's chart, read as the template of a HelmRelease.
