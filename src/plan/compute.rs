@@ -441,7 +441,8 @@ impl<'a> ClusterView<'a> {
                 plan.unmanaged.push(id.to_string());
             }
             // helm-controller leaves drift alone unless its drift detection is on.
-            if let Some(drift) = self.drift(reference, id, object).filter(|_| head.helm.is_none()) {
+            let corrected = head.helm.as_ref().is_none_or(|helm| helm.drift_detection.corrects);
+            if let Some(drift) = self.drift(reference, id, object).filter(|_| corrected) {
                 plan.drift.push(drift);
             }
             if !inventory_set.contains(id) {
@@ -536,8 +537,12 @@ impl<'a> ClusterView<'a> {
             .and_then(|k| k.argocd.as_deref()?.application.as_ref())
             .map(|a| a.ignore_differences.as_slice())
             .unwrap_or_default();
-        let (ignored, ignore_rules_not_applied) =
+        let (mut ignored, ignore_rules_not_applied) =
             crate::argocd::ignore_differences::ignored_fields(rules, id);
+        // And helm-controller without the paths its drift detection ignores.
+        if let Some(helm) = self.head.get(reference).and_then(|k| k.helm.as_deref()) {
+            ignored.extend(helm.drift_detection.ignored(id));
+        }
         use crate::argocd::ignore_differences::without;
         let (base_object, head_object, live) =
             (without(&base.object, &ignored), without(&head.object, &ignored), without(live, &ignored));

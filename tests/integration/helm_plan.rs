@@ -703,3 +703,47 @@ fn a_chart_from_an_artifact_generator_is_planned() {
         sorted_pairs(&[("create", "data_db-v2_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")])
     );
 }
+
+/// With its drift detection on, helm-controller puts back what was changed by hand on every
+/// reconcile: a live object that differs from the release shows as drift the merge reverts,
+/// without the paths its `ignore` rules name. Without it (or with `warn`), helm-controller leaves
+/// drift alone, and none is shown.
+#[test]
+fn drift_shows_where_helm_controllers_drift_detection_puts_it_back() {
+    let _ = helm(4);
+    let repo = fleet();
+    crate::fixture::edit(
+        &repo,
+        "apps/db/release.yaml",
+        "  values:\n",
+        "  driftDetection:\n    mode: enabled\n    ignore:\n    - paths: [/spec/replicas]\n      target: {kind: StatefulSet}\n  values:\n",
+    );
+    repo.commit("drift detection");
+    let rendered = repo.render(Some("HEAD"));
+    let mut live =
+        rendered.object("clusters/prod", "data_db_apps_StatefulSet").expect("rendered").object.clone();
+    live["spec"]["replicas"] = json!(9);
+    live["spec"]["template"]["spec"]["containers"][0]["image"] = json!("postgres:16-by-hand");
+    let snapshot = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(snapshot.path(), json!({"kind": "ClusterSnapshot", "objects": [live]}).to_string())
+        .unwrap();
+    scale_up(&repo);
+    let drift_of = |plan: &Value| unit_in(plan, "HelmRelease", "data/db")["drift"].clone();
+
+    let (plan, _) =
+        plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.path().to_str().unwrap()]);
+    let drift = drift_of(&plan);
+    assert_eq!(drift[0]["display"], "StatefulSet data/db", "{drift:#}");
+    let diff = drift[0]["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("-      - image: postgres:16-by-hand") && diff.contains("+      - image: postgres:17"),
+        "{diff}"
+    );
+    assert!(!diff.contains("replicas"), "helm-controller ignores /spec/replicas: {diff}");
+
+    crate::fixture::edit(&repo, "apps/db/release.yaml", "mode: enabled", "mode: warn");
+    repo.commit("drift detection warns only");
+    let (plan, _) =
+        plan_json(&repo, "HEAD~2", "HEAD", &["--cluster-snapshot", snapshot.path().to_str().unwrap()]);
+    assert!(drift_of(&plan).is_null(), "{:#}", drift_of(&plan));
+}

@@ -50,6 +50,49 @@ pub struct HelmUnit {
     pub install_crds: CrdPolicy,
     #[serde(skip)]
     pub upgrade_crds: CrdPolicy,
+    /// `spec.driftDetection`: whether helm-controller puts drift back, and what it ignores.
+    #[serde(skip)]
+    pub drift_detection: DriftDetection,
+}
+
+/// A HelmRelease's `spec.driftDetection`. With `mode: enabled` helm-controller compares the
+/// release's objects with the cluster on every reconcile and puts back what differs; with `warn`
+/// it only reports, and by default it does neither.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DriftDetection {
+    pub corrects: bool,
+    /// `ignore` rules: JSON pointers (`paths`) for the objects a `target` selects (all without).
+    pub ignore: Vec<Value>,
+}
+
+impl DriftDetection {
+    pub fn of(helm_release: &Value) -> Self {
+        let spec = &helm_release["spec"]["driftDetection"];
+        DriftDetection {
+            corrects: spec["mode"].as_str() == Some("enabled"),
+            ignore: spec["ignore"].as_array().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// The JSON pointers helm-controller leaves alone on `id`. A rule whose target selects by
+    /// labels or annotations is not applied: fluxplan shows more drift rather than less.
+    pub fn ignored(&self, id: &crate::flux::ObjectId) -> Vec<String> {
+        let selects = |target: &Value| {
+            let field = |key: &str, actual: &str| target[key].as_str().is_none_or(|wanted| wanted == actual);
+            target.get("labelSelector").is_none()
+                && target.get("annotationSelector").is_none()
+                && field("kind", &id.kind)
+                && field("name", &id.name)
+                && field("namespace", &id.namespace)
+                && field("group", &id.group)
+        };
+        self.ignore
+            .iter()
+            .filter(|rule| rule.get("target").is_none_or(selects))
+            .flat_map(|rule| rule["paths"].as_array().into_iter().flatten().filter_map(Value::as_str))
+            .map(str::to_string)
+            .collect()
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -249,6 +292,7 @@ fn render_unit(
         crds: BTreeSet::new(),
         install_crds: spec.install_crds,
         upgrade_crds: spec.upgrade_crds,
+        drift_detection: DriftDetection::of(&found.manifest),
     };
     let external = |mut unit: RenderedKustomization, helm_unit: HelmUnit, why: String| {
         unit.status = Status::External;
