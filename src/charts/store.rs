@@ -120,12 +120,12 @@ impl ChartStore {
             ChartRequest::Repository { url, chart, version } => {
                 let (archive_url, digest) = self.resolve_in_index(url, chart, version, fetcher, source)?;
                 let target = fetcher.target(archive_url.as_str()).map_err(|e| e.to_string())?;
-                // The repository's credentials go to archives on its own host only, as Helm sends them.
-                let presented = if target.host_str() == host_of(url).as_deref() {
-                    Presented::source(credentials)
-                } else {
-                    Presented::nothing()
-                };
+                // The repository's credentials go to archives on its own host and port only (its
+                // mirror's, when it has one), as Helm sends them.
+                let repository = fetcher.target(url).map_err(|e| e.to_string())?;
+                let own = (target.host_str(), target.port_or_known_default())
+                    == (repository.host_str(), repository.port_or_known_default());
+                let presented = if own { Presented::source(credentials) } else { Presented::nothing() };
                 let (bytes, _) =
                     fetcher.get(&target, None, presented, MAX_CHART_BYTES).map_err(|e| e.to_string())?;
                 self.keep(&bytes, digest.as_deref())
@@ -214,10 +214,6 @@ impl ChartStore {
         }
         Ok(Fetched { archive, digest })
     }
-}
-
-fn host_of(url: &str) -> Option<String> {
-    Url::parse(url).ok()?.host_str().map(str::to_string)
 }
 
 #[cfg(test)]

@@ -316,13 +316,14 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
                 _ => Installed::Head(base_releases.clone()),
             };
         }
-        // However the base's render ends, the head is told (nothing known, if it ended early).
-        let _told = opts.installed_releases.publisher();
         opts.declared_scopes = declared.crd_scopes.clone();
         opts.declared_roots = declared.roots.clone();
         opts.declared_sources = declared.sources.clone();
         renderer.render(&opts).with_context(|| format!("cannot render revision {shown}"))
     };
+    // However the base's render ends (a panic included), the head is told: nothing known, if it
+    // ended before it knew.
+    let told = crate::render::helm::installed::Installed::Base(base_releases.clone()).publisher();
     // Base and head render side by side: exports, discovery and builds of the two overlap.
     let (base, head) = std::thread::scope(|scope| -> Result<_> {
         let head = std::thread::Builder::new()
@@ -333,6 +334,7 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
             })
             .context("cannot start a thread to render the head")?;
         let base = render("base", &base_commit, &request.base, Vec::new(), BTreeMap::new(), None);
+        drop(told);
         Ok((base, head.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))))
     })?;
     let base = base?;

@@ -321,7 +321,12 @@ fn sync_patches(patches: &Value) -> String {
         Err(_) => true,
     };
     let reaches_the_sync = |patch: &Value| match patch["target"].as_object() {
-        Some(target) => target.get("kind").and_then(Value::as_str).is_none_or(may_name_a_sync_kind),
+        // An empty kind selects every kind, as kustomize reads a target.
+        Some(target) => target
+            .get("kind")
+            .and_then(Value::as_str)
+            .filter(|kind| !kind.trim().is_empty())
+            .is_none_or(may_name_a_sync_kind),
         None => {
             let body = patch["patch"].as_str().and_then(|text| crate::yaml::parse_documents(text).ok());
             // Unreadable: taken to reach it.

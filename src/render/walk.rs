@@ -626,7 +626,11 @@ impl Context<'_> {
             Pending::ResourceSet(set) => self.resourcesets.render(node, set),
         };
         let own = record.spec.clone().filter(|_| matches!(node.unit, Pending::Kustomization(_)));
-        let parent = KustomizationRef { namespace: record.namespace.clone(), name: record.name.clone() };
+        // A root reconciled with its own rendered definition is that definition.
+        let parent = own.as_ref().map(Kustomization::reference).unwrap_or_else(|| KustomizationRef {
+            namespace: record.namespace.clone(),
+            name: record.name.clone(),
+        });
         let objects = std::mem::take(&mut record.objects);
         let children = self.nested(node, &parent, own.as_ref(), &objects, &mut record);
         record.objects = objects;

@@ -101,7 +101,7 @@ fn the_engine_renders_what_helm_template_prints_directly() {
                 rendered.hooks[0].1["spec"]["template"]["spec"]["containers"][0]["image"],
                 "busybox:33"
             );
-            assert_eq!(rendered.tests, 1, "helm create's test-connection Pod");
+            assert_eq!(rendered.tests.len(), 1, "helm create's test-connection Pod");
         }
     }
 }

@@ -464,6 +464,32 @@ fn helm_4_post_renders_hooks_and_helm_3_does_not() {
     assert_eq!(release["status"], "unchanged", "the Job is still a hook: {release:#}");
 }
 
+/// Helm 4 post-renders a chart's test hooks too: a patch that drops `helm.sh/hook: test` makes
+/// the Pod part of the release, and the plan shows it created (a remote chart's test Pod can be
+/// turned into anything this way).
+#[test]
+fn a_post_renderer_that_unhooks_a_test_pod_shows_the_pod() {
+    let _ = helm(4);
+    let repo = fleet();
+    repo.write(
+        "charts/db/templates/tests/smoke.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: db-smoke\n  annotations:\n    helm.sh/hook: test\nspec:\n  \
+         containers:\n  - name: smoke\n    image: busybox\n",
+    );
+    repo.commit("a test hook");
+    crate::fixture::edit(
+        &repo,
+        "apps/db/release.yaml",
+        "  values:\n",
+        "  postRenderers:\n  - kustomize:\n      patches:\n      - target: {kind: Pod, name: db-smoke}\n        patch: |\n          \
+         - op: remove\n            path: /metadata/annotations/helm.sh~1hook\n  values:\n",
+    );
+    repo.commit("unhook the test");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(sorted_changes(release), sorted_pairs(&[("create", "data_db-smoke__Pod")]), "{release:#}");
+}
+
 /// With Helm's storage read, the upgrade starts from the release the cluster has: what it holds
 /// and the new chart no longer renders is deleted (here an object the base render never had),
 /// and a release Helm left failed is a warning.

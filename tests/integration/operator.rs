@@ -227,6 +227,19 @@ fn a_sync_whose_ref_or_patches_change_or_that_is_declared_is_still_judged_by_the
     let (code, message) = sync_changed(&repo);
     assert_eq!(code, 2);
     assert!(message.unwrap().contains("kustomize.patches changed"));
+    // An empty kind selects every kind, as kustomize reads a target: such a patch re-points the
+    // generated Kustomization, so it is part of the sync's identity.
+    let repo = fleet();
+    crate::fixture::edit(
+        &repo,
+        file,
+        "  sync:\n",
+        "  kustomize:\n    patches:\n    - target:\n        kind: \"\"\n        name: flux-system\n      patch: |\n        - op: replace\n          path: /spec/path\n          value: ./empty\n  sync:\n",
+    );
+    repo.commit("an empty kind");
+    let (code, message) = sync_changed(&repo);
+    assert_eq!(code, 2);
+    assert!(message.unwrap().contains("kustomize.patches changed"));
     // A source .fluxplan.yaml declares is this repository only as the base syncs it: its URL
     // changed is still a sync change.
     let repo = fleet();

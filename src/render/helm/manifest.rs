@@ -18,8 +18,9 @@ pub struct Release {
     pub objects: Vec<Value>,
     /// Hooks other than tests, with their phases (`pre-install,pre-upgrade`).
     pub hooks: Vec<(String, Value)>,
-    /// Test hooks: listed nowhere in a plan, counted.
-    pub tests: usize,
+    /// Test hooks: run only by `helm test`, listed nowhere in a plan (counted). Kept, as Helm 4
+    /// post-renders them with the rest: a patch can make one part of the release.
+    pub tests: Vec<Value>,
 }
 
 /// Splits what `helm template` prints into CRDs, manifest, hooks and tests. Each document follows
@@ -47,7 +48,9 @@ impl Release {
     pub fn sort(&mut self, document: Value) {
         match hook_phases(&document) {
             None => self.objects.push(document),
-            Some(phases) if phases.split(',').any(|p| p.trim().starts_with("test")) => self.tests += 1,
+            Some(phases) if phases.split(',').any(|p| p.trim().starts_with("test")) => {
+                self.tests.push(document)
+            }
             Some(phases) => self.hooks.push((phases, document)),
         }
     }
@@ -110,7 +113,7 @@ mod tests {
         assert_eq!(release.objects, vec![annotated("app", json!({}))]);
         assert_eq!(release.hooks.len(), 1);
         assert_eq!(release.hooks[0].0, "pre-install,pre-upgrade");
-        assert_eq!(release.tests, 2);
+        assert_eq!(release.tests.len(), 2);
     }
 
     #[test]

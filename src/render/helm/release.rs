@@ -209,6 +209,7 @@ fn finish(
     let mut documents = std::mem::take(&mut release.objects);
     if hooks_too {
         documents.extend(release.hooks.drain(..).map(|(_, hook)| hook));
+        documents.append(&mut release.tests);
     }
     for (n, renderer) in spec.post_renderers.iter().enumerate() {
         if let Some(kustomize) = renderer.get("kustomize").filter(|k| k.is_object()) {
@@ -261,6 +262,8 @@ pub(super) fn template_key(helm: &Helm, template: &Template, chart: &Path) -> st
         "helm": helm.version, "release": template.release, "namespace": template.namespace,
         "values": template.values, "kube": template.kube_version, "apis": template.api_versions,
         "crds": template.include_crds, "upgrade": template.is_upgrade,
+        // What a cached release holds (test hooks kept since format 2).
+        "format": 2,
     });
     hasher.update(inputs.to_string().as_bytes());
     let mut files = Vec::new();

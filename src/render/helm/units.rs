@@ -357,7 +357,7 @@ fn render_unit(
             helm_unit.chart = rendered.chart.clone();
             // What is shown comes from the render that never saw values from Secrets.
             let shown = rendered.shown.as_ref().unwrap_or(&rendered.release);
-            helm_unit.tests = shown.tests;
+            helm_unit.tests = shown.tests.len();
             helm_unit.hooks = shown
                 .hooks
                 .iter()
