@@ -39,7 +39,7 @@ plan=$(for _ in $(seq "$runs"); do timed "$bin" plan --repo "$fleet" --base "$ba
 mkdir -p bench/out
 ratio=$(awk -v a="$cold_s" -v b="$floor" 'BEGIN { printf "%.2f", a / b }')
 cat > bench/out/helm.md <<REPORT
-# HelmRelease benchmark ($(date -u +%F), $(nproc) cores, $($bin --version), $($helm version --template '{{.Version}}'))
+# HelmRelease benchmark ($(date -u +%F), $(nproc) cores, $($bin --version | head -1), $($helm version --template '{{.Version}}'))
 
 Fleet: bench/gen-helm-fleet.py, $releases HelmReleases of 3 charts made by \`helm create\`, all
 applied by one Kustomization ($units rendered). Reproduce: \`bench/helm.sh $releases $runs\`
