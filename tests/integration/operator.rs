@@ -754,6 +754,28 @@ fn a_flux_instances_patches_shape_the_root_it_generates() {
     assert_eq!((code, &plan["verdict"]), (1, &json!("changes")), "{:?}", alert_codes(&plan));
     assert!(!plan.to_string().contains("sync-changed"), "{:?}", alert_codes(&plan));
 
+    // A patch that points the root at another source: that source is not this repository, so
+    // the root is external (base and head alike: the patch is in both).
+    crate::fixture::edit(
+        &repo,
+        instance,
+        "op: add\n          path: /spec/postBuild\n          value:\n            substitute: {REGION: eu-west-1}",
+        "op: replace\n          path: /spec/sourceRef/name\n          value: elsewhere",
+    );
+    repo.commit("the root reads another source");
+    let render = repo.render(Some("HEAD"));
+    let root =
+        render.clusters.iter().find(|c| c.name == "clusters/prod-eu").unwrap().root_kustomization().unwrap();
+    assert_eq!(root.status, fluxplan::render::Status::External, "{:?}", root.error);
+    assert!(root.warnings.iter().any(|w| w.contains("elsewhere")), "{:?}", root.warnings);
+    crate::fixture::edit(
+        &repo,
+        instance,
+        "op: replace\n          path: /spec/sourceRef/name\n          value: elsewhere",
+        "op: add\n          path: /spec/postBuild\n          value:\n            substitute: {REGION: eu-west-1}",
+    );
+    repo.commit("back to this repository");
+
     // A patch that cannot apply: the root fails and says why.
     crate::fixture::edit(
         &repo,

@@ -211,14 +211,9 @@ impl Engine for KustomizationEngine<'_> {
                 sync.source_key() == spec.reference().to_string()
                     && roots::normalized_path(&sync.path) == roots::normalized_path(&spec.path)
             });
-        if untrusted_root || matches!(self.sources.tree(&spec.source_ref, node.file.as_deref()), Ok(None)) {
-            record.status = Status::External;
-            record.warnings.push(self.sources.external_reason(&spec.source_ref, node.file.as_deref()));
-            record.source_adds = self.sources.adds_of(&spec.source_ref).map(str::to_string);
-            record.spec = Some(spec);
-            return record;
-        }
-        if !node.instance_patches.is_empty() {
+        // The operator's patches before its source is looked up: one may point the root at another
+        // source (which sync it is, above, is as the operator names it).
+        if !untrusted_root && !node.instance_patches.is_empty() {
             match self.with_instance_patches(&spec, &node.instance_patches) {
                 Ok(patched) => {
                     record.path = node.shown_path.clone().unwrap_or_else(|| patched.path.clone());
@@ -233,6 +228,13 @@ impl Engine for KustomizationEngine<'_> {
                     return record;
                 }
             }
+        }
+        if untrusted_root || matches!(self.sources.tree(&spec.source_ref, node.file.as_deref()), Ok(None)) {
+            record.status = Status::External;
+            record.warnings.push(self.sources.external_reason(&spec.source_ref, node.file.as_deref()));
+            record.source_adds = self.sources.adds_of(&spec.source_ref).map(str::to_string);
+            record.spec = Some(spec);
+            return record;
         }
         let mut result =
             self.render_objects(&spec, node.file.as_deref(), &node.cluster_name, &node.inherited_secrets);
