@@ -1,5 +1,7 @@
-//! The walk: find the roots of a repository, render each, and follow the Kustomizations that
-//! renders produce (using their rendered spec) until every reachable one is rendered.
+//! The walk: find the roots of a repository, render each through its engine (`engine.rs`), and
+//! follow the Kustomizations and ResourceSets their objects apply (with the spec as rendered)
+//! until every reachable one is rendered; then the HelmReleases of each cluster and the Argo CD
+//! walk.
 
 use super::artifacts::{self, Generators};
 use super::build::Builder;
@@ -625,8 +627,9 @@ impl Context<'_> {
             Pending::Kustomization(spec) => self.kustomizations.render(node, spec),
             Pending::ResourceSet(set) => self.resourcesets.render(node, set),
         };
-        let own = record.spec.clone().filter(|_| matches!(node.unit, Pending::Kustomization(_)));
-        // A root reconciled with its own rendered definition is that definition.
+        // A Kustomization's record holds its spec (a root reconciled with its own rendered
+        // definition, that definition): its children name it, and it is not its own child.
+        let own = record.spec.clone();
         let parent = own.as_ref().map(Kustomization::reference).unwrap_or_else(|| KustomizationRef {
             namespace: record.namespace.clone(),
             name: record.name.clone(),
