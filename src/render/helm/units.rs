@@ -74,13 +74,13 @@ impl DriftDetection {
         }
     }
 
-    /// The JSON pointers helm-controller leaves alone on `id`. A rule whose target selects by
-    /// labels or annotations is not applied: fluxplan shows more drift rather than less.
+    /// The JSON pointers helm-controller leaves alone on `id`. A target's fields are matched
+    /// exactly (a pattern matches only itself), and a rule whose target selects by version, labels
+    /// or annotations is not applied: fluxplan shows more drift rather than less.
     pub fn ignored(&self, id: &crate::flux::ObjectId) -> Vec<String> {
         let selects = |target: &Value| {
             let field = |key: &str, actual: &str| target[key].as_str().is_none_or(|wanted| wanted == actual);
-            target.get("labelSelector").is_none()
-                && target.get("annotationSelector").is_none()
+            ["version", "labelSelector", "annotationSelector"].iter().all(|key| target.get(*key).is_none())
                 && field("kind", &id.kind)
                 && field("name", &id.name)
                 && field("namespace", &id.namespace)
