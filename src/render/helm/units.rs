@@ -492,6 +492,27 @@ fn failed(mut unit: RenderedKustomization, error: RenderError) -> RenderedKustom
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn drift_detection_ignores_the_paths_of_rules_whose_target_it_can_match_exactly() {
+        let release = serde_json::json!({"spec": {"driftDetection": {"mode": "enabled", "ignore": [
+            {"paths": ["/spec/replicas"], "target": {"kind": "Deployment", "name": "web"}},
+            {"paths": ["/metadata/labels"]},
+            {"paths": ["/spec/a"], "target": {"kind": "Deployment", "version": "v1"}},
+            {"paths": ["/spec/b"], "target": {"labelSelector": "app=web"}},
+            {"paths": ["/spec/c"], "target": {"kind": "Deploy.*"}},
+        ]}}});
+        let detection = DriftDetection::of(&release);
+        assert!(detection.corrects);
+        let web = crate::flux::ObjectId::new("apps", "web", "apps", "Deployment");
+        assert_eq!(detection.ignored(&web), vec!["/spec/replicas", "/metadata/labels"]);
+        let other = crate::flux::ObjectId::new("apps", "api", "apps", "Deployment");
+        assert_eq!(detection.ignored(&other), vec!["/metadata/labels"]);
+        assert!(
+            !DriftDetection::of(&serde_json::json!({"spec": {"driftDetection": {"mode": "warn"}}})).corrects
+        );
+    }
+
     use super::*;
     use serde_json::json;
 
