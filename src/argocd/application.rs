@@ -190,7 +190,10 @@ impl Application {
         Ok(Application {
             namespace,
             name,
-            project: text(spec, "project").unwrap_or_else(|| "default".into()),
+            // An empty project is the default one, as Argo CD reads it.
+            project: text(spec, "project")
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| super::project::DEFAULT_PROJECT.into()),
             sources,
             destination,
             automated,

@@ -6,6 +6,9 @@
 //! (a bad class) against nothing: it logs a warning and reads no file for an include, leaves
 //! out no file for an exclude.
 //!
+//! AppProjects match `sourceRepos` with `/` as a separator ([`Glob::with_separator`]): then
+//! `*` and `?` stop at `/` and only `**` crosses it; classes and alternatives are unchanged.
+//!
 //! Patterns are parsed iteratively and translated to a regular expression (linear-time
 //! matching, no expansion of alternatives). A pattern longer than [`MAX_PATTERN_BYTES`] or
 //! nested deeper than [`MAX_DEPTH`] is [`TooComplex`]: fluxplan cannot tell what the
@@ -37,7 +40,16 @@ impl Glob {
     /// `Ok(None)` when gobwas/glob does not compile it (the repo-server then matches nothing);
     /// `Err` when it is beyond what fluxplan evaluates.
     pub fn new(pattern: &str) -> Result<Option<Glob>, TooComplex> {
-        let Some(regex) = translate(pattern)? else { return Ok(None) };
+        Self::compile(pattern, None)
+    }
+
+    /// As [`Glob::new`], compiled with one separator (gobwas/glob's `Compile(pattern, sep)`).
+    pub fn with_separator(pattern: &str, separator: char) -> Result<Option<Glob>, TooComplex> {
+        Self::compile(pattern, Some(separator))
+    }
+
+    fn compile(pattern: &str, separator: Option<char>) -> Result<Option<Glob>, TooComplex> {
+        let Some(regex) = translate(pattern, separator)? else { return Ok(None) };
         RegexBuilder::new(&regex)
             .size_limit(1 << 20)
             .nest_limit(MAX_DEPTH as u32 + 8)
@@ -57,6 +69,18 @@ pub fn is_match(pattern: &str, text: &str) -> bool {
     matches!(Glob::new(pattern), Ok(Some(g)) if g.is_match(text))
 }
 
+/// Any one character but the separator.
+fn any_char(out: &mut String, separator: Option<char>) {
+    match separator {
+        Some(separator) => {
+            out.push_str("[^");
+            literal(out, separator);
+            out.push(']');
+        }
+        None => out.push('.'),
+    }
+}
+
 /// One character, as the regular expression matches it literally.
 fn literal(out: &mut String, c: char) {
     let _ = write!(out, "\\x{{{:x}}}", c as u32);
@@ -64,7 +88,7 @@ fn literal(out: &mut String, c: char) {
 
 /// The pattern as an anchored regular expression, lexed as gobwas/glob lexes it; `None` when
 /// it does not compile.
-fn translate(pattern: &str) -> Result<Option<String>, TooComplex> {
+fn translate(pattern: &str, separator: Option<char>) -> Result<Option<String>, TooComplex> {
     if pattern.len() > MAX_PATTERN_BYTES {
         return Err(TooComplex(format!(
             "the pattern is {} bytes long; fluxplan evaluates patterns of at most {MAX_PATTERN_BYTES}",
@@ -95,13 +119,16 @@ fn translate(pattern: &str) -> Result<Option<String>, TooComplex> {
                 depth -= 1;
                 out.push(')');
             }
-            '?' => out.push('.'),
+            '?' => any_char(&mut out, separator),
             '*' => {
-                // `**` (super) matches as `*` without separators.
+                // `**` (super) crosses separators; `*` does not.
                 if chars.get(at) == Some(&'*') {
                     at += 1;
+                    out.push_str(".*");
+                } else {
+                    any_char(&mut out, separator);
+                    out.push('*');
                 }
-                out.push_str(".*");
             }
             '[' => match class(&chars, &mut at) {
                 Some(class) => out.push_str(&class),
@@ -229,6 +256,17 @@ mod tests {
         assert!(is_match("{a,{b,c", "c"));
         assert!(is_match("a\\", "a"), "a trailing backslash is dropped");
         assert!(is_match("a\0b", "a"), "NUL ends the pattern");
+    }
+
+    #[test]
+    fn with_a_separator_only_double_star_crosses_it() {
+        let matches = |pattern: &str, text: &str| matches!(Glob::with_separator(pattern, '/'), Ok(Some(g)) if g.is_match(text));
+        assert!(matches("https://github.com/org/*", "https://github.com/org/app"));
+        assert!(!matches("https://github.com/org/*", "https://github.com/org/app/sub"));
+        assert!(matches("https://github.com/org/**", "https://github.com/org/app/sub"));
+        assert!(!matches("https://github.com/?rg/app", "https://github.com//rg/app"));
+        assert!(matches("*", "no-separator") && !matches("*", "a/b"));
+        assert!(is_match("*", "a/b"), "without a separator `*` still crosses /");
     }
 
     #[test]

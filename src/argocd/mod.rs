@@ -1,5 +1,5 @@
 //! Argo CD API knowledge only: Application and ApplicationSet specs, sync options, hooks,
-//! tracking, finalizers and generators. Pure, like `flux`: no IO but reading a source tree.
+//! tracking, finalizers, generators and AppProject permissions. Pure, like `flux`: no IO but reading a source tree.
 
 pub mod application;
 pub mod applicationset;
@@ -7,6 +7,7 @@ pub mod glob;
 pub mod ignore_differences;
 pub mod kustomize;
 pub mod path_match;
+pub mod project;
 pub mod reads;
 pub mod repository_credentials;
 pub mod revision;

@@ -6,6 +6,7 @@
 use super::helm_storage::{self, StoredReleaseSummary};
 use super::snapshot::{live_id, ClusterSnapshot};
 use super::{BlastRadius, DataLoss, Lookup, SubstitutionSource};
+use crate::argocd::project::{AppProject, AppProjects};
 use crate::argocd::repository_credentials::{self, RepositorySecret};
 use crate::flux::control::OWNER_NAME_LABEL;
 use crate::flux::helm::{self, ReleaseRef};
@@ -711,6 +712,16 @@ impl KubeCluster {
         Ok(found)
     }
 
+    /// The AppProjects of Argo CD's namespace: one list, no Secrets. When the kind is not served
+    /// (no Argo CD) there are none: only the built-in `default` project exists.
+    pub async fn argocd_projects(&self) -> Result<AppProjects, KubeError> {
+        let Some((projects, _)) = self.resource(crate::argocd::GROUP, "AppProject") else {
+            return Ok(AppProjects::default());
+        };
+        let items = self.list_all(&projects, true, Some(self.argocd_namespace()), None).await?;
+        Ok(AppProjects::new(items.iter().filter_map(AppProject::from_value)))
+    }
+
     async fn fetch_values(
         &self,
         kind: &str,
@@ -891,11 +902,19 @@ pub struct LiveValues {
     cache: Mutex<BTreeMap<(String, String, String), Lookup>>,
     /// Argo CD's repository Secrets, listed once.
     repository_secrets: std::sync::OnceLock<Result<std::sync::Arc<Vec<RepositorySecret>>, String>>,
+    /// Argo CD's AppProjects, listed once per plan.
+    projects: std::sync::OnceLock<Result<std::sync::Arc<AppProjects>, String>>,
 }
 
 impl LiveValues {
     pub fn new(runtime: tokio::runtime::Handle, cluster: std::sync::Arc<KubeCluster>) -> Self {
-        LiveValues { runtime, cluster, cache: Mutex::default(), repository_secrets: Default::default() }
+        LiveValues {
+            runtime,
+            cluster,
+            cache: Mutex::default(),
+            repository_secrets: Default::default(),
+            projects: Default::default(),
+        }
     }
 }
 
@@ -941,5 +960,14 @@ impl SubstitutionSource for LiveValues {
                     .map_err(|e| format!("Argo CD's repository credentials could not be read: {e}"))
             })
             .clone()
+    }
+    fn argocd_projects(&self) -> Option<Result<std::sync::Arc<AppProjects>, String>> {
+        let projects = self.projects.get_or_init(|| {
+            self.runtime
+                .block_on(self.cluster.argocd_projects())
+                .map(std::sync::Arc::new)
+                .map_err(|e| format!("Argo CD's AppProjects could not be read: {e}"))
+        });
+        Some(projects.clone())
     }
 }

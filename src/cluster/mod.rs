@@ -32,6 +32,13 @@ pub trait SubstitutionSource: Send + Sync {
              --read-secrets)"
             .into())
     }
+
+    /// The AppProjects of Argo CD's namespace in a live cluster; `None` when there is none to
+    /// read (offline, a snapshot): projects are then not checked. `Err` says why they could not
+    /// be read.
+    fn argocd_projects(&self) -> Option<Result<std::sync::Arc<crate::argocd::project::AppProjects>, String>> {
+        None
+    }
 }
 
 /// No cluster: every value is unknown.

@@ -27,10 +27,15 @@ pub(crate) fn basic(username: &str, password: &str) -> String {
 
 /// A private Helm repository serving chart `db` 1.0.0 (StatefulSet `db`) and 1.1.0 (`db-v11`).
 fn private_repository() -> (Static, tempfile::TempDir) {
+    private_repository_for(USERNAME, PASSWORD)
+}
+
+/// The same, opened by `username` and `password`.
+pub(crate) fn private_repository_for(username: &str, password: &str) -> (Static, tempfile::TempDir) {
     let packages = tempfile::tempdir().unwrap();
     package(packages.path(), "1.0.0", "db");
     package(packages.path(), "1.1.0", "db-v11");
-    (Static::private_repository(packages.path(), Some(basic(USERNAME, PASSWORD))), packages)
+    (Static::private_repository(packages.path(), Some(basic(username, password))), packages)
 }
 
 /// An Argo CD repository Secret (`secret_type` repository or repo-creds) as the cluster has it.

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 const INSTANCE: &str = "app.kubernetes.io/instance";
 
-fn crd(kind: &str, plural: &str) -> Value {
+pub(crate) fn crd(kind: &str, plural: &str) -> Value {
     json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("{plural}.argoproj.io")},
         "spec": {"group": "argoproj.io", "scope": "Namespaced", "names": {"kind": kind, "plural": plural},

@@ -4,6 +4,7 @@ mod after_merge;
 mod api_versions;
 mod argo_helm;
 mod argo_helm_credentials;
+mod argo_projects;
 mod argo_reach;
 mod argocd;
 mod argocd_live;

@@ -3,6 +3,7 @@
 //! manifests), and follow app-of-apps and ApplicationSets until every reachable one is rendered.
 
 mod directory;
+mod permission;
 
 use super::build::Builder;
 use super::helm::argo_credentials::Credentials;
@@ -530,6 +531,8 @@ impl<'a> ArgoWalk<'a> {
 
     /// Renders every source of an Application (memoized by its spec).
     fn render_app(&self, app: &Application) -> Output {
+        // Before the memo: it is keyed by spec, and the project decides before any fetch.
+        permission::admit(self.opts.values.as_ref(), app)?;
         let key = yaml::canonical_json(&app.raw["spec"]);
         if let Some(hit) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return hit.clone();
