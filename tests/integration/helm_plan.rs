@@ -434,6 +434,21 @@ fn post_renderers_patch_the_release_as_helm_controller_does() {
     assert!(!diff.contains("helm.toolkit.fluxcd.io/name"), "labels unchanged: {diff}");
 }
 
+/// A post-renderer dropping the `helm.sh/hook` annotation of the chart's object KIND/NAME,
+/// committed.
+fn unhook(repo: &Repo, kind: &str, name: &str) {
+    crate::fixture::edit(
+        repo,
+        "apps/db/release.yaml",
+        "  values:\n",
+        &format!(
+            "  postRenderers:\n  - kustomize:\n      patches:\n      - target: {{kind: {kind}, name: {name}}}\n        \
+             patch: |\n          - op: remove\n            path: /metadata/annotations/helm.sh~1hook\n  values:\n"
+        ),
+    );
+    repo.commit(&format!("unhook {kind} {name}"));
+}
+
 /// Helm 4 post-renders a release's hooks with its manifest and sorts them after: a patch that
 /// drops the hook annotation makes the Job part of the release. Helm 3 post-renders the manifest
 /// only, so there the Job stays a hook.
@@ -441,14 +456,7 @@ fn post_renderers_patch_the_release_as_helm_controller_does() {
 fn helm_4_post_renders_hooks_and_helm_3_does_not() {
     let _ = (helm(4), helm(3));
     let repo = fleet();
-    crate::fixture::edit(
-        &repo,
-        "apps/db/release.yaml",
-        "  values:\n",
-        "  postRenderers:\n  - kustomize:\n      patches:\n      - target: {kind: Job, name: db-migrate}\n        patch: |\n          \
-         - op: remove\n            path: /metadata/annotations/helm.sh~1hook\n  values:\n",
-    );
-    repo.commit("post-render the hook");
+    unhook(&repo, "Job", "db-migrate");
     let job = "data_db-migrate_batch_Job";
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     let release = unit_in(&plan, "HelmRelease", "data/db");
@@ -477,14 +485,7 @@ fn a_post_renderer_that_unhooks_a_test_pod_shows_the_pod() {
          containers:\n  - name: smoke\n    image: busybox\n",
     );
     repo.commit("a test hook");
-    crate::fixture::edit(
-        &repo,
-        "apps/db/release.yaml",
-        "  values:\n",
-        "  postRenderers:\n  - kustomize:\n      patches:\n      - target: {kind: Pod, name: db-smoke}\n        patch: |\n          \
-         - op: remove\n            path: /metadata/annotations/helm.sh~1hook\n  values:\n",
-    );
-    repo.commit("unhook the test");
+    unhook(&repo, "Pod", "db-smoke");
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(sorted_changes(release), sorted_pairs(&[("create", "data_db-smoke__Pod")]), "{release:#}");
