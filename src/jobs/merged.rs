@@ -150,19 +150,7 @@ impl Worker {
             }
         };
         let watched = self.watched(&merge_plan.prediction);
-        let (run_id, _) = self
-            .store
-            .start_run(
-                Some(job.id),
-                key.0,
-                key.1,
-                key.2,
-                &m.base_ref,
-                &m.head_sha,
-                "merge",
-                m.repo.web_url.as_deref(),
-            )
-            .await?;
+        let run_id = self.start_merge_run(job, &m).await?;
         let prediction =
             serde_json::to_string(&merge_plan.prediction).map_err(|e| JobError::Fatal(e.to_string()))?;
         let followup = (!watched.is_empty())
@@ -185,6 +173,25 @@ impl Worker {
         self.enqueue_followups(&m, run_id, &merge_plan.prediction).await
     }
 
+    /// The run that records a merge.
+    async fn start_merge_run(&self, job: &Job, m: &MergedPull) -> Result<i64, JobError> {
+        let repo = &m.repo;
+        let (run_id, _) = self
+            .store
+            .start_run(
+                Some(job.id),
+                repo.forge.as_str(),
+                &repo.full_name,
+                m.number as i64,
+                &m.base_ref,
+                &m.head_sha,
+                "merge",
+                repo.web_url.as_deref(),
+            )
+            .await?;
+        Ok(run_id)
+    }
+
     /// A merge that cannot be planned is still recorded, with why (nothing is watched).
     pub(super) async fn record_failed_merge(
         &self,
@@ -197,19 +204,7 @@ impl Worker {
         if self.store.merge_run(key.0, key.1, key.2, &m.merge_sha).await?.is_some() {
             return Ok(());
         }
-        let (run_id, _) = self
-            .store
-            .start_run(
-                Some(job.id),
-                key.0,
-                key.1,
-                key.2,
-                &m.base_ref,
-                &m.head_sha,
-                "merge",
-                m.repo.web_url.as_deref(),
-            )
-            .await?;
+        let run_id = self.start_merge_run(job, m).await?;
         let outcome = RunOutcome {
             status: "failed".into(),
             merge_sha: Some(m.merge_sha.clone()),

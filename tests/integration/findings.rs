@@ -53,6 +53,14 @@ fn plan_head(repo: &Repo, extra: &[&str]) -> (Value, i32) {
     plan_json(repo, "HEAD~1", "HEAD", extra)
 }
 
+/// The plan of one edit: `file` written as `before` in the fleet, then as `after`.
+fn plan_of_edit(file: &str, before: &str, after: &str) -> Value {
+    let repo = fleet("", None, &[(file, before)]);
+    repo.write(file, after);
+    repo.commit(&format!("edit {file}"));
+    plan_head(&repo, &[]).0
+}
+
 #[test]
 fn a_deployment_selector_change_blocks_and_the_template_beside_it_is_not_a_finding() {
     let repo = fleet("", None, &[("apps/web.yaml", DEPLOYMENT)]);
@@ -181,10 +189,7 @@ fn forced_immutable_changes_are_recreated() {
         "  namespace: shop\n",
         "  namespace: shop\n  annotations:\n    kustomize.toolkit.fluxcd.io/force: Enabled\n",
     );
-    let repo = fleet("", None, &[("apps/web.yaml", &annotated)]);
-    repo.write("apps/web.yaml", &annotated.replace("app: web", "app: web2"));
-    repo.commit("relabel web");
-    let (plan, _) = plan_head(&repo, &[]);
+    let plan = plan_of_edit("apps/web.yaml", &annotated, &annotated.replace("app: web", "app: web2"));
     let (message, _) = only_message(&plan);
     assert!(message.contains("kustomize.toolkit.fluxcd.io/force: Enabled"), "{message}");
     assert!(message.contains("recreated"), "{message}");
@@ -207,10 +212,7 @@ fn a_claim_that_shrinks_or_changes_class_is_immutable() {
     let (message, _) = only_message(&plan);
     assert!(message.contains("shrinks from 10Gi to 5120Mi"), "{message}");
 
-    let repo = fleet("", None, &[("apps/claim.yaml", CLAIM)]);
-    repo.write("apps/claim.yaml", &CLAIM.replace("10Gi", "20Gi").replace("fast", "slow"));
-    repo.commit("grow, another class");
-    let (plan, _) = plan_head(&repo, &[]);
+    let plan = plan_of_edit("apps/claim.yaml", CLAIM, &CLAIM.replace("10Gi", "20Gi").replace("fast", "slow"));
     let path = "spec.storageClassName";
     assert_eq!(
         findings(&plan),
@@ -245,10 +247,8 @@ fn an_immutable_secret_whose_data_changes_names_keys_never_values() {
 
     // A Secret that is not immutable changes in place.
     let mutable = secret.replace("immutable: true\n", "");
-    let repo = fleet("", None, &[("apps/secret.yaml", &mutable)]);
-    repo.write("apps/secret.yaml", &mutable.replace("aHVudGVyMg==", "Y29ycmVjdGhvcnNl"));
-    repo.commit("rotate");
-    let (plan, _) = plan_head(&repo, &[]);
+    let plan =
+        plan_of_edit("apps/secret.yaml", &mutable, &mutable.replace("aHVudGVyMg==", "Y29ycmVjdGhvcnNl"));
     assert_eq!(plan["findings"], json!([]));
 }
 
@@ -351,10 +351,7 @@ fn against_the_live_cluster_only_what_the_manifest_sets_is_compared() {
 #[test]
 fn a_binding_changes_its_role_only_by_being_recreated() {
     let binding = "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: readers\n  namespace: shop\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: view\nsubjects:\n- kind: Group\n  name: readers\n  apiGroup: rbac.authorization.k8s.io\n";
-    let repo = fleet("", None, &[("apps/binding.yaml", binding)]);
-    repo.write("apps/binding.yaml", &binding.replace("name: view", "name: edit"));
-    repo.commit("let readers edit");
-    let (plan, _) = plan_head(&repo, &[]);
+    let plan = plan_of_edit("apps/binding.yaml", binding, &binding.replace("name: view", "name: edit"));
     let object = "shop_readers_rbac.authorization.k8s.io_RoleBinding";
     assert_eq!(findings(&plan), [finding("danger", "immutable-field", object, "roleRef")]);
     let (message, _) = only_message(&plan);
@@ -408,10 +405,7 @@ const HELM_RELEASE: &str = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRel
 
 #[test]
 fn a_helm_release_suspended_or_resumed_is_suspend_changed() {
-    let repo = fleet("", None, &[("apps/podinfo.yaml", HELM_RELEASE)]);
-    repo.write("apps/podinfo.yaml", &format!("{HELM_RELEASE}  suspend: true\n"));
-    repo.commit("hold podinfo");
-    let (plan, _) = plan_head(&repo, &[]);
+    let plan = plan_of_edit("apps/podinfo.yaml", HELM_RELEASE, &format!("{HELM_RELEASE}  suspend: true\n"));
     let object = "flux-system_podinfo_helm.toolkit.fluxcd.io_HelmRelease";
     assert_eq!(findings(&plan), [finding("warning", "suspend-changed", object, "spec.suspend")]);
     let (message, _) = only_message(&plan);
@@ -489,20 +483,14 @@ fn a_binding_to_an_all_powerful_role_is_privilege() {
 #[test]
 fn rules_gaining_wildcards_or_secrets_are_privilege() {
     let role = "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: app\n  namespace: shop\nrules:\n- apiGroups: ['']\n  resources: [configmaps]\n  verbs: [get, list]\n";
-    let repo = fleet("", None, &[("apps/role.yaml", role)]);
-    repo.write("apps/role.yaml", &role.replace("[configmaps]", "[configmaps, secrets]"));
-    repo.commit("read secrets");
-    let (plan, _) = plan_head(&repo, &[]);
+    let plan = plan_of_edit("apps/role.yaml", role, &role.replace("[configmaps]", "[configmaps, secrets]"));
     let object = "shop_app_rbac.authorization.k8s.io_Role";
     assert_eq!(findings(&plan), [finding("warning", "privilege", object, "rules")]);
     let (message, _) = only_message(&plan);
     assert_eq!(message, "its rules now grant access to Secrets");
 
     // More of what it already had: nothing new.
-    let repo = fleet("", None, &[("apps/role.yaml", role)]);
-    repo.write("apps/role.yaml", &role.replace("[get, list]", "[get, list, watch]"));
-    repo.commit("watch too");
-    let (plan, _) = plan_head(&repo, &[]);
+    let plan = plan_of_edit("apps/role.yaml", role, &role.replace("[get, list]", "[get, list, watch]"));
     assert_eq!(plan["findings"], json!([]), "{plan:#}");
 }
 
@@ -536,20 +524,14 @@ fn pods_gaining_the_host_or_root_are_privilege() {
     assert_eq!(message, "its Pods gain hostNetwork: true, hostPath volume root (/)");
 
     // Already privileged, image bumped: nothing new.
-    let repo = fleet("", None, &[("apps/web.yaml", &privileged)]);
-    repo.write("apps/web.yaml", &privileged.replace("nginx:1.26", "nginx:1.27"));
-    repo.commit("bump");
-    let (plan, _) = plan_head(&repo, &[]);
+    let plan = plan_of_edit("apps/web.yaml", &privileged, &privileged.replace("nginx:1.26", "nginx:1.27"));
     assert_eq!(plan["findings"], json!([]), "{plan:#}");
 }
 
 #[test]
 fn a_namespace_whose_pod_security_is_lowered_is_privilege() {
     let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels:\n    pod-security.kubernetes.io/enforce: restricted\n";
-    let repo = fleet("", None, &[("apps/namespace.yaml", namespace)]);
-    repo.write("apps/namespace.yaml", &namespace.replace("restricted", "baseline"));
-    repo.commit("relax");
-    let (plan, _) = plan_head(&repo, &[]);
+    let plan = plan_of_edit("apps/namespace.yaml", namespace, &namespace.replace("restricted", "baseline"));
     let path = "metadata.labels.pod-security.kubernetes.io/enforce";
     assert_eq!(findings(&plan), [finding("warning", "privilege", "_shop__Namespace", path)]);
     let (message, _) = only_message(&plan);
@@ -624,10 +606,7 @@ fn a_statefulset_recreated_without_its_claim_templates_is_data_loss() {
     assert!(message.contains("data-db-0 are deleted with the old StatefulSet"), "{message}");
 
     // Not forced: the apply fails, nothing is recreated, no data is lost (yet).
-    let repo = fleet("", None, &[("apps/db.yaml", STATEFUL_SET)]);
-    repo.write("apps/db.yaml", &renamed(STATEFUL_SET));
-    repo.commit("rename the claim template");
-    let (plan, _) = plan_head(&repo, &[]);
+    let plan = plan_of_edit("apps/db.yaml", STATEFUL_SET, &renamed(STATEFUL_SET));
     assert_eq!(findings(&plan), [finding("danger", "immutable-field", object, path)]);
 }
 
