@@ -341,10 +341,8 @@ fn values_from_config_maps_and_secrets_with_target_paths_and_secrets_masked() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db-values\n  namespace: data\ndata:\n  values.yaml: |\n    tier: gold\n    port: 5432\n",
     );
     repo.commit("values");
-    crate::fixture::edit(
+    insert_before_values(
         &repo,
-        "apps/db/release.yaml",
-        "  values:\n",
         "  valuesFrom:\n  - kind: ConfigMap\n    name: db-values\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    \
          targetPath: auth.password\n  values:\n",
     );
@@ -412,10 +410,8 @@ fn values_from_config_maps_and_secrets_with_target_paths_and_secrets_masked() {
 fn post_renderers_patch_the_release_as_helm_controller_does() {
     let _ = helm(4);
     let repo = fleet();
-    crate::fixture::edit(
+    insert_before_values(
         &repo,
-        "apps/db/release.yaml",
-        "  values:\n",
         "  postRenderers:\n  - kustomize:\n      patches:\n      - target: {kind: StatefulSet, name: db}\n        patch: |\n          \
          - op: replace\n            path: /spec/replicas\n            value: 5\n      images:\n      - name: postgres\n        newTag: \"18\"\n  values:\n",
     );
@@ -434,13 +430,17 @@ fn post_renderers_patch_the_release_as_helm_controller_does() {
     assert!(!diff.contains("helm.toolkit.fluxcd.io/name"), "labels unchanged: {diff}");
 }
 
+/// The release's spec with `fields` (ending in `  values:\n`) written in place of its
+/// `  values:` line.
+fn insert_before_values(repo: &Repo, fields: &str) {
+    crate::fixture::edit(repo, "apps/db/release.yaml", "  values:\n", fields);
+}
+
 /// A post-renderer dropping the `helm.sh/hook` annotation of the chart's object KIND/NAME,
 /// committed.
 fn unhook(repo: &Repo, kind: &str, name: &str) {
-    crate::fixture::edit(
-        repo,
-        "apps/db/release.yaml",
-        "  values:\n",
+    insert_before_values(
+        &repo,
         &format!(
             "  postRenderers:\n  - kustomize:\n      patches:\n      - target: {{kind: {kind}, name: {name}}}\n        \
              patch: |\n          - op: remove\n            path: /metadata/annotations/helm.sh~1hook\n  values:\n"
@@ -635,10 +635,8 @@ fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: auth-kube-{{ .Capabilities.KubeVersion.Minor }}\ndata:\n  \
          password: {{ .Values.password | quote }}\n  replicas: {{ .Values.replicas | quote }}\n",
     );
-    crate::fixture::edit(
+    insert_before_values(
         &repo,
-        "apps/db/release.yaml",
-        "  values:\n",
         "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: password\n  values:\n",
     );
     repo.commit("values from a Secret");
@@ -739,10 +737,8 @@ fn a_chart_from_an_artifact_generator_is_planned() {
 fn drift_shows_where_helm_controllers_drift_detection_puts_it_back() {
     let _ = helm(4);
     let repo = fleet();
-    crate::fixture::edit(
+    insert_before_values(
         &repo,
-        "apps/db/release.yaml",
-        "  values:\n",
         "  driftDetection:\n    mode: enabled\n    ignore:\n    - paths: [/spec/replicas]\n      target: {kind: StatefulSet}\n  values:\n",
     );
     repo.commit("drift detection");
