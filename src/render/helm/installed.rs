@@ -31,7 +31,7 @@ impl Installed {
             Installed::Unknown => false,
             Installed::Stored(stored) => stored.contains(&(release.1.clone(), release.2.clone())),
             Installed::Base(_) => true,
-            Installed::Head(base) => base.wait().is_some_and(|releases| releases.contains(release)),
+            Installed::Head(base) => base.has(release),
         }
     }
 
@@ -61,12 +61,13 @@ impl BaseReleases {
         }
     }
 
-    fn wait(&self) -> Option<BTreeSet<ReleaseKey>> {
+    /// True when the base renders `release`, once the base says (false when it knew nothing).
+    fn has(&self, release: &ReleaseKey) -> bool {
         let mut slot = self.releases.lock().unwrap_or_else(|e| e.into_inner());
         while slot.is_none() {
             slot = self.published.wait(slot).unwrap_or_else(|e| e.into_inner());
         }
-        slot.clone().flatten()
+        slot.as_ref().and_then(Option::as_ref).is_some_and(|releases| releases.contains(release))
     }
 }
 
