@@ -440,7 +440,7 @@ fn insert_before_values(repo: &Repo, fields: &str) {
 /// committed.
 fn unhook(repo: &Repo, kind: &str, name: &str) {
     insert_before_values(
-        &repo,
+        repo,
         &format!(
             "  postRenderers:\n  - kustomize:\n      patches:\n      - target: {{kind: {kind}, name: {name}}}\n        \
              patch: |\n          - op: remove\n            path: /metadata/annotations/helm.sh~1hook\n  values:\n"
