@@ -516,7 +516,14 @@ impl KubeCluster {
         if let Some(providers) = input_providers {
             document["resourceSetInputProviders"] = json!(providers);
         }
-        ClusterSnapshot::from_document(document).map_err(|e| KubeError::Api(format!("{e:#}")))
+        let mut snapshot =
+            ClusterSnapshot::from_document(document).map_err(|e| KubeError::Api(format!("{e:#}")))?;
+        snapshot.readable_secrets = wanted
+            .into_iter()
+            .filter(|(kind, _, _)| kind == "Secret")
+            .map(|(_, namespace, name)| (namespace, name))
+            .collect();
+        Ok(snapshot)
     }
 
     /// Argo CD's tracking settings from `argocd-cm`: in `argocd`, else in a namespace that holds
@@ -900,6 +907,7 @@ pub struct LiveValues {
     runtime: tokio::runtime::Handle,
     cluster: std::sync::Arc<KubeCluster>,
     cache: Mutex<BTreeMap<(String, String, String), Lookup>>,
+    readable_secrets: std::collections::BTreeSet<(String, String)>,
     /// Argo CD's repository Secrets, listed once.
     repository_secrets: std::sync::OnceLock<Result<std::sync::Arc<Vec<RepositorySecret>>, String>>,
     /// Argo CD's AppProjects, listed once per plan.
@@ -907,10 +915,17 @@ pub struct LiveValues {
 }
 
 impl LiveValues {
-    pub fn new(runtime: tokio::runtime::Handle, cluster: std::sync::Arc<KubeCluster>) -> Self {
+    /// `readable_secrets`: the Secrets (namespace, name) the cluster's own Flux objects read, the
+    /// only ones looked up.
+    pub fn new(
+        runtime: tokio::runtime::Handle,
+        cluster: std::sync::Arc<KubeCluster>,
+        readable_secrets: std::collections::BTreeSet<(String, String)>,
+    ) -> Self {
         LiveValues {
             runtime,
             cluster,
+            readable_secrets,
             cache: Mutex::default(),
             repository_secrets: Default::default(),
             projects: Default::default(),
@@ -926,6 +941,15 @@ impl SubstitutionSource for LiveValues {
         }
         let answer = if kind == "Secret" && !self.cluster.options.read_secrets {
             Lookup::Unknown
+        } else if kind == "Secret"
+            && !self.readable_secrets.contains(&(namespace.to_string(), name.to_string()))
+        {
+            // A pull request names any Secret it likes: only those the cluster's own Flux
+            // objects read are read for it.
+            Lookup::NotReadable(format!(
+                "no Flux object in the cluster reads it yet, and fluxplan reads for a pull request only the Secrets \
+                 the cluster's Flux objects already read (docs/security.md)"
+            ))
         } else {
             match self.runtime.block_on(self.cluster.fetch_values(kind, namespace, name)) {
                 Ok(Some(object)) => {

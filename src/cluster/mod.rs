@@ -16,6 +16,8 @@ pub enum Lookup {
     NotFound,
     /// Only the cluster knows (offline, or Secret values left out of a snapshot).
     Unknown,
+    /// The cluster holds it, but fluxplan does not read it for this plan: why.
+    NotReadable(String),
 }
 
 /// Where substitution values come from.

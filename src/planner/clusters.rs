@@ -147,7 +147,11 @@ impl ClusterKnowledge {
                             if !root.is_empty() {
                                 snapshot.set_cluster(&root);
                             }
-                            knowledge.add_values(&root, Arc::new(LiveValues::new(handle, cluster.clone())));
+                            let readable = snapshot.readable_secrets.clone();
+                            knowledge.add_values(
+                                &root,
+                                Arc::new(LiveValues::new(handle, cluster.clone(), readable)),
+                            );
                             knowledge.live.insert(root, cluster);
                             knowledge.snapshots.push(snapshot);
                         }

@@ -328,10 +328,8 @@ impl Renderer {
         }
         let access = opts.chart_settings.access(&super::helm::applied_source_urls(&clusters));
         let templates =
-            |key: &str,
-             holds_secrets: bool,
-             run: &dyn Fn() -> Result<super::helm::Release, super::kustomize::BuildError>| {
-                self.helm.template(&self.builder.cache, key, holds_secrets, run)
+            |key: &str, run: &dyn Fn() -> Result<super::helm::Release, super::kustomize::BuildError>| {
+                self.helm.template(&self.builder.cache, key, run)
             };
         let charts = super::helm::Charts {
             helm: self.helm.helm(opts.helm_major),

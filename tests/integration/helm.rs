@@ -171,7 +171,7 @@ fn a_helm_release_renders_its_chart_with_the_controllers_values_and_labels() {
         source_object: &|_| None,
         cluster: &|_, _, _| fluxplan::cluster::Lookup::Unknown,
         kustomize: &|_, _| Err(fluxplan::render::kustomize::BuildError::Failed("no kustomize here".into())),
-        templates: &|_, _, run| run(),
+        templates: &|_, run| run(),
         upgrade: false,
         fetch: &|_, _| Err("no fetching here".into()),
         kube_version: None,

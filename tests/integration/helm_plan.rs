@@ -404,6 +404,51 @@ fn values_from_config_maps_and_secrets_with_target_paths_and_secrets_masked() {
     let _ = helm;
 }
 
+/// A pull request that branches on a Secret's value (an object, a failure, a label from its first
+/// letter) learns nothing: the plan is the same whatever the Secret holds, because the chart is
+/// only ever rendered with the Secret's values masked.
+#[test]
+fn a_plan_is_the_same_whatever_a_secret_holds() {
+    let _ = helm(4);
+    let repo = fleet();
+    insert_before_values(
+        &repo,
+        "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: auth.password\n  values:\n",
+    );
+    repo.commit("values from a Secret");
+    repo.write(
+        "charts/db/templates/guess.yaml",
+        "{{- if hasPrefix \"h\" .Values.auth.password }}\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n\
+         metadata:\n  name: guessed\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}\n\
+         subjects: [{kind: ServiceAccount, name: default, namespace: data}]\n{{- end }}\n---\napiVersion: v1\nkind: ConfigMap\n\
+         metadata:\n  name: first-letter\n  labels:\n    first: {{ .Values.auth.password | trunc 1 | quote }}\n\
+         {{- if hasPrefix \"hu\" .Values.auth.password }}{{ fail \"guessed\" }}{{ end }}\n",
+    );
+    repo.commit("guess");
+    let plan_with = |password: &str| {
+        use base64::Engine as _;
+        let snapshot = tempfile::NamedTempFile::new().unwrap();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(password);
+        std::fs::write(
+            snapshot.path(),
+            format!("kind: ClusterSnapshot\nsecrets:\n- metadata: {{name: db-auth, namespace: data}}\n  data: {{password: {encoded}}}\n"),
+        )
+        .unwrap();
+        let (mut plan, code) =
+            plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.path().to_str().unwrap()]);
+        plan.as_object_mut()
+            .unwrap()
+            .retain(|key, _| !key.contains("duration") && !key.contains("elapsed") && key != "timings");
+        (plan, code)
+    };
+    let (guessed, code) = plan_with("hunter2");
+    let (missed, missed_code) = plan_with("xylophone");
+    let release = unit_in(&guessed, "HelmRelease", "data/db");
+    assert_eq!(release["status"], "changed", "{release:#}");
+    assert!(release["changes"].to_string().contains("first-letter"), "{release:#}");
+    assert_eq!((code, &guessed), (missed_code, &missed), "the plan depends on the Secret's value");
+}
+
 /// `postRenderers` run through kustomize after the chart renders, before the controller's
 /// labels: an inline patch with its target, and an image override.
 #[test]
@@ -623,30 +668,12 @@ fn a_clusters_file_chooses_each_clusters_helm_and_kubernetes_version() {
     assert!(release["changes"].to_string().contains("data_helm-v4-1-4-kube-"), "{release}");
 }
 
-/// Read live (`--kube --read-secrets`, GET only): the Secret a live HelmRelease takes values
-/// from, and the server's version for `.Capabilities`. The Secret's value never shows.
-#[test]
-fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
-    use crate::fake_kube::FakeKube;
-    let _ = helm(4);
-    let repo = fleet();
-    repo.write(
-        "charts/db/templates/auth.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: auth-kube-{{ .Capabilities.KubeVersion.Minor }}\ndata:\n  \
-         password: {{ .Values.password | quote }}\n  replicas: {{ .Values.replicas | quote }}\n",
-    );
-    insert_before_values(
-        &repo,
-        "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: password\n  values:\n",
-    );
-    repo.commit("values from a Secret");
-    scale_up(&repo);
-    let release: Value =
-        serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
-            .unwrap();
-    let mut live_release = release.clone();
+/// A live cluster (the fake Kubernetes API) whose Kustomization `flux-system/db` applies
+/// `release`, and which holds the Secret `data/db-auth` ("live-s3cr3t-value").
+fn live_cluster(release: Value) -> crate::fake_kube::FakeKube {
+    let mut live_release = release;
     live_release["metadata"]["labels"] = json!({"kustomize.toolkit.fluxcd.io/name": "db", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"});
-    let fake = FakeKube::start(vec![
+    crate::fake_kube::FakeKube::start(vec![
         json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "helmreleases.helm.toolkit.fluxcd.io"},
             "spec": {"group": "helm.toolkit.fluxcd.io", "scope": "Namespaced",
@@ -660,7 +687,11 @@ fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
         // "live-s3cr3t-value" in base64.
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-auth", "namespace": "data"},
             "data": {"password": "bGl2ZS1zM2NyM3QtdmFsdWU="}}),
-    ]);
+    ])
+}
+
+/// `fluxplan plan --kube --read-secrets` of the last commit against `fake`, as JSON text.
+fn plan_live(repo: &Repo, fake: &crate::fake_kube::FakeKube) -> String {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(fluxplan_bin())
         .args([
@@ -680,7 +711,56 @@ fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
         .env("KUBECONFIG", fake.kubeconfig(dir.path()))
         .output()
         .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A pull request may name any Secret in `valuesFrom`: only those the cluster's own Flux objects
+/// already read are read for it. The live HelmRelease reads none: the Secret is not even asked for.
+#[test]
+fn a_pull_request_cannot_read_a_secret_no_live_flux_object_reads() {
+    let _ = helm(4);
+    let repo = fleet();
+    let release: Value =
+        serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
+            .unwrap();
+    insert_before_values(
+        &repo,
+        "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: password\n  values:\n",
+    );
+    repo.commit("values from a Secret");
+    let fake = live_cluster(release);
+    let text = plan_live(&repo, &fake);
+    let plan: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["status"], "external", "{release:#}");
+    assert!(release["notes"].to_string().contains("no Flux object in the cluster reads it"), "{release:#}");
+    let asked = fake.requests();
+    assert!(asked.iter().all(|(_, path)| !path.contains("secrets/db-auth")), "read: {asked:?}");
+    // The near miss, a Secret the live HelmRelease reads: a_live_cluster_gives_secret_values_and_its_kubernetes_version.
+}
+
+/// Read live (`--kube --read-secrets`, GET only): the Secret a live HelmRelease takes values
+/// from, and the server's version for `.Capabilities`. The Secret's value never shows.
+#[test]
+fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
+    let _ = helm(4);
+    let repo = fleet();
+    repo.write(
+        "charts/db/templates/auth.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: auth-kube-{{ .Capabilities.KubeVersion.Minor }}\ndata:\n  \
+         password: {{ .Values.password | quote }}\n  replicas: {{ .Values.replicas | quote }}\n",
+    );
+    insert_before_values(
+        &repo,
+        "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: password\n  values:\n",
+    );
+    repo.commit("values from a Secret");
+    scale_up(&repo);
+    let release: Value =
+        serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
+            .unwrap();
+    let fake = live_cluster(release);
+    let text = plan_live(&repo, &fake);
     assert!(
         !text.contains("live-s3cr3t-value") && !text.contains("bGl2ZS1zM2NyM3QtdmFsdWU="),
         "leaked: {text}"
@@ -697,6 +777,12 @@ fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
     // Helm's storage was read and holds no such release: an install, every object created.
     assert_eq!(auth["action"], "create", "{auth}");
     assert!(fake.requests().iter().all(|(method, _)| method == "GET"));
+    // The live HelmRelease reads it, so it is read for the pull request.
+    assert!(
+        fake.requests().iter().any(|(_, path)| path.contains("secrets/db-auth")),
+        "{:?}",
+        fake.requests()
+    );
 }
 
 /// A chart an ArtifactGenerator builds from this repository (Flux 2.7's ExternalArtifact

@@ -118,18 +118,13 @@ pub fn render(charts: &Charts, source: &Source, cancel: &CancelToken) -> Result<
     };
     let key = template_key(helm, &template, source.chart)
         .map_err(|e| NotRendered::Failed(format!("cannot read the chart: {e}")))?;
-    let printed =
-        (charts.templates)(&key, false, &|| helm.template(&template, cancel)).map_err(|e| match e {
-            // Dependencies the repo-server would fetch (`helm dependency build`): not a failure.
-            crate::render::kustomize::BuildError::Failed(message)
-                if message.contains("missing in charts/") =>
-            {
-                NotRendered::External(format!(
-                    "its chart's dependencies are not vendored in charts/: {message}"
-                ))
-            }
-            other => NotRendered::Failed(format!("helm template failed: {other}")),
-        })?;
+    let printed = (charts.templates)(&key, &|| helm.template(&template, cancel)).map_err(|e| match e {
+        // Dependencies the repo-server would fetch (`helm dependency build`): not a failure.
+        crate::render::kustomize::BuildError::Failed(message) if message.contains("missing in charts/") => {
+            NotRendered::External(format!("its chart's dependencies are not vendored in charts/: {message}"))
+        }
+        other => NotRendered::Failed(format!("helm template failed: {other}")),
+    })?;
     let hooks = printed.hooks.into_iter().map(|(_, hook)| hook);
     Ok(printed.crds.into_iter().chain(printed.objects).chain(hooks).collect())
 }

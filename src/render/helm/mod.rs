@@ -45,25 +45,21 @@ impl Toolkit {
         slot.get_or_init(|| Helm::detect(major).map_err(|e| e.to_string())).as_ref().map_err(Clone::clone)
     }
 
-    /// A release printed by `helm template`: from memory, else the render cache (never for a
-    /// release holding values from Secrets: those stay in memory), else `run`.
+    /// A release printed by `helm template`: from memory, else the render cache, else `run`.
+    /// No render sees a Secret's value (those are masked), so every one may be kept on disk.
     pub fn template(
         &self,
         cache: &RenderCache,
         key: &str,
-        holds_secrets: bool,
         run: &dyn Fn() -> Result<Release, BuildError>,
     ) -> Result<Release, BuildError> {
         self.templates.get(&key.to_string(), || {
-            let cached = (!holds_secrets).then(|| cache.get(key)).flatten();
-            if let Some(release) = cached.and_then(|text| serde_json::from_str(&text).ok()) {
+            if let Some(release) = cache.get(key).and_then(|text| serde_json::from_str(&text).ok()) {
                 return Ok(release);
             }
             let release = run()?;
-            if !holds_secrets {
-                let text = serde_json::to_string(&release).expect("JSON values serialize");
-                cache.put(key, std::sync::Arc::new(text));
-            }
+            let text = serde_json::to_string(&release).expect("JSON values serialize");
+            cache.put(key, std::sync::Arc::new(text));
             Ok(release)
         })
     }

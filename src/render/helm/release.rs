@@ -46,8 +46,7 @@ pub struct Inputs<'a> {
     /// Builds a kustomization directory with kustomize (reading nothing outside the second
     /// directory), for `postRenderers`.
     pub kustomize: &'a dyn Fn(&Path, &Path) -> Result<String, crate::render::kustomize::BuildError>,
-    /// `helm template` through the cache: by key, `true` when the output may hold a Secret's
-    /// value (then it is kept in memory only), and the run to make on a miss.
+    /// `helm template` through the cache: by key, and the run to make on a miss.
     pub templates: &'a Templates<'a>,
     /// Gets a chart from a Helm repository or an OCI registry, with its source's credentials;
     /// `Err` says why it cannot.
@@ -64,16 +63,15 @@ pub type FetchChart<'a> = dyn Fn(&ChartRequest, &SourceCredentials) -> Result<Pa
 
 /// `helm template` through a cache (see `Inputs::templates`).
 pub type Templates<'a> =
-    dyn Fn(&str, bool, &dyn Fn() -> Result<Release, BuildError>) -> Result<Release, BuildError> + Sync + 'a;
+    dyn Fn(&str, &dyn Fn() -> Result<Release, BuildError>) -> Result<Release, BuildError> + Sync + 'a;
 
 /// A release as rendered, and the chart it came from.
 #[derive(Debug)]
 pub struct Rendered {
     pub release: Release,
     pub chart: Option<ChartVersion>,
-    /// When values come from Secrets: the release rendered with them masked, which is what is
-    /// shown (`release` is what the cluster gets; only its digests are used).
-    pub shown: Option<Release>,
+    /// Some values come from Secrets: the release was rendered with each of them masked.
+    pub from_secrets: bool,
 }
 
 /// Renders `spec` (a HelmRelease of namespace `namespace`): the release's objects, hooks and
@@ -95,7 +93,6 @@ pub fn render(
         }
     };
     let merged = super::values::merged(spec, namespace, inputs)?;
-    let values = merged.values;
     // Where the chart's values come from its source's files, the chart is planned with them as
     // its values.yaml, as source-controller packages it.
     // Dependencies not vendored are got as source-controller gets them when it builds the chart.
@@ -134,52 +131,41 @@ pub fn render(
         (copy, scratch.path().to_path_buf())
     };
     let version = chart_version(&chart.dir);
-    let holds_secrets = merged.shown.is_some();
-    let run = |values: &Value, may_hold_secrets: bool| -> Result<Release, BuildError> {
-        let template = Template {
-            chart: &chart_dir,
-            readable: &readable,
-            release: &spec.release.name,
-            namespace: &spec.release.namespace,
-            values,
-            kube_version: inputs.kube_version,
-            api_versions: inputs.api_versions,
-            include_crds: spec.install_crds != CrdPolicy::Skip,
-            is_upgrade: inputs.upgrade,
-        };
-        let key = template_key(helm, &template, &chart_dir)
-            .map_err(|e| BuildError::Failed(format!("cannot read the chart: {e}")))?;
-        let mut release = (inputs.templates)(&key, may_hold_secrets, &|| helm.template(&template, cancel))?;
-        finish(&mut release, spec, namespace, name, inputs, helm.major() != Some(3))?;
-        Ok(release)
+    // A chart's templates may branch on a value, print it in any form, fail or loop on it: with
+    // values from Secrets, the only render made is the one where each of them is masked, so
+    // nothing the plan says (objects, status, errors, timing) can depend on a Secret's value.
+    let from_secrets = merged.shown.is_some();
+    let values = merged.shown.unwrap_or(merged.values);
+    let template = Template {
+        chart: &chart_dir,
+        readable: &readable,
+        release: &spec.release.name,
+        namespace: &spec.release.namespace,
+        values: &values,
+        kube_version: inputs.kube_version,
+        api_versions: inputs.api_versions,
+        include_crds: spec.install_crds != CrdPolicy::Skip,
+        is_upgrade: inputs.upgrade,
     };
-    let rendered = run(&values, holds_secrets);
-    // A chart's templates may print a value in any form (encoded, split, in a name): what is shown
-    // of a release with values from Secrets comes from a render that never saw them. Its messages
-    // too: the real render's could quote one.
-    let shown = merged.shown.as_ref().map(|shown| run(shown, false));
-    let (release, shown) = match (rendered, shown) {
-        (Ok(release), None) => (release, None),
-        (Ok(release), Some(Ok(shown))) => (release, Some(shown)),
-        (Err(e), None) => return Err(not_rendered(e)),
-        (Err(e), Some(shown)) => {
-            return Err(match (e, shown) {
-                (BuildError::Failed(_), Err(shown_error)) => not_rendered(shown_error),
-                (BuildError::Failed(_), Ok(_)) => failed(
-                    "helm template failed with the values from Secrets (its message is hidden: it could quote them)".into(),
-                ),
-                (other, _) => not_rendered(other),
-            })
-        }
-        (Ok(_), Some(Err(_))) => {
-            return Err(NotRendered::External(
-                "its objects depend on its values from Secrets in a way fluxplan cannot show without showing them: \
-                 not rendered"
-                    .into(),
-            ))
-        }
-    };
-    Ok(Rendered { release, shown, chart: version })
+    let key = template_key(helm, &template, &chart_dir)
+        .map_err(|e| failed(format!("cannot read the chart: {e}")))?;
+    let mut release = (inputs.templates)(&key, &|| helm.template(&template, cancel))
+        .map_err(|e| masked_not_rendered(e, from_secrets))?;
+    finish(&mut release, spec, namespace, name, inputs, helm.major() != Some(3))
+        .map_err(|e| masked_not_rendered(e, from_secrets))?;
+    Ok(Rendered { release, chart: version, from_secrets })
+}
+
+/// Why `helm template` gave nothing. With values from Secrets masked, a chart may fail where
+/// the controller (which sees the values) does not, e.g. a schema that wants a number: not
+/// planned rather than failed.
+fn masked_not_rendered(error: BuildError, from_secrets: bool) -> NotRendered {
+    match (error, from_secrets) {
+        (BuildError::Failed(message), true) => NotRendered::External(format!(
+            "rendered with its values from Secrets masked, helm template failed: {message}"
+        )),
+        (error, _) => not_rendered(error),
+    }
 }
 
 /// Why `helm template` gave nothing, as the plan says it.
@@ -530,6 +516,9 @@ fn secret_data(
         crate::cluster::Lookup::Unknown => Err(NotRendered::External(format!(
             "its chart's source {reference} needs {named} (spec.{field}), which only the cluster holds: plan with \
              a cluster and --read-secrets, or {by_hand}"
+        ))),
+        crate::cluster::Lookup::NotReadable(why) => Err(NotRendered::External(format!(
+            "its chart's source {reference} needs {named} (spec.{field}), which is not read: {why}; {by_hand}"
         ))),
     }
 }

@@ -8,10 +8,7 @@ use crate::charts::store::ChartRequest;
 use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec};
 use crate::flux::{KustomizationRef, SourceRef};
 use crate::render::build::BuiltObject;
-use crate::render::{
-    postbuild, Cluster, ErrorReport, RealName, RenderError, RenderedKustomization, RenderedObject, Status,
-    UnitKind,
-};
+use crate::render::{postbuild, Cluster, ErrorReport, RenderError, RenderedKustomization, Status, UnitKind};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::Value;
@@ -355,10 +352,9 @@ fn render_unit(
         }
         Ok(rendered) => {
             helm_unit.chart = rendered.chart.clone();
-            // What is shown comes from the render that never saw values from Secrets.
-            let shown = rendered.shown.as_ref().unwrap_or(&rendered.release);
-            helm_unit.tests = shown.tests.len();
-            helm_unit.hooks = shown
+            let release = &rendered.release;
+            helm_unit.tests = release.tests.len();
+            helm_unit.hooks = release
                 .hooks
                 .iter()
                 .map(|(phases, hook)| {
@@ -371,37 +367,22 @@ fn render_unit(
                     format!("{name} on {phases}")
                 })
                 .collect();
-            helm_unit.crds = shown
+            helm_unit.crds = release
                 .crds
                 .iter()
                 .filter_map(|crd| crd["metadata"]["name"].as_str().map(str::to_string))
                 .collect();
-            let plain = |release: &super::Release| {
-                let built = release
-                    .crds
-                    .iter()
-                    .chain(&release.objects)
-                    .map(|object| BuiltObject { object: object.clone(), origin: None });
-                postbuild::plain(built.collect())
-            };
-            let real = plain(&rendered.release);
-            // Post-renderers may reorder objects by name: with names from Secrets, they do not pair.
-            let reordered = !spec.post_renderers.is_empty();
-            let objects = match &rendered.shown {
-                None => real,
-                Some(shown) => match with_shown_manifests(real, plain(shown), reordered) {
-                    Some(objects) => objects,
-                    None => {
-                        return external(
-                            unit,
-                            helm_unit,
-                            "its objects depend on its values from Secrets in a way fluxplan cannot show without \
-                             showing them: not rendered"
-                                .into(),
-                        )
-                    }
-                },
-            };
+            let built = release
+                .crds
+                .iter()
+                .chain(&release.objects)
+                .map(|object| BuiltObject { object: object.clone(), origin: None });
+            let mut objects = postbuild::plain(built.collect());
+            // Rendered with values from Secrets masked: the live objects hold the values, so they
+            // are never compared with the cluster (drift would show them).
+            for object in objects.iter_mut().filter(|_| rendered.from_secrets) {
+                object.holds_secret_values = true;
+            }
             unit.objects = objects;
             unit.helm = Some(Box::new(helm_unit));
             unit
@@ -427,63 +408,6 @@ fn reads(spec: &HelmReleaseSpec, releases: &Releases) -> Vec<String> {
     reads
 }
 
-/// The real objects (what the cluster gets: their digests, their names for the inventory) shown
-/// as the render without Secret values has them; `None` when the two renders do not pair up.
-/// They pair when each has the same kind and the same shape (keys, list lengths): only values
-/// may differ, so what is shown cannot be a decoy of other fields. `reordered`: the objects went
-/// through kustomize, which sorts by name, so names must match too.
-fn with_shown_manifests(
-    real: Vec<RenderedObject>,
-    shown: Vec<RenderedObject>,
-    reordered: bool,
-) -> Option<Vec<RenderedObject>> {
-    let pairs = real.len() == shown.len()
-        && real.iter().zip(&shown).all(|(r, s)| {
-            same_shape(&r.object, &s.object)
-                && (!reordered || RealName::of(&r.object) == RealName::of(&s.object))
-        });
-    if !pairs {
-        return None;
-    }
-    Some(
-        real.into_iter()
-            .zip(shown)
-            .map(|(real, shown)| {
-                let real_name = RealName::of(&real.object);
-                // The real data keys could be named from a Secret: one digest for them all.
-                let secret_digests = if real.secret_digests.is_empty() {
-                    real.secret_digests
-                } else {
-                    let all = serde_json::to_string(&real.secret_digests).unwrap_or_default();
-                    [("data".to_string(), crate::render::postbuild::digest(&Value::String(all)))].into()
-                };
-                RenderedObject {
-                    real_name: (real_name != RealName::of(&shown.object)).then_some(real_name),
-                    object: shown.object,
-                    holds_secret_values: true,
-                    secret_digests,
-                    ..real
-                }
-            })
-            .collect(),
-    )
-}
-
-/// The same keys at every level and the same list lengths; scalars may differ (but not in kind
-/// of container).
-fn same_shape(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Object(a), Value::Object(b)) => {
-            a.len() == b.len() && a.iter().all(|(k, v)| b.get(k).is_some_and(|w| same_shape(v, w)))
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|(v, w)| same_shape(v, w))
-        }
-        (Value::Object(_) | Value::Array(_), _) | (_, Value::Object(_) | Value::Array(_)) => false,
-        _ => true,
-    }
-}
-
 fn failed(mut unit: RenderedKustomization, error: RenderError) -> RenderedKustomization {
     unit.status = Status::Failed;
     unit.error = Some(ErrorReport::from(&error));
@@ -492,6 +416,7 @@ fn failed(mut unit: RenderedKustomization, error: RenderError) -> RenderedKustom
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn drift_detection_ignores_the_paths_of_rules_whose_target_it_can_match_exactly() {
@@ -511,43 +436,5 @@ mod tests {
         assert!(
             !DriftDetection::of(&serde_json::json!({"spec": {"driftDetection": {"mode": "warn"}}})).corrects
         );
-    }
-
-    use super::*;
-    use serde_json::json;
-
-    fn objects(manifest: &Value) -> Vec<RenderedObject> {
-        let manifests = std::slice::from_ref(manifest);
-        postbuild::plain(
-            manifests.iter().map(|object| BuiltObject { object: object.clone(), origin: None }).collect(),
-        )
-    }
-
-    #[test]
-    fn a_shown_render_pairs_only_when_just_values_differ() {
-        let real = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"pw": "hunter22"}});
-        let shown = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"pw": "(masked)"}});
-        let paired = with_shown_manifests(objects(&real), objects(&shown), false).unwrap();
-        assert_eq!(paired[0].object, shown);
-        assert!(paired[0].holds_secret_values);
-        assert_eq!(paired[0].digest, objects(&real)[0].digest, "compared as the cluster gets it");
-        // A decoy: the shown render lacks a field the real one has.
-        let decoy = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}});
-        assert!(with_shown_manifests(objects(&real), objects(&decoy), false).is_none());
-        // Names that differ do not pair once kustomize may have reordered the objects.
-        let renamed =
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d"}, "data": {"pw": "x"}});
-        assert!(with_shown_manifests(objects(&real), objects(&renamed), true).is_none());
-        assert!(with_shown_manifests(objects(&real), objects(&renamed), false).is_some());
-    }
-
-    #[test]
-    fn secret_data_keys_from_a_secret_never_name_a_change() {
-        let real = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"hunter22": "x"}});
-        let shown = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "x"}});
-        // Keys differ: not the same shape, not shown.
-        assert!(with_shown_manifests(objects(&real), objects(&shown), false).is_none());
-        let paired = with_shown_manifests(objects(&real), objects(&real), false).unwrap();
-        assert_eq!(paired[0].secret_digests.keys().collect::<Vec<_>>(), ["data"]);
     }
 }

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 pub struct Merged {
     pub values: Value,
     /// When some values come from Secrets: the same values with each of those replaced by a mask,
-    /// for the render that is shown (the real one is never shown).
+    /// the only ones the release is rendered with (`values` is never rendered).
     pub shown: Option<Value>,
 }
 
@@ -103,6 +103,9 @@ fn data_of(
         Lookup::Found(data) => Ok(Some(data)),
         Lookup::NotFound if reference.optional => Ok(None),
         Lookup::NotFound => Err(failed(format!("{named} does not exist: helm-controller fails the release"))),
+        Lookup::NotReadable(why) => {
+            Err(NotRendered::External(format!("its values come from {named}, which is not read: {why}")))
+        }
         Lookup::Unknown if reference.kind == "Secret" => Err(NotRendered::External(format!(
             "its values come from {named}, which only the cluster holds (plan with a cluster and --read-secrets)"
         ))),
@@ -119,7 +122,7 @@ fn masked(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), masked(v))).collect()),
         Value::Array(items) => Value::Array(items.iter().map(masked).collect()),
-        Value::Null => Value::Null,
+        // Null too: whether a value is set is the Secret's to tell, not the plan's.
         _ => Value::String(MASKED.into()),
     }
 }
