@@ -48,4 +48,5 @@ mod scopes;
 mod silent_pass;
 mod speed;
 mod trust;
+mod values_syntax;
 mod versions;
