@@ -74,7 +74,10 @@ fn an_escaped_comma_in_a_target_path_value_keeps_the_gate_shut() {
     let repo = flux_fleet(TARGET_PATH, "  x: plain\n");
     let changes = plan_with_data(&repo, "  x: 'plain\\,gate.open=true'\n");
     assert!(!changes.iter().any(|(_, id)| id == GATE), "{changes:?}");
-    assert!(changes.iter().any(|(action, id)| action == "update" && id.contains("gate-config")), "{changes:?}");
+    assert!(
+        changes.iter().any(|(action, id)| action == "update" && id.contains("gate-config")),
+        "{changes:?}"
+    );
 }
 
 #[test]
@@ -142,7 +145,11 @@ fn argo_opens_the_gate(helm_fields: &str) -> bool {
     let render = repo.render(Some("HEAD"));
     let unit = render.find("argocd/gate").unwrap_or_else(|| panic!("argocd/gate not rendered"));
     assert_ne!(unit.status, fluxplan::render::Status::External, "{helm_fields}: {:?}", unit.warnings);
-    assert!(unit.objects.iter().any(|o| o.object["metadata"]["name"] == "gate-config"), "{helm_fields}: {:?}", unit.error);
+    assert!(
+        unit.objects.iter().any(|o| o.object["metadata"]["name"] == "gate-config"),
+        "{helm_fields}: {:?}",
+        unit.error
+    );
     unit.objects.iter().any(|o| o.object["metadata"]["name"] == "gate-admin")
 }
 
@@ -177,7 +184,9 @@ fn argo_cd_parameters_are_escaped_as_the_repo_server_escapes_them() {
     assert!(argo_opens_the_gate("      parameters:\n      - {name: 'gate.open=true,x', value: '1'}\n"));
     // forceString: --set-string, the value a string ("true" is still truthy; "false" too).
     assert!(helm_set_opens_the_gate(&["--set-string", "gate.open=false"]));
-    assert!(argo_opens_the_gate("      parameters:\n      - {name: gate.open, value: 'false', forceString: true}\n"));
+    assert!(argo_opens_the_gate(
+        "      parameters:\n      - {name: gate.open, value: 'false', forceString: true}\n"
+    ));
     assert!(!argo_opens_the_gate("      parameters:\n      - {name: gate.open, value: 'false'}\n"));
 }
 
