@@ -118,18 +118,19 @@ fn values_of(source: &Source, dialect: Dialect) -> Result<Value, NotRendered> {
             None => return Err(NotRendered::Failed(format!("value file {file} does not exist"))),
         }
     }
-    // `ValuesYAML()`: `valuesObject` as YAML when set, else the `values` text as written.
-    let inline = match (&options.values_object, &options.values) {
-        (Some(object), _) => Some(crate::yaml::to_yaml(object)),
-        (None, Some(text)) => Some(text.clone()),
-        (None, None) => None,
-    };
-    files.extend(inline.map(|text| ("helm.values".to_string(), text)));
+    // `ValuesYAML()`: the `values` text as written, unless `valuesObject` is set (its JSON, which
+    // Go's YAML round trip leaves as it is).
+    if options.values_object.is_none() {
+        files.extend(options.values.clone().map(|text| ("helm.values".to_string(), text)));
+    }
     let mut base = new_map([]);
     for (file, text) in &files {
         let document = values_file(text, dialect)
             .map_err(|e| NotRendered::Failed(format!("{file}: failed to parse the values: {e}")))?;
         base = merge_maps(&base, &document);
+    }
+    if let Some(object) = &options.values_object {
+        base = merge_maps(&base, &super::values::as_map(object.clone()));
     }
     let env = ArgoEnv { application: source.application, namespace: source.namespace.unwrap_or("") };
     // The repo-server keeps parameters in Go maps by name (the last of a name wins) and passes
