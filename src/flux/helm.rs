@@ -141,6 +141,9 @@ pub struct ValuesReference {
     /// Where the value goes (`a.b.c`); the whole document is merged when absent.
     pub target_path: Option<String>,
     pub optional: bool,
+    /// `literal: true` (helm-controller v1.6+): the value set at `targetPath` verbatim, not
+    /// parsed with Helm's `--set` syntax.
+    pub literal: bool,
 }
 
 /// How the controller treats the chart's `crds/` directory on install or upgrade.
@@ -207,6 +210,7 @@ impl HelmReleaseSpec {
                 values_key: text(entry, "/valuesKey").unwrap_or("values.yaml").to_string(),
                 target_path: text(entry, "/targetPath").map(str::to_string),
                 optional: entry["optional"].as_bool() == Some(true),
+                literal: entry["literal"].as_bool() == Some(true),
             })
             .collect();
         let crds = |pointer: &str, default: CrdPolicy| match text(spec, pointer) {

@@ -48,4 +48,6 @@ mod scopes;
 mod silent_pass;
 mod speed;
 mod trust;
+mod values_plan;
+mod values_syntax;
 mod versions;

@@ -3,8 +3,8 @@
 
 use super::Unrendered;
 use crate::argocd::{self, application::DirectoryOptions};
+use crate::paths;
 use crate::render::RenderError;
-use crate::{paths, yaml};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -92,7 +92,9 @@ fn manifests_of(shown: &str, text: &str) -> Result<Vec<Value>, RenderError> {
     } else {
         let looks_like_manifest =
             ["apiVersion:", "kind:", "metadata:"].iter().all(|marker| text.contains(marker));
-        let docs = match yaml::parse_documents(text) {
+        // gitops-engine `SplitYAML`: each document through sigs.k8s.io/yaml (go-yaml v2: merge
+        // keys applied, YAML 1.1 scalars).
+        let docs = match crate::go_yaml::documents(text) {
             Ok(docs) => docs,
             Err(e) if looks_like_manifest => return Err(invalid(e.to_string())),
             Err(_) => return Ok(Vec::new()),
@@ -241,4 +243,22 @@ fn collect_manifest_files(
         }
         Ok(crate::tree::Descend::No)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The repo-server reads a manifest with sigs.k8s.io/yaml: a merge key is applied, YAML 1.1
+    /// scalars are typed (the same reader the values tests check against the pinned Helm).
+    #[test]
+    fn manifests_apply_merge_keys_as_the_repo_server_reads_them() {
+        let text =
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: merged\n  labels: &labels {app: web}\n  \
+                    annotations:\n    <<: *labels\n    quoted: \"yes\"\ndata:\n  \"<<\": kept\n";
+        let objects = manifests_of("cm.yaml", text).unwrap();
+        assert_eq!(objects[0]["metadata"]["annotations"], json!({"app": "web", "quoted": "yes"}));
+        assert_eq!(objects[0]["data"], json!({"<<": "kept"}));
+    }
 }

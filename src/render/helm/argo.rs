@@ -6,13 +6,15 @@
 
 use super::engine::Template;
 use super::release::template_key;
-use super::values::{merge, set_at_path, set_string_at_path};
+use super::shared::{map_to_json, merge_maps, new_map, SharedMap};
+use super::strvals::{parse_into, Budget, Dialect, Reader};
+use super::values::values_file;
 use super::Charts;
 use crate::argocd::application::HelmOptions;
 use crate::cancel::CancelToken;
 use crate::charts::oci;
 use crate::charts::store::ChartRequest;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::path::Path;
 
 /// Why a Helm source gives no objects.
@@ -62,45 +64,8 @@ pub fn render(charts: &Charts, source: &Source, cancel: &CancelToken) -> Result<
             super::values::MAX_VALUE_SOURCES
         )));
     }
-    let mut values = Value::Object(Map::new());
-    for file in &options.value_files {
-        if file.starts_with("http://") || file.starts_with("https://") {
-            return Err(NotRendered::External(format!(
-                "value file {file} is fetched by the repo-server from the network: not rendered by fluxplan"
-            )));
-        }
-        match (source.read)(file)? {
-            Some(text) => {
-                let document = crate::yaml::parse_documents(&text)
-                    .map_err(|e| NotRendered::Failed(format!("value file {file} is not YAML: {e}")))?
-                    .into_iter()
-                    .next()
-                    .unwrap_or(Value::Null);
-                merge(&mut values, document);
-            }
-            None if options.ignore_missing_value_files => {}
-            None => return Err(NotRendered::Failed(format!("value file {file} does not exist"))),
-        }
-    }
-    let inline = match (&options.values_object, &options.values) {
-        (Some(object), _) => Some(object.clone()),
-        (None, Some(text)) => crate::yaml::parse_documents(text)
-            .map_err(|e| NotRendered::Failed(format!("helm.values is not YAML: {e}")))?
-            .into_iter()
-            .next(),
-        (None, None) => None,
-    };
-    merge(&mut values, inline.unwrap_or(Value::Null));
-    for (name, value, force_string) in &options.parameters {
-        let set = if *force_string { set_string_at_path } else { set_at_path };
-        set(&mut values, name, value).map_err(|e| NotRendered::Failed(format!("parameter {name}: {e}")))?;
-    }
-    for (name, path) in &options.file_parameters {
-        let text = (source.read)(path)?
-            .ok_or_else(|| NotRendered::Failed(format!("fileParameter {name}: {path} does not exist")))?;
-        set_string_at_path(&mut values, name, &text)
-            .map_err(|e| NotRendered::Failed(format!("fileParameter {name}: {e}")))?;
-    }
+    let dialect = Dialect::of_major(helm.major());
+    let values = values_of(source, dialect)?;
     let release = options.release_name.as_deref().unwrap_or(source.application);
     let namespace = options.namespace.as_deref().or(source.namespace).unwrap_or("default");
     let mut api_versions = charts.api_versions.to_vec();
@@ -127,4 +92,225 @@ pub fn render(charts: &Charts, source: &Source, cancel: &CancelToken) -> Result<
     })?;
     let hooks = printed.hooks.into_iter().map(|(_, hook)| hook);
     Ok(printed.crds.into_iter().chain(printed.objects).chain(hooks).collect())
+}
+
+/// The values Helm builds from the repo-server's command line (`util/helm/cmd.go`, Helm's
+/// `pkg/cli/values/options.go` `MergeValues`): the `valueFiles`, then `values`/`valuesObject` as
+/// one more file, each merged with `MergeMaps`; then every `--set NAME=VALUE` (parameters), every
+/// `--set-string` (`forceString`), every `--set-file`, each parsed with Helm's strvals.
+fn values_of(source: &Source, dialect: Dialect) -> Result<Value, NotRendered> {
+    let options = source.options;
+    let mut files = Vec::new();
+    for file in &options.value_files {
+        if file.starts_with("http://") || file.starts_with("https://") {
+            return Err(NotRendered::External(format!(
+                "value file {file} is fetched by the repo-server from the network: not rendered by fluxplan"
+            )));
+        }
+        match (source.read)(file)? {
+            Some(text) => files.push((file.clone(), text)),
+            None if options.ignore_missing_value_files => {}
+            None => return Err(NotRendered::Failed(format!("value file {file} does not exist"))),
+        }
+    }
+    // `ValuesYAML()`: the `values` text as written, unless `valuesObject` is set (its JSON, which
+    // Go's YAML round trip leaves as it is).
+    if options.values_object.is_none() {
+        files.extend(options.values.clone().map(|text| ("helm.values".to_string(), text)));
+    }
+    let mut base = new_map([]);
+    for (file, text) in &files {
+        let document = values_file(text, dialect)
+            .map_err(|e| NotRendered::Failed(format!("{file}: failed to parse the values: {e}")))?;
+        base = merge_maps(&base, &document);
+    }
+    if let Some(object) = &options.values_object {
+        base = merge_maps(&base, &super::values::as_map(object.clone()));
+    }
+    let env = ArgoEnv { application: source.application, namespace: source.namespace.unwrap_or("") };
+    // The repo-server keeps parameters in Go maps by name (the last of a name wins) and passes
+    // them in Go's random map order: where that order decides the values, nothing is planned.
+    let mut set = Vec::<(String, String)>::new();
+    let mut set_string = Vec::<(String, String)>::new();
+    for (name, value, force_string) in &options.parameters {
+        let group = if *force_string { &mut set_string } else { &mut set };
+        let value = env.substitute(value)?;
+        group.retain(|(n, _)| n != name);
+        group.push((name.clone(), value));
+    }
+    let mut set_file = Vec::<(String, String)>::new();
+    for (name, path) in &options.file_parameters {
+        set_file.retain(|(n, _)| n != name);
+        set_file.push((name.clone(), path.clone()));
+    }
+    let apply = |reversed: bool| -> Result<Value, NotRendered> {
+        // A copy of the files' values: a parse writes into the maps it finds.
+        let values = super::values::as_map(map_to_json(&base));
+        let mut budget = Budget::default();
+        let ordered = |group: &[(String, String)]| -> Vec<(String, String)> {
+            let mut group = group.to_vec();
+            if reversed {
+                group.reverse();
+            }
+            group
+        };
+        for (flag, group, reader) in
+            [("--set", ordered(&set), Reader::Typed), ("--set-string", ordered(&set_string), Reader::String)]
+        {
+            for (name, value) in group {
+                let argument = format!("{name}={}", clean_set_parameter(&value));
+                parse(&argument, &values, &reader, dialect, &mut budget, flag)?;
+            }
+        }
+        let read = |path: &str| -> Result<String, String> {
+            match (source.read)(path) {
+                Ok(Some(text)) => Ok(text),
+                Ok(None) => Err(format!("open {path}: no such file or directory")),
+                Err(NotRendered::External(why) | NotRendered::Failed(why)) => Err(why),
+            }
+        };
+        for (name, path) in ordered(&set_file) {
+            let argument = format!("{name}={}", clean_set_parameter(&path));
+            parse(&argument, &values, &Reader::File(&read), dialect, &mut budget, "--set-file")?;
+        }
+        Ok(map_to_json(&values))
+    };
+    let values = apply(false)?;
+    if set.len() > 1 || set_string.len() > 1 || set_file.len() > 1 {
+        let other = apply(true);
+        if other.as_ref().ok() != Some(&values) {
+            return Err(NotRendered::External(
+                "its helm.parameters give different values in different orders, and the repo-server passes them in \
+                 Go's random map order: not rendered (give each value one parameter)"
+                    .into(),
+            ));
+        }
+    }
+    Ok(values)
+}
+
+fn parse(
+    argument: &str,
+    values: &SharedMap,
+    reader: &Reader,
+    dialect: Dialect,
+    budget: &mut Budget,
+    flag: &str,
+) -> Result<(), NotRendered> {
+    parse_into(argument, values, reader, dialect, budget)
+        .map_err(|e| NotRendered::Failed(format!("helm template fails: failed parsing {flag} data: {e}")))
+}
+
+/// Argo CD's `cleanSetParameters`: a value that starts with `{` and ends with `}` is a list and
+/// kept; in any other, a `,` not preceded by `\` becomes `\,` (a `\\,` is left alone: the
+/// escaped backslash ends, the comma separates).
+pub fn clean_set_parameter(value: &str) -> String {
+    if value.starts_with('{') && value.ends_with('}') {
+        return value.to_string();
+    }
+    let mut cleaned = String::with_capacity(value.len());
+    let mut previous = None;
+    for c in value.chars() {
+        if c == ',' && previous != Some('\\') {
+            cleaned.push_str("\\,");
+        } else {
+            cleaned.push(c);
+        }
+        previous = Some(c);
+    }
+    cleaned
+}
+
+/// The build environment the repo-server substitutes into parameter values
+/// (`Env.Envsubst`, Go's `os.Expand`; `$$` is a `$`).
+struct ArgoEnv<'a> {
+    application: &'a str,
+    namespace: &'a str,
+}
+
+impl ArgoEnv<'_> {
+    fn value(&self, name: &str) -> Result<String, NotRendered> {
+        match name {
+            "$" => Ok("$".into()),
+            "ARGOCD_APP_NAME" => Ok(self.application.to_string()),
+            "ARGOCD_APP_NAMESPACE" => Ok(self.namespace.to_string()),
+            other if other.starts_with("ARGOCD_APP_") => Err(NotRendered::External(format!(
+                "a helm.parameters value reads ${other}, which only the repo-server knows: not rendered"
+            ))),
+            // Not in the repo-server's environment: it expands to nothing.
+            _ => Ok(String::new()),
+        }
+    }
+
+    /// Go's `os.Expand` of `text`.
+    fn substitute(&self, text: &str) -> Result<String, NotRendered> {
+        let bytes = text.as_bytes();
+        let mut out = String::with_capacity(text.len());
+        let mut copied = 0;
+        let mut j = 0;
+        while j < bytes.len() {
+            if bytes[j] == b'$' && j + 1 < bytes.len() {
+                out.push_str(&text[copied..j]);
+                let (name, width) = shell_name(&text[j + 1..]);
+                match (name, width) {
+                    ("", w) if w > 0 => {}
+                    ("", _) => out.push('$'),
+                    (name, _) => out.push_str(&self.value(name)?),
+                }
+                j += width;
+                copied = j + 1;
+            }
+            j += 1;
+        }
+        out.push_str(&text[copied.min(text.len())..]);
+        Ok(out)
+    }
+}
+
+/// Go's `getShellName`: the name after a `$`, and how many bytes it took.
+fn shell_name(s: &str) -> (&str, usize) {
+    let bytes = s.as_bytes();
+    let special = |b: u8| matches!(b, b'*' | b'#' | b'$' | b'@' | b'!' | b'?' | b'-' | b'0'..=b'9');
+    if bytes[0] == b'{' {
+        if bytes.len() > 2 && special(bytes[1]) && bytes[2] == b'}' {
+            return (&s[1..2], 3);
+        }
+        for i in 1..bytes.len() {
+            if bytes[i] == b'}' {
+                if i == 1 {
+                    return ("", 2);
+                }
+                return (&s[1..i], i + 1);
+            }
+        }
+        return ("", 1);
+    }
+    if special(bytes[0]) {
+        return (&s[0..1], 1);
+    }
+    let end = bytes.iter().position(|b| !(b.is_ascii_alphanumeric() || *b == b'_')).unwrap_or(bytes.len());
+    (&s[..end], end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_escaped_as_argo_cd_escapes_them() {
+        assert_eq!(clean_set_parameter("a,b"), "a\\,b");
+        assert_eq!(clean_set_parameter("a\\,b"), "a\\,b");
+        assert_eq!(clean_set_parameter("{a,b}"), "{a,b}");
+        assert_eq!(clean_set_parameter("{a},x=1,{b}"), "{a},x=1,{b}");
+    }
+
+    #[test]
+    fn parameter_values_expand_the_build_environment_as_go_does() {
+        let env = ArgoEnv { application: "web", namespace: "prod" };
+        let expand = |t: &str| env.substitute(t).unwrap_or_else(|_| "EXTERNAL".into());
+        assert_eq!(expand("$ARGOCD_APP_NAME-${ARGOCD_APP_NAMESPACE}"), "web-prod");
+        assert_eq!(expand("$$x $unknown ${} $ end$"), "$x   $ end$");
+        assert_eq!(expand("$ARGOCD_APP_REVISION"), "EXTERNAL");
+        assert_eq!(expand("price: 5$"), "price: 5$");
+    }
 }

@@ -9,6 +9,8 @@ pub mod engine;
 pub mod installed;
 pub mod manifest;
 pub mod release;
+pub mod shared;
+pub mod strvals;
 pub mod units;
 pub mod values;
 

@@ -92,7 +92,8 @@ pub fn render(
             locate_chart(spec.chart.as_ref(), spec, inputs, scratch.path(), &release, 0)?
         }
     };
-    let merged = super::values::merged(spec, namespace, inputs)?;
+    let dialect = super::strvals::Dialect::of_major(helm.major());
+    let merged = super::values::merged(spec, namespace, inputs, dialect)?;
     // Where the chart's values come from its source's files, the chart is planned with them as
     // its values.yaml, as source-controller packages it.
     // Dependencies not vendored are got as source-controller gets them when it builds the chart.
@@ -134,8 +135,7 @@ pub fn render(
     // A chart's templates may branch on a value, print it in any form, fail or loop on it: with
     // values from Secrets, the only render made is the one where each of them is masked, so
     // nothing the plan says (objects, status, errors, timing) can depend on a Secret's value.
-    let from_secrets = merged.shown.is_some();
-    let values = merged.shown.unwrap_or(merged.values);
+    let super::values::Merged { values, from_secrets } = merged;
     let template = Template {
         chart: &chart_dir,
         readable: &readable,
@@ -623,7 +623,9 @@ fn read_values_files(
     if files.is_empty() {
         return Ok(None);
     }
-    let mut merged = Value::Object(Map::new());
+    // source-controller (`mergeFileValues`/`mergeChartValues`): each file read with
+    // sigs.k8s.io/yaml into a map, merged with `MergeMaps`.
+    let mut merged = super::shared::new_map([]);
     for file in files {
         let path = paths::secure_join(root, file);
         let text = match std::fs::read_to_string(&path) {
@@ -631,14 +633,11 @@ fn read_values_files(
             Err(_) if ignore_missing => continue,
             Err(e) => return Err(failed(format!("values file '{file}' in {whose}: {e}"))),
         };
-        let document = crate::yaml::parse_documents(&text)
-            .map_err(|e| failed(format!("values file '{file}' in {whose} is not YAML: {e}")))?
-            .into_iter()
-            .next()
-            .unwrap_or(Value::Null);
-        super::values::merge(&mut merged, document);
+        let document = super::values::values_document(&text)
+            .map_err(|e| failed(format!("values file '{file}' in {whose} is not a map of values: {e}")))?;
+        merged = super::shared::merge_maps(&merged, &super::values::as_map(document));
     }
-    Ok(Some(merged))
+    Ok(Some(super::shared::map_to_json(&merged)))
 }
 
 /// Sets every pair on `metadata.<field>`, creating it when absent (kustomize's label and

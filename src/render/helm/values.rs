@@ -1,34 +1,49 @@
-//! A HelmRelease's values, merged as helm-controller merges them: `valuesFrom` in order
-//! (ConfigMaps and Secrets, a key's whole document or, with `targetPath`, one value set at a
-//! path), then `spec.values`. What comes from a Secret is also merged masked, for the render
-//! everything shown comes from.
+//! A HelmRelease's values, merged as helm-controller merges them (fluxcd/pkg
+//! `chartutil/values.go`): `valuesFrom` in order (ConfigMaps and Secrets, a key's whole document
+//! or, with `targetPath`, values set with Helm's `--set` syntax), then `spec.values`. What comes
+//! from a Secret is merged masked: no render ever sees it.
 
 use super::release::{failed, Inputs, NotRendered};
+use super::shared::{map_to_json, merge_maps, new_map, Node, SharedMap};
+use super::strvals::{replace_path_literal_value, replace_path_value, Budget, Dialect};
 use crate::cluster::Lookup;
 use crate::flux::helm::{HelmReleaseSpec, ValuesReference};
 use serde_json::{Map, Value};
 
-/// The merged values, and the masked ones when some come from Secrets.
+/// The merged values the release is rendered with.
 pub struct Merged {
+    /// With values from Secrets, each of those is replaced by the mask: no render ever sees one.
     pub values: Value,
-    /// When some values come from Secrets: the same values with each of those replaced by a mask,
-    /// the only ones the release is rendered with (`values` is never rendered).
-    pub shown: Option<Value>,
+    pub from_secrets: bool,
 }
 
 /// What a value from a Secret is replaced with in the render that is shown.
 pub const MASKED: &str = "(masked)";
 
-/// `valuesFrom` in order, then `spec.values` over them, read from the HelmRelease's namespace:
-/// ConfigMaps from the render of the same revision, else the cluster; Secrets from the cluster
-/// (read with `--read-secrets`).
-pub fn merged(spec: &HelmReleaseSpec, namespace: &str, inputs: &Inputs) -> Result<Merged, NotRendered> {
-    let mut values = Value::Object(Map::new());
-    let mut shown = Value::Object(Map::new());
-    let mut from_secrets = false;
+/// One `valuesFrom` entry as read: its text, and whether a Secret holds it.
+struct Source<'a> {
+    reference: &'a ValuesReference,
+    named: String,
+    text: String,
+    is_secret: bool,
+}
+
+/// The values helm-controller gives the chart, built as fluxcd/pkg `chartutil`
+/// `ChartValuesFromReferences` builds them (`dialect`: the Helm whose `--set` parser it links):
+/// `valuesFrom` in order — a whole document merged over what is there, or, with `targetPath`,
+/// `spec.values` merged in first and the value set with Helm's `--set` syntax — then `spec.values`
+/// over everything. Sources are read from the HelmRelease's namespace: ConfigMaps from the render of
+/// the same revision, else the cluster; Secrets from the cluster (read with `--read-secrets`).
+pub fn merged(
+    spec: &HelmReleaseSpec,
+    namespace: &str,
+    inputs: &Inputs,
+    dialect: Dialect,
+) -> Result<Merged, NotRendered> {
     if spec.values_from.len() > MAX_VALUE_SOURCES {
         return Err(failed(format!("more than {MAX_VALUE_SOURCES} valuesFrom entries")));
     }
+    let mut sources = Vec::new();
     for reference in &spec.values_from {
         let named = format!("{} {namespace}/{}", reference.kind, reference.name);
         let is_secret = match reference.kind.as_str() {
@@ -36,48 +51,118 @@ pub fn merged(spec: &HelmReleaseSpec, namespace: &str, inputs: &Inputs) -> Resul
             "Secret" => true,
             other => return Err(failed(format!("valuesFrom kind {other} is neither ConfigMap nor Secret"))),
         };
-        let Some(data) = data_of(reference, namespace, inputs, &named)? else { continue };
-        let Some(text) = data.get(&reference.values_key) else {
+        let Some(mut data) = data_of(reference, namespace, inputs, &named)? else { continue };
+        let Some(text) = data.remove(&reference.values_key) else {
             if reference.optional {
                 continue;
             }
             return Err(failed(format!("{named} has no key '{}'", reference.values_key)));
         };
-        from_secrets |= is_secret;
+        sources.push(Source { reference, named, text, is_secret });
+    }
+    let from_secrets = sources.iter().any(|s| s.is_secret);
+    let values = compose(&spec.values, &sources, dialect, from_secrets)?;
+    Ok(Merged { values, from_secrets })
+}
+
+/// `ChartValuesFromReferences`' loop over sources already read; `masked`: every value a Secret
+/// gives replaced by the mask (same keys, same lists, same nulls: the same shape).
+fn compose(
+    spec_values: &Value,
+    sources: &[Source],
+    dialect: Dialect,
+    masked: bool,
+) -> Result<Value, NotRendered> {
+    let spec_values = match Node::from_json(spec_values) {
+        Node::Map(map) => map,
+        _ => new_map([]),
+    };
+    let mut result = new_map([]);
+    let mut budget = Budget::default();
+    for source in sources {
+        let Source { reference, named, text, is_secret } = source;
+        let mask = (masked && *is_secret).then_some(MASKED);
         // A parser's message may quote the text: a Secret's never shows.
-        let quote =
-            |e: String| if is_secret { String::from("(message hidden: the value is a Secret's)") } else { e };
-        match &reference.target_path {
+        let quote = |e: String| {
+            if *is_secret {
+                String::from("(message hidden: the value is a Secret's)")
+            } else {
+                e
+            }
+        };
+        match reference.target_path.as_deref().filter(|p| !p.is_empty()) {
             Some(path) => {
-                set_at_path(&mut values, path, text)
-                    .map_err(|e| failed(format!("{named} targetPath '{path}': {}", quote(e))))?;
-                if is_secret {
-                    set_string_at_path(&mut shown, path, MASKED)
-                        .map_err(|e| failed(format!("{named}: {e}")))?;
-                } else {
-                    set_at_path(&mut shown, path, text).map_err(|e| failed(format!("{named}: {e}")))?;
-                }
+                // spec.values first, through maps shared with it: a targetPath that writes into
+                // one of them writes into spec.values too, which is merged again at the end.
+                result = merge_maps(&result, &spec_values);
+                let set = if reference.literal { replace_path_literal_value } else { replace_path_value };
+                set(&result, path, text, mask, dialect, &mut budget)
+                    .map_err(|e| failed(format!("{named} targetPath '{path}': {}", quote(e.0))))?;
             }
             None => {
-                let document = crate::yaml::parse_documents(text)
-                    .map_err(|e| {
-                        failed(format!("{named} key '{}' is not YAML: {}", reference.values_key, quote(e)))
-                    })?
-                    .into_iter()
-                    .next()
-                    .unwrap_or(Value::Null);
-                if is_secret {
-                    merge(&mut shown, masked(&document));
-                } else {
-                    merge(&mut shown, document.clone());
+                let document = values_document(text).map_err(|e| {
+                    failed(format!(
+                        "{named} key '{}' is not a map of values: {}",
+                        reference.values_key,
+                        quote(e)
+                    ))
+                })?;
+                let document = if mask.is_some() { self::masked(&document) } else { document };
+                match Node::from_json(&document) {
+                    Node::Map(map) => result = merge_maps(&result, &map),
+                    _ => result = merge_maps(&result, &new_map([])),
                 }
-                merge(&mut values, document);
             }
         }
     }
-    merge(&mut values, spec.values.clone());
-    merge(&mut shown, spec.values.clone());
-    Ok(Merged { values, shown: from_secrets.then_some(shown) })
+    Ok(map_to_json(&merge_maps(&result, &spec_values)))
+}
+
+/// A values document as Helm's `ReadValues` reads one (`sigs.k8s.io/yaml`: the first document,
+/// merge keys applied, YAML 1.1 scalars): a map, `{}` when empty; anything else fails.
+pub fn values_document(text: &str) -> Result<Value, String> {
+    match crate::go_yaml::first_document(text)? {
+        Value::Null => Ok(Value::Object(Map::new())),
+        map @ Value::Object(_) => Ok(map),
+        other => Err(format!("it holds {}, not a map", kind_of(&other))),
+    }
+}
+
+/// Every document of a values file as Helm 4's `loader.LoadValues` reads them (each a map or
+/// empty, merged in order); Helm 3 reads the first only.
+pub fn values_file(text: &str, dialect: Dialect) -> Result<SharedMap, String> {
+    if dialect == Dialect::V3 {
+        return Ok(as_map(values_document(text)?));
+    }
+    let mut merged = new_map([]);
+    for document in crate::go_yaml::documents(text)? {
+        let document = match document {
+            Value::Null => Value::Object(Map::new()),
+            map @ Value::Object(_) => map,
+            other => return Err(format!("a document holds {}, not a map", kind_of(&other))),
+        };
+        merged = merge_maps(&merged, &as_map(document));
+    }
+    Ok(merged)
+}
+
+/// A JSON object as a fresh shared map (anything else as an empty one).
+pub fn as_map(value: Value) -> SharedMap {
+    match Node::from_json(&value) {
+        Node::Map(map) => map,
+        _ => new_map([]),
+    }
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Array(_) => "a list",
+        Value::String(_) => "a string",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "a boolean",
+        Value::Null => "nothing",
+        Value::Object(_) => "a map",
+    }
 }
 
 /// The data of a valuesFrom source; `None` when it is optional and missing.
@@ -127,169 +212,75 @@ fn masked(value: &Value) -> Value {
     }
 }
 
-/// Merges `over` into `base`: maps key by key, recursively; anything else replaces.
-pub fn merge(base: &mut Value, over: Value) {
-    match (base, over) {
-        (Value::Object(base), Value::Object(over)) => {
-            for (key, value) in over {
-                match base.get_mut(&key) {
-                    Some(existing) if existing.is_object() && value.is_object() => merge(existing, value),
-                    _ => {
-                        base.insert(key, value);
-                    }
-                }
-            }
-        }
-        (_, Value::Null) => {}
-        (base, over) => *base = over,
-    }
-}
-
-/// Bounds on a path a pull request writes (each index makes a list that long): far beyond what
-/// values need, far below what exhausts memory.
-const MAX_INDEX: usize = 1_000;
-const MAX_STEPS: usize = 30;
 /// The most `valuesFrom` entries (or Argo CD parameters) one release may have.
 pub const MAX_VALUE_SOURCES: usize = 200;
-
-/// One step of a target path: a key of a map or an index of a list.
-#[derive(Debug, PartialEq)]
-enum Step {
-    Key(String),
-    Index(usize),
-}
-
-/// The steps of `a.b\.c[0].d`: dots separate keys (`\.` is a dot in a key), `[n]` indexes a list.
-fn steps(path: &str) -> Result<Vec<Step>, String> {
-    let mut steps = Vec::new();
-    let mut key = String::new();
-    let mut chars = path.trim().chars().peekable();
-    let end_key = |key: &mut String, steps: &mut Vec<Step>| {
-        if !key.is_empty() {
-            steps.push(Step::Key(std::mem::take(key)));
-        }
-    };
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&'.') => key.push(chars.next().unwrap_or('.')),
-            '.' => {
-                if key.is_empty() && !matches!(steps.last(), Some(Step::Index(_))) {
-                    return Err("an empty key".into());
-                }
-                end_key(&mut key, &mut steps);
-            }
-            '[' => {
-                end_key(&mut key, &mut steps);
-                let digits: String = chars.by_ref().take_while(|c| *c != ']').collect();
-                let index =
-                    digits.parse::<usize>().map_err(|_| format!("'[{digits}]' is not a list index"))?;
-                if index > MAX_INDEX {
-                    return Err(format!("list index {index} is over {MAX_INDEX}"));
-                }
-                steps.push(Step::Index(index));
-            }
-            c => key.push(c),
-        }
-    }
-    end_key(&mut key, &mut steps);
-    if steps.is_empty() {
-        return Err("an empty path".into());
-    }
-    if steps.len() > MAX_STEPS {
-        return Err(format!("more than {MAX_STEPS} levels deep"));
-    }
-    Ok(steps)
-}
-
-/// The value a text stands for, as Helm's `--set` reads it: quoted means a string; `true`,
-/// `false`, `null` and integers without a leading zero are typed; anything else is a string.
-fn typed(text: &str) -> Value {
-    let quoted = text.len() >= 2
-        && ((text.starts_with('"') && text.ends_with('"'))
-            || (text.starts_with('\'') && text.ends_with('\'')));
-    if quoted {
-        return Value::String(text.trim_matches(|c| c == '"' || c == '\'').to_string());
-    }
-    match text {
-        t if t.eq_ignore_ascii_case("true") => Value::Bool(true),
-        t if t.eq_ignore_ascii_case("false") => Value::Bool(false),
-        t if t.eq_ignore_ascii_case("null") => Value::Null,
-        "0" => Value::from(0),
-        t if !t.starts_with('0') && !t.starts_with("-0") => match t.parse::<i64>() {
-            Ok(n) => Value::from(n),
-            Err(_) => Value::String(t.to_string()),
-        },
-        t => Value::String(t.to_string()),
-    }
-}
-
-/// Sets the value `text` stands for at `path` in `values`, making maps and lists on the way.
-pub fn set_at_path(values: &mut Value, path: &str, text: &str) -> Result<(), String> {
-    set(values, path, typed(text))
-}
-
-/// Sets `text`, as a string whatever it looks like, at `path` (Helm's `--set-string`).
-pub fn set_string_at_path(values: &mut Value, path: &str, text: &str) -> Result<(), String> {
-    set(values, path, Value::String(text.to_string()))
-}
-
-fn set(values: &mut Value, path: &str, value: Value) -> Result<(), String> {
-    let steps = steps(path)?;
-    let mut current = values;
-    for step in &steps {
-        current = match step {
-            Step::Key(key) => {
-                if !current.is_object() {
-                    *current = Value::Object(Map::new());
-                }
-                current.as_object_mut().expect("made a map").entry(key.clone()).or_insert(Value::Null)
-            }
-            Step::Index(index) => {
-                if !current.is_array() {
-                    *current = Value::Array(Vec::new());
-                }
-                let list = current.as_array_mut().expect("made a list");
-                if list.len() <= *index {
-                    list.resize(index + 1, Value::Null);
-                }
-                &mut list[*index]
-            }
-        };
-    }
-    *current = value;
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
+    fn reference(target_path: Option<&str>) -> ValuesReference {
+        ValuesReference {
+            kind: "ConfigMap".into(),
+            name: "v".into(),
+            values_key: "values.yaml".into(),
+            target_path: target_path.map(str::to_string),
+            optional: false,
+            literal: false,
+        }
+    }
+
+    fn compose_json(spec_values: Value, sources: &[(Option<&str>, &str)]) -> Value {
+        let references: Vec<_> = sources.iter().map(|(path, _)| reference(*path)).collect();
+        let sources: Vec<_> = references
+            .iter()
+            .zip(sources)
+            .map(|(reference, (_, text))| Source {
+                reference,
+                named: "ConfigMap ns/v".into(),
+                text: text.to_string(),
+                is_secret: false,
+            })
+            .collect();
+        match compose(&spec_values, &sources, Dialect::V4, false) {
+            Ok(values) => values,
+            Err(_) => panic!("compose failed"),
+        }
+    }
+
+    /// chartutil merges spec.values in before a targetPath through maps it shares with it: the
+    /// targetPath's write lands in spec.values and wins over a later document.
     #[test]
-    fn values_merge_map_by_map_and_anything_else_replaces() {
-        let mut base = json!({"a": {"b": 1, "c": 2}, "list": [1, 2]});
-        merge(&mut base, json!({"a": {"c": 3, "d": 4}, "list": [3]}));
-        assert_eq!(base, json!({"a": {"b": 1, "c": 3, "d": 4}, "list": [3]}));
+    fn a_target_path_written_into_spec_values_outlives_a_later_document() {
+        let values = compose_json(json!({"a": {"b": 1}}), &[(Some("a.c"), "2"), (None, "a: {c: 3}")]);
+        assert_eq!(values, json!({"a": {"b": 1, "c": 2}}));
+        // The other order: the document first, then the targetPath, spec.values last.
+        let values = compose_json(json!({"a": {"b": 1}}), &[(None, "a: {c: 3}"), (Some("a.c"), "2")]);
+        assert_eq!(values, json!({"a": {"b": 1, "c": 2}}));
+        // A path spec.values does not hold: the later document wins, spec.values has no say.
+        let values = compose_json(json!({"a": {"b": 1}}), &[(Some("x.c"), "2"), (None, "x: {c: 3}")]);
+        assert_eq!(values, json!({"a": {"b": 1}, "x": {"c": 3}}));
     }
 
     #[test]
-    fn target_paths_set_typed_values_as_helm_reads_them() {
-        let mut values = json!({"a": {"keep": 1}});
-        set_at_path(&mut values, "a.b.c", "42").unwrap();
-        set_at_path(&mut values, "a.quoted", "\"42\"").unwrap();
-        set_at_path(&mut values, "flag", "TRUE").unwrap();
-        set_at_path(&mut values, "zip", "0755").unwrap();
-        set_at_path(&mut values, "dotted\\.key", "x").unwrap();
-        set_at_path(&mut values, "list[1].name", "second").unwrap();
-        set_at_path(&mut values, "text", "a,b: c").unwrap();
+    fn a_target_path_value_with_a_comma_sets_a_second_path() {
+        let values = compose_json(json!({}), &[(Some("x"), "plain,gate.open=true")]);
+        assert_eq!(values, json!({"x": "plain", "gate": {"open": true}}));
+        let values = compose_json(json!({}), &[(Some("x"), "plain\\,gate.open=true")]);
+        assert_eq!(values, json!({"x": "plain,gate.open=true"}));
+    }
+
+    #[test]
+    fn values_documents_are_maps_read_as_go_reads_them() {
+        assert_eq!(values_document("").unwrap(), json!({}));
         assert_eq!(
-            values,
-            json!({"a": {"keep": 1, "b": {"c": 42}, "quoted": "42"}, "flag": true, "zip": "0755",
-                   "dotted.key": "x", "list": [null, {"name": "second"}], "text": "a,b: c"})
+            values_document("base: &b {x: 1}\nuse: {<<: *b, z: off}\n").unwrap(),
+            json!({"base": {"x": 1}, "use": {"x": 1, "z": false}})
         );
-        let deep = vec!["a"; 31].join(".");
-        for bad in ["", "a..b", "a[x]", "a[1001]", "a[99999999]", deep.as_str()] {
-            assert!(set_at_path(&mut json!({}), bad, "1").is_err(), "{bad}");
-        }
+        assert!(values_document("- a\n").unwrap_err().contains("a list"));
+        let two = "a: 1\n---\nb: 2\n";
+        assert_eq!(map_to_json(&values_file(two, Dialect::V3).unwrap()), json!({"a": 1}));
+        assert_eq!(map_to_json(&values_file(two, Dialect::V4).unwrap()), json!({"a": 1, "b": 2}));
     }
 }
