@@ -941,15 +941,6 @@ impl SubstitutionSource for LiveValues {
         }
         let answer = if kind == "Secret" && !self.cluster.options.read_secrets {
             Lookup::Unknown
-        } else if kind == "Secret"
-            && !self.readable_secrets.contains(&(namespace.to_string(), name.to_string()))
-        {
-            // A pull request names any Secret it likes: only those the cluster's own Flux
-            // objects read are read for it.
-            Lookup::NotReadable(format!(
-                "no Flux object in the cluster reads it yet, and fluxplan reads for a pull request only the Secrets \
-                 the cluster's Flux objects already read (docs/security.md)"
-            ))
         } else {
             match self.runtime.block_on(self.cluster.fetch_values(kind, namespace, name)) {
                 Ok(Some(object)) => {
@@ -966,6 +957,16 @@ impl SubstitutionSource for LiveValues {
         };
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, answer.clone());
         answer
+    }
+
+    fn values_secret_refused(&self, namespace: &str, name: &str) -> Option<String> {
+        // A pull request names any Secret it likes: only those the cluster's own Flux objects
+        // read are read for it.
+        (!self.readable_secrets.contains(&(namespace.to_string(), name.to_string()))).then(|| {
+            "no Flux object in the cluster reads it yet, and fluxplan gives a chart only the Secrets the \
+             cluster's Flux objects already read (docs/security.md)"
+                .to_string()
+        })
     }
 
     fn argocd_repository_secrets(&self) -> Result<std::sync::Arc<Vec<RepositorySecret>>, String> {

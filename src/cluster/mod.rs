@@ -16,13 +16,17 @@ pub enum Lookup {
     NotFound,
     /// Only the cluster knows (offline, or Secret values left out of a snapshot).
     Unknown,
-    /// The cluster holds it, but fluxplan does not read it for this plan: why.
-    NotReadable(String),
 }
 
 /// Where substitution values come from.
 pub trait SubstitutionSource: Send + Sync {
     fn lookup(&self, kind: &str, namespace: &str, name: &str) -> Lookup;
+
+    /// Why the Secret `namespace/name` is not read for a HelmRelease's values (`None`: it may be).
+    /// A snapshot holds only the Secrets the cluster's Flux objects read anyway.
+    fn values_secret_refused(&self, _namespace: &str, _name: &str) -> Option<String> {
+        None
+    }
 
     /// Argo CD's repository and credential-template Secrets, from its namespace in a live cluster
     /// (never from what a render holds: a pull request could write its own); `Err` says why only

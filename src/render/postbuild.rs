@@ -63,7 +63,7 @@ pub fn resolve_variables(
                     "substituteFrom {described} not found in the cluster; create it or mark it optional"
                 )))
             }
-            Lookup::Unknown | Lookup::NotReadable(_) => vars.unknown_sources.push(described),
+            Lookup::Unknown => vars.unknown_sources.push(described),
         }
     }
     for (name, value) in &post_build.substitute {

@@ -170,6 +170,7 @@ fn a_helm_release_renders_its_chart_with_the_controllers_values_and_labels() {
         given_chart: None,
         source_object: &|_| None,
         cluster: &|_, _, _| fluxplan::cluster::Lookup::Unknown,
+        values_secret_refused: &|_, _| None,
         kustomize: &|_, _| Err(fluxplan::render::kustomize::BuildError::Failed("no kustomize here".into())),
         templates: &|_, run| run(),
         upgrade: false,

@@ -38,6 +38,8 @@ pub struct Inputs<'a> {
     pub config_map: &'a dyn Fn(&str, &str) -> Option<Value>,
     /// A ConfigMap or Secret of the cluster (kind, namespace, name): Secrets only when read.
     pub cluster: &'a dyn Fn(&str, &str, &str) -> crate::cluster::Lookup,
+    /// Why a Secret (namespace, name) is not read for values (`None`: it may be).
+    pub values_secret_refused: &'a dyn Fn(&str, &str) -> Option<String>,
     /// A chart given for this HelmRelease (`--chart`): a directory or a packaged archive, used
     /// whatever its spec names.
     pub given_chart: Option<&'a Path>,
@@ -516,9 +518,6 @@ fn secret_data(
         crate::cluster::Lookup::Unknown => Err(NotRendered::External(format!(
             "its chart's source {reference} needs {named} (spec.{field}), which only the cluster holds: plan with \
              a cluster and --read-secrets, or {by_hand}"
-        ))),
-        crate::cluster::Lookup::NotReadable(why) => Err(NotRendered::External(format!(
-            "its chart's source {reference} needs {named} (spec.{field}), which is not read: {why}; {by_hand}"
         ))),
     }
 }

@@ -328,6 +328,9 @@ fn render_unit(
         kustomize: releases.kustomize,
         templates: releases.charts.templates,
         cluster: &|kind: &str, namespace: &str, name: &str| releases.cluster.lookup(kind, namespace, name),
+        values_secret_refused: &|namespace: &str, name: &str| {
+            releases.cluster.values_secret_refused(namespace, name)
+        },
         fetch: &fetch,
         upgrade: releases.installed.is_installed(&(
             cluster.to_string(),

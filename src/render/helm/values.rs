@@ -66,7 +66,7 @@ pub fn merged(
 }
 
 /// `ChartValuesFromReferences`' loop over sources already read; `masked`: every value a Secret
-/// gives replaced by the mask (same keys, same lists, same nulls: the same shape).
+/// gives replaced by the mask (the same keys and lists).
 fn compose(
     spec_values: &Value,
     sources: &[Source],
@@ -184,13 +184,17 @@ fn data_of(
             return Ok(Some(data));
         }
     }
+    if reference.kind == "Secret" {
+        if let Some(why) = (inputs.values_secret_refused)(namespace, &reference.name) {
+            return Err(NotRendered::External(format!(
+                "its values come from {named}, which is not read: {why}"
+            )));
+        }
+    }
     match (inputs.cluster)(&reference.kind, namespace, &reference.name) {
         Lookup::Found(data) => Ok(Some(data)),
         Lookup::NotFound if reference.optional => Ok(None),
         Lookup::NotFound => Err(failed(format!("{named} does not exist: helm-controller fails the release"))),
-        Lookup::NotReadable(why) => {
-            Err(NotRendered::External(format!("its values come from {named}, which is not read: {why}")))
-        }
         Lookup::Unknown if reference.kind == "Secret" => Err(NotRendered::External(format!(
             "its values come from {named}, which only the cluster holds (plan with a cluster and --read-secrets)"
         ))),
