@@ -9,6 +9,7 @@ pub mod engine;
 pub mod installed;
 pub mod manifest;
 pub mod release;
+pub mod template_calls;
 pub mod units;
 pub mod values;
 

@@ -12,7 +12,7 @@ use crate::charts::fetch::{wants_credentials, Auth};
 use crate::charts::oci;
 use crate::charts::store::ChartRequest;
 use crate::charts::tls::{SourceTls, TlsError};
-use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec, HELM_GROUP};
+use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec, PostRenderStrategy, HELM_GROUP};
 use crate::flux::SourceRef;
 use crate::paths;
 use crate::render::kustomize::BuildError;
@@ -74,6 +74,11 @@ pub struct Rendered {
     /// When values come from Secrets: the release rendered with them masked, which is what is
     /// shown (`release` is what the cluster gets; only its digests are used).
     pub shown: Option<Release>,
+    /// What the chart's templates ask of the cluster (`lookup`, `.Capabilities`).
+    pub calls: super::template_calls::TemplateCalls,
+    /// What the shown render depends on, hashed (chart files, values, release, capabilities):
+    /// equal at base and head when the release's inputs did not change.
+    pub inputs_digest: String,
 }
 
 /// Renders `spec` (a HelmRelease of namespace `namespace`): the release's objects, hooks and
@@ -135,7 +140,7 @@ pub fn render(
     };
     let version = chart_version(&chart.dir);
     let holds_secrets = merged.shown.is_some();
-    let run = |values: &Value, may_hold_secrets: bool| -> Result<Release, BuildError> {
+    let run = |values: &Value, may_hold_secrets: bool| -> Result<(Release, String), BuildError> {
         let template = Template {
             chart: &chart_dir,
             readable: &readable,
@@ -151,14 +156,14 @@ pub fn render(
             .map_err(|e| BuildError::Failed(format!("cannot read the chart: {e}")))?;
         let mut release = (inputs.templates)(&key, may_hold_secrets, &|| helm.template(&template, cancel))?;
         finish(&mut release, spec, namespace, name, inputs, helm.major() != Some(3))?;
-        Ok(release)
+        Ok((release, key))
     };
     let rendered = run(&values, holds_secrets);
     // A chart's templates may print a value in any form (encoded, split, in a name): what is shown
     // of a release with values from Secrets comes from a render that never saw them. Its messages
     // too: the real render's could quote one.
     let shown = merged.shown.as_ref().map(|shown| run(shown, false));
-    let (release, shown) = match (rendered, shown) {
+    let ((release, key), shown) = match (rendered, shown) {
         (Ok(release), None) => (release, None),
         (Ok(release), Some(Ok(shown))) => (release, Some(shown)),
         (Err(e), None) => return Err(not_rendered(e)),
@@ -179,7 +184,14 @@ pub fn render(
             ))
         }
     };
-    Ok(Rendered { release, shown, chart: version })
+    // Read from what is shown: the values of a render that saw Secrets' values never decide
+    // anything the plan says.
+    let shown_values = merged.shown.as_ref().unwrap_or(&values);
+    let files = super::template_calls::chart_files(&chart_dir, &scratch.path().join("scan"));
+    let calls =
+        super::template_calls::scan(files.iter().map(|(p, t)| (p.as_str(), t.as_str())), shown_values);
+    let inputs_digest = shown.as_ref().map_or(key, |(_, key)| key.clone());
+    Ok(Rendered { release, shown: shown.map(|(release, _)| release), chart: version, calls, inputs_digest })
 }
 
 /// Why `helm template` gave nothing, as the plan says it.
@@ -196,21 +208,56 @@ fn not_rendered(error: BuildError) -> NotRendered {
 }
 
 /// The controller's post-rendering of a release: `postRenderers`, then `commonMetadata`, then
-/// its origin labels. Helm 3 post-renders the manifest only; Helm 4 its hooks too (measured:
-/// docs/helm.md). Neither post-renders the chart's `crds/`.
+/// its origin labels (one chain: helm-controller `internal/postrender/build.go`). Helm 3
+/// post-renders the manifest only. Helm 4 follows `spec.postRenderStrategy` (Helm's
+/// `renderResources`, `pkg/action/action.go`): `combined` (the default) post-renders hooks and
+/// tests in one stream with the manifest, `separate` in a stream of their own, `nohooks` not at
+/// all; then it sorts every document again, so a patch may make an object a hook or a hook not
+/// one. Neither post-renders the chart's `crds/`.
 fn finish(
     release: &mut Release,
     spec: &HelmReleaseSpec,
     namespace: &str,
     name: &str,
     inputs: &Inputs,
-    hooks_too: bool,
+    helm_4: bool,
 ) -> Result<(), BuildError> {
-    let mut documents = std::mem::take(&mut release.objects);
-    if hooks_too {
-        documents.extend(release.hooks.drain(..).map(|(_, hook)| hook));
-        documents.append(&mut release.tests);
+    let chain = |documents: Vec<Value>| post_render_chain(documents, spec, namespace, name, inputs);
+    if !helm_4 {
+        release.objects = chain(std::mem::take(&mut release.objects))?;
+        return Ok(());
     }
+    let mut hooks: Vec<Value> = release.hooks.drain(..).map(|(_, hook)| hook).collect();
+    hooks.append(&mut release.tests);
+    let objects = std::mem::take(&mut release.objects);
+    let documents = match &spec.post_render_strategy {
+        PostRenderStrategy::Combined => chain(objects.into_iter().chain(hooks).collect())?,
+        PostRenderStrategy::NoHooks => chain(objects)?.into_iter().chain(hooks).collect(),
+        // Helm skips a stream that holds nothing.
+        PostRenderStrategy::Separate if hooks.is_empty() => chain(objects)?,
+        PostRenderStrategy::Separate => chain(objects)?.into_iter().chain(chain(hooks)?).collect(),
+        PostRenderStrategy::Invalid(value) => {
+            return Err(BuildError::Failed(format!(
+                "spec.postRenderStrategy {value:?} is not one of nohooks, combined, separate: the API server refuses \
+                 the HelmRelease"
+            )))
+        }
+    };
+    for document in documents {
+        release.sort(document);
+    }
+    Ok(())
+}
+
+/// Documents through the controller's chain of post-renderers: each `postRenderers[].kustomize`,
+/// then `commonMetadata`, then the origin labels.
+fn post_render_chain(
+    mut documents: Vec<Value>,
+    spec: &HelmReleaseSpec,
+    namespace: &str,
+    name: &str,
+    inputs: &Inputs,
+) -> Result<Vec<Value>, BuildError> {
     for (n, renderer) in spec.post_renderers.iter().enumerate() {
         if let Some(kustomize) = renderer.get("kustomize").filter(|k| k.is_object()) {
             documents = post_render(&documents, kustomize, inputs, n).map_err(BuildError::Failed)?;
@@ -225,15 +272,7 @@ fn finish(
         set_all(object, "labels", spec.common_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         set_all(object, "labels", origin.iter().cloned());
     }
-    if hooks_too {
-        // Helm sorts after post-rendering: a patch may make an object a hook, or a hook not one.
-        for document in documents {
-            release.sort(document);
-        }
-    } else {
-        release.objects = documents;
-    }
-    Ok(())
+    Ok(documents)
 }
 
 /// The release's objects through one `postRenderers[].kustomize`: its `patches` (inline, with
@@ -262,8 +301,9 @@ pub(super) fn template_key(helm: &Helm, template: &Template, chart: &Path) -> st
         "helm": helm.version, "release": template.release, "namespace": template.namespace,
         "values": template.values, "kube": template.kube_version, "apis": template.api_versions,
         "crds": template.include_crds, "upgrade": template.is_upgrade,
-        // What a cached release holds (test hooks kept since format 2).
-        "format": 2,
+        // What a cached release holds (test hooks kept since format 2; hooks sorted as Helm's
+        // manifest sorter sorts them since format 3).
+        "format": 3,
     });
     hasher.update(inputs.to_string().as_bytes());
     let mut files = Vec::new();

@@ -53,6 +53,35 @@ pub struct HelmUnit {
     /// `spec.driftDetection`: whether helm-controller puts drift back, and what it ignores.
     #[serde(skip)]
     pub drift_detection: DriftDetection,
+    /// The release's hooks, test hooks included, as the plan compares them (they are not part
+    /// of its manifest: `objects` never holds them).
+    #[serde(skip)]
+    pub hook_objects: Vec<HookObject>,
+    /// Which hooks the controller's install, upgrade, uninstall and test run.
+    #[serde(skip)]
+    pub hook_settings: crate::flux::helm::HookSettings,
+    /// The chart's templates that call `lookup`: the controller's Helm asks the API server,
+    /// `helm template` answers an empty map.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lookup: Vec<String>,
+    /// The chart's templates that read `.Capabilities` when no Kubernetes version was known:
+    /// Helm's built-in version stood for the cluster's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capabilities_assumed: Vec<String>,
+    /// What the shown render depends on, hashed: equal at base and head when nothing the
+    /// release is rendered from changed.
+    #[serde(skip)]
+    pub inputs_digest: String,
+}
+
+/// A hook of a release: when Helm runs it, when it deletes it, and the object.
+#[derive(Debug, Clone)]
+pub struct HookObject {
+    /// `pre-install`, `post-upgrade`, `test`, … (as Helm reads `helm.sh/hook`).
+    pub events: Vec<String>,
+    /// `helm.sh/hook-delete-policy` as written (Helm applies `before-hook-creation` when empty).
+    pub delete_policy: Vec<String>,
+    pub object: RenderedObject,
 }
 
 /// A HelmRelease's `spec.driftDetection`. With `mode: enabled` helm-controller compares the
@@ -293,6 +322,11 @@ fn render_unit(
         install_crds: spec.install_crds,
         upgrade_crds: spec.upgrade_crds,
         drift_detection: DriftDetection::of(&found.manifest),
+        hook_objects: Vec::new(),
+        hook_settings: spec.hooks.clone(),
+        lookup: Vec::new(),
+        capabilities_assumed: Vec::new(),
+        inputs_digest: String::new(),
     };
     let external = |mut unit: RenderedKustomization, helm_unit: HelmUnit, why: String| {
         unit.status = Status::External;
@@ -384,24 +418,51 @@ fn render_unit(
                     .map(|object| BuiltObject { object: object.clone(), origin: None });
                 postbuild::plain(built.collect())
             };
+            let hooks = |release: &super::Release| {
+                let built = release
+                    .hooks
+                    .iter()
+                    .map(|(_, hook)| hook)
+                    .chain(&release.tests)
+                    .map(|object| BuiltObject { object: object.clone(), origin: None });
+                postbuild::plain(built.collect())
+            };
             let real = plain(&rendered.release);
             // Post-renderers may reorder objects by name: with names from Secrets, they do not pair.
             let reordered = !spec.post_renderers.is_empty();
-            let objects = match &rendered.shown {
-                None => real,
-                Some(shown) => match with_shown_manifests(real, plain(shown), reordered) {
-                    Some(objects) => objects,
-                    None => {
-                        return external(
-                            unit,
-                            helm_unit,
-                            "its objects depend on its values from Secrets in a way fluxplan cannot show without \
-                             showing them: not rendered"
-                                .into(),
-                        )
-                    }
-                },
+            let paired =
+                match &rendered.shown {
+                    None => Some((real, hooks(&rendered.release))),
+                    Some(shown) => with_shown_manifests(real, plain(shown), reordered)
+                        .zip(with_shown_manifests(hooks(&rendered.release), hooks(shown), reordered)),
+                };
+            let Some((objects, hook_objects)) = paired else {
+                return external(
+                    unit,
+                    helm_unit,
+                    "its objects depend on its values from Secrets in a way fluxplan cannot show without \
+                     showing them: not rendered"
+                        .into(),
+                );
             };
+            helm_unit.hook_objects = hook_objects
+                .into_iter()
+                .map(|object| {
+                    let phases = object.object["metadata"]["annotations"][super::manifest::HOOK_ANNOTATION]
+                        .as_str()
+                        .unwrap_or("");
+                    HookObject {
+                        events: super::manifest::hook_events(phases).unwrap_or_default(),
+                        delete_policy: super::manifest::delete_policies(&object.object),
+                        object,
+                    }
+                })
+                .collect();
+            helm_unit.lookup = rendered.calls.lookup.iter().cloned().collect();
+            if releases.charts.kube_version.is_none() {
+                helm_unit.capabilities_assumed = rendered.calls.capabilities.iter().cloned().collect();
+            }
+            helm_unit.inputs_digest = rendered.inputs_digest.clone();
             unit.objects = objects;
             unit.helm = Some(Box::new(helm_unit));
             unit
