@@ -185,10 +185,12 @@ fn words(code: &str) -> Calls {
         match word {
             "lookup" if function => calls.lookup = true,
             "tpl" if function => calls.tpl = true,
-            "Capabilities" if before == Some(b'.') && from_the_top(bytes, start - 1) => {
-                if !code[at..].starts_with(".HelmVersion") {
-                    calls.capabilities = true;
-                }
+            "Capabilities"
+                if before == Some(b'.')
+                    && from_the_top(bytes, start - 1)
+                    && !code[at..].starts_with(".HelmVersion") =>
+            {
+                calls.capabilities = true
             }
             _ => {}
         }
