@@ -313,6 +313,35 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn hook_settings_and_the_post_render_strategy_are_read_as_the_controller_reads_them() {
+        let parse = |spec: Value| {
+            HelmReleaseSpec::parse(&json!({
+                "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                "metadata": {"name": "web", "namespace": "apps"}, "spec": spec,
+            }))
+            .unwrap()
+        };
+        let plain = parse(json!({}));
+        assert_eq!(plain.post_render_strategy, PostRenderStrategy::Combined);
+        assert_eq!(plain.hooks, HookSettings::default());
+        let set = parse(json!({
+            "postRenderStrategy": "nohooks",
+            "install": {"disableHooks": true}, "upgrade": {"disableHooks": false},
+            "test": {"enable": true, "filters": [{"name": "a"}, {"name": "b", "exclude": true}]},
+        }));
+        assert_eq!(set.post_render_strategy, PostRenderStrategy::NoHooks);
+        assert!(set.hooks.install_disabled && !set.hooks.upgrade_disabled && set.hooks.test_enabled);
+        // Included names only, excluded ones never.
+        assert!(set.hooks.runs_test("a") && !set.hooks.runs_test("b") && !set.hooks.runs_test("c"));
+        let excluding = parse(json!({"test": {"enable": true, "filters": [{"name": "b", "exclude": true}]}}));
+        assert!(excluding.hooks.runs_test("a") && !excluding.hooks.runs_test("b"));
+        assert_eq!(
+            parse(json!({"postRenderStrategy": "sometimes"})).post_render_strategy,
+            PostRenderStrategy::Invalid("sometimes".into())
+        );
+    }
+
+    #[test]
     fn a_helm_release_spec_is_read_with_the_controllers_defaults() {
         let hr = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
             "metadata": {"name": "web", "namespace": "apps"},
