@@ -169,6 +169,52 @@ pub struct HelmReleaseSpec {
     /// `spec.commonMetadata` labels and annotations.
     pub common_labels: serde_json::Map<String, Value>,
     pub common_annotations: serde_json::Map<String, Value>,
+    /// `spec.postRenderStrategy`: whether hooks go through the post-renderers.
+    pub post_render_strategy: PostRenderStrategy,
+    /// Which hooks the controller's actions run.
+    pub hooks: HookSettings,
+}
+
+/// `spec.postRenderStrategy` (helm-controller `api/v2/helmrelease_types.go`, handed to Helm's
+/// `renderResources` in `pkg/action/action.go`): which of the chart's documents the
+/// post-renderers (`postRenderers`, `commonMetadata`, the origin labels) see.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum PostRenderStrategy {
+    /// The default: hooks and tests post-rendered in one stream with the manifest.
+    #[default]
+    Combined,
+    /// Hooks and tests left as the chart renders them (Helm 3's behaviour).
+    NoHooks,
+    /// Hooks and tests post-rendered in a stream of their own.
+    Separate,
+    /// A value the CRD's enum refuses.
+    Invalid(String),
+}
+
+/// What `spec.install`, `spec.upgrade`, `spec.uninstall` and `spec.test` say about hooks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HookSettings {
+    pub install_disabled: bool,
+    pub upgrade_disabled: bool,
+    pub uninstall_disabled: bool,
+    /// `spec.test.enable`: helm-controller runs the test hooks after an install or upgrade.
+    pub test_enabled: bool,
+    /// `spec.test.filters`: names to run only (`exclude: false`) or to skip (`exclude: true`).
+    pub test_filters: Vec<(String, bool)>,
+}
+
+impl HookSettings {
+    /// True when `helm test` as helm-controller configures it runs the test hook `name`
+    /// (Helm's `pkg/action/release_testing.go`: excluded names go first, then, when any name is
+    /// included, only those).
+    pub fn runs_test(&self, name: &str) -> bool {
+        let listed = |exclude: bool| self.test_filters.iter().filter(move |(_, e)| *e == exclude);
+        if listed(true).any(|(n, _)| n == name) {
+            return false;
+        }
+        let mut included = listed(false).peekable();
+        included.peek().is_none() || included.any(|(n, _)| n == name)
+    }
 }
 
 impl HelmReleaseSpec {
@@ -235,6 +281,26 @@ impl HelmReleaseSpec {
             post_renderers: spec["postRenderers"].as_array().cloned().unwrap_or_default(),
             common_labels: map("/commonMetadata/labels"),
             common_annotations: map("/commonMetadata/annotations"),
+            post_render_strategy: match text(spec, "/postRenderStrategy") {
+                None | Some("combined") => PostRenderStrategy::Combined,
+                Some("nohooks") => PostRenderStrategy::NoHooks,
+                Some("separate") => PostRenderStrategy::Separate,
+                Some(other) => PostRenderStrategy::Invalid(other.to_string()),
+            },
+            hooks: HookSettings {
+                install_disabled: spec["install"]["disableHooks"].as_bool() == Some(true),
+                upgrade_disabled: spec["upgrade"]["disableHooks"].as_bool() == Some(true),
+                uninstall_disabled: spec["uninstall"]["disableHooks"].as_bool() == Some(true),
+                test_enabled: spec["test"]["enable"].as_bool() == Some(true),
+                test_filters: spec["test"]["filters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|f| {
+                        Some((f["name"].as_str()?.to_string(), f["exclude"].as_bool() == Some(true)))
+                    })
+                    .collect(),
+            },
         })
     }
 }
@@ -249,6 +315,35 @@ pub fn is_helm_release(object: &Value) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn hook_settings_and_the_post_render_strategy_are_read_as_the_controller_reads_them() {
+        let parse = |spec: Value| {
+            HelmReleaseSpec::parse(&json!({
+                "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                "metadata": {"name": "web", "namespace": "apps"}, "spec": spec,
+            }))
+            .unwrap()
+        };
+        let plain = parse(json!({}));
+        assert_eq!(plain.post_render_strategy, PostRenderStrategy::Combined);
+        assert_eq!(plain.hooks, HookSettings::default());
+        let set = parse(json!({
+            "postRenderStrategy": "nohooks",
+            "install": {"disableHooks": true}, "upgrade": {"disableHooks": false},
+            "test": {"enable": true, "filters": [{"name": "a"}, {"name": "b", "exclude": true}]},
+        }));
+        assert_eq!(set.post_render_strategy, PostRenderStrategy::NoHooks);
+        assert!(set.hooks.install_disabled && !set.hooks.upgrade_disabled && set.hooks.test_enabled);
+        // Included names only, excluded ones never.
+        assert!(set.hooks.runs_test("a") && !set.hooks.runs_test("b") && !set.hooks.runs_test("c"));
+        let excluding = parse(json!({"test": {"enable": true, "filters": [{"name": "b", "exclude": true}]}}));
+        assert!(excluding.hooks.runs_test("a") && !excluding.hooks.runs_test("b"));
+        assert_eq!(
+            parse(json!({"postRenderStrategy": "sometimes"})).post_render_strategy,
+            PostRenderStrategy::Invalid("sometimes".into())
+        );
+    }
 
     #[test]
     fn a_helm_release_spec_is_read_with_the_controllers_defaults() {

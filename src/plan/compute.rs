@@ -504,6 +504,7 @@ impl<'a> ClusterView<'a> {
         }
         if let Some(helm) = head.helm.as_deref() {
             self.helm_upgrade(helm, known_before, &mut plan);
+            self.helm_hooks(reference, helm, known_before, &mut plan);
         }
         plan.desired = desired.iter().map(|id| id.to_string()).collect();
         plan.desired.sort();
@@ -1018,11 +1019,12 @@ pub(super) fn new_change(action: Action, id: &ObjectId) -> Change {
         diff: None,
         hidden_changes: Vec::new(),
         takes_with_it: Vec::new(),
+        hook: None,
     }
 }
 
 /// The update of an object whose desired state changed, `None` when it did not.
-fn update(before: &RenderedObject, after: &RenderedObject, id: &ObjectId) -> Option<Change> {
+pub(super) fn update(before: &RenderedObject, after: &RenderedObject, id: &ObjectId) -> Option<Change> {
     if before.digest == after.digest {
         return None;
     }

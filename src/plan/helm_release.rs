@@ -252,7 +252,7 @@ impl ClusterView<'_> {
         change
     }
 
-    /// What an upgrade (or install) adds to a release's plan: the CRD policy, the hooks it runs.
+    /// What an upgrade (or install) adds to a release's plan: the CRD policy (its hooks: `helm_hooks`).
     pub(super) fn helm_upgrade(&self, helm: &HelmUnit, upgrade: bool, plan: &mut KustomizationPlan) {
         let (policy, field) =
             if upgrade { (helm.upgrade_crds, "upgrade.crds") } else { (helm.install_crds, "install.crds") };
@@ -277,14 +277,6 @@ impl ClusterView<'_> {
                     }
                 ));
             }
-        }
-        let changes = plan.changes.iter().any(|c| c.action != Action::Skip);
-        if changes && !helm.hooks.is_empty() {
-            plan.notes.push(format!(
-                "the {} runs hook(s), not part of the release: {}",
-                if upgrade { "upgrade" } else { "install" },
-                helm.hooks.join("; ")
-            ));
         }
     }
 

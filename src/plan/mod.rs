@@ -12,6 +12,7 @@ mod dependants;
 pub mod diff;
 mod distribution;
 mod fan_out;
+mod helm_hooks;
 mod helm_release;
 pub(crate) mod label_selector;
 pub mod live_diff;
@@ -98,6 +99,21 @@ pub struct Change {
     /// instances, a claim's volume).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub takes_with_it: Vec<String>,
+    /// Set when the object is a Helm hook the release's install, upgrade or test runs: created
+    /// by Helm around the release, not part of its manifest (never pruned with it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook: Option<HookRun>,
+}
+
+/// When Helm runs a hook and when it deletes it.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct HookRun {
+    /// Its events (`helm.sh/hook`): `pre-install`, `post-upgrade`, `test`, ...
+    pub events: Vec<String>,
+    /// Its `helm.sh/hook-delete-policy` (`before-hook-creation`, `hook-succeeded`,
+    /// `hook-failed`, comma-separated); Helm applies `before-hook-creation` when none is given.
+    #[serde(rename = "deletePolicy")]
+    pub delete_policy: String,
 }
 
 impl Change {
@@ -370,8 +386,10 @@ pub struct Revision {
 /// request adds or points elsewhere no longer makes its source this repository. 5: every change
 /// is reviewed (`review`): an immutable field changed blocks. 6: a FluxInstance's patches shape
 /// the root it generates, Helm 4 post-renders hooks, and offline the base revision's Helm
-/// releases render as upgrades.
-pub const GENERATION: u64 = 6;
+/// releases render as upgrades. 7: a release's hooks that the pull request adds or changes are
+/// changes of the release (counted and reviewed), a chart calling `lookup` makes a change of its
+/// release never `no-changes`, and hooks are post-rendered as `spec.postRenderStrategy` says.
+pub const GENERATION: u64 = 7;
 
 /// The plan JSON's format (`schemaVersion`): raised when a key changes meaning or goes away; new
 /// keys and new values of an enumeration (a unit kind, an alert code) do not raise it.

@@ -60,6 +60,8 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("external-artifact", Severity::Warning),
     ("chart-unavailable", Severity::Warning),
     ("helm-release-stuck", Severity::Warning),
+    ("chart-lookup", Severity::Warning),
+    ("capabilities-assumed", Severity::Warning),
     ("resourceset-unknown", Severity::Warning),
     ("source-adds-content", Severity::Danger),
     ("source-ref-pinned", Severity::Danger),
@@ -484,7 +486,11 @@ pub fn verdict(plans: &[KustomizationPlan], alerts: &[Alert]) -> Verdict {
     if alerts.iter().any(|a| a.severity == Severity::Danger) {
         Verdict::Blocked
     } else if plans.iter().any(|p| {
-        p.counts.any_change() || matches!(p.status, KustomizationStatus::Added | KustomizationStatus::Removed)
+        p.counts.any_change()
+            || matches!(
+                p.status,
+                KustomizationStatus::Added | KustomizationStatus::Removed | KustomizationStatus::Changed
+            )
     }) {
         Verdict::Changes
     } else {
@@ -599,6 +605,37 @@ fn plan_alerts(
                     "{} come from substituteFrom sources only the cluster knows; shown as written (plan with a \
                      cluster snapshot to resolve them)",
                     k.unresolved_variables.iter().map(|v| format!("${{{v}}}")).collect::<Vec<_>>().join(", ")
+                ),
+                Vec::new(),
+            ));
+        }
+    }
+    // What the cluster answers a chart and `helm template` does not.
+    if let Some(helm) = head
+        .unit(&plan.cluster, &plan.unit_ref())
+        .filter(|k| k.status == Status::Rendered)
+        .and_then(|k| k.helm.as_deref())
+    {
+        if !helm.lookup.is_empty() {
+            alerts.extend(alert(
+                "chart-lookup",
+                format!(
+                    "its chart calls lookup ({}): helm template answers lookup with an empty map, helm-controller's \
+                     Helm with what the API server holds, so what the release installs cannot be planned exactly",
+                    helm.lookup.join(", ")
+                ),
+                Vec::new(),
+            ));
+        }
+        if !helm.capabilities_assumed.is_empty() {
+            alerts.extend(alert(
+                "capabilities-assumed",
+                format!(
+                    "its chart reads .Capabilities ({}) and no Kubernetes version is known (--kube-version, a \
+                     clusters file's kubeVersion, or a read cluster): Helm {}'s built-in Kubernetes version and API \
+                     versions stood for the cluster's",
+                    helm.capabilities_assumed.join(", "),
+                    helm.helm
                 ),
                 Vec::new(),
             ));

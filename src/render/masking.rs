@@ -42,7 +42,10 @@ impl Masks {
 /// holds a value substituted from a Secret.
 fn replacements(renders: &[&Render]) -> Vec<(String, String)> {
     let mut pairs = BTreeMap::new();
-    let objects = renders.iter().flat_map(|r| r.kustomizations()).flat_map(|(_, k)| &k.objects);
+    // A release's hooks are named in plans too.
+    let objects = renders.iter().flat_map(|r| r.kustomizations()).flat_map(|(_, k)| {
+        k.objects.iter().chain(k.helm.iter().flat_map(|h| h.hook_objects.iter().map(|hook| &hook.object)))
+    });
     for object in objects {
         let (Some(real), Some(shown)) = (&object.id, &object.shown_id) else { continue };
         if real == shown {

@@ -790,46 +790,22 @@ fn assign_ids(
             (None, None) => None,
         };
         for object in &mut k.objects {
-            let (group, _) = flux::split_api_version(object.object["apiVersion"].as_str().unwrap_or(""));
-            let kind = object.object["kind"].as_str().unwrap_or("");
-            if let Some(namespace) = &default_namespace {
-                let namespaced = scopes.scope_of(group, kind) != Scope::Cluster;
-                let meta = object.object.get_mut("metadata").and_then(Value::as_object_mut);
-                if let Some(meta) = meta.filter(|_| namespaced) {
-                    if meta.get("namespace").and_then(Value::as_str).unwrap_or("").is_empty() {
-                        meta.insert("namespace".into(), Value::String(namespace.clone()));
-                    }
-                    // The real name too (a Helm object named from a Secret's value).
-                    if let Some(real) =
-                        object.real_name.as_mut().filter(|r| r.namespace.as_deref().unwrap_or("").is_empty())
-                    {
-                        real.namespace = Some(namespace.clone());
-                    }
+            match identify(object, default_namespace.as_deref(), &scopes) {
+                Err(Unidentified::NoNamespace(what)) => missing_namespace.push(what),
+                Err(Unidentified::UnknownScope(kind)) => {
+                    unknown_scope.insert(kind);
                 }
+                Ok(()) => {}
             }
-            let manifest = &object.object;
-            let (group, _) = flux::split_api_version(manifest["apiVersion"].as_str().unwrap_or(""));
-            let kind = manifest["kind"].as_str().unwrap_or("");
-            let shown = RealName::of(manifest);
-            // A name substituted from a Secret: the inventory holds the real one, readers see the mask.
-            let real = object.real_name.clone().unwrap_or_else(|| shown.clone());
-            let scope = scopes.scope_of(group, kind);
-            match scope {
-                Scope::Namespaced if real.namespace.as_deref().unwrap_or("").is_empty() => {
-                    missing_namespace.push(format!("{kind}/{}", shown.name))
-                }
-                Scope::Unknown => {
-                    unknown_scope.insert(format!("{kind}.{group}"));
-                }
-                _ => {}
+        }
+        // A release's hooks are no objects of it, but the plan names them by id too (Helm
+        // creates them in the release's namespace when they name none).
+        for hook in k.helm.iter_mut().flat_map(|h| &mut h.hook_objects) {
+            if let Err(Unidentified::UnknownScope(kind)) =
+                identify(&mut hook.object, default_namespace.as_deref(), &scopes)
+            {
+                unknown_scope.insert(kind);
             }
-            let id_of = |name: &RealName| {
-                let namespace =
-                    if scope == Scope::Cluster { "" } else { name.namespace.as_deref().unwrap_or("") };
-                ObjectId::new(namespace, &name.name, group, kind)
-            };
-            object.id = Some(id_of(&real));
-            object.shown_id = Some(id_of(&shown));
         }
         k.objects.sort_by(|a, b| (&a.shown_id, &a.id).cmp(&(&b.shown_id, &b.id)));
         if !missing_namespace.is_empty() && k.error.is_none() {
@@ -848,6 +824,60 @@ fn assign_ids(
             unknown_scope.into_iter().collect::<Vec<_>>().join(", ")
         )
     })
+}
+
+/// Why an object's id is not sound.
+enum Unidentified {
+    /// A namespaced object without a namespace (`Kind/name`): the apply fails.
+    NoNamespace(String),
+    /// A kind whose scope nothing told (`Kind.group`).
+    UnknownScope(String),
+}
+
+/// Gives one object its ids, filling in `default_namespace` (an Application's destination, a
+/// release's namespace) where a namespaced object names none.
+fn identify(
+    object: &mut RenderedObject,
+    default_namespace: Option<&str>,
+    scopes: &ScopeMap,
+) -> Result<(), Unidentified> {
+    let (group, _) = flux::split_api_version(object.object["apiVersion"].as_str().unwrap_or(""));
+    let kind = object.object["kind"].as_str().unwrap_or("");
+    if let Some(namespace) = default_namespace {
+        let namespaced = scopes.scope_of(group, kind) != Scope::Cluster;
+        let meta = object.object.get_mut("metadata").and_then(Value::as_object_mut);
+        if let Some(meta) = meta.filter(|_| namespaced) {
+            if meta.get("namespace").and_then(Value::as_str).unwrap_or("").is_empty() {
+                meta.insert("namespace".into(), Value::String(namespace.to_string()));
+            }
+            // The real name too (a Helm object named from a Secret's value).
+            if let Some(real) =
+                object.real_name.as_mut().filter(|r| r.namespace.as_deref().unwrap_or("").is_empty())
+            {
+                real.namespace = Some(namespace.to_string());
+            }
+        }
+    }
+    let manifest = &object.object;
+    let (group, _) = flux::split_api_version(manifest["apiVersion"].as_str().unwrap_or(""));
+    let kind = manifest["kind"].as_str().unwrap_or("");
+    let shown = RealName::of(manifest);
+    // A name substituted from a Secret: the inventory holds the real one, readers see the mask.
+    let real = object.real_name.clone().unwrap_or_else(|| shown.clone());
+    let scope = scopes.scope_of(group, kind);
+    let id_of = |name: &RealName| {
+        let namespace = if scope == Scope::Cluster { "" } else { name.namespace.as_deref().unwrap_or("") };
+        ObjectId::new(namespace, &name.name, group, kind)
+    };
+    object.id = Some(id_of(&real));
+    object.shown_id = Some(id_of(&shown));
+    match scope {
+        Scope::Namespaced if real.namespace.as_deref().unwrap_or("").is_empty() => {
+            Err(Unidentified::NoNamespace(format!("{kind}/{}", shown.name)))
+        }
+        Scope::Unknown => Err(Unidentified::UnknownScope(format!("{kind}.{group}"))),
+        _ => Ok(()),
+    }
 }
 
 /// Scans the repository's YAML files that mention Flux (with their text) for Kustomization,

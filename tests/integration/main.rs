@@ -28,6 +28,7 @@ mod fixture;
 mod hardening;
 mod helm;
 mod helm_fetch;
+mod helm_hooks;
 mod helm_oci_auth;
 mod helm_plan;
 mod helm_tls;

@@ -160,16 +160,30 @@ impl<'a> Subject<'a> {
 /// Every create and update of a cluster's plans, reviewed; plus what concerns a unit as a whole
 /// (changes under a suspended one).
 pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Candidate> {
-    let head_objects: BTreeMap<&ObjectId, &RenderedObject> =
+    let mut head_objects: BTreeMap<&ObjectId, &RenderedObject> =
         view.head.values().flat_map(|k| &k.objects).filter_map(|o| Some((o.id.as_ref()?, o))).collect();
+    // A hook's binding may name a hook's role: the release's objects win where both name one.
+    for hook in view.head.values().flat_map(|k| hooks_of(k)) {
+        if let Some(id) = &hook.id {
+            head_objects.entry(id).or_insert(hook);
+        }
+    }
     let mut found = Vec::new();
     for plan in plans {
         let reference = plan.unit_ref();
         let Some(unit) = view.head.get(&reference).copied() else { continue };
         let objects: BTreeMap<&ObjectId, &RenderedObject> =
             unit.objects.iter().filter_map(|o| Some((o.id.as_ref()?, o))).collect();
+        let hooks: BTreeMap<&ObjectId, &RenderedObject> =
+            hooks_of(unit).filter_map(|o| Some((o.id.as_ref()?, o))).collect();
         for change in plan.changes.iter().filter(|c| matches!(c.action, Action::Create | Action::Update)) {
             let Some(id) = ObjectId::parse(&change.id) else { continue };
+            if change.hook.is_some() {
+                if let Some(after) = hooks.get(&id).copied() {
+                    review_hook(view, plan, unit, id, after, &head_objects, &mut found);
+                }
+                continue;
+            }
             // An object the sync creates without rendering it (Argo CD's CreateNamespace).
             let Some(after) = objects.get(&id).copied() else { continue };
             // Values substituted from Secrets are masked in the manifest: its fields cannot be
@@ -201,6 +215,34 @@ pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Can
     }
     flux_semantics::suspended_units(view, plans, &mut found);
     found
+}
+
+/// A release's hooks (test hooks included), as rendered.
+fn hooks_of(unit: &RenderedKustomization) -> impl Iterator<Item = &RenderedObject> {
+    unit.helm.iter().flat_map(|h| &h.hook_objects).map(|hook| &hook.object)
+}
+
+/// A hook the merge adds or changes, reviewed like any object against the base render's hook
+/// (never the live object: Helm deletes the previous one and creates it anew). Not for
+/// `immutable-field`: a hook is created, never updated in place.
+fn review_hook<'a>(
+    view: &ClusterView<'a>,
+    plan: &'a KustomizationPlan,
+    unit: &'a RenderedKustomization,
+    id: ObjectId,
+    after: &'a RenderedObject,
+    head_objects: &'a BTreeMap<&'a ObjectId, &'a RenderedObject>,
+    found: &mut Vec<Candidate>,
+) {
+    let base = view
+        .base
+        .get(&plan.unit_ref())
+        .into_iter()
+        .flat_map(|k| hooks_of(k))
+        .find(|hook| hook.id.as_ref() == Some(&id));
+    let subject = Subject { plan, id, after, base, live: None, unit, head_objects };
+    flux_semantics::check(&subject, found);
+    privilege::check(&subject, found);
 }
 
 /// False for an object Flux never changes: marked `ssa: Ignore` or `reconcile: disabled`, or

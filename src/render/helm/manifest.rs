@@ -44,16 +44,64 @@ pub fn split_release(printed: &str) -> Result<Release, String> {
 }
 
 impl Release {
-    /// Puts a templated document where Helm puts it: the manifest, a hook, or a test (counted).
+    /// Puts a templated document where Helm's manifest sorter puts it
+    /// (`pkg/release/v1/util/manifest_sorter.go`): the manifest, a hook, or a test hook. A
+    /// document naming an event Helm does not know is dropped, as Helm drops it.
     pub fn sort(&mut self, document: Value) {
-        match hook_phases(&document) {
-            None => self.objects.push(document),
-            Some(phases) if phases.split(',').any(|p| p.trim().starts_with("test")) => {
-                self.tests.push(document)
-            }
-            Some(phases) => self.hooks.push((phases, document)),
+        let Some(phases) = hook_phases(&document) else {
+            self.objects.push(document);
+            return;
+        };
+        match hook_events(&phases) {
+            None => {}
+            Some(events) if events.iter().all(|e| e == TEST_EVENT) => self.tests.push(document),
+            Some(events) => self.hooks.push((events.join(","), document)),
         }
     }
+}
+
+/// Every event Helm runs hooks on (`pkg/release/v1/hook.go`).
+pub const HOOK_EVENTS: &[&str] = &[
+    "pre-install",
+    "post-install",
+    "pre-delete",
+    "post-delete",
+    "pre-upgrade",
+    "post-upgrade",
+    "pre-rollback",
+    "post-rollback",
+    TEST_EVENT,
+];
+/// The event of `helm test`.
+pub const TEST_EVENT: &str = "test";
+/// The annotation naming when Helm deletes a hook.
+pub const HOOK_DELETE_ANNOTATION: &str = "helm.sh/hook-delete-policy";
+/// The delete policy Helm gives a hook that names none (`hookSetDeletePolicy`).
+pub const DEFAULT_DELETE_POLICY: &str = "before-hook-creation";
+
+/// The events of a `helm.sh/hook` annotation as Helm reads them: comma-separated, trimmed,
+/// lower-cased, `test-success` read as `test`; `None` when one is unknown (Helm skips the hook).
+pub fn hook_events(phases: &str) -> Option<Vec<String>> {
+    phases
+        .split(',')
+        .map(|event| match event.trim().to_lowercase().as_str() {
+            "test-success" => Some(TEST_EVENT.to_string()),
+            known if HOOK_EVENTS.contains(&known) => Some(known.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A hook's `helm.sh/hook-delete-policy`, as Helm reads it (split, trimmed, lower-cased); Helm
+/// applies `before-hook-creation` when it names none.
+pub fn delete_policies(hook: &Value) -> Vec<String> {
+    hook["metadata"]["annotations"][HOOK_DELETE_ANNOTATION]
+        .as_str()
+        .into_iter()
+        .flat_map(|text| text.split(','))
+        .map(|policy| policy.trim().to_lowercase())
+        .filter(|policy| !policy.is_empty())
+        .collect()
 }
 
 /// `web/crds/x.yaml`, `web/charts/db/crds/x.yaml`; not `web/templates/crds/x.yaml`.
@@ -114,6 +162,27 @@ mod tests {
         assert_eq!(release.hooks.len(), 1);
         assert_eq!(release.hooks[0].0, "pre-install,pre-upgrade");
         assert_eq!(release.tests.len(), 2);
+    }
+
+    #[test]
+    fn hook_events_are_read_as_helm_reads_them() {
+        assert_eq!(
+            hook_events(" Pre-Install , post-upgrade"),
+            Some(vec!["pre-install".into(), "post-upgrade".into()])
+        );
+        assert_eq!(hook_events("test-success"), Some(vec!["test".into()]));
+        // One unknown event and Helm skips the whole hook; an empty annotation is unknown too.
+        assert_eq!(hook_events("pre-install,pre-sync"), None);
+        assert_eq!(hook_events(""), None);
+        let mut release = Release::default();
+        release.sort(annotated("odd", json!({HOOK_ANNOTATION: "post-install,nonsense"})));
+        release.sort(annotated("both", json!({HOOK_ANNOTATION: "test,post-install"})));
+        assert!(release.objects.is_empty() && release.tests.is_empty(), "{release:?}");
+        assert_eq!(release.hooks.len(), 1, "a hook that is also a test runs on install: {release:?}");
+        assert_eq!(release.hooks[0].0, "test,post-install");
+        let policy = annotated("p", json!({HOOK_DELETE_ANNOTATION: " Hook-Succeeded,before-hook-creation "}));
+        assert_eq!(delete_policies(&policy), vec!["hook-succeeded", "before-hook-creation"]);
+        assert!(delete_policies(&annotated("q", json!({}))).is_empty());
     }
 
     #[test]

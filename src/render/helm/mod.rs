@@ -11,6 +11,7 @@ pub mod manifest;
 pub mod release;
 pub mod shared;
 pub mod strvals;
+pub mod template_calls;
 pub mod units;
 pub mod values;
 

@@ -12,7 +12,7 @@ use crate::charts::fetch::{wants_credentials, Auth};
 use crate::charts::oci;
 use crate::charts::store::ChartRequest;
 use crate::charts::tls::{SourceTls, TlsError};
-use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec, HELM_GROUP};
+use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec, PostRenderStrategy, HELM_GROUP};
 use crate::flux::SourceRef;
 use crate::paths;
 use crate::render::kustomize::BuildError;
@@ -74,6 +74,11 @@ pub struct Rendered {
     pub chart: Option<ChartVersion>,
     /// Some values come from Secrets: the release was rendered with each of them masked.
     pub from_secrets: bool,
+    /// What the chart's templates ask of the cluster (`lookup`, `.Capabilities`).
+    pub calls: super::template_calls::TemplateCalls,
+    /// What the render depends on, hashed (chart files, values, release, capabilities): equal at
+    /// base and head when the release's inputs did not change.
+    pub inputs_digest: String,
 }
 
 /// Renders `spec` (a HelmRelease of namespace `namespace`): the release's objects, hooks and
@@ -155,7 +160,9 @@ pub fn render(
         .map_err(|e| masked_not_rendered(e, from_secrets))?;
     finish(&mut release, spec, namespace, name, inputs, helm.major() != Some(3))
         .map_err(|e| masked_not_rendered(e, from_secrets))?;
-    Ok(Rendered { release, chart: version, from_secrets })
+    let files = super::template_calls::chart_files(&chart_dir, &scratch.path().join("scan"));
+    let calls = super::template_calls::scan(files.iter().map(|(p, t)| (p.as_str(), t.as_str())), &values);
+    Ok(Rendered { release, chart: version, from_secrets, calls, inputs_digest: key })
 }
 
 /// Why `helm template` gave nothing. With values from Secrets masked, a chart may fail where
@@ -184,21 +191,56 @@ fn not_rendered(error: BuildError) -> NotRendered {
 }
 
 /// The controller's post-rendering of a release: `postRenderers`, then `commonMetadata`, then
-/// its origin labels. Helm 3 post-renders the manifest only; Helm 4 its hooks too (measured:
-/// docs/helm.md). Neither post-renders the chart's `crds/`.
+/// its origin labels (one chain: helm-controller `internal/postrender/build.go`). Helm 3
+/// post-renders the manifest only. Helm 4 follows `spec.postRenderStrategy` (Helm's
+/// `renderResources`, `pkg/action/action.go`): `combined` (the default) post-renders hooks and
+/// tests in one stream with the manifest, `separate` in a stream of their own, `nohooks` not at
+/// all; then it sorts every document again, so a patch may make an object a hook or a hook not
+/// one. Neither post-renders the chart's `crds/`.
 fn finish(
     release: &mut Release,
     spec: &HelmReleaseSpec,
     namespace: &str,
     name: &str,
     inputs: &Inputs,
-    hooks_too: bool,
+    helm_4: bool,
 ) -> Result<(), BuildError> {
-    let mut documents = std::mem::take(&mut release.objects);
-    if hooks_too {
-        documents.extend(release.hooks.drain(..).map(|(_, hook)| hook));
-        documents.append(&mut release.tests);
+    let chain = |documents: Vec<Value>| post_render_chain(documents, spec, namespace, name, inputs);
+    if !helm_4 {
+        release.objects = chain(std::mem::take(&mut release.objects))?;
+        return Ok(());
     }
+    let mut hooks: Vec<Value> = release.hooks.drain(..).map(|(_, hook)| hook).collect();
+    hooks.append(&mut release.tests);
+    let objects = std::mem::take(&mut release.objects);
+    let documents = match &spec.post_render_strategy {
+        PostRenderStrategy::Combined => chain(objects.into_iter().chain(hooks).collect())?,
+        PostRenderStrategy::NoHooks => chain(objects)?.into_iter().chain(hooks).collect(),
+        // Helm skips a stream that holds nothing.
+        PostRenderStrategy::Separate if hooks.is_empty() => chain(objects)?,
+        PostRenderStrategy::Separate => chain(objects)?.into_iter().chain(chain(hooks)?).collect(),
+        PostRenderStrategy::Invalid(value) => {
+            return Err(BuildError::Failed(format!(
+                "spec.postRenderStrategy {value:?} is not one of nohooks, combined, separate: the API server refuses \
+                 the HelmRelease"
+            )))
+        }
+    };
+    for document in documents {
+        release.sort(document);
+    }
+    Ok(())
+}
+
+/// Documents through the controller's chain of post-renderers: each `postRenderers[].kustomize`,
+/// then `commonMetadata`, then the origin labels.
+fn post_render_chain(
+    mut documents: Vec<Value>,
+    spec: &HelmReleaseSpec,
+    namespace: &str,
+    name: &str,
+    inputs: &Inputs,
+) -> Result<Vec<Value>, BuildError> {
     for (n, renderer) in spec.post_renderers.iter().enumerate() {
         if let Some(kustomize) = renderer.get("kustomize").filter(|k| k.is_object()) {
             documents = post_render(&documents, kustomize, inputs, n).map_err(BuildError::Failed)?;
@@ -213,15 +255,7 @@ fn finish(
         set_all(object, "labels", spec.common_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         set_all(object, "labels", origin.iter().cloned());
     }
-    if hooks_too {
-        // Helm sorts after post-rendering: a patch may make an object a hook, or a hook not one.
-        for document in documents {
-            release.sort(document);
-        }
-    } else {
-        release.objects = documents;
-    }
-    Ok(())
+    Ok(documents)
 }
 
 /// The release's objects through one `postRenderers[].kustomize`: its `patches` (inline, with
@@ -250,8 +284,9 @@ pub(super) fn template_key(helm: &Helm, template: &Template, chart: &Path) -> st
         "helm": helm.version, "release": template.release, "namespace": template.namespace,
         "values": template.values, "kube": template.kube_version, "apis": template.api_versions,
         "crds": template.include_crds, "upgrade": template.is_upgrade,
-        // What a cached release holds (test hooks kept since format 2).
-        "format": 2,
+        // What a cached release holds (test hooks kept since format 2; hooks sorted as Helm's
+        // manifest sorter sorts them since format 3).
+        "format": 3,
     });
     hasher.update(inputs.to_string().as_bytes());
     let mut files = Vec::new();

@@ -50,6 +50,35 @@ pub struct HelmUnit {
     /// `spec.driftDetection`: whether helm-controller puts drift back, and what it ignores.
     #[serde(skip)]
     pub drift_detection: DriftDetection,
+    /// The release's hooks, test hooks included, as the plan compares them (they are not part
+    /// of its manifest: `objects` never holds them).
+    #[serde(skip)]
+    pub hook_objects: Vec<HookObject>,
+    /// Which hooks the controller's install, upgrade, uninstall and test run.
+    #[serde(skip)]
+    pub hook_settings: crate::flux::helm::HookSettings,
+    /// The chart's templates that call `lookup`: the controller's Helm asks the API server,
+    /// `helm template` answers an empty map.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lookup: Vec<String>,
+    /// The chart's templates that read `.Capabilities` when no Kubernetes version was known:
+    /// Helm's built-in version stood for the cluster's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capabilities_assumed: Vec<String>,
+    /// What the shown render depends on, hashed: equal at base and head when nothing the
+    /// release is rendered from changed.
+    #[serde(skip)]
+    pub inputs_digest: String,
+}
+
+/// A hook of a release: when Helm runs it, when it deletes it, and the object.
+#[derive(Debug, Clone)]
+pub struct HookObject {
+    /// `pre-install`, `post-upgrade`, `test`, … (as Helm reads `helm.sh/hook`).
+    pub events: Vec<String>,
+    /// `helm.sh/hook-delete-policy` as written (Helm applies `before-hook-creation` when empty).
+    pub delete_policy: Vec<String>,
+    pub object: RenderedObject,
 }
 
 /// A HelmRelease's `spec.driftDetection`. With `mode: enabled` helm-controller compares the
@@ -290,6 +319,11 @@ fn render_unit(
         install_crds: spec.install_crds,
         upgrade_crds: spec.upgrade_crds,
         drift_detection: DriftDetection::of(&found.manifest),
+        hook_objects: Vec::new(),
+        hook_settings: spec.hooks.clone(),
+        lookup: Vec::new(),
+        capabilities_assumed: Vec::new(),
+        inputs_digest: String::new(),
     };
     let external = |mut unit: RenderedKustomization, helm_unit: HelmUnit, why: String| {
         unit.status = Status::External;
@@ -375,17 +409,38 @@ fn render_unit(
                 .iter()
                 .filter_map(|crd| crd["metadata"]["name"].as_str().map(str::to_string))
                 .collect();
-            let built = release
-                .crds
-                .iter()
-                .chain(&release.objects)
-                .map(|object| BuiltObject { object: object.clone(), origin: None });
-            let mut objects = postbuild::plain(built.collect());
-            // Rendered with values from Secrets masked: the live objects hold the values, so they
-            // are never compared with the cluster (drift would show them).
-            for object in objects.iter_mut().filter(|_| rendered.from_secrets) {
-                object.holds_secret_values = true;
+            let plain = |documents: Vec<&Value>| {
+                let built =
+                    documents.into_iter().map(|object| BuiltObject { object: object.clone(), origin: None });
+                let mut objects = postbuild::plain(built.collect());
+                // Rendered with values from Secrets masked: the live objects hold the values, so
+                // they are never compared with the cluster (drift would show them).
+                for object in objects.iter_mut().filter(|_| rendered.from_secrets) {
+                    object.holds_secret_values = true;
+                }
+                objects
+            };
+            let objects = plain(release.crds.iter().chain(&release.objects).collect());
+            let hook_objects =
+                plain(release.hooks.iter().map(|(_, hook)| hook).chain(&release.tests).collect());
+            helm_unit.hook_objects = hook_objects
+                .into_iter()
+                .map(|object| {
+                    let phases = object.object["metadata"]["annotations"][super::manifest::HOOK_ANNOTATION]
+                        .as_str()
+                        .unwrap_or("");
+                    HookObject {
+                        events: super::manifest::hook_events(phases).unwrap_or_default(),
+                        delete_policy: super::manifest::delete_policies(&object.object),
+                        object,
+                    }
+                })
+                .collect();
+            helm_unit.lookup = rendered.calls.lookup.iter().cloned().collect();
+            if releases.charts.kube_version.is_none() {
+                helm_unit.capabilities_assumed = rendered.calls.capabilities.iter().cloned().collect();
             }
+            helm_unit.inputs_digest = rendered.inputs_digest.clone();
             unit.objects = objects;
             unit.helm = Some(Box::new(helm_unit));
             unit
