@@ -8,7 +8,9 @@ use crate::charts::store::ChartRequest;
 use crate::flux::helm::{ChartSource, CrdPolicy, HelmReleaseSpec};
 use crate::flux::{KustomizationRef, SourceRef};
 use crate::render::build::BuiltObject;
-use crate::render::{postbuild, Cluster, ErrorReport, RenderError, RenderedKustomization, Status, UnitKind};
+use crate::render::{
+    postbuild, Cluster, ErrorReport, RenderError, RenderedKustomization, RenderedObject, Status, UnitKind,
+};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::Value;
