@@ -213,6 +213,11 @@ pub struct KustomizationPlan {
     /// `pending-upgrade`), when the cluster was read with its storage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub release_status: Option<String>,
+    /// A release whose base chart could not be had or rendered, planned offline: what it holds
+    /// before the merge is unknown, so the objects its head renders are not listed as creates
+    /// (its notes and a `chart-unavailable` alert say so).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub base_unknown: bool,
     pub changes: Vec<Change>,
     pub counts: Counts,
     pub inventory_size: usize,
