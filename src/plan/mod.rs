@@ -15,6 +15,7 @@ mod fan_out;
 mod helm_release;
 pub(crate) mod label_selector;
 pub mod live_diff;
+mod moved_sources;
 pub mod policy;
 mod resourceset;
 pub mod review;

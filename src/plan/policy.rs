@@ -64,6 +64,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("source-adds-content", Severity::Danger),
     ("source-ref-pinned", Severity::Danger),
     ("sync-changed", Severity::Danger),
+    ("source-moved", Severity::Danger),
     ("api-removed", Severity::Danger),
     ("major-bump", Severity::Info),
     // The review of every change (`review`).
@@ -345,6 +346,11 @@ pub fn evaluate(
         }
     }
     alerts.extend(source_ref_alerts(policy, base, head));
+    alerts.extend(
+        super::moved_sources::alerts(policy, base, head)
+            .into_iter()
+            .filter(|a| a.cluster.as_ref().is_none_or(|c| !unplanned.contains_key(c))),
+    );
     alerts.extend(super::argo_revisions::alerts(policy, base, head));
     alerts.extend(
         spec_change_alerts(policy, base, head)
@@ -587,6 +593,11 @@ fn plan_alerts(
                 None => format!("not planned: {why}; {consequence}"),
             };
             alerts.extend((changed || asked.is_some()).then(|| alert(code, message, Vec::new())).flatten());
+        } else if let Some(moved) = super::moved_sources::repointed(base, head, &plan.cluster, k)
+            .filter(|_| k.status == Status::External)
+        {
+            // Re-pointed to another repository: what it applies after the merge is not shown.
+            alerts.extend(alert(super::moved_sources::CODE, moved, Vec::new()));
         } else if k.status == Status::External {
             // The unit says why: another repository and how to map it, a sync this pull request
             // changed; Argo CD's Helm, plugins, generators.
