@@ -15,6 +15,11 @@ use std::sync::{Arc, Mutex};
 
 /// A chart `db` of `version` whose StatefulSet is named `statefulset`, packaged into `out`.
 pub(crate) fn package(out: &Path, version: &str, statefulset: &str) -> PathBuf {
+    package_with(out, version, statefulset, &[])
+}
+
+/// The same, with more templates (`templates/NAME`, content).
+fn package_with(out: &Path, version: &str, statefulset: &str, templates: &[(&str, &str)]) -> PathBuf {
     let dir = tempfile::tempdir().unwrap();
     let chart = dir.path().join("db");
     std::fs::create_dir_all(chart.join("templates")).unwrap();
@@ -30,6 +35,9 @@ pub(crate) fn package(out: &Path, version: &str, statefulset: &str) -> PathBuf {
         ),
     )
     .unwrap();
+    for (name, content) in templates {
+        std::fs::write(chart.join("templates").join(name), content).unwrap();
+    }
     let output =
         Command::new(helm(4).program()).arg("package").arg(&chart).arg("-d").arg(out).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -627,12 +635,16 @@ fn assert_unseen_bump(repo: &Repo, flags: &[&str], case: &str) {
 }
 
 /// A release whose chart at base could not be had (its tag was never pushed) and whose chart
-/// at head can: base unknown, said so, and its objects are not listed as creates.
+/// at head can: base unknown, said so, and its objects are not listed as creates. The review
+/// still reads them: the head chart's new binding to cluster-admin is a `privilege` finding.
 #[test]
 fn a_release_whose_base_chart_could_not_be_had_is_base_unknown() {
     let registry = Registry::start();
     let packages = tempfile::tempdir().unwrap();
-    let archive = package(packages.path(), "1.0.0", "db");
+    let binding = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: db-admin\n\
+                   roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\n\
+                   subjects:\n- kind: ServiceAccount\n  name: db\n  namespace: data\n";
+    let archive = package_with(packages.path(), "1.0.0", "db", &[("binding.yaml", binding)]);
     registry.push(&archive);
     let host = registry.host();
     let access = ["--chart-hosts", host.as_str(), "--insecure-registry", host.as_str()];
@@ -644,13 +656,20 @@ fn a_release_whose_base_chart_could_not_be_had_is_base_unknown() {
     let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["base_unknown"], true, "{release:#}");
     assert_eq!(release["changes"], json!([]), "no list of creates: {release:#}");
+    assert_eq!(plan["summary"]["create"], 0, "{plan:#}");
     assert!(release["notes"].to_string().contains("base unknown"), "{release:#}");
     let alert = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "chart-unavailable");
     let message = alert.map(|a| a["message"].to_string()).unwrap_or_default();
     assert!(message.contains("base unknown (its chart: db 0.9.0 → 1.0.0)"), "{:?}", alert_codes(&plan));
+    let findings = plan["findings"].as_array().unwrap();
+    assert!(
+        findings.iter().any(|f| f["code"] == "privilege"
+            && f["object"] == "_db-admin_rbac.authorization.k8s.io_ClusterRoleBinding"),
+        "the review reads what is not listed: {findings:#?}"
+    );
     let (text, _) = crate::fixture::plan_cli(&repo, "HEAD~1", "HEAD", "text", &access);
     assert!(
-        text.contains("(asked for, not rendered); base unknown; 1 object(s) at head, not compared"),
+        text.contains("(asked for, not rendered); base unknown; 2 object(s) at head, not compared"),
         "{text}"
     );
     assert!(!text.contains("create StatefulSet data/db"), "{text}");
@@ -661,7 +680,11 @@ fn a_release_whose_base_chart_could_not_be_had_is_base_unknown() {
     assert!(release.get("base_unknown").is_none(), "{release:#}");
     assert_eq!(
         sorted_changes(release),
-        sorted_pairs(&[("create", "data_db_apps_StatefulSet"), ("delete", "data_db-old_apps_StatefulSet")])
+        sorted_pairs(&[
+            ("create", "_db-admin_rbac.authorization.k8s.io_ClusterRoleBinding"),
+            ("create", "data_db_apps_StatefulSet"),
+            ("delete", "data_db-old_apps_StatefulSet")
+        ])
     );
     assert!(!has_alert(&plan, "warning", "chart-unavailable"), "{:?}", alert_codes(&plan));
 }
