@@ -435,7 +435,7 @@ impl<'a> ClusterView<'a> {
                 None => plan.status = KustomizationStatus::Added,
             }
         }
-        // A release whose base chart could not be had or rendered: base unknown, not every
+        // A release whose base chart could not be had: base unknown, not every
         // object a create (offline) nor every object it holds unchanged (with Helm's storage).
         let base_unknown = super::helm_release::base_unknown(self.base.get(reference).copied(), Some(head))
             .then(|| {
@@ -489,14 +489,14 @@ impl<'a> ClusterView<'a> {
                 // The creates are withheld once the review has read them (`withhold_base_unknown`).
                 plan.base_unknown = true;
                 format!(
-                    "base unknown: its chart at base could not be had or rendered ({why}), so what the release \
+                    "base unknown: its chart at base could not be had ({why}), so what the release \
                      holds before the merge is unknown offline; the {} object(s) its head renders are not listed as \
                      creates (plan with a cluster read with --read-secrets to compare with Helm's storage)",
                     desired.len()
                 )
             } else {
                 format!(
-                    "base unknown: its chart at base could not be had or rendered ({why}); {not_compared} object(s) \
+                    "base unknown: its chart at base could not be had ({why}); {not_compared} object(s) \
                      the release holds now are not compared with the head render (listed neither as updated nor \
                      as unchanged)"
                 )

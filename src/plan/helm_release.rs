@@ -345,14 +345,16 @@ pub(super) fn describe_change(before: &ChartOrigin, after: &ChartOrigin) -> Stri
     format!("{} from another source ({})", after.describe(), changed.join("; "))
 }
 
-/// True for a release rendered at head whose base chart could not be had or rendered: what it
-/// holds before the merge is not known from the base render.
+/// True for a release rendered at head whose base chart fluxplan could not have (`external` at
+/// base): what it holds before the merge is not known from the base render. A base render that
+/// fails is the controller's failure too, planned as other failing bases are (every object
+/// listed as created, with a note).
 pub(super) fn base_unknown(
     base: Option<&RenderedKustomization>,
     head: Option<&RenderedKustomization>,
 ) -> bool {
     let (Some(base), Some(head)) = (base, head) else { return false };
-    base.kind == UnitKind::HelmRelease && base.status != Status::Rendered && head.status == Status::Rendered
+    base.kind == UnitKind::HelmRelease && base.status == Status::External && head.status == Status::Rendered
 }
 
 /// Why the base render of a release has no objects: its warning or its error.

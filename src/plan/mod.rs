@@ -214,7 +214,7 @@ pub struct KustomizationPlan {
     /// `pending-upgrade`), when the cluster was read with its storage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub release_status: Option<String>,
-    /// A release whose base chart could not be had or rendered, planned offline: what it holds
+    /// A release whose base chart could not be had, planned offline: what it holds
     /// before the merge is unknown, so the objects its head renders are not listed as creates
     /// (its notes and a `chart-unavailable` alert say so).
     #[serde(skip_serializing_if = "std::ops::Not::not")]

@@ -623,7 +623,7 @@ fn plan_alerts(
             alerts.extend(alert(
                 "chart-unavailable",
                 format!(
-                    "base unknown{change}: its chart at base could not be had or rendered ({why}), so what this \
+                    "base unknown{change}: its chart at base could not be had ({why}), so what this \
                      merge changes in the release cannot be told from the base render: {}",
                     if plan.base_unknown {
                         "its objects are not listed as creates"
