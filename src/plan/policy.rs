@@ -593,8 +593,9 @@ fn plan_alerts(
                 None => format!("not planned: {why}; {consequence}"),
             };
             alerts.extend((changed || asked.is_some()).then(|| alert(code, message, Vec::new())).flatten());
-        } else if let Some(moved) = super::moved_sources::repointed(base, head, &plan.cluster, k)
-            .filter(|_| k.status == Status::External)
+        } else if let Some(moved) = (k.status == Status::External)
+            .then(|| super::moved_sources::repointed(base, head, &plan.cluster, k))
+            .flatten()
         {
             // Re-pointed to another repository: what it applies after the merge is not shown.
             alerts.extend(alert(super::moved_sources::CODE, moved, Vec::new()));
