@@ -51,11 +51,25 @@ pub(super) fn compute_with_review(
             find(inputs.head, name),
             inputs.snapshots.iter().copied().find(|s| s.applies_to(name)),
         );
-        let cluster = view.plan();
+        let mut cluster = view.plan();
         findings.extend(super::review::review(&view, &cluster));
+        withhold_base_unknown(&mut cluster);
         plans.extend(cluster);
     }
     (plans, findings)
+}
+
+/// The creates of releases whose base is unknown offline, once the review has read them: every
+/// object the head renders may be held already, so none is listed as created.
+fn withhold_base_unknown(plans: &mut [KustomizationPlan]) {
+    for plan in plans.iter_mut().filter(|p| p.base_unknown) {
+        plan.changes.retain(|c| c.action != Action::Create);
+        let mut counts = Counts { unchanged: plan.counts.unchanged, ..Counts::default() };
+        for change in &plan.changes {
+            counts.add(change.action);
+        }
+        plan.counts = counts;
+    }
 }
 
 fn by_reference(cluster: Option<&Cluster>) -> BTreeMap<UnitRef, &RenderedKustomization> {
@@ -332,6 +346,7 @@ impl<'a> ClusterView<'a> {
             parent: None,
             chart: None,
             release_status: None,
+            base_unknown: false,
         };
         if matches!(reference.kind, UnitKind::HelmRelease | UnitKind::ResourceSet) {
             let unit = self.unit(reference);
@@ -420,7 +435,15 @@ impl<'a> ClusterView<'a> {
                 None => plan.status = KustomizationStatus::Added,
             }
         }
-        if inventory_source == InventorySource::None
+        // A release whose base chart could not be had: base unknown, not every
+        // object a create (offline) nor every object it holds unchanged (with Helm's storage).
+        let base_unknown = super::helm_release::base_unknown(self.base.get(reference).copied(), Some(head))
+            .then(|| {
+                self.base.get(reference).map(|b| super::helm_release::why_not_rendered(b)).unwrap_or_default()
+            });
+        let mut not_compared = 0;
+        if base_unknown.is_none()
+            && inventory_source == InventorySource::None
             && self.base.get(reference).is_some_and(|b| b.status == Status::Failed)
         {
             plan.notes.push(
@@ -457,8 +480,27 @@ impl<'a> ClusterView<'a> {
             }
             match self.base_object(reference, id).and_then(|before| update(before, object, id)) {
                 Some(change) => plan.changes.push(change),
+                None if base_unknown.is_some() => not_compared += 1,
                 None => plan.counts.unchanged += 1,
             }
+        }
+        if let Some(why) = &base_unknown {
+            plan.notes.push(if inventory_source == InventorySource::None {
+                // The creates are withheld once the review has read them (`withhold_base_unknown`).
+                plan.base_unknown = true;
+                format!(
+                    "base unknown: its chart at base could not be had ({why}), so what the release \
+                     holds before the merge is unknown offline; the {} object(s) its head renders are not listed as \
+                     creates (plan with a cluster read with --read-secrets to compare with Helm's storage)",
+                    desired.len()
+                )
+            } else {
+                format!(
+                    "base unknown: its chart at base could not be had ({why}); {not_compared} object(s) \
+                     the release holds now are not compared with the head render (listed neither as updated nor \
+                     as unchanged)"
+                )
+            });
         }
         let base = self.base.get(reference).filter(|b| b.status == Status::Rendered);
         // Paths as shown: masked where they came from a Secret.

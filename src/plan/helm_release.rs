@@ -15,8 +15,9 @@ use crate::cluster::helm_storage::StoredReleaseSummary;
 use crate::flux::helm::CrdPolicy;
 use crate::flux::helm::{self, OnDeletion, ReleaseRef, HELM_GROUP, HELM_RELEASE_KIND};
 use crate::flux::ObjectId;
+use crate::render::helm::origin::ChartOrigin;
 use crate::render::helm::{is_kept, HelmUnit};
-use crate::render::{UnitKind, UnitRef};
+use crate::render::{RenderedKustomization, Status, UnitKind, UnitRef};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -280,10 +281,16 @@ impl ClusterView<'_> {
         }
     }
 
-    /// The release's chart, and its change: `podinfo 6.5.0 → 6.6.0`.
+    /// The release's chart, and its change: `podinfo 6.5.0 → 6.6.0`. When a side's chart could
+    /// not be had, the change its spec and sources ask for: `db 1.0.0 → 2.0.0 (asked for, not
+    /// rendered)`.
     pub(super) fn chart_line(&self, reference: &UnitRef) -> Option<String> {
-        let chart = |k: Option<&&crate::render::RenderedKustomization>| k?.helm.as_deref()?.chart.clone();
-        match (chart(self.base.get(reference)), chart(self.head.get(reference))) {
+        let (base, head) = (self.base.get(reference).copied(), self.head.get(reference).copied());
+        if let Some((before, after)) = asked_chart_change(base, head) {
+            return Some(format!("{} (asked for, not rendered)", describe_change(&before, &after)));
+        }
+        let chart = |k: Option<&crate::render::RenderedKustomization>| k?.helm.as_deref()?.chart.clone();
+        match (chart(base), chart(head)) {
             (Some(before), Some(after)) if before == after => Some(after.to_string()),
             (Some(before), Some(after)) if before.name == after.name => {
                 Some(format!("{} {} → {}", after.name, before.version, after.version))
@@ -297,6 +304,57 @@ impl ClusterView<'_> {
     pub(super) fn helm_stored(&self, reference: &UnitRef) -> Option<&StoredReleaseSummary> {
         let helm = self.unit(reference)?.helm.as_deref()?;
         self.live?.helm_releases.as_ref()?.get(&(helm.storage_namespace.clone(), helm.release.clone()))
+    }
+}
+
+/// The chart a release asks for at base and at head, when the two differ and one side's chart
+/// was not rendered (it could not be had, or its render fails): a chart change fluxplan cannot
+/// show, whether or not the HelmRelease object changes (a new OCIRepository tag, a HelmChart's
+/// version, another repository).
+pub(super) fn asked_chart_change(
+    base: Option<&RenderedKustomization>,
+    head: Option<&RenderedKustomization>,
+) -> Option<(ChartOrigin, ChartOrigin)> {
+    let (base, head) = (base?, head?);
+    if base.status == Status::Rendered && head.status == Status::Rendered {
+        return None;
+    }
+    let origin = |k: &RenderedKustomization| k.helm.as_deref()?.origin.clone();
+    let (before, after) = (origin(base)?, origin(head)?);
+    (before != after).then_some((before, after))
+}
+
+/// `db 1.0.0 → 2.0.0`, or what else changes when the name and version stay (another URL).
+pub(super) fn describe_change(before: &ChartOrigin, after: &ChartOrigin) -> String {
+    if before.name != after.name || before.version != after.version {
+        return match before.name == after.name {
+            true => format!("{} {} → {}", after.name, before.version, after.version),
+            false => format!("{} → {}", before.describe(), after.describe()),
+        };
+    }
+    let changed: Vec<&str> =
+        after.inputs.iter().filter(|i| !before.inputs.contains(i)).map(String::as_str).collect();
+    format!("{} from another source ({})", after.describe(), changed.join("; "))
+}
+
+/// True for a release rendered at head whose base chart fluxplan could not have (`external` at
+/// base): what it holds before the merge is not known from the base render. A base render that
+/// fails is the controller's failure too, planned as other failing bases are (every object
+/// listed as created, with a note).
+pub(super) fn base_unknown(
+    base: Option<&RenderedKustomization>,
+    head: Option<&RenderedKustomization>,
+) -> bool {
+    let (Some(base), Some(head)) = (base, head) else { return false };
+    base.kind == UnitKind::HelmRelease && base.status == Status::External && head.status == Status::Rendered
+}
+
+/// Why the base render of a release has no objects: its warning or its error.
+pub(super) fn why_not_rendered(unit: &RenderedKustomization) -> String {
+    match (&unit.error, unit.warnings.first()) {
+        (Some(error), _) => error.message.lines().next().unwrap_or("").to_string(),
+        (None, Some(warning)) => warning.clone(),
+        (None, None) => "it was not rendered".into(),
     }
 }
 

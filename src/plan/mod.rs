@@ -16,6 +16,7 @@ mod helm_hooks;
 mod helm_release;
 pub(crate) mod label_selector;
 pub mod live_diff;
+mod moved_sources;
 pub mod policy;
 mod resourceset;
 pub mod review;
@@ -229,6 +230,11 @@ pub struct KustomizationPlan {
     /// `pending-upgrade`), when the cluster was read with its storage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub release_status: Option<String>,
+    /// A release whose base chart could not be had, planned offline: what it holds
+    /// before the merge is unknown, so the objects its head renders are not listed as creates
+    /// (its notes and a `chart-unavailable` alert say so).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub base_unknown: bool,
     pub changes: Vec<Change>,
     pub counts: Counts,
     pub inventory_size: usize,

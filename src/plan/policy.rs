@@ -66,6 +66,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("source-adds-content", Severity::Danger),
     ("source-ref-pinned", Severity::Danger),
     ("sync-changed", Severity::Danger),
+    ("source-moved", Severity::Danger),
     ("api-removed", Severity::Danger),
     ("major-bump", Severity::Info),
     // The review of every change (`review`).
@@ -347,6 +348,11 @@ pub fn evaluate(
         }
     }
     alerts.extend(source_ref_alerts(policy, base, head));
+    alerts.extend(
+        super::moved_sources::alerts(policy, base, head)
+            .into_iter()
+            .filter(|a| a.cluster.as_ref().is_none_or(|c| !unplanned.contains_key(c))),
+    );
     alerts.extend(super::argo_revisions::alerts(policy, base, head));
     alerts.extend(
         spec_change_alerts(policy, base, head)
@@ -487,11 +493,14 @@ pub fn verdict(plans: &[KustomizationPlan], alerts: &[Alert]) -> Verdict {
         Verdict::Blocked
     } else if plans.iter().any(|p| {
         p.counts.any_change()
+            || p.base_unknown
             || matches!(
                 p.status,
                 KustomizationStatus::Added | KustomizationStatus::Removed | KustomizationStatus::Changed
             )
-    }) {
+    }) || alerts.iter().any(|a| a.code == "chart-unavailable")
+    {
+        // A chart fluxplan could not see may change anything: never "no changes".
         Verdict::Changes
     } else {
         Verdict::NoChanges
@@ -576,12 +585,25 @@ fn plan_alerts(
                 .filter(|p| p.cluster == plan.cluster)
                 .flat_map(|p| &p.changes)
                 .any(|c| c.id == id && matches!(c.action, super::Action::Create | super::Action::Update));
+            // The chart may change with the HelmRelease object as it was: its source's tag, a
+            // HelmChart's version, another repository.
+            let asked =
+                super::helm_release::asked_chart_change(base.unit(&plan.cluster, &plan.unit_ref()), Some(k));
             let why = k.warnings.first().map(String::as_str).unwrap_or("it could not be rendered");
-            alerts.extend(
-                changed
-                    .then(|| alert(code, format!("not planned: {why}; {consequence}"), Vec::new()))
-                    .flatten(),
-            );
+            let message = match &asked {
+                Some((before, after)) => format!(
+                    "its chart changes ({}) and fluxplan could not have it: {why}; {consequence}",
+                    super::helm_release::describe_change(before, after)
+                ),
+                None => format!("not planned: {why}; {consequence}"),
+            };
+            alerts.extend((changed || asked.is_some()).then(|| alert(code, message, Vec::new())).flatten());
+        } else if let Some(moved) = (k.status == Status::External)
+            .then(|| super::moved_sources::repointed(base, head, &plan.cluster, k))
+            .flatten()
+        {
+            // Re-pointed to another repository: what it applies after the merge is not shown.
+            alerts.extend(alert(super::moved_sources::CODE, moved, Vec::new()));
         } else if k.status == Status::External {
             // The unit says why: another repository and how to map it, a sync this pull request
             // changed; Argo CD's Helm, plugins, generators.
@@ -597,6 +619,26 @@ fn plan_alerts(
                 "external-source"
             };
             alerts.extend(alert(code, message, Vec::new()));
+        }
+        let before = base.unit(&plan.cluster, &plan.unit_ref());
+        if super::helm_release::base_unknown(before, Some(k)) {
+            let why = before.map(super::helm_release::why_not_rendered).unwrap_or_default();
+            let change = super::helm_release::asked_chart_change(before, Some(k))
+                .map(|(b, a)| format!(" (its chart: {})", super::helm_release::describe_change(&b, &a)))
+                .unwrap_or_default();
+            alerts.extend(alert(
+                "chart-unavailable",
+                format!(
+                    "base unknown{change}: its chart at base could not be had ({why}), so what this \
+                     merge changes in the release cannot be told from the base render: {}",
+                    if plan.base_unknown {
+                        "its objects are not listed as creates"
+                    } else {
+                        "the objects it holds now are not compared with the head render"
+                    }
+                ),
+                Vec::new(),
+            ));
         }
         if !k.unresolved_variables.is_empty() {
             alerts.extend(alert(

@@ -48,13 +48,24 @@ pub fn changes(plans: &[KustomizationPlan], base: &Render, head: &Render) -> Vec
                 }
             }
         }
+        let place = format!("{}: HelmRelease {}/{}", plan.cluster, plan.namespace, plan.name);
         if let (Some(before), Some(after)) = (chart(base, plan), chart(head, plan)) {
             if before.name == after.name && before.version != after.version {
-                let place = format!("{}: HelmRelease {}/{}", plan.cluster, plan.namespace, plan.name);
                 found
                     .entry(("chart", after.name.clone(), before.version.clone(), after.version.clone()))
                     .or_default()
                     .push(place);
+            }
+        } else if let Some((before, after)) = super::helm_release::asked_chart_change(
+            base.unit(&plan.cluster, &plan.unit_ref()),
+            head.unit(&plan.cluster, &plan.unit_ref()),
+        ) {
+            // A side's chart was not rendered: the versions its spec and sources ask for.
+            if before.name == after.name && before.version != after.version {
+                found
+                    .entry(("chart", after.name.clone(), before.version.clone(), after.version.clone()))
+                    .or_default()
+                    .push(format!("{place} (chart not rendered)"));
             }
         }
     }

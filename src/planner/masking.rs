@@ -176,6 +176,7 @@ mod tests {
             parent: None,
             chart: None,
             release_status: None,
+            base_unknown: false,
         }
     }
 

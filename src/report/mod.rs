@@ -288,6 +288,14 @@ fn view(plan: &Plan, color: bool) -> Value {
             plural(unplanned, "changed file", "changed files")
         ));
     }
+    // Releases whose chart fluxplan could not see: their changes are in no count above.
+    let unseen = plan.alerts.iter().filter(|a| a.code == "chart-unavailable").count();
+    if unseen > 0 {
+        headline.push_str(&format!(
+            "; {} whose chart fluxplan could not have or render",
+            plural(unseen, "release", "releases")
+        ));
+    }
     if dangers > 0 {
         headline.push_str(&format!("; {dangers} dangerous alert(s) block the merge"));
     }
@@ -314,7 +322,7 @@ fn view(plan: &Plan, color: bool) -> Value {
                 .collect();
             json!({
                 "cluster": k.cluster, "reference": k.reference(),
-                "status_suffix": format!("{}{}", match status_label(k.status) { "" => String::new(), label => format!(" *{label}*") },
+                "status_suffix": format!("{}{}", match (k.base_unknown, status_label(k.status)) { (true, _) => " *base unknown*".to_string(), (_, "") => String::new(), (_, label) => format!(" *{label}*") },
                     k.chart.as_ref().map(|c| format!(" · {c}")).unwrap_or_default()),
                 "create": k.counts.create, "update": k.counts.update, "delete": k.counts.delete,
                 "alerts": codes.join(", "),
@@ -345,6 +353,9 @@ fn view(plan: &Plan, color: bool) -> Value {
             let mut summary = count_phrase(&k.counts);
             if let label @ ("added" | "removed" | "render fails" | "suspended" | "external") = status_label(k.status) {
                 summary = format!("{label}; {summary}");
+            }
+            if k.base_unknown {
+                summary = format!("base unknown; {} object(s) at head, not compared", k.desired.len());
             }
             let changes: Vec<Value> = k
                 .changes

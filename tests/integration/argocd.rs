@@ -353,7 +353,16 @@ fn sources_fluxplan_does_not_render_are_external_and_said_plainly() {
     );
     repo.commit("external sources");
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    assert_eq!(code, 1);
+    // shop, re-pointed to another repository, blocks (`source-moved`); the new ones are notes.
+    assert_eq!(code, 2);
+    let moved: Vec<&serde_json::Value> =
+        plan["alerts"].as_array().unwrap().iter().filter(|a| a["code"] == "source-moved").collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(
+        (&moved[0]["severity"], &moved[0]["kustomization"]),
+        (&json!("danger"), &json!("argocd/shop"))
+    );
+    assert!(moved[0]["message"].as_str().unwrap().contains("github.com/other/repo"), "{moved:?}");
     let external: Vec<(String, String)> = plan["alerts"]
         .as_array()
         .unwrap()
@@ -363,13 +372,12 @@ fn sources_fluxplan_does_not_render_are_external_and_said_plainly() {
             (a["kustomization"].as_str().unwrap().to_string(), a["message"].as_str().unwrap().to_string())
         })
         .collect();
-    assert_eq!(external.len(), 3, "{external:?}");
+    assert_eq!(external.len(), 2, "{external:?}");
     assert!(
         external[0].1.contains("clusters generator depends on state outside the repository"),
         "{external:?}"
     );
     assert!(external[1].1.contains("Helm chart redis"), "{external:?}");
-    assert!(external[2].1.contains("https://github.com/other/repo is not this repository"), "{external:?}");
     assert_eq!(kustomization_in(&plan, "argocd/shop")["status"], "external");
     // A repository URL given with --repo-url is this repository.
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--repo-url", "https://github.com/other/repo"]);

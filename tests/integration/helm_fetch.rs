@@ -15,6 +15,11 @@ use std::sync::{Arc, Mutex};
 
 /// A chart `db` of `version` whose StatefulSet is named `statefulset`, packaged into `out`.
 pub(crate) fn package(out: &Path, version: &str, statefulset: &str) -> PathBuf {
+    package_with(out, version, statefulset, &[])
+}
+
+/// The same, with more templates (`templates/NAME`, content).
+fn package_with(out: &Path, version: &str, statefulset: &str, templates: &[(&str, &str)]) -> PathBuf {
     let dir = tempfile::tempdir().unwrap();
     let chart = dir.path().join("db");
     std::fs::create_dir_all(chart.join("templates")).unwrap();
@@ -30,6 +35,9 @@ pub(crate) fn package(out: &Path, version: &str, statefulset: &str) -> PathBuf {
         ),
     )
     .unwrap();
+    for (name, content) in templates {
+        std::fs::write(chart.join("templates").join(name), content).unwrap();
+    }
     let output =
         Command::new(helm(4).program()).arg("package").arg(&chart).arg("-d").arg(out).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -385,7 +393,10 @@ fn a_pull_request_cannot_make_fluxplan_fetch_from_a_new_or_internal_address() {
         repo.commit("elsewhere");
         let extra: Vec<&str> = allowed.map(|host| vec!["--chart-hosts", host]).unwrap_or_default();
         let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &extra);
-        assert_eq!(code, 1, "changes, never no-changes: {plan:#}");
+        // A HelmRepository moved to a repository the base never used blocks (`source-moved`).
+        let moved = base_url != head_url;
+        assert_eq!(has_alert(&plan, "danger", "source-moved"), moved, "{head_url}: {:?}", alert_codes(&plan));
+        assert_eq!(code, if moved { 2 } else { 1 }, "changes, never no-changes: {plan:#}");
         let release = unit_in(&plan, "HelmRelease", "data/db");
         assert_eq!(release["status"], "external", "{release:#}");
         assert!(has_alert(&plan, "warning", "chart-unavailable"), "{:?}", alert_codes(&plan));
@@ -535,4 +546,145 @@ fn a_private_repository_is_read_with_its_sources_credentials() {
     let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["status"], "external");
     assert!(release["notes"].to_string().contains("Secret data/charts-auth"), "{release:#}");
+}
+
+/// An OCIRepository of `host` asking for chart `db` by `tag`, as a chart (Helm layer).
+fn oci_source(host: &str, tag: &str) -> String {
+    format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: db\n  namespace: data\nspec:\n  \
+         interval: 10m\n  url: oci://{host}/charts/db\n  ref:\n    tag: {tag}\n  layerSelector:\n    mediaType: \
+         application/vnd.cncf.helm.chart.content.v1.tar+gzip\n    operation: copy\n"
+    )
+}
+
+const CHART_REF: &str = "  chartRef:\n    kind: OCIRepository\n    name: db\n";
+
+/// A chart bump through an OCIRepository tag, the HelmRelease object untouched: when the new
+/// chart cannot be had (a registry refused as a loopback address, `--no-chart-fetch`, a registry
+/// that no longer answers), the release warns `chart-unavailable` in the text, the markdown and
+/// the JSON, the version change is in the version table, and the release is not among the
+/// unchanged. The near miss, the registry allowed and up, plans the release's changes.
+#[test]
+fn an_unfetchable_chart_bump_through_an_oci_tag_warns_in_every_format() {
+    let registry = Registry::start();
+    let packages = tempfile::tempdir().unwrap();
+    registry.push(&package(packages.path(), "1.0.0", "db"));
+    registry.push(&package(packages.path(), "2.0.0", "db-v2"));
+    let host = registry.host();
+    let repo = fleet(&oci_source(&host, "1.0.0"), CHART_REF);
+    repo.write("apps/db/sources.yaml", &oci_source(&host, "2.0.0"));
+    repo.commit("db 2.0.0 by tag");
+    let access = ["--chart-hosts", host.as_str(), "--insecure-registry", host.as_str()];
+
+    // Near miss: fetched and planned, nothing unavailable.
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &access);
+    assert!(!has_alert(&plan, "warning", "chart-unavailable"), "{:?}", alert_codes(&plan));
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["chart"], "db 1.0.0 → 2.0.0", "{release:#}");
+    assert_eq!(
+        sorted_changes(release),
+        sorted_pairs(&[("create", "data_db-v2_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")])
+    );
+    assert_eq!(code, 2, "the StatefulSet's deletion blocks");
+
+    let refused: Vec<&str> = Vec::new();
+    let no_fetch = [&access[..], &["--no-chart-fetch"]].concat();
+    for (case, flags) in [("a loopback registry not allowed", refused), ("--no-chart-fetch", no_fetch)] {
+        assert_unseen_bump(&repo, &flags, case);
+    }
+    // The registry gone: allowed, unreachable.
+    drop(registry);
+    assert_unseen_bump(&repo, &access, "an unreachable registry");
+}
+
+/// The plan of an unfetchable `db` 1.0.0 → 2.0.0 bump, in every format.
+fn assert_unseen_bump(repo: &Repo, flags: &[&str], case: &str) {
+    let (plan, code) = plan_json(repo, "HEAD~1", "HEAD", flags);
+    assert_eq!(code, 1, "{case}: changes, never no-changes: {plan:#}");
+    let alert = plan["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["code"] == "chart-unavailable")
+        .unwrap_or_else(|| panic!("{case}: no chart-unavailable in {:?}", alert_codes(&plan)));
+    assert_eq!(alert["severity"], "warning");
+    assert_eq!(alert["kustomization"], "HelmRelease data/db");
+    assert!(alert["message"].as_str().unwrap().contains("db 1.0.0 → 2.0.0"), "{case}: {alert:#}");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["status"], "external", "{case}: {release:#}");
+    assert_eq!(release["chart"], "db 1.0.0 → 2.0.0 (asked for, not rendered)", "{case}");
+    let version = plan["versions"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["kind"] == "chart" && v["name"] == "db"))
+        .unwrap_or_else(|| panic!("{case}: no chart in the version table: {plan:#}"));
+    assert_eq!((&version["from"], &version["to"]), (&json!("1.0.0"), &json!("2.0.0")), "{case}");
+
+    let (text, code) = crate::fixture::plan_cli(repo, "HEAD~1", "HEAD", "text", flags);
+    assert_eq!(code, 1, "{case}: {text}");
+    assert!(text.contains("WARNING chart-unavailable HelmRelease data/db"), "{case}: {text}");
+    assert!(text.contains("chart db: 1.0.0 -> 2.0.0"), "{case}: the version table: {text}");
+    assert!(text.contains("1 release whose chart fluxplan could not have or render"), "{case}: {text}");
+    // Not among the unchanged: its own section says it is external.
+    assert!(text.contains("HelmRelease data/db (clusters/prod) — db 1.0.0 → 2.0.0"), "{case}: {text}");
+    assert!(text.contains("1 other Kustomization(s) unchanged."), "{case}: only flux-system: {text}");
+
+    let (markdown, _) = crate::fixture::plan_cli(repo, "HEAD~1", "HEAD", "markdown", flags);
+    assert!(markdown.contains("**chart-unavailable** `HelmRelease data/db`"), "{case}: {markdown}");
+    assert!(markdown.contains("| `db` | `1.0.0` | `2.0.0` |"), "{case}: the version table: {markdown}");
+    assert!(markdown.contains("`HelmRelease data/db` *external*"), "{case}: {markdown}");
+}
+
+/// A release whose chart at base could not be had (its tag was never pushed) and whose chart
+/// at head can: base unknown, said so, and its objects are not listed as creates. The review
+/// still reads them: the head chart's new binding to cluster-admin is a `privilege` finding.
+#[test]
+fn a_release_whose_base_chart_could_not_be_had_is_base_unknown() {
+    let registry = Registry::start();
+    let packages = tempfile::tempdir().unwrap();
+    let binding = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: db-admin\n\
+                   roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\n\
+                   subjects:\n- kind: ServiceAccount\n  name: db\n  namespace: data\n";
+    let archive = package_with(packages.path(), "1.0.0", "db", &[("binding.yaml", binding)]);
+    registry.push(&archive);
+    let host = registry.host();
+    let access = ["--chart-hosts", host.as_str(), "--insecure-registry", host.as_str()];
+    let repo = fleet(&oci_source(&host, "0.9.0"), CHART_REF);
+    repo.write("apps/db/sources.yaml", &oci_source(&host, "1.0.0"));
+    repo.commit("db 1.0.0, a tag the registry has");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &access);
+    assert_eq!(code, 1, "{plan:#}");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["base_unknown"], true, "{release:#}");
+    assert_eq!(release["changes"], json!([]), "no list of creates: {release:#}");
+    assert_eq!(plan["summary"]["create"], 0, "{plan:#}");
+    assert!(release["notes"].to_string().contains("base unknown"), "{release:#}");
+    let alert = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "chart-unavailable");
+    let message = alert.map(|a| a["message"].to_string()).unwrap_or_default();
+    assert!(message.contains("base unknown (its chart: db 0.9.0 → 1.0.0)"), "{:?}", alert_codes(&plan));
+    let findings = plan["findings"].as_array().unwrap();
+    assert!(
+        findings.iter().any(|f| f["code"] == "privilege"
+            && f["object"] == "_db-admin_rbac.authorization.k8s.io_ClusterRoleBinding"),
+        "the review reads what is not listed: {findings:#?}"
+    );
+    let (text, _) = crate::fixture::plan_cli(&repo, "HEAD~1", "HEAD", "text", &access);
+    assert!(
+        text.contains("(asked for, not rendered); base unknown; 2 object(s) at head, not compared"),
+        "{text}"
+    );
+    assert!(!text.contains("create StatefulSet data/db"), "{text}");
+    // Near miss: the base chart at hand, the same bump is planned object by object.
+    registry.push(&package(packages.path(), "0.9.0", "db-old"));
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &access);
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert!(release.get("base_unknown").is_none(), "{release:#}");
+    assert_eq!(
+        sorted_changes(release),
+        sorted_pairs(&[
+            ("create", "_db-admin_rbac.authorization.k8s.io_ClusterRoleBinding"),
+            ("create", "data_db_apps_StatefulSet"),
+            ("delete", "data_db-old_apps_StatefulSet")
+        ])
+    );
+    assert!(!has_alert(&plan, "warning", "chart-unavailable"), "{:?}", alert_codes(&plan));
 }

@@ -36,6 +36,7 @@ mod hostile;
 mod image;
 mod kube_view;
 mod metrics;
+mod moved_sources;
 mod operator;
 mod plan;
 mod render_cli;

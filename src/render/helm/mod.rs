@@ -8,6 +8,7 @@ pub mod dependencies;
 pub mod engine;
 pub mod installed;
 pub mod manifest;
+pub mod origin;
 pub mod release;
 pub mod shared;
 pub mod strvals;

@@ -27,6 +27,9 @@ pub struct HelmUnit {
     /// The chart's name and version, as its `Chart.yaml` says (when it was read).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chart: Option<ChartVersion>,
+    /// The chart as its spec and sources ask for it, known even when the chart could not be had.
+    #[serde(skip)]
+    pub origin: Option<super::origin::ChartOrigin>,
     /// Hooks the release runs (not part of its manifest): `Job ns/name on pre-install`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<String>,
@@ -312,6 +315,7 @@ fn render_unit(
         release_namespace: spec.release.namespace.clone(),
         storage_namespace: spec.release.storage_namespace.clone(),
         chart: None,
+        origin: None,
         hooks: Vec::new(),
         tests: 0,
         helm: String::new(),
@@ -340,6 +344,12 @@ fn render_unit(
             "its spec holds values substituted from a Secret: not rendered, so they cannot show in its objects".into(),
         );
     }
+    let source_object = |source: &SourceRef| {
+        sources.get(&(source.kind.clone(), source.namespace.clone(), source.name.clone())).cloned()
+    };
+    // Known from the spec alone (its values from Secrets aside, above): what the chart is asked
+    // as, compared between base and head even when the chart cannot be had.
+    helm_unit.origin = super::origin::of(&spec, &source_object);
     let helm = match &releases.charts.helm {
         Ok(helm) => *helm,
         Err(why) => return external(unit, helm_unit, format!("not rendered: {why}")),
@@ -347,9 +357,6 @@ fn render_unit(
     helm_unit.helm = helm.version.clone();
     let key = format!("{}/{}", found.reference.namespace, found.reference.name);
     let given = releases.given_charts.get(&key).cloned();
-    let source_object = |source: &SourceRef| {
-        sources.get(&(source.kind.clone(), source.namespace.clone(), source.name.clone())).cloned()
-    };
     let fetch = |request: &ChartRequest, credentials: &crate::charts::credentials::SourceCredentials| {
         releases.charts.fetch(request, credentials)
     };
