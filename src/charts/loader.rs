@@ -381,7 +381,7 @@ pub fn loaded_name(raw: &str) -> Result<String, String> {
 }
 
 /// Go's `path.Clean` of a relative path.
-fn clean(path: &str) -> String {
+pub(crate) fn clean(path: &str) -> String {
     let mut kept: Vec<&str> = Vec::new();
     for element in path.split('/') {
         match element {

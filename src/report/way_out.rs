@@ -12,6 +12,7 @@ const STANDING_CODES: &[&str] = &[
     "external-artifact",
     "unknown-revision",
     "helm-release-stuck",
+    "chart-archive-hidden",
 ];
 
 /// True for a warning or note about how a unit this pull request leaves as it is stands (a

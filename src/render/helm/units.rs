@@ -53,6 +53,10 @@ pub struct HelmUnit {
     /// `spec.driftDetection`: whether helm-controller puts drift back, and what it ignores.
     #[serde(skip)]
     pub drift_detection: DriftDetection,
+    /// Entries of its chart archive that helm-controller's archive loader installs and a render
+    /// of the unpacked chart would not show (or show otherwise), each with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub archive_differences: Vec<String>,
 }
 
 /// A HelmRelease's `spec.driftDetection`. With `mode: enabled` helm-controller compares the
@@ -293,6 +297,7 @@ fn render_unit(
         install_crds: spec.install_crds,
         upgrade_crds: spec.upgrade_crds,
         drift_detection: DriftDetection::of(&found.manifest),
+        archive_differences: Vec::new(),
     };
     let external = |mut unit: RenderedKustomization, helm_unit: HelmUnit, why: String| {
         unit.status = Status::External;
@@ -318,7 +323,7 @@ fn render_unit(
         sources.get(&(source.kind.clone(), source.namespace.clone(), source.name.clone())).cloned()
     };
     let fetch = |request: &ChartRequest, credentials: &crate::charts::credentials::SourceCredentials| {
-        releases.charts.fetch(request, credentials)
+        releases.charts.fetch_chart(request, credentials)
     };
     let source_tree = |source: &SourceRef| (releases.source_tree)(source);
     let config_map =
@@ -355,6 +360,7 @@ fn render_unit(
         }
         Ok(rendered) => {
             helm_unit.chart = rendered.chart.clone();
+            helm_unit.archive_differences = rendered.loader_differences.clone();
             // What is shown comes from the render that never saw values from Secrets.
             let shown = rendered.shown.as_ref().unwrap_or(&rendered.release);
             helm_unit.tests = shown.tests.len();
