@@ -281,3 +281,20 @@ fn a_chart_ref_to_an_oci_repository_renders_its_version_with_the_digest() {
     assert_eq!(label_of("  chartRef:\n    kind: OCIRepository\n    name: db\n"), format!("db-1.0.0_{short}"));
     assert_eq!(label_of(&template("1.0.0").replace("chart: db", "chart: db")), "db-1.0.0");
 }
+
+/// A `.tgz` at a GitRepository chart path is an archive (source-controller copies it as is): its
+/// hidden templates are planned and named.
+#[test]
+fn a_packaged_chart_in_the_repository_is_loaded_as_an_archive() {
+    let from_git = "  chart:\n    spec:\n      chart: ./charts/db-2.0.0.tgz\n      sourceRef:\n        kind: GitRepository\n        name: flux-system\n        namespace: flux-system\n";
+    let repo = fleet("", &template("1.0.0").replace("HelmRepository", "GitRepository"));
+    std::fs::create_dir_all(repo.path().join("charts")).unwrap();
+    std::fs::write(repo.path().join("charts/db-2.0.0.tgz"), hiding_chart("2.0.0")).unwrap();
+    repo.write("apps/db/release.yaml", &release_manifest(from_git));
+    repo.commit("db from the repository");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(created(release).len(), 5, "a ConfigMap and four ClusterRoleBindings: {release:#}");
+    let message = archive_alert(&plan).unwrap_or_else(|| panic!("{:?}", alert_codes(&plan)));
+    assert!(message.contains("other/templates/z.yaml"), "{message}");
+}

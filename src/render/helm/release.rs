@@ -891,3 +891,41 @@ fn copy_chart(from: &Path, to: &Path) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::digest_version;
+    use serde_json::json;
+
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_chart_from_an_oci_repository_carries_the_artifacts_digest_in_its_version() {
+        let tagged = format!("1.2.3@{DIGEST}");
+        assert_eq!(digest_version(&json!("1.2.3"), &tagged).unwrap(), "1.2.3+0123456789ab");
+        // Masterminds prints the version normalised, its old metadata replaced.
+        assert_eq!(digest_version(&json!("v1.2"), &format!("1.2.0@{DIGEST}")).unwrap(), "1.2.0+0123456789ab");
+        assert_eq!(digest_version(&json!("1.2.3+old"), &tagged).unwrap(), "1.2.3+0123456789ab");
+        // An OCI tag spells `+` as `_`.
+        let with_build = format!("1.2.3_build@{DIGEST}");
+        assert_eq!(digest_version(&json!("1.2.3+build"), &with_build).unwrap(), "1.2.3+0123456789ab");
+        // Not a semver tag, or pinned by digest: the digest alone decides.
+        assert_eq!(
+            digest_version(&json!("1.2.3"), &format!("latest@{DIGEST}")).unwrap(),
+            "1.2.3+0123456789ab"
+        );
+        assert_eq!(digest_version(&json!("1.2.3"), DIGEST).unwrap(), "1.2.3+0123456789ab");
+    }
+
+    #[test]
+    fn a_semver_tag_that_is_not_the_charts_version_fails_as_the_controller_fails() {
+        let error = digest_version(&json!("1.2.3"), &format!("2.0.0@{DIGEST}")).unwrap_err();
+        assert!(error.contains("does not match chart version 1.2.3"), "{error}");
+        assert!(digest_version(&json!("not-a-version"), DIGEST)
+            .unwrap_err()
+            .contains("invalid chart version"));
+        assert!(digest_version(&json!("1.2.3"), "sha256:0123")
+            .unwrap_err()
+            .contains("invalid artifact revision"));
+    }
+}
