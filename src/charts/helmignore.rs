@@ -101,8 +101,12 @@ impl Rules {
     }
 }
 
+/// A pattern Go's `filepath.Match` refuses (`ErrBadPattern`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadPattern;
+
 /// Go's `filepath.Match` on a Unix system: `Err` for a malformed pattern.
-pub fn glob_match(pattern: &str, name: &str) -> Result<bool, ()> {
+pub fn glob_match(pattern: &str, name: &str) -> Result<bool, BadPattern> {
     let mut pattern = pattern.as_bytes();
     let mut name = name.as_bytes();
     'outer: while !pattern.is_empty() {
@@ -172,7 +176,7 @@ fn decode(s: &[u8]) -> (char, usize) {
     ('\u{FFFD}', 1)
 }
 
-fn match_chunk<'a>(mut chunk: &[u8], mut s: &'a [u8]) -> Result<(&'a [u8], bool), ()> {
+fn match_chunk<'a>(mut chunk: &[u8], mut s: &'a [u8]) -> Result<(&'a [u8], bool), BadPattern> {
     let mut failed = false;
     while !chunk.is_empty() {
         if !failed && s.is_empty() {
@@ -228,7 +232,7 @@ fn match_chunk<'a>(mut chunk: &[u8], mut s: &'a [u8]) -> Result<(&'a [u8], bool)
             first => {
                 let literal = if first == b'\\' {
                     chunk = &chunk[1..];
-                    *chunk.first().ok_or(())?
+                    *chunk.first().ok_or(BadPattern)?
                 } else {
                     first
                 };
@@ -249,23 +253,23 @@ fn match_chunk<'a>(mut chunk: &[u8], mut s: &'a [u8]) -> Result<(&'a [u8], bool)
     }
 }
 
-fn get_escaped(mut chunk: &[u8]) -> Result<(char, &[u8]), ()> {
+fn get_escaped(mut chunk: &[u8]) -> Result<(char, &[u8]), BadPattern> {
     if chunk.is_empty() || chunk[0] == b'-' || chunk[0] == b']' {
-        return Err(());
+        return Err(BadPattern);
     }
     if chunk[0] == b'\\' {
         chunk = &chunk[1..];
         if chunk.is_empty() {
-            return Err(());
+            return Err(BadPattern);
         }
     }
     let (r, n) = decode(chunk);
     if r == '\u{FFFD}' && n == 1 {
-        return Err(());
+        return Err(BadPattern);
     }
     let rest = &chunk[n..];
     if rest.is_empty() {
-        return Err(());
+        return Err(BadPattern);
     }
     Ok((r, rest))
 }
@@ -300,11 +304,11 @@ mod tests {
             ("a*b", "a/b", Ok(false)),
             ("[\\]a]", "]", Ok(true)),
             ("[x\\-]", "-", Ok(true)),
-            ("[", "a", Err(())),
-            ("[^", "a", Err(())),
-            ("a[", "a", Err(())),
-            ("a[", "x", Err(())),
-            ("[a-b-c]", "a", Err(())),
+            ("[", "a", Err(BadPattern)),
+            ("[^", "a", Err(BadPattern)),
+            ("a[", "a", Err(BadPattern)),
+            ("a[", "x", Err(BadPattern)),
+            ("[a-b-c]", "a", Err(BadPattern)),
             ("*x", "xxx", Ok(true)),
             ("templates/.?*", "templates/.x.yaml", Ok(true)),
             ("templates/.?*", "templates/.", Ok(false)),

@@ -412,7 +412,9 @@ fn push_entry(out: &mut Vec<u8>, name: &str, data: &[u8]) {
 
 fn push_header(out: &mut Vec<u8>, name: &[u8], kind: tar::EntryType, size: u64) {
     let mut header = tar::Header::new_ustar();
-    header.as_ustar_mut().map(|h| h.name[..name.len()].copy_from_slice(name));
+    if let Some(ustar) = header.as_ustar_mut() {
+        ustar.name[..name.len()].copy_from_slice(name);
+    }
     header.set_entry_type(kind);
     header.set_size(size);
     header.set_mode(0o644);
