@@ -3,9 +3,12 @@
 //! content a pull request names.
 
 pub mod archive;
+pub mod chart_files;
 pub mod credentials;
 pub mod fetch;
+pub mod helmignore;
 pub mod hosts;
+pub mod loader;
 pub mod oci;
 pub mod store;
 pub mod tls;

@@ -34,6 +34,16 @@ impl std::fmt::Display for Reference {
     }
 }
 
+/// A chart pulled from a registry.
+pub struct Pulled {
+    pub bytes: Vec<u8>,
+    /// `sha256:…` of the chart layer.
+    pub digest: String,
+    /// What source-controller records as an OCIRepository's artifact revision: `TAG@sha256:…`
+    /// (the manifest's digest), or the digest alone when pinned by digest.
+    pub revision: String,
+}
+
 /// Pulls the chart at `url` (`oci://host/path/chart`): its archive's bytes and digest.
 pub fn pull_chart(
     fetcher: &Fetcher,
@@ -41,7 +51,7 @@ pub fn pull_chart(
     reference: &Reference,
     credentials: Option<&Auth>,
     limit: u64,
-) -> Result<(Vec<u8>, String), String> {
+) -> Result<Pulled, String> {
     let target = fetcher.target(url).map_err(|e| e.to_string())?;
     let repository = target.path().trim_start_matches('/').to_string();
     // The distribution spec's grammar: path components of lower-case letters, digits and
@@ -95,7 +105,9 @@ pub fn pull_chart(
     if actual != digest {
         return Err(format!("{url} {reference}: the chart layer's content is {actual}, not {digest}"));
     }
-    Ok((bytes, actual))
+    let manifest_digest = format!("sha256:{}", hex::encode(Sha256::digest(&manifest_bytes)));
+    let revision = if is_digest { manifest_digest } else { format!("{reference}@{manifest_digest}") };
+    Ok(Pulled { bytes, digest: actual, revision })
 }
 
 /// `sha256:` and 64 hexadecimal digits.

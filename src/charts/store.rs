@@ -44,6 +44,8 @@ pub struct Fetched {
     pub archive: PathBuf,
     /// `sha256:…` of the archive.
     pub digest: String,
+    /// An OCI artifact's revision as source-controller records it (`TAG@sha256:…`).
+    pub revision: Option<String>,
 }
 
 /// Gets charts for one renderer; `None` access: fetching is off (every chart is unavailable).
@@ -131,8 +133,9 @@ impl ChartStore {
                 self.keep(&bytes, digest.as_deref())
             }
             ChartRequest::Oci { url, reference } => {
-                let (bytes, digest) = oci::pull_chart(fetcher, url, reference, credentials, MAX_CHART_BYTES)?;
-                self.keep(&bytes, Some(&digest))
+                let pulled = oci::pull_chart(fetcher, url, reference, credentials, MAX_CHART_BYTES)?;
+                let kept = self.keep(&pulled.bytes, Some(&pulled.digest))?;
+                Ok(Fetched { revision: Some(pulled.revision), ..kept })
             }
         }
     }
@@ -212,7 +215,7 @@ impl ChartStore {
             std::fs::write(partial.path(), bytes).map_err(|e| format!("cannot keep the chart: {e}"))?;
             partial.persist(&archive).map_err(|e| format!("cannot keep the chart: {e}"))?;
         }
-        Ok(Fetched { archive, digest })
+        Ok(Fetched { archive, digest, revision: None })
     }
 }
 

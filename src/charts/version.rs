@@ -70,6 +70,18 @@ impl Version {
         &self.original
     }
 
+    /// The version as Masterminds prints it (`String()`: `v` and missing parts normalised) with
+    /// `metadata` as its build metadata, as `SetMetadata` sets it.
+    pub fn with_metadata(&self, metadata: &str) -> String {
+        let pre = if self.pre.is_empty() { String::new() } else { format!("-{}", self.pre) };
+        format!("{}.{}.{}{pre}+{metadata}", self.major, self.minor, self.patch)
+    }
+
+    /// Equal precedence (Masterminds' `Equal`: build metadata aside).
+    pub fn same_as(&self, other: &Version) -> bool {
+        self.compare(other) == Ordering::Equal
+    }
+
     fn compare(&self, other: &Version) -> Ordering {
         (self.major, self.minor, self.patch).cmp(&(other.major, other.minor, other.patch)).then_with(
             || match (self.pre.is_empty(), other.pre.is_empty()) {

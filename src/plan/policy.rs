@@ -62,6 +62,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("helm-release-stuck", Severity::Warning),
     ("chart-lookup", Severity::Warning),
     ("capabilities-assumed", Severity::Warning),
+    ("chart-archive-hidden", Severity::Warning),
     ("resourceset-unknown", Severity::Warning),
     ("source-adds-content", Severity::Danger),
     ("source-ref-pinned", Severity::Danger),
@@ -640,6 +641,13 @@ fn plan_alerts(
                 Vec::new(),
             ));
         }
+        if let Some(helm) = k.helm.as_ref().filter(|h| !h.archive_differences.is_empty()) {
+            alerts.extend(alert(
+                "chart-archive-hidden",
+                archive_hidden_message(&helm.archive_differences),
+                Vec::new(),
+            ));
+        }
         if !k.unresolved_variables.is_empty() {
             alerts.extend(alert(
                 "unresolved-substitution",
@@ -710,6 +718,21 @@ fn plan_alerts(
         ));
     }
     alerts
+}
+
+/// What a chart archive holds that a render of its unpacked directory would not show: the
+/// entries named (the first ten), since they are what a reviewer must read.
+fn archive_hidden_message(differences: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let mut named = differences.iter().take(SHOWN).cloned().collect::<Vec<_>>().join("; ");
+    if differences.len() > SHOWN {
+        named.push_str(&format!("; and {} more", differences.len() - SHOWN));
+    }
+    format!(
+        "its chart archive holds entries that helm-controller installs (Helm's archive loader reads them) but that \
+         `helm template` of the unpacked chart would hide or read otherwise; they are planned as the controller \
+         loads them: {named}"
+    )
 }
 
 /// Warnings for behaviour switches a PR flips on a Kustomization that exists on both sides.

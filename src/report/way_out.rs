@@ -14,6 +14,7 @@ const STANDING_CODES: &[&str] = &[
     "helm-release-stuck",
     "chart-lookup",
     "capabilities-assumed",
+    "chart-archive-hidden",
 ];
 
 /// True for a warning or note about how a unit this pull request leaves as it is stands (a

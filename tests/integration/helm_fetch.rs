@@ -52,7 +52,7 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_with("")
     }
 
@@ -97,7 +97,7 @@ impl Registry {
     }
 
     /// `helm push` of `archive` to `oci://HOST/charts`; returns the pushed digest.
-    fn push(&self, archive: &Path) -> String {
+    pub(crate) fn push(&self, archive: &Path) -> String {
         self.push_with(archive, &["--plain-http"])
     }
 
@@ -202,7 +202,7 @@ impl Static {
     }
 
     /// A classic Helm repository at `/charts`: the archives in `packages`, indexed by `helm repo index`.
-    fn repository(packages: &Path) -> Self {
+    pub(crate) fn repository(packages: &Path) -> Self {
         Self::private_repository(packages, None)
     }
 

@@ -27,6 +27,7 @@ mod findings;
 mod fixture;
 mod hardening;
 mod helm;
+mod helm_archive;
 mod helm_fetch;
 mod helm_hooks;
 mod helm_oci_auth;

@@ -104,8 +104,17 @@ impl Charts<'_> {
         request: &ChartRequest,
         credentials: &crate::charts::credentials::SourceCredentials,
     ) -> Result<std::path::PathBuf, String> {
+        self.fetch_chart(request, credentials).map(|fetched| fetched.archive)
+    }
+
+    /// The chart `request` names, with its digest and (from a registry) its revision.
+    pub fn fetch_chart(
+        &self,
+        request: &ChartRequest,
+        credentials: &crate::charts::credentials::SourceCredentials,
+    ) -> Result<crate::charts::store::Fetched, String> {
         match &self.fetching {
-            Ok((store, access)) => store.get(request, access, credentials).map(|fetched| fetched.archive),
+            Ok((store, access)) => store.get(request, access, credentials),
             Err(why) => Err(why.clone()),
         }
     }

@@ -61,7 +61,8 @@ pub struct Inputs<'a> {
 }
 
 /// Gets a chart's archive (see `Inputs::fetch`).
-pub type FetchChart<'a> = dyn Fn(&ChartRequest, &SourceCredentials) -> Result<PathBuf, String> + 'a;
+pub type FetchChart<'a> =
+    dyn Fn(&ChartRequest, &SourceCredentials) -> Result<crate::charts::store::Fetched, String> + 'a;
 
 /// `helm template` through a cache (see `Inputs::templates`).
 pub type Templates<'a> =
@@ -79,6 +80,9 @@ pub struct Rendered {
     /// What the render depends on, hashed (chart files, values, release, capabilities): equal at
     /// base and head when the release's inputs did not change.
     pub inputs_digest: String,
+    /// Entries of its chart archive that Helm's directory loader would read otherwise than the
+    /// archive loader the controller uses (hidden from a render of the unpacked chart).
+    pub loader_differences: Vec<String>,
 }
 
 /// Renders `spec` (a HelmRelease of namespace `namespace`): the release's objects, hooks and
@@ -93,52 +97,22 @@ pub fn render(
 ) -> Result<Rendered, NotRendered> {
     let scratch = tempfile::tempdir().map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
     let chart = match inputs.given_chart {
-        Some(given) => chart_on_disk(given, spec, scratch.path(), "the chart given with --chart")?,
+        Some(given) => chart_on_disk(given, spec, "the chart given with --chart")?,
         None => {
             let release = format!("{namespace}/{name}");
-            locate_chart(spec.chart.as_ref(), spec, inputs, scratch.path(), &release, 0)?
+            locate_chart(spec.chart.as_ref(), spec, inputs, &release, 0)?
         }
     };
     let dialect = super::strvals::Dialect::of_major(helm.major());
     let merged = super::values::merged(spec, namespace, inputs, dialect)?;
-    // Where the chart's values come from its source's files, the chart is planned with them as
-    // its values.yaml, as source-controller packages it.
-    // Dependencies not vendored are got as source-controller gets them when it builds the chart.
-    let missing = super::dependencies::missing(&chart.dir, &chart.root)
-        .map_err(|why| NotRendered::External(format!("its chart's dependencies cannot be had: {why}")))?;
-    let (chart_dir, readable) = if chart.values_files.is_none() && missing.is_empty() {
-        (chart.dir.clone(), chart.dir.clone())
-    } else {
-        let copy = scratch.path().join("chart");
-        let prepare = |e: std::io::Error| failed(format!("cannot prepare the chart: {e}"));
-        copy_chart(&chart.dir, &copy).map_err(prepare)?;
-        if let Some(values) = &chart.values_files {
-            std::fs::write(copy.join("values.yaml"), crate::yaml::to_yaml(values)).map_err(prepare)?;
+    let prepared = match &chart.form {
+        ChartForm::Directory { dir, root } => {
+            prepare_directory(dir, root, chart.values_files.as_ref(), inputs, scratch.path(), cancel)?
         }
-        for dependency in missing {
-            cancel.check().map_err(|reason| NotRendered::Failed(RenderError::Cancelled(reason)))?;
-            match dependency {
-                super::dependencies::Missing::Local { name, dir } => {
-                    if !dir.join("Chart.yaml").is_file() {
-                        return Err(failed(format!("dependency {name}: no chart at {}", dir.display())));
-                    }
-                    copy_chart(&dir, &copy.join("charts").join(&name)).map_err(prepare)?;
-                }
-                super::dependencies::Missing::Fetch { name, request } => {
-                    let archive = (inputs.fetch)(&request, &SourceCredentials::default()).map_err(|why| {
-                        NotRendered::External(format!(
-                            "its chart's dependency {name} could not be had ({request}): {why}"
-                        ))
-                    })?;
-                    std::fs::create_dir_all(copy.join("charts")).map_err(prepare)?;
-                    std::fs::copy(&archive, copy.join("charts").join(format!("{name}.tgz")))
-                        .map_err(prepare)?;
-                }
-            }
-        }
-        (copy, scratch.path().to_path_buf())
+        ChartForm::Archive(archive) => prepare_archive(archive, chart.values_files.as_ref(), scratch.path())?,
     };
-    let version = chart_version(&chart.dir);
+    let (chart_dir, readable) = (prepared.chart, prepared.readable);
+    let version = prepared.version;
     // A chart's templates may branch on a value, print it in any form, fail or loop on it: with
     // values from Secrets, the only render made is the one where each of them is masked, so
     // nothing the plan says (objects, status, errors, timing) can depend on a Secret's value.
@@ -160,9 +134,19 @@ pub fn render(
         .map_err(|e| masked_not_rendered(e, from_secrets))?;
     finish(&mut release, spec, namespace, name, inputs, helm.major() != Some(3))
         .map_err(|e| masked_not_rendered(e, from_secrets))?;
-    let files = super::template_calls::chart_files(&chart_dir, &scratch.path().join("scan"));
-    let calls = super::template_calls::scan(files.iter().map(|(p, t)| (p.as_str(), t.as_str())), &values);
-    Ok(Rendered { release, chart: version, from_secrets, calls, inputs_digest: key })
+    // What the templates ask of the cluster, read from the chart as it is rendered (an archive
+    // with the controller's names); a chart too large to read was refused before.
+    let files = crate::charts::chart_files::chart_files(&chart_dir).unwrap_or_default();
+    let calls =
+        super::template_calls::scan(files.iter().map(|f| (f.path.as_str(), f.text.as_str())), &values);
+    Ok(Rendered {
+        release,
+        chart: version,
+        from_secrets,
+        calls,
+        inputs_digest: key,
+        loader_differences: prepared.differences,
+    })
 }
 
 /// Why `helm template` gave nothing. With values from Secrets masked, a chart may fail where
@@ -175,6 +159,111 @@ fn masked_not_rendered(error: BuildError, from_secrets: bool) -> NotRendered {
         )),
         (error, _) => not_rendered(error),
     }
+}
+
+/// A chart ready for `helm template`: the path to give it, the directory it may read, and what
+/// its `Chart.yaml` says.
+struct Prepared {
+    chart: PathBuf,
+    readable: PathBuf,
+    version: Option<ChartVersion>,
+    differences: Vec<String>,
+}
+
+/// A chart directory of this repository, loaded by Helm's directory loader (source-controller
+/// loads it so too): its values files as its values.yaml, and the dependencies it does not
+/// vendor got as source-controller gets them when it builds the chart.
+fn prepare_directory(
+    dir: &Path,
+    root: &Path,
+    values_files: Option<&Value>,
+    inputs: &Inputs,
+    scratch: &Path,
+    cancel: &CancelToken,
+) -> Result<Prepared, NotRendered> {
+    let missing = super::dependencies::missing(dir, root)
+        .map_err(|why| NotRendered::External(format!("its chart's dependencies cannot be had: {why}")))?;
+    let version = chart_version(dir);
+    if values_files.is_none() && missing.is_empty() {
+        return Ok(Prepared {
+            chart: dir.to_path_buf(),
+            readable: dir.to_path_buf(),
+            version,
+            differences: Vec::new(),
+        });
+    }
+    let copy = scratch.join("chart");
+    let prepare = |e: std::io::Error| failed(format!("cannot prepare the chart: {e}"));
+    copy_chart(dir, &copy).map_err(prepare)?;
+    if let Some(values) = values_files {
+        std::fs::write(copy.join("values.yaml"), crate::yaml::to_yaml(values)).map_err(prepare)?;
+    }
+    for dependency in missing {
+        cancel.check().map_err(|reason| NotRendered::Failed(RenderError::Cancelled(reason)))?;
+        match dependency {
+            super::dependencies::Missing::Local { name, dir } => {
+                if !dir.join("Chart.yaml").is_file() {
+                    return Err(failed(format!("dependency {name}: no chart at {}", dir.display())));
+                }
+                copy_chart(&dir, &copy.join("charts").join(&name)).map_err(prepare)?;
+            }
+            super::dependencies::Missing::Fetch { name, request } => {
+                let fetched = (inputs.fetch)(&request, &SourceCredentials::default()).map_err(|why| {
+                    NotRendered::External(format!(
+                        "its chart's dependency {name} could not be had ({request}): {why}"
+                    ))
+                })?;
+                std::fs::create_dir_all(copy.join("charts")).map_err(prepare)?;
+                std::fs::copy(&fetched.archive, copy.join("charts").join(format!("{name}.tgz")))
+                    .map_err(prepare)?;
+            }
+        }
+    }
+    Ok(Prepared { chart: copy, readable: scratch.to_path_buf(), version, differences: Vec::new() })
+}
+
+/// A packaged chart, rendered as helm-controller loads it: `helm template` of the archive itself
+/// (Helm's archive loader), alone in a directory of its own. No dependency is built: a declared
+/// subchart the archive does not vendor is left out of its `Chart.yaml`, as the controller, which
+/// never checks dependencies, installs without it. Values files and a version set by the
+/// controller rewrite those entries only.
+fn prepare_archive(
+    archive: &Archive,
+    values_files: Option<&Value>,
+    scratch: &Path,
+) -> Result<Prepared, NotRendered> {
+    let changes = crate::charts::loader::Changes {
+        values_yaml: values_files.map(|v| crate::yaml::to_yaml(v).into_bytes()),
+        version: archive.version.clone(),
+        drop_dependencies: archive.chart.unvendored_dependencies(),
+    };
+    let unchanged =
+        changes.values_yaml.is_none() && changes.version.is_none() && changes.drop_dependencies.is_empty();
+    let rewritten;
+    let bytes = if unchanged {
+        &archive.bytes
+    } else {
+        rewritten =
+            archive.chart.rewrite(&changes).map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
+        &rewritten
+    };
+    let readable = scratch.join("archive");
+    let path = readable.join("chart.tgz");
+    std::fs::create_dir_all(&readable)
+        .and_then(|_| std::fs::write(&path, bytes))
+        .map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
+    let metadata = archive.chart.metadata().ok();
+    let version = metadata.as_ref().and_then(|m| {
+        Some(ChartVersion {
+            name: m["name"].as_str()?.to_string(),
+            // As its Chart.yaml says: the digest helm-controller appends is not a version change.
+            version: match &m["version"] {
+                Value::String(version) => version.clone(),
+                other => other.to_string(),
+            },
+        })
+    });
+    Ok(Prepared { chart: path, readable, version, differences: archive.chart.loader_differences() })
 }
 
 /// Why `helm template` gave nothing, as the plan says it.
@@ -289,6 +378,13 @@ pub(super) fn template_key(helm: &Helm, template: &Template, chart: &Path) -> st
         "format": 3,
     });
     hasher.update(inputs.to_string().as_bytes());
+    if chart.is_file() {
+        // An archive: its bytes are the chart (never unpacked for the key).
+        let content = std::fs::read(chart)?;
+        hasher.update(b"archive\0");
+        hasher.update(Sha256::digest(&content));
+        return Ok(format!("helm-template:{}", hex::encode(hasher.finalize())));
+    }
     let mut files = Vec::new();
     crate::tree::walk(chart, |entry, kind| -> Result<crate::tree::Descend, crate::tree::Unreadable> {
         if kind.is_file() {
@@ -321,39 +417,143 @@ fn chart_version(dir: &Path) -> Option<ChartVersion> {
     })
 }
 
-/// A chart on disk (given with `--chart`, or fetched): a directory, or an archive unpacked into
-/// `scratch`. Values files are paths in the chart, as in a chart from a Helm repository.
-fn chart_on_disk(
-    given: &Path,
-    spec: &HelmReleaseSpec,
-    scratch: &Path,
-    whose: &str,
-) -> Result<Chart, NotRendered> {
-    let dir = if given.is_dir() {
-        given.to_path_buf()
-    } else {
-        crate::charts::archive::unpack(given, &scratch.join("given"))
-            .map_err(|e| failed(format!("{whose} ({}): {e}", given.display())))?
-    };
-    if !dir.join("Chart.yaml").is_file() {
-        return Err(failed(format!("{whose} ({}) has no Chart.yaml", given.display())));
-    }
+/// A chart on disk (given with `--chart`, or fetched): a directory, or an archive. Values files
+/// are paths in the chart, as in a chart from a Helm repository.
+fn chart_on_disk(given: &Path, spec: &HelmReleaseSpec, whose: &str) -> Result<Chart, NotRendered> {
     let (values_files, ignore_missing) = match &spec.chart {
         Some(ChartSource::Template { values_files, ignore_missing_values_files, .. }) => {
             (values_files.clone(), *ignore_missing_values_files)
         }
         _ => (Vec::new(), false),
     };
-    let values_files = read_values_files(&dir, &values_files, ignore_missing, whose)?;
-    Ok(Chart { root: dir.clone(), dir, values_files })
+    if given.is_dir() {
+        if !given.join("Chart.yaml").is_file() {
+            return Err(failed(format!("{whose} ({}) has no Chart.yaml", given.display())));
+        }
+        let values_files = read_values_files(given, &values_files, ignore_missing, whose)?;
+        let form = ChartForm::Directory { dir: given.to_path_buf(), root: given.to_path_buf() };
+        return Ok(Chart { form, values_files });
+    }
+    let archive = Archive::read(given, None, whose)?;
+    let values_files = archive_values_files(&archive.chart, &values_files, ignore_missing, whose)?;
+    Ok(Chart { form: ChartForm::Archive(archive), values_files })
 }
 
 struct Chart {
-    dir: PathBuf,
-    /// What `file://` dependencies may reach: the source's tree, or the chart itself.
-    root: PathBuf,
+    form: ChartForm,
     /// The merged values files that replace the chart's values.yaml, when the spec names some.
     values_files: Option<Value>,
+}
+
+/// How the controller loads the chart.
+enum ChartForm {
+    /// A chart directory of a source of this repository (`root`: what `file://` dependencies
+    /// may reach).
+    Directory { dir: PathBuf, root: PathBuf },
+    /// A packaged chart: fetched, given, or a `.tgz` at a source's chart path.
+    Archive(Archive),
+}
+
+/// A chart archive as the archive loader reads it.
+struct Archive {
+    bytes: Vec<u8>,
+    chart: crate::charts::loader::ChartArchive,
+    /// `.Chart.Version` as helm-controller sets it (a chartRef to an OCIRepository).
+    version: Option<String>,
+}
+
+impl Archive {
+    /// Reads the archive at `path`; `revision`: the OCIRepository artifact revision whose digest
+    /// helm-controller appends to the chart's version.
+    fn read(path: &Path, revision: Option<&str>, whose: &str) -> Result<Archive, NotRendered> {
+        use crate::charts::loader::{ChartArchive, LoadError, MAX_LOADED_BYTES};
+        let size =
+            std::fs::metadata(path).map_err(|e| failed(format!("{whose}: cannot read it: {e}")))?.len();
+        if size > MAX_LOADED_BYTES {
+            return Err(NotRendered::Failed(RenderError::Limit(format!(
+                "{whose} weighs more than {} MiB",
+                MAX_LOADED_BYTES >> 20
+            ))));
+        }
+        let bytes = std::fs::read(path).map_err(|e| failed(format!("{whose}: cannot read it: {e}")))?;
+        let chart = ChartArchive::read(&bytes).map_err(|e| match e {
+            LoadError::Refused(why) => failed(format!("{whose}: {why}")),
+            LoadError::Limit(why) => NotRendered::Failed(RenderError::Limit(format!("{whose}: {why}"))),
+        })?;
+        let metadata = chart.metadata().map_err(|why| failed(format!("{whose}: {why}")))?;
+        let version = match revision {
+            Some(revision) => Some(digest_version(&metadata["version"], revision).map_err(failed)?),
+            None => None,
+        };
+        Ok(Archive { bytes, chart, version })
+    }
+}
+
+/// The chart version helm-controller gives a chart from an OCIRepository
+/// (`mutateChartWithSourceRevision`): the first 12 hex digits of the artifact's digest as build
+/// metadata. A semver tag must be the chart's version.
+fn digest_version(version: &Value, revision: &str) -> Result<String, String> {
+    use crate::charts::version::Version;
+    let written = version.as_str().map(str::to_string).unwrap_or_else(|| version.to_string());
+    let parsed = Version::parse(&written).ok_or_else(|| format!("invalid chart version {written}"))?;
+    let invalid = || format!("invalid artifact revision {revision}");
+    let short = |digest: &str| -> Result<String, String> {
+        match digest.split(':').collect::<Vec<_>>()[..] {
+            [_, hex] if hex.len() >= 12 => Ok(hex.get(..12).ok_or_else(invalid)?.to_string()),
+            _ => Err(invalid()),
+        }
+    };
+    let pair: Vec<&str> = revision.split('@').collect();
+    let tag = revision.contains('@').then(|| pair[0].replace('_', "+"));
+    let tag_version = Version::parse(tag.as_deref().unwrap_or(revision));
+    let metadata = match tag_version {
+        Some(tag_version) => {
+            if pair.len() != 2 || !tag_version.same_as(&parsed) {
+                return Err(format!("artifact revision {} does not match chart version {written}", pair[0]));
+            }
+            short(pair[1])?
+        }
+        None => short(revision)?,
+    };
+    Ok(parsed.with_metadata(&metadata))
+}
+
+/// The values files (paths in the chart archive) merged in order, as source-controller merges
+/// them when it packages a fetched chart: `values.yaml` is the chart's values, any other a file
+/// of the chart's `.Files`; `None` when there are none.
+fn archive_values_files(
+    chart: &crate::charts::loader::ChartArchive,
+    files: &[String],
+    ignore_missing: bool,
+    whose: &str,
+) -> Result<Option<Value>, NotRendered> {
+    if files.is_empty() {
+        return Ok(None);
+    }
+    // source-controller (`mergeChartValues`): each file read with sigs.k8s.io/yaml into a map,
+    // merged with `MergeMaps`.
+    let mut merged = super::shared::new_map([]);
+    for file in files {
+        let name = crate::charts::loader::clean(file);
+        let data = if name == "values.yaml" {
+            chart.last("values.yaml")
+        } else if file.starts_with('/') {
+            None
+        } else {
+            chart.chart_file(&name)
+        };
+        let Some(data) = data else {
+            if ignore_missing {
+                continue;
+            }
+            return Err(failed(format!("{whose}: no values file found at path '{file}'")));
+        };
+        let text = String::from_utf8_lossy(data);
+        let document = super::values::values_document(&text)
+            .map_err(|e| failed(format!("values file '{file}' in {whose} is not a map of values: {e}")))?;
+        merged = super::shared::merge_maps(&merged, &super::values::as_map(document));
+    }
+    Ok(Some(super::shared::map_to_json(&merged)))
 }
 
 pub(super) fn failed(message: String) -> NotRendered {
@@ -366,7 +566,6 @@ fn locate_chart(
     source: Option<&ChartSource>,
     spec: &HelmReleaseSpec,
     inputs: &Inputs,
-    scratch: &Path,
     release: &str,
     depth: usize,
 ) -> Result<Chart, NotRendered> {
@@ -387,11 +586,12 @@ fn locate_chart(
                             "{reference} holds no chart (no Chart.yaml at its root)"
                         )));
                     }
-                    return Ok(Chart { dir: tree.clone(), root: tree, values_files: None });
+                    let form = ChartForm::Directory { dir: tree.clone(), root: tree };
+                    return Ok(Chart { form, values_files: None });
                 }
                 "HelmChart" if depth == 0 => {
                     let template = helm_chart(reference, inputs)?;
-                    return locate_chart(Some(&template), spec, inputs, scratch, release, depth + 1);
+                    return locate_chart(Some(&template), spec, inputs, release, depth + 1);
                 }
                 _ => {
                     return Err(NotRendered::External(format!(
@@ -399,7 +599,10 @@ fn locate_chart(
                     )))
                 }
             };
-            return fetched(&request, spec, inputs, scratch);
+            // helm-controller appends the artifact's digest to the version of a chart it gets
+            // from an OCIRepository.
+            let tracked = reference.kind == "OCIRepository";
+            return fetched(&request, spec, inputs, tracked);
         }
         Some(ChartSource::Template { chart, source, version, values_files, ignore_missing_values_files }) => {
             (chart, source, version, values_files, *ignore_missing_values_files)
@@ -407,7 +610,7 @@ fn locate_chart(
     };
     if source.kind == "HelmRepository" {
         let request = helm_repository(source, chart, version.as_deref(), inputs, release)?;
-        return fetched(&request, spec, inputs, scratch);
+        return fetched(&request, spec, inputs, false);
     }
     if !matches!(source.kind.as_str(), "GitRepository" | "Bucket") {
         return Err(NotRendered::External(format!(
@@ -418,11 +621,18 @@ fn locate_chart(
         return Err(NotRendered::External(format!("its chart's source {source} is not this repository")));
     };
     let dir = paths::secure_join(&tree, chart);
+    let values_files = read_values_files(&tree, values_files, ignore_missing, &source.to_string())?;
+    if dir.is_file() {
+        // A packaged chart at the path: source-controller copies it, loaded as an archive, and
+        // builds no dependency for it.
+        let archive =
+            Archive::read(&dir, None, &format!("the chart archive '{chart}' in the source {source}"))?;
+        return Ok(Chart { form: ChartForm::Archive(archive), values_files });
+    }
     if !dir.join("Chart.yaml").is_file() {
         return Err(failed(format!("no chart at '{chart}' in the source {source} (no Chart.yaml there)")));
     }
-    let values_files = read_values_files(&tree, values_files, ignore_missing, &source.to_string())?;
-    Ok(Chart { dir, root: tree, values_files })
+    Ok(Chart { form: ChartForm::Directory { dir, root: tree }, values_files })
 }
 
 /// A chart to fetch, with its source's credentials.
@@ -447,18 +657,23 @@ impl Sourced {
     }
 }
 
-/// The chart `sourced` names, fetched and unpacked.
+/// The chart `sourced` names, fetched; `tracked`: its version carries the artifact's digest.
 fn fetched(
     sourced: &Sourced,
     spec: &HelmReleaseSpec,
     inputs: &Inputs,
-    scratch: &Path,
+    tracked: bool,
 ) -> Result<Chart, NotRendered> {
     let request = &sourced.request;
-    let archive = (inputs.fetch)(request, &sourced.credentials).map_err(|why| {
+    let fetched = (inputs.fetch)(request, &sourced.credentials).map_err(|why| {
         NotRendered::External(format!("its chart could not be had ({request}): {}", sourced.explain(&why)))
     })?;
-    chart_on_disk(&archive, spec, scratch, &format!("the chart fetched for {request}"))
+    let whose = format!("the chart fetched for {request}");
+    if tracked {
+        let archive = Archive::read(&fetched.archive, fetched.revision.as_deref(), &whose)?;
+        return Ok(Chart { form: ChartForm::Archive(archive), values_files: None });
+    }
+    chart_on_disk(&fetched.archive, spec, &whose)
 }
 
 /// A source object of the render with its credentials, and the Secret whose login they hold; or
@@ -706,4 +921,42 @@ fn copy_chart(from: &Path, to: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::digest_version;
+    use serde_json::json;
+
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_chart_from_an_oci_repository_carries_the_artifacts_digest_in_its_version() {
+        let tagged = format!("1.2.3@{DIGEST}");
+        assert_eq!(digest_version(&json!("1.2.3"), &tagged).unwrap(), "1.2.3+0123456789ab");
+        // Masterminds prints the version normalised, its old metadata replaced.
+        assert_eq!(digest_version(&json!("v1.2"), &format!("1.2.0@{DIGEST}")).unwrap(), "1.2.0+0123456789ab");
+        assert_eq!(digest_version(&json!("1.2.3+old"), &tagged).unwrap(), "1.2.3+0123456789ab");
+        // An OCI tag spells `+` as `_`.
+        let with_build = format!("1.2.3_build@{DIGEST}");
+        assert_eq!(digest_version(&json!("1.2.3+build"), &with_build).unwrap(), "1.2.3+0123456789ab");
+        // Not a semver tag, or pinned by digest: the digest alone decides.
+        assert_eq!(
+            digest_version(&json!("1.2.3"), &format!("latest@{DIGEST}")).unwrap(),
+            "1.2.3+0123456789ab"
+        );
+        assert_eq!(digest_version(&json!("1.2.3"), DIGEST).unwrap(), "1.2.3+0123456789ab");
+    }
+
+    #[test]
+    fn a_semver_tag_that_is_not_the_charts_version_fails_as_the_controller_fails() {
+        let error = digest_version(&json!("1.2.3"), &format!("2.0.0@{DIGEST}")).unwrap_err();
+        assert!(error.contains("does not match chart version 1.2.3"), "{error}");
+        assert!(digest_version(&json!("not-a-version"), DIGEST)
+            .unwrap_err()
+            .contains("invalid chart version"));
+        assert!(digest_version(&json!("1.2.3"), "sha256:0123")
+            .unwrap_err()
+            .contains("invalid artifact revision"));
+    }
 }

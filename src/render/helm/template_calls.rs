@@ -209,57 +209,6 @@ fn from_the_top(bytes: &[u8], dot: usize) -> bool {
     start == dot || (start > 0 && bytes[start - 1] == b'$')
 }
 
-/// The chart's files under `dir` that `scan` reads (templates and values files, subcharts' too,
-/// packaged subcharts unpacked into `scratch`), as (chart-relative path, text).
-///
-/// Where the chart's files come from is the loader's business (a directory here; an archive
-/// read with Helm's archive semantics elsewhere): `scan` takes them from either.
-pub fn chart_files(dir: &std::path::Path, scratch: &std::path::Path) -> Vec<(String, String)> {
-    let mut files = Vec::new();
-    collect(dir, "", scratch, 0, &mut files);
-    files
-}
-
-/// How deep packaged subcharts inside packaged subcharts are opened.
-const MAX_NESTING: usize = 4;
-
-fn collect(
-    dir: &std::path::Path,
-    prefix: &str,
-    scratch: &std::path::Path,
-    nesting: usize,
-    files: &mut Vec<(String, String)>,
-) {
-    let mut found = Vec::new();
-    let _ = crate::tree::walk(dir, |entry, kind| -> Result<crate::tree::Descend, crate::tree::Unreadable> {
-        if kind.is_file() {
-            found.push(entry.path());
-        }
-        Ok(crate::tree::Descend::Yes)
-    });
-    for path in found {
-        let Ok(relative) = path.strip_prefix(dir) else { continue };
-        let relative = relative.to_string_lossy().replace('\\', "/");
-        let chart_path = format!("{prefix}{relative}");
-        let parts: Vec<&str> = relative.split('/').collect();
-        // A packaged subchart: `charts/NAME.tgz`, its files under `charts/NAME/`.
-        if parts.len() == 2 && parts[0] == "charts" && relative.ends_with(".tgz") && nesting < MAX_NESTING {
-            let into = scratch.join(format!("{nesting}-{}", files.len()));
-            if let Ok(unpacked) = crate::charts::archive::unpack(&path, &into) {
-                let name = unpacked.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                collect(&unpacked, &format!("{prefix}charts/{name}/"), scratch, nesting + 1, files);
-            }
-            continue;
-        }
-        if !(is_template(&relative) || is_values_file(&relative)) {
-            continue;
-        }
-        if let Ok(bytes) = std::fs::read(&path) {
-            files.push((chart_path, String::from_utf8_lossy(&bytes).into_owned()));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,6 +74,10 @@ pub struct HelmUnit {
     /// release is rendered from changed.
     #[serde(skip)]
     pub inputs_digest: String,
+    /// Entries of its chart archive that helm-controller's archive loader installs and a render
+    /// of the unpacked chart would not show (or show otherwise), each with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub archive_differences: Vec<String>,
 }
 
 /// A hook of a release: when Helm runs it, when it deletes it, and the object.
@@ -330,6 +334,7 @@ fn render_unit(
         lookup: Vec::new(),
         capabilities_assumed: Vec::new(),
         inputs_digest: String::new(),
+        archive_differences: Vec::new(),
     };
     let external = |mut unit: RenderedKustomization, helm_unit: HelmUnit, why: String| {
         unit.status = Status::External;
@@ -358,7 +363,7 @@ fn render_unit(
     let key = format!("{}/{}", found.reference.namespace, found.reference.name);
     let given = releases.given_charts.get(&key).cloned();
     let fetch = |request: &ChartRequest, credentials: &crate::charts::credentials::SourceCredentials| {
-        releases.charts.fetch(request, credentials)
+        releases.charts.fetch_chart(request, credentials)
     };
     let source_tree = |source: &SourceRef| (releases.source_tree)(source);
     let config_map =
@@ -398,6 +403,7 @@ fn render_unit(
         }
         Ok(rendered) => {
             helm_unit.chart = rendered.chart.clone();
+            helm_unit.archive_differences = rendered.loader_differences.clone();
             let release = &rendered.release;
             helm_unit.tests = release.tests.len();
             helm_unit.hooks = release
