@@ -160,6 +160,7 @@ pub fn unplanned(cluster: &str, problem: &RootProblem) -> Vec<KustomizationPlan>
         parent: None,
         chart: None,
         release_status: None,
+        release_fate: None,
     }]
 }
 

@@ -176,6 +176,7 @@ mod tests {
             parent: None,
             chart: None,
             release_status: None,
+            release_fate: None,
         }
     }
 

@@ -53,6 +53,14 @@ pub struct HelmUnit {
     /// `spec.driftDetection`: whether helm-controller puts drift back, and what it ignores.
     #[serde(skip)]
     pub drift_detection: DriftDetection,
+    /// What decides between an upgrade and an uninstall-and-install, and where the release goes
+    /// (`flux::helm`): its chart name change strategy, its uninstall's hooks, its `kubeConfig`.
+    #[serde(skip)]
+    pub reinstalls_on_chart_rename: bool,
+    #[serde(skip)]
+    pub uninstall_disables_hooks: bool,
+    #[serde(skip)]
+    pub kube_config: Option<String>,
 }
 
 /// A HelmRelease's `spec.driftDetection`. With `mode: enabled` helm-controller compares the
@@ -293,6 +301,9 @@ fn render_unit(
         install_crds: spec.install_crds,
         upgrade_crds: spec.upgrade_crds,
         drift_detection: DriftDetection::of(&found.manifest),
+        reinstalls_on_chart_rename: crate::flux::helm::reinstalls_on_chart_rename(&found.manifest),
+        uninstall_disables_hooks: crate::flux::helm::uninstall_disables_hooks(&found.manifest),
+        kube_config: crate::flux::helm::kube_config(&found.manifest),
     };
     let external = |mut unit: RenderedKustomization, helm_unit: HelmUnit, why: String| {
         unit.status = Status::External;
