@@ -375,8 +375,11 @@ fn cause_line(inputs: Inputs, root: &KustomizationPlan, deletes: &[&Change]) -> 
         return Some(format!("{file}{} {change}", root.label()));
     }
     if root.status == KustomizationStatus::Removed {
-        let file =
-            base.kustomization(&root.cluster, &root.namespace, &root.name).and_then(|k| k.file.clone());
+        let unit = match root.kind {
+            UnitKind::HelmRelease => base.unit(&root.cluster, &root.unit_ref()),
+            _ => base.kustomization(&root.cluster, &root.namespace, &root.name),
+        };
+        let file = unit.and_then(|k| k.file.clone());
         let deleter = deleter_of(deleters, root).map(|d| &plans[d]);
         if let Some(line) = deleter.and_then(|d| spec_change(d, base, head)) {
             return Some(line);

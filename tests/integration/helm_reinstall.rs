@@ -215,6 +215,7 @@ fn a_removed_release_blocks_and_lists_its_uninstall_offline() {
     let removed = alert(&plan, "helmrelease-removed");
     assert_eq!(removed["severity"], "danger");
     assert_eq!(removed["kustomization"], "HelmRelease data/db");
+    assert_eq!(removed["cause"], "apps/db/release.yaml: HelmRelease data/db removed");
     let message = removed["message"].as_str().unwrap();
     assert!(
         message.contains("uninstalls Helm release data/db: deletes 3 object(s) (from the base render)"),
