@@ -386,3 +386,35 @@ fn a_rename_behind_an_unavailable_chart_still_plans_the_uninstall() {
     assert!(has_alert(&plan, "warning", "chart-unavailable"), "{:?}", alert_codes(&plan));
     assert!(dangers(&plan).is_empty(), "{:?}", alert_codes(&plan));
 }
+
+/// With Helm's storage read, the uninstall of a renamed release deletes what the old release's
+/// record holds (here an object the base render never had), not what the new name finds there
+/// (nothing).
+#[test]
+fn with_helms_storage_read_the_old_releases_record_is_uninstalled() {
+    let _ = helm(4);
+    let repo = fleet();
+    insert_before_values(&repo, "  releaseName: db2\n  values:\n");
+    repo.commit("rename the release");
+    let snapshot = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        snapshot.path(),
+        "kind: ClusterSnapshot\nhelmReleases:\n- {name: db, namespace: data, storageNamespace: data, version: 4, \
+         status: deployed, objects: [data_db_apps_StatefulSet, data_db-metrics__Service, data_db-auth__Secret, \
+         data_old-job_batch_Job], kept: [data_db-settings__ConfigMap]}\n",
+    )
+    .unwrap();
+    let (plan, code) =
+        plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.path().to_str().unwrap()]);
+    assert_eq!(code, 2, "{plan:#}");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["inventory_source"], "cluster");
+    let deleted: Vec<(String, String)> =
+        sorted_changes(release).into_iter().filter(|(a, _)| a == "delete").collect();
+    let mut expected: Vec<(String, String)> =
+        released("data").into_iter().map(|id| ("delete".into(), id)).collect();
+    expected.push(("delete".into(), "data_old-job_batch_Job".into()));
+    expected.sort();
+    assert_eq!(deleted, expected);
+    assert!(has_alert(&plan, "danger", "release-target-changed"), "{:?}", alert_codes(&plan));
+}
