@@ -8,7 +8,7 @@
 //! one installed where it was.
 
 use super::compute::{ClusterView, Live};
-use super::{Action, Cause, Change, KustomizationPlan, ReleaseFate};
+use super::{Action, Cause, Change, InventorySource, KustomizationPlan, ReleaseFate};
 use crate::flux::helm::{self, ReleaseRef, ReleaseTarget, TargetChange, HELM_GROUP, HELM_RELEASE_KIND};
 use crate::flux::ObjectId;
 use crate::render::helm::HelmUnit;
@@ -157,8 +157,14 @@ impl<'a> ClusterView<'a> {
             .get(reference)
             .and_then(|k| k.helm.as_deref())
             .is_some_and(|h| h.uninstall_disables_hooks);
+        let deletes = match plan.inventory_source {
+            InventorySource::None => {
+                "what it deletes is unknown: the base revision did not render it".to_string()
+            }
+            _ => format!("deletes {deleted} object(s)"),
+        };
         let mut what = format!(
-            "its {}: helm-controller uninstalls Helm release {} (deletes {deleted} object(s)",
+            "its {}: helm-controller uninstalls Helm release {} ({deletes}",
             reinstall.change, reinstall.from
         );
         if let Some(hooks) = delete_hooks_phrase(&listed, stored, disabled) {
