@@ -114,6 +114,99 @@ pub fn on_deletion(helm_release: &Value, live: bool) -> Option<OnDeletion> {
     Some(OnDeletion::Uninstalls(release))
 }
 
+/// Where a release is installed, as helm-controller's `ReleaseTargetChanged` compares it
+/// (internal/action/verify.go): storage namespace, release namespace, release name, chart name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseTarget {
+    pub release: ReleaseRef,
+    /// The chart's name (`Chart.yaml`), when known.
+    pub chart: Option<String>,
+}
+
+/// What differs between the installed release and the one the spec asks for, in the
+/// controller's order of checks: the first difference is the reason it gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetChange {
+    /// `storage namespace`, `release namespace`, `release name` or `chart name`.
+    pub field: &'static str,
+    pub from: String,
+    pub to: String,
+}
+
+impl std::fmt::Display for TargetChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} → {}", self.field, self.from, self.to)
+    }
+}
+
+/// The release a live HelmRelease's status records: `status.storageNamespace` and the latest
+/// `status.history` entry (name, namespace, chart name). `None` when either is missing: the
+/// controller then sees nothing installed and no target to change.
+pub fn installed_target(helm_release: &Value) -> Option<ReleaseTarget> {
+    let storage = text(helm_release, "/status/storageNamespace")?;
+    let latest = helm_release["status"]["history"]
+        .as_array()?
+        .iter()
+        .filter(|h| h["name"].as_str().is_some_and(|n| !n.is_empty()))
+        .max_by_key(|h| h["version"].as_i64().unwrap_or(0))?;
+    Some(ReleaseTarget {
+        release: ReleaseRef {
+            name: text(latest, "/name")?.to_string(),
+            namespace: text(latest, "/namespace").unwrap_or("").to_string(),
+            storage_namespace: storage.to_string(),
+        },
+        chart: text(latest, "/chartName").map(str::to_string),
+    })
+}
+
+/// Whether helm-controller uninstalls `installed` and installs `wanted` instead of upgrading.
+/// A chart name change counts only when both names are known and the HelmRelease reinstalls on
+/// one (`spec.upgrade.chartNameChangeStrategy`, see [`reinstalls_on_chart_rename`]).
+pub fn target_change(
+    installed: &ReleaseTarget,
+    wanted: &ReleaseTarget,
+    reinstalls_on_chart_rename: bool,
+) -> Option<TargetChange> {
+    let change = |field, from: &str, to: &str| {
+        (from != to).then(|| TargetChange { field, from: from.to_string(), to: to.to_string() })
+    };
+    let (before, after) = (&installed.release, &wanted.release);
+    change("storage namespace", &before.storage_namespace, &after.storage_namespace)
+        .or_else(|| change("release namespace", &before.namespace, &after.namespace))
+        .or_else(|| change("release name", &before.name, &after.name))
+        .or_else(|| match (&installed.chart, &wanted.chart) {
+            (Some(from), Some(to)) if reinstalls_on_chart_rename => change("chart name", from, to),
+            _ => None,
+        })
+}
+
+/// `spec.upgrade.chartNameChangeStrategy`: `Reinstall` (the default, and the only behaviour
+/// before helm-controller v1.6.0) uninstalls on a chart name change; `InPlaceUpdate` upgrades.
+pub fn reinstalls_on_chart_rename(helm_release: &Value) -> bool {
+    text(helm_release, "/spec/upgrade/chartNameChangeStrategy") != Some("InPlaceUpdate")
+}
+
+/// `spec.uninstall.disableHooks`: the uninstall runs no delete hooks.
+pub fn uninstall_disables_hooks(helm_release: &Value) -> bool {
+    helm_release["spec"]["uninstall"]["disableHooks"].as_bool() == Some(true)
+}
+
+/// The cluster `spec.kubeConfig` names, in words (`the cluster of kubeConfig Secret apps/remote`);
+/// `None` when the release goes to the cluster helm-controller runs in.
+pub fn kube_config(helm_release: &Value) -> Option<String> {
+    let config = helm_release["spec"].get("kubeConfig").filter(|k| k.is_object())?;
+    let namespace = text(helm_release, "/metadata/namespace").unwrap_or("default");
+    let described = if let Some(name) = text(config, "/secretRef/name") {
+        let key = text(config, "/secretRef/key").unwrap_or("value");
+        format!("the cluster of kubeConfig Secret {namespace}/{name} (key {key})")
+    } else if let Some(name) = text(config, "/configMapRef/name") {
+        format!("the cluster of kubeConfig ConfigMap {namespace}/{name}")
+    } else {
+        format!("the cluster of kubeConfig {}", crate::yaml::canonical_json(config))
+    };
+    Some(described)
+}
+
 /// Where a HelmRelease's chart comes from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChartSource {
@@ -419,6 +512,77 @@ mod tests {
             "spec": {"storageNamespace": "helm"}});
         let release = release_of(&rendered).unwrap();
         assert_eq!((release.namespace.as_str(), release.storage_namespace.as_str()), ("flux-system", "helm"));
+    }
+
+    fn target(storage: &str, namespace: &str, name: &str, chart: Option<&str>) -> ReleaseTarget {
+        ReleaseTarget {
+            release: ReleaseRef {
+                name: name.into(),
+                namespace: namespace.into(),
+                storage_namespace: storage.into(),
+            },
+            chart: chart.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_target_change_is_reported_in_the_controllers_order() {
+        let installed = target("flux-system", "apps", "web", Some("web"));
+        assert_eq!(target_change(&installed, &installed, true), None);
+        // Everything differs: the storage namespace is checked first, as ReleaseTargetChanged does.
+        let elsewhere = target("helm", "web", "web2", Some("site"));
+        let change = target_change(&installed, &elsewhere, true).unwrap();
+        assert_eq!(change.to_string(), "storage namespace flux-system → helm");
+        let moved = target("flux-system", "web", "web2", Some("site"));
+        assert_eq!(target_change(&installed, &moved, true).unwrap().field, "release namespace");
+        let renamed = target("flux-system", "apps", "web2", Some("site"));
+        assert_eq!(target_change(&installed, &renamed, true).unwrap().field, "release name");
+        let new_chart = target("flux-system", "apps", "web", Some("site"));
+        assert_eq!(target_change(&installed, &new_chart, true).unwrap().to_string(), "chart name web → site");
+        // InPlaceUpdate upgrades across a chart rename; an unknown chart name changes nothing.
+        assert_eq!(target_change(&installed, &new_chart, false), None);
+        assert_eq!(target_change(&installed, &target("flux-system", "apps", "web", None), true), None);
+    }
+
+    #[test]
+    fn the_installed_target_is_the_status_or_nothing() {
+        let live = json!({"metadata": {"name": "web", "namespace": "apps"},
+            "spec": {"releaseName": "renamed"},
+            "status": {"storageNamespace": "apps", "history": [
+                {"name": "web", "namespace": "apps", "version": 2, "chartName": "web"},
+                {"name": "older", "namespace": "apps", "version": 1, "chartName": "old"}]}});
+        assert_eq!(installed_target(&live), Some(target("apps", "apps", "web", Some("web"))));
+        // No storage namespace (never installed, or cleared by an uninstall), or no history.
+        let mut cleared = live.clone();
+        cleared["status"]["storageNamespace"] = json!("");
+        assert_eq!(installed_target(&cleared), None);
+        let mut no_history = live.clone();
+        no_history["status"]["history"] = json!([]);
+        assert_eq!(installed_target(&no_history), None);
+        assert_eq!(installed_target(&json!({"spec": {}})), None);
+    }
+
+    #[test]
+    fn kube_config_chart_rename_and_uninstall_hooks_are_read_with_defaults() {
+        let hr = |spec: Value| json!({"metadata": {"name": "web", "namespace": "apps"}, "spec": spec});
+        assert_eq!(kube_config(&hr(json!({}))), None);
+        assert_eq!(
+            kube_config(&hr(json!({"kubeConfig": {"secretRef": {"name": "remote"}}}))).as_deref(),
+            Some("the cluster of kubeConfig Secret apps/remote (key value)")
+        );
+        assert_eq!(
+            kube_config(&hr(json!({"kubeConfig": {"configMapRef": {"name": "eks"}}}))).as_deref(),
+            Some("the cluster of kubeConfig ConfigMap apps/eks")
+        );
+        assert!(reinstalls_on_chart_rename(&hr(json!({}))));
+        assert!(reinstalls_on_chart_rename(&hr(
+            json!({"upgrade": {"chartNameChangeStrategy": "Reinstall"}})
+        )));
+        assert!(!reinstalls_on_chart_rename(&hr(
+            json!({"upgrade": {"chartNameChangeStrategy": "InPlaceUpdate"}})
+        )));
+        assert!(!uninstall_disables_hooks(&hr(json!({}))));
+        assert!(uninstall_disables_hooks(&hr(json!({"uninstall": {"disableHooks": true}}))));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use super::{
     blast, Action, Alert, BlastRadius, Cause, Change, KustomizationPlan, KustomizationStatus, Policy,
+    ReleaseFate,
 };
 use crate::cluster::DataLoss;
 use crate::flux::{KustomizationRef, ObjectId};
@@ -146,7 +147,14 @@ fn group_alert(
     {
         Some("kustomization-removed")
     } else {
-        None
+        // A HelmRelease's release uninstalled: removed, or its target changed.
+        match &root.release_fate {
+            Some(ReleaseFate::Uninstalled(_)) if root.status == KustomizationStatus::Removed => {
+                Some("helmrelease-removed")
+            }
+            Some(ReleaseFate::Reinstalled { .. }) => Some("release-target-changed"),
+            _ => None,
+        }
     };
     if primary.is_none() && deletes.is_empty() {
         return None;
@@ -187,6 +195,11 @@ fn group_alert(
             root.inventory_size,
             decisions(root)
         ),
+        Some("helmrelease-removed" | "release-target-changed") => match &root.release_fate {
+            Some(ReleaseFate::Uninstalled(what)) => format!("is removed, and {what}"),
+            Some(ReleaseFate::Reinstalled { what, .. }) => what.clone(),
+            _ => String::new(),
+        },
         Some(_) => {
             format!("is removed, and its finalizer deletes its whole inventory: {finalized} object(s)")
         }
@@ -213,7 +226,11 @@ fn group_alert(
             ));
         }
     }
-    let cascades = cascade_phrases(deletes);
+    // A release's uninstall already says what goes with it.
+    let mut cascades = cascade_phrases(deletes);
+    if primary == Some("helmrelease-removed") {
+        cascades.retain(|phrase| !phrase.ends_with("uninstalled with their Helm release"));
+    }
     if !cascades.is_empty() {
         message.push_str(&format!("; with them go {}", cascades.join(", ")));
     }
@@ -352,9 +369,17 @@ fn cause_line(inputs: Inputs, root: &KustomizationPlan, deletes: &[&Change]) -> 
     if let Some(line) = spec_change(root, base, head) {
         return Some(line);
     }
+    if let Some(ReleaseFate::Reinstalled { change, .. }) = &root.release_fate {
+        let file = head.unit(&root.cluster, &root.unit_ref()).and_then(|k| k.file.as_deref());
+        let file = file.map(|f| format!("{f}: ")).unwrap_or_default();
+        return Some(format!("{file}{} {change}", root.label()));
+    }
     if root.status == KustomizationStatus::Removed {
-        let file =
-            base.kustomization(&root.cluster, &root.namespace, &root.name).and_then(|k| k.file.clone());
+        let unit = match root.kind {
+            UnitKind::HelmRelease => base.unit(&root.cluster, &root.unit_ref()),
+            _ => base.kustomization(&root.cluster, &root.namespace, &root.name),
+        };
+        let file = unit.and_then(|k| k.file.clone());
         let deleter = deleter_of(deleters, root).map(|d| &plans[d]);
         if let Some(line) = deleter.and_then(|d| spec_change(d, base, head)) {
             return Some(line);

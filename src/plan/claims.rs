@@ -41,8 +41,11 @@ pub fn statefulset_losses(
         };
         // Another StatefulSet in its namespace, created with a claim template of the same name:
         // its replacement.
+        // Not the same StatefulSet created again (a Helm release reinstalled): its Pods come back
+        // on the same claims.
         let replacement = created.iter().find(|c| {
-            c.namespace == deleted.namespace
+            c.id != deleted.id
+                && c.namespace == deleted.namespace
                 && head
                     .object(cluster, &c.id)
                     .is_some_and(|o| claim_templates(&o.object).iter().any(|t| templates.contains(t)))

@@ -159,7 +159,9 @@ impl<'a> ClusterView<'a> {
                 .live
                 .and_then(|s| s.kustomizations.get(&reference.reference()))
                 .map(|k| k.inventory.clone()),
-            UnitKind::HelmRelease => self.helm_inventory(reference),
+            UnitKind::HelmRelease => {
+                self.helm_inventory(reference).or_else(|| self.helm_status_inventory(reference))
+            }
             // The operator's inventory, when the cluster's ResourceSets were read: one the cluster
             // does not have yet has none.
             UnitKind::ResourceSet => self
@@ -203,9 +205,9 @@ impl<'a> ClusterView<'a> {
     /// What Helm's storage says a release holds now (its manifest's objects, those `keep` keeps
     /// included), when the cluster was read with its storage; empty when Helm has no record of it.
     fn helm_inventory(&self, reference: &UnitRef) -> Option<Vec<ObjectId>> {
-        let helm = self.unit(reference)?.helm.as_deref()?;
+        let release = self.current_release(reference)?;
         let read = self.live?.helm_releases.as_ref()?;
-        let Some(stored) = read.get(&(helm.storage_namespace.clone(), helm.release.clone())) else {
+        let Some(stored) = read.get(&(release.storage_namespace.clone(), release.name.clone())) else {
             return Some(Vec::new());
         };
         if stored.error.is_some() {
@@ -215,6 +217,14 @@ impl<'a> ClusterView<'a> {
             return Some(Vec::new());
         }
         Some(stored.objects.iter().chain(&stored.kept).filter_map(|id| ObjectId::parse(id)).collect())
+    }
+
+    /// The live HelmRelease's `status.inventory` (helm-controller v1.5.0 and later write it on
+    /// every install, upgrade and rollback): the release's manifest and the chart's CRDs.
+    fn helm_status_inventory(&self, reference: &UnitRef) -> Option<Vec<ObjectId>> {
+        let Live::Present(live) = self.live_helm_release(reference) else { return None };
+        let entries = live["status"]["inventory"]["entries"].as_array()?;
+        Some(entries.iter().filter_map(|e| ObjectId::parse(e["id"].as_str()?)).collect())
     }
 
     /// The nearest head ancestor of a Kustomization whose base render fails, if any.
@@ -347,6 +357,7 @@ impl<'a> ClusterView<'a> {
             chart: None,
             release_status: None,
             base_unknown: false,
+            release_fate: None,
         };
         if matches!(reference.kind, UnitKind::HelmRelease | UnitKind::ResourceSet) {
             let unit = self.unit(reference);
@@ -397,6 +408,14 @@ impl<'a> ClusterView<'a> {
                 plan.status = KustomizationStatus::External;
                 if head.argocd.is_some() || head.helm.is_some() {
                     plan.notes.extend(head.warnings.first().cloned());
+                    // The controller uninstalls the old release before it renders the new chart:
+                    // a chart fluxplan cannot have hides the install, never the uninstall.
+                    if let Some(reinstall) = self.reinstall(reference) {
+                        let uninstalled = self.uninstall_for_reinstall(reference, &reinstall, &inventory);
+                        plan.changes.extend(uninstalled.into_values());
+                        self.note_reinstall(reference, &reinstall, &mut plan);
+                    }
+                    self.note_cluster_move(reference, &mut plan);
                     return plan;
                 }
                 let why = if head.source.kind == "ExternalArtifact" {
@@ -453,6 +472,14 @@ impl<'a> ClusterView<'a> {
             );
         }
         let inventory_set: BTreeSet<&ObjectId> = inventory.iter().collect();
+        // A release whose target changes is uninstalled and installed anew: what the uninstall
+        // deletes is created again, even under the same name.
+        let reinstall = self.reinstall(reference);
+        let uninstalled = match &reinstall {
+            Some(reinstall) => self.uninstall_for_reinstall(reference, reinstall, &inventory),
+            None => BTreeMap::new(),
+        };
+        let reinstalled = |id: &ObjectId| uninstalled.get(id).is_some_and(|c| c.action == Action::Delete);
         let mut desired = BTreeSet::new();
         for object in &head.objects {
             let Some(id) = &object.id else { continue };
@@ -468,10 +495,12 @@ impl<'a> ClusterView<'a> {
             if let Some(drift) = self.drift(reference, id, object).filter(|_| corrected) {
                 plan.drift.push(drift);
             }
-            if !inventory_set.contains(id) {
+            if !inventory_set.contains(id) || reinstalled(id) {
                 let moved_from = self.inventory_owner.get(id).filter(|o| *o != reference);
                 let mut change = new_change(Action::Create, id);
-                if let Some(from) = moved_from {
+                if let Some(reinstall) = &reinstall {
+                    change.reason = Some(format!("installed with Helm release {}", reinstall.to));
+                } else if let Some(from) = moved_from {
                     change.moved_from = Some(from.to_string());
                     change.reason = Some(format!("moves here from Kustomization {from}"));
                 }
@@ -507,7 +536,11 @@ impl<'a> ClusterView<'a> {
         let path_change = base
             .filter(|before| before.path != head.path)
             .map(|before| format!("path changed from {} to {}", before.path, head.path));
-        for id in inventory.iter().filter(|id| !desired.contains(id)) {
+        for id in inventory.iter().filter(|id| !desired.contains(id) || reinstalled(id)) {
+            if let Some(change) = uninstalled.get(id) {
+                plan.changes.push(change.clone());
+                continue;
+            }
             let mut change = self.stale(id, reference, prune, None);
             if matches!(change.action, Action::Delete | Action::Orphan) {
                 let rendered_before = base.map(|_| self.rendered_at_base_by(reference, id));
@@ -545,8 +578,14 @@ impl<'a> ClusterView<'a> {
             self.argo_sync(head, &desired, &inventory, &mut plan);
         }
         if let Some(helm) = head.helm.as_deref() {
-            self.helm_upgrade(helm, known_before, &mut plan);
-            self.helm_hooks(reference, helm, known_before, &mut plan);
+            // A reinstall installs anew: its install hooks run, and none is an upgrade's.
+            let upgrade = known_before && reinstall.is_none();
+            self.helm_upgrade(helm, upgrade, &mut plan);
+            self.helm_hooks(reference, helm, upgrade, &mut plan);
+            match &reinstall {
+                Some(reinstall) => self.note_reinstall(reference, reinstall, &mut plan),
+                None => self.note_cluster_move(reference, &mut plan),
+            }
         }
         plan.desired = desired.iter().map(|id| id.to_string()).collect();
         plan.desired.sort();
@@ -603,7 +642,7 @@ impl<'a> ClusterView<'a> {
     }
 
     /// What happens to an object in `owner`'s inventory that it no longer desires.
-    fn stale(&self, id: &ObjectId, owner: &UnitRef, prune: bool, cascade: Option<&str>) -> Change {
+    pub(super) fn stale(&self, id: &ObjectId, owner: &UnitRef, prune: bool, cascade: Option<&str>) -> Change {
         let mut change = new_change(Action::Delete, id);
         change.cascade_from = cascade.map(str::to_string);
         if let Some(new_owner) = self.head_owner.get(id).filter(|o| *o != owner) {
@@ -792,12 +831,7 @@ impl<'a> ClusterView<'a> {
     fn removal(&self, reference: &UnitRef, deleter: &UnitRef) -> Removal {
         let argo = |r: &UnitRef| self.unit(r).and_then(|k| k.argocd.as_deref());
         match reference.kind {
-            UnitKind::HelmRelease => match self.unit(reference).and_then(|k| k.helm.as_deref()) {
-                Some(helm) if helm.suspended => {
-                    Removal::Keeps("it is suspended: the finalizer skips the uninstall".into())
-                }
-                _ => Removal::DeletesAll("helm-controller uninstalls its Helm release".into()),
-            },
+            UnitKind::HelmRelease => self.helm_removal(reference),
             UnitKind::ResourceSet => match self.unit(reference).and_then(|k| k.resourceset.as_deref()) {
                 Some(set) if set.disabled => {
                     Removal::Keeps("its reconciliation is disabled: the finalizer deletes nothing".into())
@@ -877,7 +911,7 @@ impl<'a> ClusterView<'a> {
                 progressed = true;
                 let cascade = plan.label();
                 let what = plan.kind.as_str();
-                let (inventory, _) = self.inventory(&reference);
+                let (inventory, source) = self.inventory(&reference);
                 match self.removal(&reference, deleter_ref) {
                     Removal::DeletesAll(how) => {
                         plan.notes.push(format!("its {what} object is deleted by {deleter}: {how}"));
@@ -886,8 +920,18 @@ impl<'a> ClusterView<'a> {
                             change.cause = Some(Cause::Cascade);
                             plan.changes.push(change);
                         }
+                        if reference.kind == UnitKind::HelmRelease {
+                            self.note_helm_uninstall(&reference, source, plan);
+                        }
                     }
                     Removal::Keeps(why) => {
+                        if reference.kind == UnitKind::HelmRelease {
+                            self.note_helm_orphaned(
+                                &reference,
+                                &format!("deleted by {deleter}, but {why}"),
+                                plan,
+                            );
+                        }
                         plan.notes.push(format!(
                             "its {what} object is deleted by {deleter}; {why}, so what it applied stays"
                         ));
@@ -903,6 +947,29 @@ impl<'a> ClusterView<'a> {
             }
             if !progressed {
                 break;
+            }
+        }
+        // A removed HelmRelease that its Kustomization keeps (prune off, `prune: disabled`) stays
+        // in the cluster: its release stays installed.
+        let kept_objects: BTreeMap<(String, String), String> = plans
+            .iter()
+            .flat_map(|p| p.changes.iter().map(move |c| (p, c)))
+            .filter(|(_, c)| matches!(c.action, Action::Orphan | Action::Skip) && c.moved_to.is_none())
+            .filter(|(_, c)| !c.reason.as_deref().is_some_and(|r| r.starts_with(NOT_FOUND)))
+            .map(|(p, c)| ((p.cluster.clone(), c.id.clone()), c.reason.clone().unwrap_or_default()))
+            .collect();
+        for plan in plans.iter_mut().filter(|p| {
+            p.status == KustomizationStatus::Removed && p.notes.is_empty() && p.kind == UnitKind::HelmRelease
+        }) {
+            let id =
+                ObjectId::new(&plan.namespace, &plan.name, crate::flux::helm::HELM_GROUP, plan.kind.as_str());
+            if let Some(why) = kept_objects.get(&(plan.cluster.clone(), id.to_string())) {
+                let reference = plan.unit_ref();
+                self.note_helm_orphaned(
+                    &reference,
+                    &format!("its Kustomization keeps the object ({why})"),
+                    plan,
+                );
             }
         }
         for plan in
@@ -965,7 +1032,7 @@ fn parent_of(
 }
 
 /// What deleting a unit's object does to what it applied.
-enum Removal {
+pub(super) enum Removal {
     /// Deleted along with it: how.
     DeletesAll(String),
     /// Left in place: why.

@@ -9,8 +9,8 @@
 //! release's storage Secret (a cluster read with `--read-secrets`; only object ids reach the
 //! plan), else from the base render of the release.
 
-use super::compute::{new_change, ClusterView, Live};
-use super::{Action, Cause, Change, KustomizationPlan};
+use super::compute::{new_change, ClusterView, Live, Removal};
+use super::{Action, Cause, Change, InventorySource, KustomizationPlan, ReleaseFate};
 use crate::cluster::helm_storage::StoredReleaseSummary;
 use crate::flux::helm::CrdPolicy;
 use crate::flux::helm::{self, OnDeletion, ReleaseRef, HELM_GROUP, HELM_RELEASE_KIND};
@@ -208,6 +208,102 @@ impl ClusterView<'_> {
     }
 }
 
+impl ClusterView<'_> {
+    /// The HelmRelease object as its finalizer sees it: the live one (`true`), else the base
+    /// revision's.
+    fn helm_release_object(&self, reference: &UnitRef) -> Option<(serde_json::Value, bool)> {
+        let id = ObjectId::new(&reference.namespace, &reference.name, HELM_GROUP, HELM_RELEASE_KIND);
+        match self.live_object(&id) {
+            Live::Present(object) => Some((object.clone(), true)),
+            _ => self.base_object(reference, &id).map(|o| (o.object.clone(), false)),
+        }
+    }
+
+    /// What deleting a HelmRelease does to its release (internal/controller/helmrelease_controller.go
+    /// `reconcileDelete`): uninstalled unless it is suspended or never installed anything.
+    pub(super) fn helm_removal(&self, reference: &UnitRef) -> Removal {
+        let manifest = self.helm_release_object(reference);
+        let outcome = manifest.as_ref().and_then(|(object, live)| helm::on_deletion(object, *live));
+        let suspended = self.unit(reference).and_then(|k| k.helm.as_deref()).is_some_and(|h| h.suspended);
+        match outcome {
+            Some(OnDeletion::Suspended(_)) => {
+                Removal::Keeps("it is suspended: the finalizer skips the uninstall".into())
+            }
+            None if suspended => Removal::Keeps("it is suspended: the finalizer skips the uninstall".into()),
+            Some(OnDeletion::NeverInstalled) => Removal::Keeps(
+                "its status names no installed release: the finalizer has nothing to uninstall".into(),
+            ),
+            Some(OnDeletion::RemoteCluster(_)) => Removal::DeletesAll(
+                "helm-controller uninstalls its Helm release in the cluster its spec.kubeConfig names".into(),
+            ),
+            _ => Removal::DeletesAll("helm-controller uninstalls its Helm release".into()),
+        }
+    }
+
+    /// What the uninstall of a removed HelmRelease does, once its deletions are in its plan: a
+    /// note, and the fate its alert (`helmrelease-removed`) reads. Nothing when Helm has no record
+    /// of the release.
+    pub(super) fn note_helm_uninstall(
+        &self,
+        reference: &UnitRef,
+        source: InventorySource,
+        plan: &mut KustomizationPlan,
+    ) {
+        let release =
+            self.current_release(reference).map(|r| r.to_string()).unwrap_or_else(|| plan.name.clone());
+        let stored = self.helm_stored(reference);
+        if source == InventorySource::Cluster && plan.changes.is_empty() {
+            return;
+        }
+        let cascade = plan.label();
+        let count = |action| {
+            plan.changes
+                .iter()
+                .filter(|c| c.action == action && c.cascade_from.as_deref() == Some(&cascade))
+                .count()
+        };
+        let (deleted, kept) = (count(Action::Delete), count(Action::Skip));
+        let mut what = match source {
+            InventorySource::None => format!(
+                "helm-controller's finalizer uninstalls Helm release {release}; what it deletes is unknown (the base                  revision did not render it{})",
+                if self.live.is_some() { ", and Helm's storage was not read: plan with --read-secrets" } else { "" }
+            ),
+            _ => format!(
+                "helm-controller's finalizer uninstalls Helm release {release}: deletes {deleted} object(s) (from {})",
+                match source {
+                    InventorySource::Cluster => "the cluster's record of the release",
+                    _ => "the base render",
+                }
+            ),
+        };
+        if kept > 0 {
+            what.push_str(&format!(", keeps {kept} (helm.sh/resource-policy: keep, the chart's crds/)"));
+        }
+        let base_helm = self.base.get(reference).and_then(|k| k.helm.as_deref());
+        let listed = base_helm.map(|h| super::release_target::delete_hooks(&h.hooks)).unwrap_or_default();
+        let disabled =
+            self.helm_release_object(reference).is_some_and(|(o, _)| helm::uninstall_disables_hooks(&o));
+        if let Some(hooks) =
+            super::release_target::delete_hooks_phrase(&listed, stored.map(|s| s.delete_hooks), disabled)
+        {
+            what.push_str(&format!(", {hooks}"));
+        }
+        plan.notes.push(what.clone());
+        plan.release_fate = Some(ReleaseFate::Uninstalled(what));
+    }
+
+    /// A removed HelmRelease whose release stays installed: said in a note, and its fate.
+    pub(super) fn note_helm_orphaned(&self, reference: &UnitRef, why: &str, plan: &mut KustomizationPlan) {
+        let release =
+            self.current_release(reference).map(|r| r.to_string()).unwrap_or_else(|| plan.name.clone());
+        let what = format!(
+            "removed from Git: {why}; Helm release {release} stays installed, and nothing is uninstalled"
+        );
+        plan.notes.push(what.clone());
+        plan.release_fate = Some(ReleaseFate::Orphaned(what));
+    }
+}
+
 /// Why an upgrade or uninstall leaves a CRD of the chart's `crds/` directory alone.
 const CRDS_STAY: &str =
     "a CRD from the chart's crds/ directory: not part of the release's manifest, so Helm never deletes it";
@@ -300,10 +396,15 @@ impl ClusterView<'_> {
         }
     }
 
-    /// The release's record in Helm's storage, when it was read.
+    /// The record in Helm's storage of the release this HelmRelease manages now (the installed
+    /// one, which a changed target replaces), when the storage was read.
     pub(super) fn helm_stored(&self, reference: &UnitRef) -> Option<&StoredReleaseSummary> {
-        let helm = self.unit(reference)?.helm.as_deref()?;
-        self.live?.helm_releases.as_ref()?.get(&(helm.storage_namespace.clone(), helm.release.clone()))
+        self.helm_stored_release(&self.current_release(reference)?)
+    }
+
+    /// A release's record in Helm's storage, when the storage was read and holds it.
+    pub(super) fn helm_stored_release(&self, release: &ReleaseRef) -> Option<&StoredReleaseSummary> {
+        read_summary(self.live?.helm_releases.as_ref()?, release)
     }
 }
 

@@ -18,6 +18,7 @@ pub(crate) mod label_selector;
 pub mod live_diff;
 mod moved_sources;
 pub mod policy;
+mod release_target;
 mod resourceset;
 pub mod review;
 mod roots;
@@ -255,6 +256,25 @@ pub struct KustomizationPlan {
     /// whether they are in the inventory after the merge says nothing about the plan.
     #[serde(skip)]
     pub unmanaged: Vec<String>,
+    /// What becomes of a HelmRelease's Helm release beyond an upgrade, for its alert (its notes
+    /// say it in the JSON).
+    #[serde(skip)]
+    pub release_fate: Option<ReleaseFate>,
+}
+
+/// What helm-controller does to a HelmRelease's Helm release beyond installing or upgrading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseFate {
+    /// The HelmRelease is deleted and its finalizer uninstalls the release: what it does.
+    Uninstalled(String),
+    /// Its release target changes (`change`: `release name db → db2`): the release is
+    /// uninstalled and installed anew, as `what` says.
+    Reinstalled { change: String, what: String },
+    /// The HelmRelease is no longer in Git, yet its release stays installed: why.
+    Orphaned(String),
+    /// `spec.kubeConfig` changes: the release is installed in another cluster and the old one is
+    /// left there, unmanaged.
+    Moved { from: String, to: String },
 }
 
 impl KustomizationPlan {

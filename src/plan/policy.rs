@@ -34,6 +34,10 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("protected-kind-deletion", Severity::Danger),
     ("build-failed", Severity::Danger),
     ("kustomization-removed", Severity::Danger),
+    ("helmrelease-removed", Severity::Danger),
+    ("helmrelease-orphaned", Severity::Warning),
+    ("release-target-changed", Severity::Danger),
+    ("release-cluster-changed", Severity::Danger),
     ("data-loss", Severity::Danger),
     ("stale-inventory", Severity::Warning),
     ("dependency-deleted", Severity::Warning),
@@ -690,6 +694,25 @@ fn plan_alerts(
                 Vec::new(),
             ));
         }
+    }
+    // A release left installed by a HelmRelease removed from Git, or left behind in the cluster a
+    // HelmRelease's kubeConfig no longer names.
+    match &plan.release_fate {
+        Some(super::ReleaseFate::Orphaned(what)) => {
+            alerts.extend(alert("helmrelease-orphaned", what.clone(), Vec::new()));
+        }
+        Some(super::ReleaseFate::Moved { from, to }) => {
+            alerts.extend(alert(
+                "release-cluster-changed",
+                format!(
+                    "spec.kubeConfig changes, so helm-controller installs the release in {to}, and the Helm release \
+                     it installed in {from} stays there, managed by nothing (helm-controller compares only names \
+                     and namespaces before it reinstalls; it never uninstalls from the old cluster)"
+                ),
+                Vec::new(),
+            ));
+        }
+        _ => {}
     }
     // A release Helm left failed or pending: the next upgrade starts from there.
     if let Some(status) =

@@ -161,6 +161,7 @@ pub fn unplanned(cluster: &str, problem: &RootProblem) -> Vec<KustomizationPlan>
         chart: None,
         release_status: None,
         base_unknown: false,
+        release_fate: None,
     }]
 }
 

@@ -177,6 +177,7 @@ mod tests {
             chart: None,
             release_status: None,
             base_unknown: false,
+            release_fate: None,
         }
     }
 

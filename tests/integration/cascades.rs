@@ -471,9 +471,21 @@ fn removing_a_helm_release_lists_what_its_uninstall_deletes() {
     let fake = FakeKube::start(helm_cluster(None));
     let (json_text, code) = run_plan(&repo, &fake, "json", &["--read-secrets"]);
     let plan: Value = serde_json::from_str(&json_text).unwrap();
-    // Removing one app is a change, not a mass deletion: its uninstall's objects count in the
-    // total, not in the share of an inventory.
-    assert_eq!(code, 1, "{json_text}");
+    // Removing one app uninstalls it: helmrelease-removed blocks, as kustomization-removed does.
+    // It is not a mass deletion: its uninstall's objects count in the total, not in the share of
+    // an inventory.
+    assert_eq!(code, 2, "{json_text}");
+    let removed = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "helmrelease-removed");
+    let removed = removed.unwrap_or_else(|| panic!("{json_text}"));
+    assert_eq!(removed["severity"], "danger");
+    assert!(removed.get("related_codes").is_none(), "{removed}");
+    assert!(
+        removed["message"].as_str().unwrap().contains(
+            "uninstalls Helm release podinfo/podinfo: deletes 5 object(s) (from the cluster's record of the \
+             release), keeps 1 (helm.sh/resource-policy: keep, the chart's crds/), runs 1 delete hook(s)"
+        ),
+        "{removed}"
+    );
     assert_eq!(
         changes(&plan, "apps"),
         pairs(&[("delete", "flux-system_podinfo_helm.toolkit.fluxcd.io_HelmRelease")])
@@ -546,7 +558,13 @@ fn without_read_secrets_the_storage_is_not_read_and_the_plan_says_so() {
 fn offline_the_uninstall_is_announced_with_unknown_contents() {
     let repo = helm_repo();
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    assert_eq!(code, 1);
+    // Whatever it deletes, an uninstall blocks.
+    assert_eq!(code, 2);
+    let removed = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "helmrelease-removed");
+    assert!(
+        removed.is_some_and(|a| a["message"].as_str().unwrap().contains("what it deletes is unknown")),
+        "{plan:#}"
+    );
     assert_eq!(
         changes(&plan, "apps"),
         pairs(&[("delete", "flux-system_podinfo_helm.toolkit.fluxcd.io_HelmRelease")])

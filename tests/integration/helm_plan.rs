@@ -11,7 +11,7 @@ use std::process::Command;
 
 /// A chart written by hand: a StatefulSet with a claim template (its name from values), a
 /// metrics Service, a ConfigMap Helm keeps, a Secret, a pre-upgrade hook and a CRD.
-fn write_chart(
+pub(crate) fn write_chart(
     repo: &Repo,
     dir: &str,
     version: &str,
@@ -64,7 +64,7 @@ fn write_chart(
 }
 
 /// The HelmRelease `data/db`, from the chart at `charts/db` of this repository.
-const RELEASE: &str = "apiVersion: helm.toolkit.fluxcd.io/v2
+pub(crate) const RELEASE: &str = "apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
 metadata:
   name: db
@@ -83,7 +83,7 @@ spec:
 ";
 
 /// A cluster whose Kustomization `flux-system/db` applies the HelmRelease `data/db`.
-fn fleet() -> Repo {
+pub(crate) fn fleet() -> Repo {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/db.yaml", "db", "./apps/db", "");
     repo.write("apps/db/release.yaml", RELEASE);
@@ -93,7 +93,7 @@ fn fleet() -> Repo {
 }
 
 /// The release's values change (2 → 3 replicas), committed.
-fn scale_up(repo: &Repo) {
+pub(crate) fn scale_up(repo: &Repo) {
     crate::fixture::edit(repo, "apps/db/release.yaml", "replicas: 2", "replicas: 3");
     repo.commit("three replicas");
 }
@@ -477,7 +477,7 @@ fn post_renderers_patch_the_release_as_helm_controller_does() {
 
 /// The release's spec with `fields` (ending in `  values:\n`) written in place of its
 /// `  values:` line.
-fn insert_before_values(repo: &Repo, fields: &str) {
+pub(crate) fn insert_before_values(repo: &Repo, fields: &str) {
     crate::fixture::edit(repo, "apps/db/release.yaml", "  values:\n", fields);
 }
 

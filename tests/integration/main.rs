@@ -32,6 +32,7 @@ mod helm_fetch;
 mod helm_hooks;
 mod helm_oci_auth;
 mod helm_plan;
+mod helm_reinstall;
 mod helm_tls;
 mod hostile;
 mod image;

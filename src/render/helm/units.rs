@@ -78,6 +78,14 @@ pub struct HelmUnit {
     /// of the unpacked chart would not show (or show otherwise), each with why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub archive_differences: Vec<String>,
+    /// What decides between an upgrade and an uninstall-and-install, and where the release goes
+    /// (`flux::helm`): its chart name change strategy, its uninstall's hooks, its `kubeConfig`.
+    #[serde(skip)]
+    pub reinstalls_on_chart_rename: bool,
+    #[serde(skip)]
+    pub uninstall_disables_hooks: bool,
+    #[serde(skip)]
+    pub kube_config: Option<String>,
 }
 
 /// A hook of a release: when Helm runs it, when it deletes it, and the object.
@@ -335,6 +343,9 @@ fn render_unit(
         capabilities_assumed: Vec::new(),
         inputs_digest: String::new(),
         archive_differences: Vec::new(),
+        reinstalls_on_chart_rename: crate::flux::helm::reinstalls_on_chart_rename(&found.manifest),
+        uninstall_disables_hooks: crate::flux::helm::uninstall_disables_hooks(&found.manifest),
+        kube_config: crate::flux::helm::kube_config(&found.manifest),
     };
     let external = |mut unit: RenderedKustomization, helm_unit: HelmUnit, why: String| {
         unit.status = Status::External;
