@@ -34,6 +34,7 @@ mod helm_tls;
 mod hostile;
 mod image;
 mod kube_view;
+mod memory;
 mod metrics;
 mod operator;
 mod plan;

@@ -34,6 +34,8 @@ pub struct Helm {
     pub timeout: Duration,
     pub max_output: u64,
     pub landlock: bool,
+    /// The memory limit of each `helm template` (bytes, `--max-render-memory`).
+    pub memory_limit: u64,
 }
 
 /// One `helm template` of a chart on disk.
@@ -104,6 +106,7 @@ impl Helm {
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
             max_output: crate::render::source::DEFAULT_MAX_TOTAL_BYTES,
             landlock: true,
+            memory_limit: sandbox::DEFAULT_MEMORY_LIMIT,
         })
     }
 
@@ -142,6 +145,7 @@ impl Helm {
             landlock: self.landlock,
             libraries: Vec::new(),
             go_runtime: true,
+            memory: self.memory_limit,
         };
         let limits = Limits {
             timeout: self.timeout,
