@@ -375,6 +375,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_the_runtimes_own_words_at_its_own_exit_are_out_of_memory() {
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::ExitStatus;
+        let exited = |code: i32| ExitStatus::from_raw(code << 8);
+        let killed = |signal: i32| ExitStatus::from_raw(signal);
+        // Helm (Go) over its limit, and the worker's Go library and Rust code.
+        let go = "fatal error: out of memory allocating heap arena metadata\n\nruntime stack:\n";
+        assert!(ran_out_of_memory(exited(2), go));
+        let library =
+            "# Warning: 'commonLabels' is deprecated\nfatal error: runtime: cannot allocate memory\n";
+        assert!(ran_out_of_memory(killed(libc::SIGABRT), library));
+        assert!(ran_out_of_memory(killed(libc::SIGABRT), "memory allocation of 143 bytes failed\n"));
+        assert!(ran_out_of_memory(killed(libc::SIGKILL), ""));
+        // A chart's `fail` prints what it likes, and helm exits 1; a Go panic is not a breach.
+        let fail = "Error: execution error at (c/templates/x.yaml:1:3): \nfatal error: out of memory\n";
+        assert!(!ran_out_of_memory(exited(1), fail));
+        assert!(!ran_out_of_memory(exited(2), "panic: assignment to entry in nil map\n"));
+        assert!(!ran_out_of_memory(killed(libc::SIGABRT), "kustomize said: out of memory\n"));
+    }
+
+    #[test]
     fn only_dynamic_programs_and_scripts_get_the_system_directories() {
         let script = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(script.path(), "#!/bin/sh\n").unwrap();

@@ -39,7 +39,8 @@ fn plan_under_limit(repo: &Repo) -> (Value, i32) {
     (plan, out.status.code().unwrap())
 }
 
-/// The `source-limit` alert of `reference`'s unit: its message.
+/// The `source-limit` alert of the unit `reference` (as alerts name it: `NS/NAME` for a
+/// Kustomization, `HelmRelease NS/NAME`): its message.
 fn source_limit_of(plan: &Value, reference: &str) -> String {
     let alert = plan["alerts"]
         .as_array()
@@ -48,7 +49,7 @@ fn source_limit_of(plan: &Value, reference: &str) -> String {
         .find(|a| {
             a["code"] == "source-limit" && a["kustomization"].as_str().is_some_and(|k| k.ends_with(reference))
         })
-        .unwrap_or_else(|| panic!("no source-limit for {reference}: {:?}", alert_codes(plan)));
+        .unwrap_or_else(|| panic!("no source-limit for {reference}: {:#}", plan["alerts"]));
     assert_eq!(alert["severity"], "danger", "{alert:#}");
     alert["message"].as_str().unwrap().to_string()
 }
@@ -121,4 +122,102 @@ fn a_template_that_doubles_a_string_is_a_source_limit_held_under_the_limit() {
     assert_eq!(web["status"], "changed", "{web:#}");
     assert!(web["error"].is_null(), "{web:#}");
     assert_eq!(web["changes"][0]["id"], "apps_web_apps_Deployment", "{web:#}");
+}
+
+/// Writes at `dir` a kustomization whose ConfigMap, generated from a 4 MiB file, is included
+/// sixteen times through two levels of four overlays (64 MiB printed, about 1 GiB in kustomize).
+fn write_multiplied_config_map(repo: &Repo, dir: &str) {
+    let line = format!("{}\n", "0123456789abcdef".repeat(64));
+    repo.write(&format!("{dir}/base/data.txt"), &line.repeat(4096));
+    repo.write(
+        &format!("{dir}/base/kustomization.yaml"),
+        "configMapGenerator:\n- name: blob\n  files: [data.txt]\n",
+    );
+    let mut below = vec!["base".to_string()];
+    for level in 0..2 {
+        let names: Vec<String> = (0..4).map(|i| format!("l{level}{i}")).collect();
+        for name in &names {
+            let resources: String = below.iter().map(|b| format!("- ../{b}\n")).collect();
+            repo.write(
+                &format!("{dir}/{name}/kustomization.yaml"),
+                &format!("resources:\n{resources}namePrefix: {name}-\n"),
+            );
+        }
+        below = names;
+    }
+    let resources: String = below.iter().map(|b| format!("- {b}\n")).collect();
+    repo.write(&format!("{dir}/kustomization.yaml"), &format!("resources:\n{resources}"));
+}
+
+/// A kustomization that multiplies a generated ConfigMap: `source-limit` naming the
+/// Kustomization and the limit, kustomize held under it. Beside it an ordinary Kustomization,
+/// under the same limit, is planned.
+#[test]
+fn a_kustomization_that_multiplies_a_config_map_is_a_source_limit_held_under_the_limit() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.kustomization("clusters/prod/blob.yaml", "blob", "./blob", "");
+    repo.write(
+        "apps/config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: apps\ndata:\n  a: b\n",
+    );
+    repo.write(
+        "blob/config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blob\n  namespace: apps\n",
+    );
+    repo.commit("base");
+    repo.remove("blob/config.yaml");
+    write_multiplied_config_map(&repo, "blob");
+    crate::fixture::edit(&repo, "apps/config.yaml", "a: b", "a: c");
+    repo.commit("a multiplied ConfigMap, and one value changed");
+
+    let (plan, code) = plan_under_limit(&repo);
+    assert_eq!(code, 2, "blocked: {plan:#}");
+    let message = source_limit_of(&plan, "flux-system/blob");
+    assert!(message.contains("kustomize build ran out of memory"), "{message}");
+    assert_held_under_the_limit(&message);
+    let apps = crate::fixture::kustomization_in(&plan, "flux-system/apps");
+    assert!(apps["error"].is_null(), "{apps:#}");
+    assert_eq!(apps["changes"][0]["id"], "apps_app__ConfigMap", "{apps:#}");
+}
+
+/// A kustomize that ran out of memory fails that build only: the next build of the same
+/// kustomize (a new worker, for the library) succeeds. For the library's workers and for the
+/// `kubectl kustomize` fallback alike.
+#[test]
+fn kustomize_out_of_memory_fails_one_build_and_the_next_succeeds() {
+    use fluxplan::render::kustomize::{BuildError, Kustomize};
+    let repo = Repo::new("git@github.com:acme/fleet.git");
+    write_multiplied_config_map(&repo, "blob");
+    repo.write("small/kustomization.yaml", "configMapGenerator:\n- name: small\n  literals: [a=b]\n");
+    let library = fluxplan::render::kustomize::library::default_path()
+        .filter(|path| path.is_file())
+        .expect("this test needs the kustomize library: run scripts/fetch-kustomize-lib.sh");
+    let timeout = std::time::Duration::from_secs(120);
+    let engines = [
+        Kustomize::library_in(&fluxplan_bin(), &library, timeout).unwrap(),
+        Kustomize::at("kubectl", timeout).expect("this test needs kubectl"),
+    ];
+    let cancel = fluxplan::cancel::CancelToken::new();
+    for mut kustomize in engines {
+        kustomize.memory_limit = LIMIT_MIB << 20;
+        let root = repo.path();
+        match kustomize.build(&root.join("blob"), root, &cancel) {
+            Err(BuildError::Limit(message)) => {
+                assert!(
+                    message.contains("kustomize build ran out of memory"),
+                    "{}: {message}",
+                    kustomize.version
+                );
+                assert_held_under_the_limit(&message);
+            }
+            other => panic!("{}: {other:?}", kustomize.version),
+        }
+        let small = kustomize.build(&root.join("small"), root, &cancel);
+        assert!(
+            small.as_ref().is_ok_and(|yaml| yaml.contains("name: small")),
+            "{}: {small:?}",
+            kustomize.version
+        );
+    }
 }
