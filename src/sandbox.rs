@@ -134,9 +134,9 @@ pub const MIN_MEMORY_LIMIT: u64 = 256 * 1024 * 1024;
 /// How the memory limit is named in messages: `512 MiB`.
 pub fn describe_memory(bytes: u64) -> String {
     const MIB: u64 = 1024 * 1024;
-    if bytes % (1024 * MIB) == 0 {
+    if bytes.is_multiple_of(1024 * MIB) {
         format!("{} GiB", bytes / (1024 * MIB))
-    } else if bytes % MIB == 0 {
+    } else if bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
     } else {
         format!("{bytes} bytes")

@@ -30,6 +30,7 @@ mod helm;
 mod helm_fetch;
 mod helm_oci_auth;
 mod helm_plan;
+mod helm_schema;
 mod helm_tls;
 mod hostile;
 mod image;

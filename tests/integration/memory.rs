@@ -4,7 +4,7 @@
 //! (`GUARD`): should fluxplan's own limit not hold, the process grows to the guard, far over
 //! what the test allows, and the test fails instead of exhausting the machine.
 
-use crate::fixture::{alert_codes, fluxplan_bin, helm, unit_in, Repo};
+use crate::fixture::{fluxplan_bin, helm, unit_in, Repo};
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::process::Command;

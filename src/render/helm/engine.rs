@@ -56,6 +56,8 @@ pub struct Template<'a> {
     pub include_crds: bool,
     /// `.Release.IsUpgrade` rather than `.Release.IsInstall`.
     pub is_upgrade: bool,
+    /// The values are not validated against the chart's `values.schema.json`.
+    pub skip_schema_validation: bool,
 }
 
 impl Helm {
@@ -138,6 +140,9 @@ impl Helm {
         cmd.arg(if template.include_crds { "--include-crds" } else { "--skip-crds" });
         if template.is_upgrade {
             cmd.arg("--is-upgrade");
+        }
+        if template.skip_schema_validation {
+            cmd.arg("--skip-schema-validation");
         }
         let confinement = Confinement {
             readable: template.readable.to_path_buf(),

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod installed;
 pub mod manifest;
 pub mod release;
+pub mod schema;
 pub mod units;
 pub mod values;
 

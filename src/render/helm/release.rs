@@ -74,6 +74,8 @@ pub struct Rendered {
     /// When values come from Secrets: the release rendered with them masked, which is what is
     /// shown (`release` is what the cluster gets; only its digests are used).
     pub shown: Option<Release>,
+    /// What the plan should know of how it was rendered (a schema not validated offline).
+    pub warnings: Vec<String>,
 }
 
 /// Renders `spec` (a HelmRelease of namespace `namespace`): the release's objects, hooks and
@@ -135,6 +137,19 @@ pub fn render(
     };
     let version = chart_version(&chart.dir);
     let holds_secrets = merged.shown.is_some();
+    // The controller skips validation when the spec says so for the action it takes; a schema
+    // that needs the network is validated by the controller only, never here.
+    let disabled = if inputs.upgrade { spec.upgrade_skips_schema } else { spec.install_skips_schema };
+    let remote = if disabled { None } else { super::schema::remote_reference(&chart_dir) };
+    let warnings: Vec<String> = remote
+        .iter()
+        .map(|(schema, url)| {
+            format!(
+                "its chart's values schema ({schema}) refers to {url}: helm-controller fetches it and validates                  the values, fluxplan renders offline without validating them"
+            )
+        })
+        .collect();
+    let skip_schema_validation = disabled || remote.is_some();
     let run = |values: &Value, may_hold_secrets: bool| -> Result<Release, BuildError> {
         let template = Template {
             chart: &chart_dir,
@@ -146,6 +161,7 @@ pub fn render(
             api_versions: inputs.api_versions,
             include_crds: spec.install_crds != CrdPolicy::Skip,
             is_upgrade: inputs.upgrade,
+            skip_schema_validation,
         };
         let key = template_key(helm, &template, &chart_dir)
             .map_err(|e| BuildError::Failed(format!("cannot read the chart: {e}")))?;
@@ -179,7 +195,7 @@ pub fn render(
             ))
         }
     };
-    Ok(Rendered { release, shown, chart: version })
+    Ok(Rendered { release, shown, chart: version, warnings })
 }
 
 /// Why `helm template` gave nothing, as the plan says it.
@@ -262,6 +278,7 @@ pub(super) fn template_key(helm: &Helm, template: &Template, chart: &Path) -> st
         "helm": helm.version, "release": template.release, "namespace": template.namespace,
         "values": template.values, "kube": template.kube_version, "apis": template.api_versions,
         "crds": template.include_crds, "upgrade": template.is_upgrade,
+        "skip_schema": template.skip_schema_validation,
         // What a cached release holds (test hooks kept since format 2).
         "format": 2,
     });

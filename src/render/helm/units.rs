@@ -355,6 +355,7 @@ fn render_unit(
         }
         Ok(rendered) => {
             helm_unit.chart = rendered.chart.clone();
+            unit.warnings.extend(rendered.warnings.iter().cloned());
             // What is shown comes from the render that never saw values from Secrets.
             let shown = rendered.shown.as_ref().unwrap_or(&rendered.release);
             helm_unit.tests = shown.tests.len();
