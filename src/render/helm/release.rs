@@ -88,7 +88,8 @@ pub fn render(
     inputs: &Inputs,
     cancel: &CancelToken,
 ) -> Result<Rendered, NotRendered> {
-    let scratch = tempfile::tempdir().map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
+    // fluxplan's own scratch space failing says nothing of what the controller does.
+    let scratch = tempfile::tempdir().map_err(|e| unprepared(&e))?;
     let chart = match inputs.given_chart {
         Some(given) => chart_on_disk(given, spec, scratch.path(), "the chart given with --chart")?,
         None => {
@@ -107,7 +108,7 @@ pub fn render(
         (chart.dir.clone(), chart.dir.clone())
     } else {
         let copy = scratch.path().join("chart");
-        let prepare = |e: std::io::Error| failed(format!("cannot prepare the chart: {e}"));
+        let prepare = |e: std::io::Error| unprepared(&e);
         copy_chart(&chart.dir, &copy).map_err(prepare)?;
         if let Some(values) = &chart.values_files {
             std::fs::write(copy.join("values.yaml"), crate::yaml::to_yaml(values)).map_err(prepare)?;
@@ -205,10 +206,32 @@ fn not_rendered(error: BuildError) -> NotRendered {
         BuildError::Failed(message) if message.contains("missing in charts/") => {
             NotRendered::External(format!("its chart's dependencies are not vendored in charts/: {message}"))
         }
+        // Helm reaching for the network (a schema reference the scan did not see): the sandbox
+        // refuses it, the controller has it; not the chart's failure.
+        BuildError::Failed(message) if needed_the_network(&message) => NotRendered::External(format!(
+            "helm template needed the network, which fluxplan's sandbox refuses and helm-controller has: not \
+             planned ({message})"
+        )),
         BuildError::Failed(message) => failed(format!("helm template failed: {message}")),
         BuildError::Limit(message) => NotRendered::Failed(RenderError::Limit(message)),
         BuildError::Cancelled(reason) => NotRendered::Failed(RenderError::Cancelled(reason)),
     }
+}
+
+/// fluxplan could not copy or unpack the chart on its own disk: not planned, never "the
+/// controller fails".
+fn unprepared(error: &std::io::Error) -> NotRendered {
+    NotRendered::External(format!(
+        "fluxplan could not prepare the chart on its own disk ({error}): not planned"
+    ))
+}
+
+/// Helm's words when it tried to fetch something (its schema loader's HTTP errors, a refused
+/// connection, the dead proxy of the sandbox).
+fn needed_the_network(message: &str) -> bool {
+    ["HTTP request failed for ", "failed to create HTTP request for ", "proxyconnect tcp", "dial tcp "]
+        .iter()
+        .any(|words| message.contains(words))
 }
 
 /// The controller's post-rendering of a release: `postRenderers`, then `commonMetadata`, then
