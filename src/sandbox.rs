@@ -116,6 +116,38 @@ pub struct Confinement {
     pub libraries: Vec<PathBuf>,
     /// A Go program with a small heap: its collector tuned (`GO_RUNTIME_ENV`).
     pub go_runtime: bool,
+    /// The most memory the process may map for its data (bytes, `RLIMIT_DATA`): see
+    /// `DEFAULT_MEMORY_LIMIT`.
+    pub memory: u64,
+}
+
+/// The memory limit of every helm and kustomize process (and kustomize worker) by default:
+/// `--max-render-memory`. A plan renders its base and head at once, each with a job per core,
+/// so a 2-core machine runs four at a time: 3 GiB at most, 1 GiB of a 4 GiB machine left to the
+/// planner. A 2.7 MB bundle of CRDs took kustomize 420 MiB (measured: docs/security.md, "Memory
+/// of a render"): this leaves it room.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 768 * 1024 * 1024;
+/// Below this a kustomize worker cannot even start (its Go runtime, thread stacks and the
+/// library take about 125 MiB of data before the first build).
+pub const MIN_MEMORY_LIMIT: u64 = 256 * 1024 * 1024;
+
+/// How the memory limit is named in messages: `512 MiB`.
+pub fn describe_memory(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes.is_multiple_of(1024 * MIB) {
+        format!("{} GiB", bytes / (1024 * MIB))
+    } else if bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// Go's soft memory limit for a process under the hard `limit`: its collector works hard
+/// before the hard limit fails an allocation (a render near the limit still succeeds), never
+/// above the `GO_RUNTIME_ENV` tuning.
+fn go_soft_limit(limit: u64) -> String {
+    format!("{}MiB", (limit / 4 * 3).min(1024 * 1024 * 1024) / (1024 * 1024))
 }
 
 /// Go's collector for kustomize's workers and Helm: their heaps are small, so the default
@@ -133,9 +165,12 @@ impl Confinement {
         if self.go_runtime {
             cmd.envs(GO_RUNTIME_ENV.iter().copied());
         }
+        // Every Go program (a kustomize or kubectl binary too) collects before its hard limit.
+        cmd.env("GOMEMLIMIT", go_soft_limit(self.memory));
         let parent = std::process::id() as libc::pid_t;
+        let memory = data_limit(self.memory);
         // SAFETY: between fork and exec only async-signal-safe syscalls run (prctl, getppid,
-        // close_range or fcntl), on values computed before the fork; nothing allocates.
+        // setrlimit, close_range or fcntl), on values computed before the fork; nothing allocates.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -144,6 +179,10 @@ impl Confinement {
                 // The planner died before the prctl: no signal will ever come.
                 if libc::getppid() != parent {
                     return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                // Soft and hard alike: the process cannot raise it again.
+                if libc::setrlimit(libc::RLIMIT_DATA, &memory) != 0 {
+                    return Err(std::io::Error::last_os_error());
                 }
                 close_inherited_on_exec();
                 Ok(())
@@ -195,6 +234,48 @@ impl Confinement {
             AccessFs::ReadFile | AccessFs::WriteFile,
         ))?)
     }
+}
+
+/// The `RLIMIT_DATA` a child gets for `limit`: never above the hard limit this process has
+/// (an unprivileged process cannot raise it).
+fn data_limit(limit: u64) -> libc::rlimit {
+    let mut inherited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: getrlimit writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut inherited) } != 0 {
+        inherited.rlim_max = libc::RLIM_INFINITY;
+    }
+    let limit = (limit as libc::rlim_t).min(inherited.rlim_max);
+    libc::rlimit { rlim_cur: limit, rlim_max: limit }
+}
+
+/// True when a confined process that ended with `status` (not killed by fluxplan) and printed
+/// `stderr` ran out of memory: its memory limit refused an allocation, or the kernel killed it
+/// (`SIGKILL` is what its out-of-memory killer sends). Go's runtime says `fatal error: …out of
+/// memory…` (or cannot start a thread) and exits 2; Rust (a kustomize worker) says `memory
+/// allocation of N bytes failed` and aborts. Helm and kustomize report a template's or a build's
+/// own error with exit code 1, so a chart's `fail` message cannot pass for one.
+pub fn ran_out_of_memory(status: std::process::ExitStatus, stderr: &str) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    let says = |marker: &dyn Fn(&str) -> bool| stderr.lines().any(|line| marker(line.trim_end()));
+    match (status.code(), status.signal()) {
+        (_, Some(libc::SIGKILL)) => true,
+        (Some(2), _) => says(&go_out_of_memory),
+        (_, Some(libc::SIGABRT)) => says(&|l| {
+            go_out_of_memory(l)
+                || (l.starts_with("memory allocation of ") && l.ends_with(" bytes failed"))
+                || l.starts_with("runtime/cgo: pthread_create failed")
+        }),
+        _ => false,
+    }
+}
+
+/// Go's words when its memory limit refuses the heap or a thread, in a program (which exits 2)
+/// or a library (which aborts).
+fn go_out_of_memory(line: &str) -> bool {
+    (line.starts_with("fatal error: ")
+        && (line.contains("out of memory") || line.contains("cannot allocate memory")))
+        || line.starts_with("runtime: out of memory")
+        || line.starts_with("runtime: failed to create new OS thread")
 }
 
 /// Marks every descriptor from 3 up close-on-exec, in a child between fork and exec: the pipes
@@ -292,6 +373,27 @@ fn needs_system_files(program: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_runtimes_own_words_at_its_own_exit_are_out_of_memory() {
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::ExitStatus;
+        let exited = |code: i32| ExitStatus::from_raw(code << 8);
+        let killed = |signal: i32| ExitStatus::from_raw(signal);
+        // Helm (Go) over its limit, and the worker's Go library and Rust code.
+        let go = "fatal error: out of memory allocating heap arena metadata\n\nruntime stack:\n";
+        assert!(ran_out_of_memory(exited(2), go));
+        let library =
+            "# Warning: 'commonLabels' is deprecated\nfatal error: runtime: cannot allocate memory\n";
+        assert!(ran_out_of_memory(killed(libc::SIGABRT), library));
+        assert!(ran_out_of_memory(killed(libc::SIGABRT), "memory allocation of 143 bytes failed\n"));
+        assert!(ran_out_of_memory(killed(libc::SIGKILL), ""));
+        // A chart's `fail` prints what it likes, and helm exits 1; a Go panic is not a breach.
+        let fail = "Error: execution error at (c/templates/x.yaml:1:3): \nfatal error: out of memory\n";
+        assert!(!ran_out_of_memory(exited(1), fail));
+        assert!(!ran_out_of_memory(exited(2), "panic: assignment to entry in nil map\n"));
+        assert!(!ran_out_of_memory(killed(libc::SIGABRT), "kustomize said: out of memory\n"));
+    }
 
     #[test]
     fn only_dynamic_programs_and_scripts_get_the_system_directories() {

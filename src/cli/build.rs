@@ -57,7 +57,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     opts.declared_scopes = policy.crd_scopes;
     opts.declared_roots = policy.roots;
     opts.declared_sources = policy.sources;
-    let renderer = crate::render::Renderer::new(opts.kustomize_timeout, args.render.cache_dir())?;
+    let renderer = crate::render::Renderer::new(opts.kustomize_timeout, args.render.cache_dir())?
+        .with_memory_limit(opts.memory_limit);
     let render = renderer.render(&opts)?;
     // Nothing rendered is no success: a wrong --repo must not pass silently.
     if render.clusters.is_empty() {

@@ -217,6 +217,10 @@ pub struct LimitArgs {
     /// A source with more files than this is not rendered.
     #[arg(long, env = "FLUXPLAN_MAX_SOURCE_FILES", default_value_t = source::DEFAULT_MAX_FILES)]
     pub max_source_files: u64,
+    /// The memory each helm and kustomize process may take (its data, `RLIMIT_DATA`); over it the
+    /// unit is a `source-limit`: bytes, or with a unit (768MiB, 1GiB); at least 256MiB.
+    #[arg(long, env = "FLUXPLAN_MAX_RENDER_MEMORY", value_name = "SIZE", value_parser = parse_render_memory, default_value_t = ByteSize(crate::sandbox::DEFAULT_MEMORY_LIMIT))]
+    pub max_render_memory: ByteSize,
 }
 
 impl LimitArgs {
@@ -231,6 +235,17 @@ impl LimitArgs {
             max_files: self.max_source_files,
         }
     }
+}
+
+fn parse_render_memory(text: &str) -> Result<ByteSize, String> {
+    let size: ByteSize = text.parse()?;
+    if size.bytes() < crate::sandbox::MIN_MEMORY_LIMIT {
+        return Err(format!(
+            "at least {}: a kustomize worker needs about 125 MiB before its first build",
+            crate::sandbox::describe_memory(crate::sandbox::MIN_MEMORY_LIMIT)
+        ));
+    }
+    Ok(size)
 }
 
 fn parse_source(text: &str) -> Result<(String, PathBuf), String> {
@@ -296,6 +311,7 @@ impl RenderArgs {
             opts.jobs = jobs.max(1);
         }
         opts.kustomize_timeout = self.limits.kustomize_timeout();
+        opts.memory_limit = self.limits.max_render_memory.bytes();
         opts.limits = self.limits.source_limits();
         opts.progress = crate::render::progress::Board::for_terminal()
             .filter(|_| settings.progress)

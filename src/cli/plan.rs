@@ -121,6 +121,7 @@ impl PlanArgs {
 pub fn limits(args: &LimitArgs, plan_timeout_secs: u64) -> planner::Limits {
     planner::Limits {
         kustomize_timeout: args.kustomize_timeout(),
+        render_memory: args.max_render_memory.bytes(),
         source: args.source_limits(),
         plan_timeout: Duration::from_secs(plan_timeout_secs.max(1)),
     }

@@ -257,6 +257,10 @@ pub struct HelmReleaseSpec {
     pub values: Value,
     pub install_crds: CrdPolicy,
     pub upgrade_crds: CrdPolicy,
+    /// `spec.install.disableSchemaValidation` / `spec.upgrade.disableSchemaValidation`: Helm's
+    /// install or upgrade does not validate the values against the chart's schema.
+    pub install_skips_schema: bool,
+    pub upgrade_skips_schema: bool,
     /// `spec.postRenderers`, as written.
     pub post_renderers: Vec<Value>,
     /// `spec.commonMetadata` labels and annotations.
@@ -371,6 +375,10 @@ impl HelmReleaseSpec {
             },
             install_crds: crds("/install/crds", CrdPolicy::Create),
             upgrade_crds: crds("/upgrade/crds", CrdPolicy::Skip),
+            install_skips_schema: spec.pointer("/install/disableSchemaValidation")
+                == Some(&Value::Bool(true)),
+            upgrade_skips_schema: spec.pointer("/upgrade/disableSchemaValidation")
+                == Some(&Value::Bool(true)),
             post_renderers: spec["postRenderers"].as_array().cloned().unwrap_or_default(),
             common_labels: map("/commonMetadata/labels"),
             common_annotations: map("/commonMetadata/annotations"),

@@ -441,6 +441,9 @@ impl<'a> ClusterView<'a> {
                 plan.notes.push(note);
                 return plan;
             }
+            // What a release's render could not do as the controller does (a schema validated
+            // online only) is said with its plan.
+            Status::Rendered if head.helm.is_some() => plan.notes.extend(head.warnings.iter().cloned()),
             Status::Rendered => {}
         }
         let prune = head.prunes();

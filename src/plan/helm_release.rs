@@ -265,7 +265,8 @@ impl ClusterView<'_> {
         let (deleted, kept) = (count(Action::Delete), count(Action::Skip));
         let mut what = match source {
             InventorySource::None => format!(
-                "helm-controller's finalizer uninstalls Helm release {release}; what it deletes is unknown (the base                  revision did not render it{})",
+                "helm-controller's finalizer uninstalls Helm release {release}; what it deletes is unknown (the base \
+                 revision did not render it{})",
                 if self.live.is_some() { ", and Helm's storage was not read: plan with --read-secrets" } else { "" }
             ),
             _ => format!(

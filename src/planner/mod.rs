@@ -30,6 +30,8 @@ pub const DEFAULT_PLAN_TIMEOUT_SECS: u64 = 600;
 pub struct Limits {
     /// One kustomize build.
     pub kustomize_timeout: Duration,
+    /// The memory of each helm and kustomize process (bytes).
+    pub render_memory: u64,
     /// The exported source: one file's size, the total size and file count.
     pub source: SourceLimits,
     /// The whole plan; then its kustomize processes are killed.
@@ -40,6 +42,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             kustomize_timeout: Duration::from_secs(DEFAULT_KUSTOMIZE_TIMEOUT_SECS),
+            render_memory: crate::sandbox::DEFAULT_MEMORY_LIMIT,
             source: SourceLimits::default(),
             plan_timeout: Duration::from_secs(DEFAULT_PLAN_TIMEOUT_SECS),
         }
@@ -175,6 +178,7 @@ impl Request {
             opts.jobs = jobs.max(1);
         }
         opts.kustomize_timeout = self.limits.kustomize_timeout;
+        opts.memory_limit = self.limits.render_memory;
         opts.limits = self.limits.source;
         opts.cancel = self.cancel.clone();
         opts
@@ -258,7 +262,8 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
     let sources = cluster_sources(&request.clusters)?;
     let listed_roots: BTreeSet<String> = sources.keys().filter(|root| !root.is_empty()).cloned().collect();
     let knowledge = ClusterKnowledge::gather(sources)?;
-    let renderer = Renderer::new(request.limits.kustomize_timeout, request.render.cache_dir.clone())?;
+    let renderer = Renderer::new(request.limits.kustomize_timeout, request.render.cache_dir.clone())?
+        .with_memory_limit(request.limits.render_memory);
     // An unknown revision is left for the render to report.
     let base_commit = base_commit.map_or_else(|| request.base.clone(), str::to_string);
     let declared = request.policy.before_render(&request.repo, &base_commit).unwrap_or_default();

@@ -616,6 +616,8 @@ pub struct RenderOptions {
     pub api_versions: Vec<String>,
     pub jobs: usize,
     pub kustomize_timeout: Duration,
+    /// The memory limit of every helm and kustomize process (bytes, `--max-render-memory`).
+    pub memory_limit: u64,
     pub limits: source::SourceLimits,
     /// This render's part of the progress line on a terminal (`None`: no line).
     pub progress: Option<progress::Lane>,
@@ -654,6 +656,7 @@ impl RenderOptions {
             api_versions: Vec::new(),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             kustomize_timeout: Duration::from_secs(kustomize::DEFAULT_TIMEOUT_SECS),
+            memory_limit: crate::sandbox::DEFAULT_MEMORY_LIMIT,
             limits: source::SourceLimits::default(),
             progress: None,
             cancel: crate::cancel::CancelToken::new(),

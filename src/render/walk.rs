@@ -64,6 +64,14 @@ impl Renderer {
         Renderer { builder, helm: super::helm::Toolkit::new(cache_dir) }
     }
 
+    /// Every helm and kustomize process of this renderer's renders runs under `bytes` of memory
+    /// (`--max-render-memory`).
+    pub fn with_memory_limit(mut self, bytes: u64) -> Self {
+        self.builder.kustomize.memory_limit = bytes;
+        self.helm.memory_limit = bytes;
+        self
+    }
+
     pub fn kustomize_version(&self) -> &str {
         &self.builder.kustomize.version
     }
@@ -71,7 +79,7 @@ impl Renderer {
 
 /// Renders with a fresh renderer (no on-disk cache).
 pub fn render(opts: &RenderOptions) -> Result<Render> {
-    Renderer::new(opts.kustomize_timeout, None)?.render(opts)
+    Renderer::new(opts.kustomize_timeout, None)?.with_memory_limit(opts.memory_limit).render(opts)
 }
 
 /// A Kustomization manifest found in the repository's files.

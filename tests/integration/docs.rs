@@ -156,6 +156,7 @@ const OTHER_PROGRAMS_FLAGS: &[(&str, &str)] = &[
     ("--runroot", "buildah, scripts/build-image.sh"),
     ("--set", "helm template"),
     ("--short", "git rev-parse"),
+    ("--skip-schema-validation", "helm template"),
     ("--storage-driver", "buildah"),
     ("--tag", "scripts/build-image.sh"),
 ];

@@ -79,6 +79,7 @@ fn the_engine_renders_what_helm_template_prints_directly() {
                 api_versions: &apis,
                 include_crds,
                 is_upgrade,
+                skip_schema_validation: false,
             };
             let rendered = helm.template(&template, &CancelToken::new()).unwrap();
             let mut flags = vec!["--kube-version", "v1.33.0", "--api-versions", "monitoring.coreos.com/v1"];
@@ -129,6 +130,7 @@ fn a_chart_reads_nothing_outside_it_and_no_environment() {
         api_versions: &[],
         include_crds: false,
         is_upgrade: false,
+        skip_schema_validation: false,
     };
     match helm.template(&template, &CancelToken::new()) {
         Err(error) => assert!(!error.to_string().contains("root:x:0:0"), "{error}"),

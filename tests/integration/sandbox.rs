@@ -131,10 +131,14 @@ fn only_the_sandbox_environment(kustomize: &Kustomize) {
         .filter_map(|v| v.split_once('=').map(|(n, _)| n))
         .collect();
     names.sort();
-    // Only what the sandbox sets (and, for the library's workers, the Go runtime's settings); the
-    // test process's own environment (CARGO_*, HOME) is gone.
-    let go_runtime: &[&str] =
-        if kustomize.version.starts_with("kustomize library") { &["GOGC", "GOMEMLIMIT"] } else { &[] };
+    // Only what the sandbox sets (Go's soft memory limit for any Go program; for the library's
+    // workers, the collector's tuning and their allocator's arena); the test process's own
+    // environment (CARGO_*, HOME) is gone.
+    let go_runtime: &[&str] = if kustomize.version.starts_with("kustomize library") {
+        &["GOGC", "GOMEMLIMIT", "MIMALLOC_ARENA_RESERVE"]
+    } else {
+        &["GOMEMLIMIT"]
+    };
     let mut expected = [
         "GIT_ALLOW_PROTOCOL",
         "GIT_TERMINAL_PROMPT",

@@ -80,6 +80,8 @@ pub fn render(charts: &Charts, source: &Source, cancel: &CancelToken) -> Result<
         api_versions: &api_versions,
         include_crds: !options.skip_crds,
         is_upgrade: false,
+        // The repo-server fetches what a schema refers to; the sandbox cannot.
+        skip_schema_validation: super::schema::remote_reference(source.chart).is_some(),
     };
     let key = template_key(helm, &template, source.chart)
         .map_err(|e| NotRendered::Failed(format!("cannot read the chart: {e}")))?;

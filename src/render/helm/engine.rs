@@ -34,6 +34,8 @@ pub struct Helm {
     pub timeout: Duration,
     pub max_output: u64,
     pub landlock: bool,
+    /// The memory limit of each `helm template` (bytes, `--max-render-memory`).
+    pub memory_limit: u64,
 }
 
 /// One `helm template` of a chart on disk.
@@ -54,6 +56,8 @@ pub struct Template<'a> {
     pub include_crds: bool,
     /// `.Release.IsUpgrade` rather than `.Release.IsInstall`.
     pub is_upgrade: bool,
+    /// The values are not validated against the chart's `values.schema.json`.
+    pub skip_schema_validation: bool,
 }
 
 impl Helm {
@@ -104,6 +108,7 @@ impl Helm {
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
             max_output: crate::render::source::DEFAULT_MAX_TOTAL_BYTES,
             landlock: true,
+            memory_limit: sandbox::DEFAULT_MEMORY_LIMIT,
         })
     }
 
@@ -136,12 +141,16 @@ impl Helm {
         if template.is_upgrade {
             cmd.arg("--is-upgrade");
         }
+        if template.skip_schema_validation {
+            cmd.arg("--skip-schema-validation");
+        }
         let confinement = Confinement {
             readable: template.readable.to_path_buf(),
             program: self.program.clone(),
             landlock: self.landlock,
             libraries: Vec::new(),
             go_runtime: true,
+            memory: self.memory_limit,
         };
         let limits = Limits {
             timeout: self.timeout,

@@ -10,6 +10,7 @@ pub mod installed;
 pub mod manifest;
 pub mod origin;
 pub mod release;
+pub mod schema;
 pub mod shared;
 pub mod strvals;
 pub mod template_calls;
@@ -36,17 +37,29 @@ pub struct Toolkit {
     pub store: ChartStore,
     /// `helm template` runs, by key: each runs once per renderer.
     templates: crate::memo::Memo<String, Result<Release, BuildError>>,
+    /// The memory limit of each `helm template` (bytes, `--max-render-memory`).
+    pub memory_limit: u64,
 }
 
 impl Toolkit {
     pub fn new(cache_dir: Option<PathBuf>) -> Self {
-        Toolkit { helm: Default::default(), store: ChartStore::new(cache_dir), templates: Default::default() }
+        Toolkit {
+            helm: Default::default(),
+            store: ChartStore::new(cache_dir),
+            templates: Default::default(),
+            memory_limit: crate::sandbox::DEFAULT_MEMORY_LIMIT,
+        }
     }
 
     /// Helm `major` (3 or 4), or why there is none.
     pub fn helm(&self, major: u8) -> Result<&Helm, String> {
         let slot = &self.helm[usize::from(major != 3)];
-        slot.get_or_init(|| Helm::detect(major).map_err(|e| e.to_string())).as_ref().map_err(Clone::clone)
+        let found = || {
+            let mut helm = Helm::detect(major).map_err(|e| e.to_string())?;
+            helm.memory_limit = self.memory_limit;
+            Ok(helm)
+        };
+        slot.get_or_init(found).as_ref().map_err(Clone::clone)
     }
 
     /// A release printed by `helm template`: from memory, else the render cache, else `run`.

@@ -83,6 +83,8 @@ pub struct Rendered {
     /// Entries of its chart archive that Helm's directory loader would read otherwise than the
     /// archive loader the controller uses (hidden from a render of the unpacked chart).
     pub loader_differences: Vec<String>,
+    /// What the plan should know of how it was rendered (a schema not validated offline).
+    pub warnings: Vec<String>,
 }
 
 /// Renders `spec` (a HelmRelease of namespace `namespace`): the release's objects, hooks and
@@ -95,7 +97,8 @@ pub fn render(
     inputs: &Inputs,
     cancel: &CancelToken,
 ) -> Result<Rendered, NotRendered> {
-    let scratch = tempfile::tempdir().map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
+    // fluxplan's own scratch space failing says nothing of what the controller does.
+    let scratch = tempfile::tempdir().map_err(|e| unprepared(&e))?;
     let chart = match inputs.given_chart {
         Some(given) => chart_on_disk(given, spec, "the chart given with --chart")?,
         None => {
@@ -113,6 +116,19 @@ pub fn render(
     };
     let (chart_dir, readable) = (prepared.chart, prepared.readable);
     let version = prepared.version;
+    // The controller skips validation when the spec says so for the action it takes; a schema
+    // that needs the network is validated by the controller only, never here.
+    let disabled = if inputs.upgrade { spec.upgrade_skips_schema } else { spec.install_skips_schema };
+    let remote = if disabled { None } else { super::schema::remote_reference(&chart_dir) };
+    let warnings: Vec<String> = remote
+        .iter()
+        .map(|(schema, url)| {
+            format!(
+                "its chart's values schema ({schema}) refers to {url}: helm-controller fetches it and validates \
+                 the values, fluxplan renders offline without validating them"
+            )
+        })
+        .collect();
     // A chart's templates may branch on a value, print it in any form, fail or loop on it: with
     // values from Secrets, the only render made is the one where each of them is masked, so
     // nothing the plan says (objects, status, errors, timing) can depend on a Secret's value.
@@ -127,6 +143,7 @@ pub fn render(
         api_versions: inputs.api_versions,
         include_crds: spec.install_crds != CrdPolicy::Skip,
         is_upgrade: inputs.upgrade,
+        skip_schema_validation: disabled || remote.is_some(),
     };
     let key = template_key(helm, &template, &chart_dir)
         .map_err(|e| failed(format!("cannot read the chart: {e}")))?;
@@ -146,6 +163,7 @@ pub fn render(
         calls,
         inputs_digest: key,
         loader_differences: prepared.differences,
+        warnings,
     })
 }
 
@@ -193,7 +211,7 @@ fn prepare_directory(
         });
     }
     let copy = scratch.join("chart");
-    let prepare = |e: std::io::Error| failed(format!("cannot prepare the chart: {e}"));
+    let prepare = |e: std::io::Error| unprepared(&e);
     copy_chart(dir, &copy).map_err(prepare)?;
     if let Some(values) = values_files {
         std::fs::write(copy.join("values.yaml"), crate::yaml::to_yaml(values)).map_err(prepare)?;
@@ -251,7 +269,7 @@ fn prepare_archive(
     let path = readable.join("chart.tgz");
     std::fs::create_dir_all(&readable)
         .and_then(|_| std::fs::write(&path, bytes))
-        .map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
+        .map_err(|e| unprepared(&e))?;
     let metadata = archive.chart.metadata().ok();
     let version = metadata.as_ref().and_then(|m| {
         Some(ChartVersion {
@@ -273,10 +291,32 @@ fn not_rendered(error: BuildError) -> NotRendered {
         BuildError::Failed(message) if message.contains("missing in charts/") => {
             NotRendered::External(format!("its chart's dependencies are not vendored in charts/: {message}"))
         }
+        // Helm reaching for the network (a schema reference the scan did not see): the sandbox
+        // refuses it, the controller has it; not the chart's failure.
+        BuildError::Failed(message) if needed_the_network(&message) => NotRendered::External(format!(
+            "helm template needed the network, which fluxplan's sandbox refuses and helm-controller has: not \
+             planned ({message})"
+        )),
         BuildError::Failed(message) => failed(format!("helm template failed: {message}")),
         BuildError::Limit(message) => NotRendered::Failed(RenderError::Limit(message)),
         BuildError::Cancelled(reason) => NotRendered::Failed(RenderError::Cancelled(reason)),
     }
+}
+
+/// fluxplan could not copy or unpack the chart on its own disk: not planned, never "the
+/// controller fails".
+fn unprepared(error: &std::io::Error) -> NotRendered {
+    NotRendered::External(format!(
+        "fluxplan could not prepare the chart on its own disk ({error}): not planned"
+    ))
+}
+
+/// Helm's words when it tried to fetch something (its schema loader's HTTP errors, a refused
+/// connection, the dead proxy of the sandbox).
+fn needed_the_network(message: &str) -> bool {
+    ["HTTP request failed for ", "failed to create HTTP request for ", "proxyconnect tcp", "dial tcp "]
+        .iter()
+        .any(|words| message.contains(words))
 }
 
 /// The controller's post-rendering of a release: `postRenderers`, then `commonMetadata`, then
@@ -373,6 +413,7 @@ pub(super) fn template_key(helm: &Helm, template: &Template, chart: &Path) -> st
         "helm": helm.version, "release": template.release, "namespace": template.namespace,
         "values": template.values, "kube": template.kube_version, "apis": template.api_versions,
         "crds": template.include_crds, "upgrade": template.is_upgrade,
+        "skip_schema": template.skip_schema_validation,
         // What a cached release holds (test hooks kept since format 2; hooks sorted as Helm's
         // manifest sorter sorts them since format 3).
         "format": 3,

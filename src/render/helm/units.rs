@@ -414,6 +414,7 @@ fn render_unit(
         }
         Ok(rendered) => {
             helm_unit.chart = rendered.chart.clone();
+            unit.warnings.extend(rendered.warnings.iter().cloned());
             helm_unit.archive_differences = rendered.loader_differences.clone();
             let release = &rendered.release;
             helm_unit.tests = release.tests.len();

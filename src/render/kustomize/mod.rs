@@ -40,6 +40,8 @@ pub struct Kustomize {
     pub max_output: u64,
     /// Confine kustomize with Landlock where the kernel offers it.
     pub landlock: bool,
+    /// The memory limit of each kustomize process or worker (bytes, `--max-render-memory`).
+    pub memory_limit: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -122,6 +124,7 @@ impl Kustomize {
                 timeout,
                 max_output: super::source::DEFAULT_MAX_TOTAL_BYTES,
                 landlock: true,
+                memory_limit: sandbox::DEFAULT_MEMORY_LIMIT,
             }),
             None => bail!("{program} is not a working kustomize (`{program} version` failed)"),
         }
@@ -149,6 +152,7 @@ impl Kustomize {
             timeout,
             max_output: super::source::DEFAULT_MAX_TOTAL_BYTES,
             landlock: true,
+            memory_limit: sandbox::DEFAULT_MEMORY_LIMIT,
         })
     }
 
@@ -163,7 +167,12 @@ impl Kustomize {
         let (program, subcommand) = match &self.engine {
             Engine::Binary { program, subcommand } => (program, *subcommand),
             Engine::Library(pool) => {
-                return pool.build(dir, readable, self.landlock, self.timeout, self.max_output, cancel)
+                let limits = pool::BuildLimits {
+                    timeout: self.timeout,
+                    max_output: self.max_output,
+                    memory: self.memory_limit,
+                };
+                return pool.build(dir, readable, self.landlock, &limits, cancel);
             }
         };
         let mut cmd = Command::new(program);
@@ -174,6 +183,7 @@ impl Kustomize {
             landlock: self.landlock,
             libraries: Vec::new(),
             go_runtime: false,
+            memory: self.memory_limit,
         };
         let limits = Limits {
             timeout: self.timeout,

@@ -6,6 +6,7 @@
 use super::worker::{self, BUILD, ERROR, HELLO, OUTPUT};
 use super::BuildError;
 use crate::cancel::{kill_group, CancelToken};
+use crate::render::confined;
 use crate::sandbox::Confinement;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -21,6 +22,20 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The Go runtime's settings in a worker (see `spawn`; `bench/library-floor.py` uses the same).
 /// The most of a dead worker's stderr quoted in the build's error.
 const STDERR_TAIL: u64 = 2048;
+/// The most of a dead worker's stderr read for the Go runtime's last words (a fatal error is
+/// followed by every goroutine's stack: about 15 KiB).
+const LAST_WORDS: u64 = 256 * 1024;
+/// How long a worker whose output ended may take to exit: its exit status and peak memory say
+/// whether its memory limit ended it.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// What one build may take.
+pub struct BuildLimits {
+    pub timeout: Duration,
+    pub max_output: u64,
+    /// The worker's memory limit (bytes).
+    pub memory: u64,
+}
 
 pub struct WorkerPool {
     /// The fluxplan binary (started as `fluxplan kustomize-worker LIBRARY`).
@@ -59,6 +74,8 @@ struct Worker {
     log: File,
     readable: PathBuf,
     landlock: bool,
+    /// The memory limit it runs under (bytes).
+    memory: u64,
     /// Reaped: its pid (and group id) may belong to another process now, never signalled again.
     reaped: bool,
 }
@@ -90,7 +107,7 @@ impl WorkerPool {
         // The probe may read nothing but the library's own directory.
         let probe_root = library.parent().unwrap_or(Path::new("/nonexistent"));
         let (worker, version) = pool
-            .spawn(probe_root, landlock, Instant::now() + START_TIMEOUT)
+            .spawn(probe_root, landlock, crate::sandbox::DEFAULT_MEMORY_LIMIT, Instant::now() + START_TIMEOUT)
             .map_err(|e| anyhow::anyhow!("the kustomize library {} does not work: {e}", library.display()))?;
         drop(worker);
         super::library::remember_worker_version(library, program, &version);
@@ -104,25 +121,27 @@ impl WorkerPool {
         dir: &Path,
         readable: &Path,
         landlock: bool,
-        timeout: Duration,
-        max_output: u64,
+        limits: &BuildLimits,
         cancel: &CancelToken,
     ) -> Result<String, BuildError> {
         cancel.check().map_err(BuildError::Cancelled)?;
+        let (timeout, max_output) = (limits.timeout, limits.max_output);
         let deadline = Instant::now() + timeout;
-        let mut worker = match self.take_idle(readable, landlock) {
+        let mut worker = match self.take_idle(readable, landlock, limits.memory) {
             Some(worker) => worker,
             None => {
                 if let Some(why) = self.start_failed.get() {
                     return Err(BuildError::Failed(why.clone()));
                 }
-                let launched = self.launch(readable, landlock)?;
+                let launched = self.launch(readable, landlock, limits.memory)?;
                 // Running out of a build deadline shorter than the start timeout says nothing of
                 // the library.
                 let start_deadline = Instant::now() + START_TIMEOUT;
                 match launched.greet(deadline.min(start_deadline)) {
                     Ok((worker, _)) => worker,
                     Err(error @ BuildError::Limit(_)) if deadline < start_deadline => return Err(error),
+                    // Its memory limit, not the library, stopped it.
+                    Err(error) if confined::is_out_of_memory(&error) => return Err(error),
                     Err(error) => return Err(self.failed_start(error)),
                 }
             }
@@ -153,7 +172,7 @@ impl WorkerPool {
             Err(Failure::TooLarge(limit)) => Err(BuildError::Limit(format!(
                 "kustomize printed more than {limit} bytes: the build is not used"
             ))),
-            Err(Failure::Broken(why)) => Err(BuildError::Failed(worker.death(&why))),
+            Err(Failure::Broken(why)) => Err(worker.died(&why)),
         }
     }
 
@@ -176,11 +195,13 @@ impl WorkerPool {
         }
     }
 
-    fn take_idle(&self, readable: &Path, landlock: bool) -> Option<Worker> {
+    fn take_idle(&self, readable: &Path, landlock: bool, memory: u64) -> Option<Worker> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         // Workers of deleted exports, or that died while idle, are of no more use.
         idle.retain_mut(|w| w.readable.exists() && w.alive());
-        let at = idle.iter().position(|w| w.readable == readable && w.landlock == landlock)?;
+        let at = idle
+            .iter()
+            .position(|w| w.readable == readable && w.landlock == landlock && w.memory == memory)?;
         Some(idle.swap_remove(at))
     }
 
@@ -197,14 +218,15 @@ impl WorkerPool {
         &self,
         readable: &Path,
         landlock: bool,
+        memory: u64,
         deadline: Instant,
     ) -> Result<(Worker, String), BuildError> {
-        self.launch(readable, landlock)?.greet(deadline)
+        self.launch(readable, landlock, memory)?.greet(deadline)
     }
 
     /// Starts a worker confined to `readable`. What fails here (a scratch file, the sandbox's
     /// rules, the process table) is not the library's doing.
-    fn launch(&self, readable: &Path, landlock: bool) -> Result<Worker, BuildError> {
+    fn launch(&self, readable: &Path, landlock: bool, memory: u64) -> Result<Worker, BuildError> {
         let failed = |what: &str, e: &dyn std::fmt::Display| BuildError::Failed(format!("{what}: {e}"));
         let log = tempfile::tempfile().map_err(|e| failed("cannot start a kustomize worker", &e))?;
         let mut cmd = Command::new(&self.program);
@@ -219,13 +241,27 @@ impl WorkerPool {
             landlock,
             libraries: vec![self.library.clone()],
             go_runtime: true,
+            memory,
         };
         confinement.apply(&mut cmd).map_err(|e| BuildError::Failed(e.to_string()))?;
+        // mimalloc (the worker's allocator) would reserve a 1 GiB arena, writable, up front: under
+        // the memory limit that reservation took what Go's heap then lacked (measured:
+        // docs/security.md). The worker itself allocates little.
+        cmd.env("MIMALLOC_ARENA_RESERVE", "0");
         // Kept for later builds: started by a thread that outlives this render's.
         let mut child = crate::sandbox::spawn_lasting(cmd)
             .map_err(|e| failed(&format!("cannot run {}", self.program.display()), &e))?;
         let (stdin, stdout) = (child.stdin.take().expect("piped"), child.stdout.take().expect("piped"));
-        Ok(Worker { child, stdin, stdout, log, readable: readable.to_path_buf(), landlock, reaped: false })
+        Ok(Worker {
+            child,
+            stdin,
+            stdout,
+            log,
+            readable: readable.to_path_buf(),
+            landlock,
+            memory,
+            reaped: false,
+        })
     }
 }
 
@@ -234,12 +270,12 @@ impl Worker {
     fn greet(mut self, deadline: Instant) -> Result<(Worker, String), BuildError> {
         match self.read_frame(deadline, 4096) {
             Ok((HELLO, version)) => Ok((self, String::from_utf8_lossy(&version).trim().to_string())),
-            Ok((tag, _)) => Err(BuildError::Failed(self.death(&format!("it greeted with frame {tag}")))),
+            Ok((tag, _)) => Err(self.died(&format!("it greeted with frame {tag}"))),
             Err(Failure::TimedOut) => {
                 Err(BuildError::Limit("the kustomize worker did not start in time".into()))
             }
-            Err(Failure::TooLarge(_)) => Err(BuildError::Failed(self.death("its greeting was too long"))),
-            Err(Failure::Broken(why)) => Err(BuildError::Failed(self.death(&why))),
+            Err(Failure::TooLarge(_)) => Err(self.died("its greeting was too long")),
+            Err(Failure::Broken(why)) => Err(self.died(&why)),
         }
     }
 
@@ -295,19 +331,45 @@ impl Worker {
         Ok((tag, payload))
     }
 
-    /// Kills the worker and describes its death for the build's error.
-    fn death(&mut self, why: &str) -> String {
-        let status = self.kill().map(|s| format!(" ({s})")).unwrap_or_default();
-        let size = self.log.seek(SeekFrom::End(0)).unwrap_or(0);
-        let _ = self.log.seek(SeekFrom::Start(size.saturating_sub(STDERR_TAIL)));
-        let mut tail = String::new();
-        let _ = (&mut self.log).take(STDERR_TAIL).read_to_string(&mut tail);
+    /// Ends the worker and says why the build got no answer: over its memory limit when it
+    /// died of that (a `source-limit`), else its exit and its last words.
+    fn died(&mut self, why: &str) -> BuildError {
+        // A worker whose output ended is exiting: reaped as it ends, its status and peak are
+        // its own, not those of the kill below.
+        let ended = if self.reaped {
+            None
+        } else {
+            confined::wait_measured(&mut self.child, EXIT_GRACE).ok().flatten()
+        };
+        let status = match &ended {
+            Some(ended) => {
+                self.reaped = true;
+                Some(ended.status)
+            }
+            None => self.kill(),
+        };
+        if let Some(ended) = &ended {
+            if crate::sandbox::ran_out_of_memory(ended.status, &self.stderr_tail(LAST_WORDS)) {
+                return confined::out_of_memory("kustomize build", self.memory, ended.peak_rss);
+            }
+        }
+        let status = status.map(|s| format!(" ({s})")).unwrap_or_default();
+        let tail = self.stderr_tail(STDERR_TAIL);
         let tail = tail.trim();
         let mut message = format!("the kustomize worker died during this build{status}: {why}");
         if !tail.is_empty() {
             message.push_str(&format!("; it said: {tail}"));
         }
-        message
+        BuildError::Failed(message)
+    }
+
+    /// The last `bytes` of what the worker printed on stderr.
+    fn stderr_tail(&mut self, bytes: u64) -> String {
+        let size = self.log.seek(SeekFrom::End(0)).unwrap_or(0);
+        let _ = self.log.seek(SeekFrom::Start(size.saturating_sub(bytes)));
+        let mut tail = Vec::new();
+        let _ = (&mut self.log).take(bytes).read_to_end(&mut tail);
+        String::from_utf8_lossy(&tail).into_owned()
     }
 }
 
@@ -349,6 +411,14 @@ impl Read for TimedReader<'_> {
 mod tests {
     use super::*;
 
+    fn test_limits() -> BuildLimits {
+        BuildLimits {
+            timeout: Duration::from_secs(60),
+            max_output: 1024,
+            memory: crate::sandbox::DEFAULT_MEMORY_LIMIT,
+        }
+    }
+
     /// A pool of the worker `script` (a shell script), started on a stamp's word, without a
     /// probe worker; with the library and the program.
     fn vouched_pool(dir: &Path, script: &str) -> (WorkerPool, PathBuf, PathBuf) {
@@ -369,7 +439,7 @@ mod tests {
         // The sandbox cannot be set up for a directory that is gone: no worker ever started.
         let gone = dir.path().join("gone");
         let error = pool
-            .build(&gone, &gone, true, Duration::from_secs(60), 1024, &CancelToken::new())
+            .build(&gone, &gone, true, &test_limits(), &CancelToken::new())
             .expect_err("nothing to confine the worker to");
         assert!(!error.to_string().contains("checks it again"), "{error}");
         assert_eq!(
@@ -383,7 +453,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (pool, lib, program) = vouched_pool(dir.path(), "echo 'cannot load the library' >&2\nexit 3\n");
         let error = pool
-            .build(dir.path(), dir.path(), false, Duration::from_secs(60), 1024, &CancelToken::new())
+            .build(dir.path(), dir.path(), false, &test_limits(), &CancelToken::new())
             .expect_err("the worker cannot start");
         let message = error.to_string();
         assert!(message.contains("cannot load the library"), "{message}");
@@ -393,7 +463,7 @@ mod tests {
         // (the program is gone: a start would fail in other words).
         std::fs::remove_file(&program).unwrap();
         let again = pool
-            .build(dir.path(), dir.path(), false, Duration::from_secs(60), 1024, &CancelToken::new())
+            .build(dir.path(), dir.path(), false, &test_limits(), &CancelToken::new())
             .expect_err("the run's builds fail");
         assert_eq!(again.to_string(), message);
     }
@@ -412,7 +482,7 @@ mod tests {
         let Some(dir) = std::env::var_os("FLUXPLAN_TEST_WORKER_PARENT") else { return };
         let dir = PathBuf::from(dir);
         let (pool, _, _) = vouched_pool(&dir, "exec sleep 3601\n");
-        let worker = pool.launch(&dir, false).expect("a worker starts");
+        let worker = pool.launch(&dir, false, crate::sandbox::DEFAULT_MEMORY_LIMIT).expect("a worker starts");
         println!("worker {}", worker.child.id());
         loop {
             std::thread::park();
@@ -458,7 +528,7 @@ mod tests {
         // SAFETY: dup of a descriptor this test owns; the copy is closed below.
         let inherited = unsafe { libc::dup(file.as_raw_fd()) };
         assert!(inherited > 2);
-        let launched = pool.launch(dir.path(), false);
+        let launched = pool.launch(dir.path(), false, crate::sandbox::DEFAULT_MEMORY_LIMIT);
         // SAFETY: closes the copy made above, once.
         unsafe { libc::close(inherited) };
         let worker = launched.expect("a worker starts");
