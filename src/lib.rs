@@ -9,6 +9,7 @@ pub mod console;
 pub mod flux;
 pub mod forge;
 pub mod git;
+pub mod go_path_match;
 pub mod go_yaml;
 pub mod jobs;
 pub(crate) mod memo;

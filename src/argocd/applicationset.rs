@@ -2,8 +2,8 @@
 //! revision being planned, the template rendered per element, and what the controller does
 //! when an element disappears.
 
-use super::path_match::path_match;
 use super::text;
+use crate::go_path_match::path_match;
 use globset::{Glob, GlobMatcher};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;

@@ -6,7 +6,6 @@ pub mod applicationset;
 pub mod glob;
 pub mod ignore_differences;
 pub mod kustomize;
-pub mod path_match;
 pub mod project;
 pub mod reads;
 pub mod repository_credentials;

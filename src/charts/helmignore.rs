@@ -2,8 +2,10 @@
 //! default `templates/.?*` (helm `pkg/ignore/rules.go`, `pkg/chart/v2/loader/directory.go`).
 //! The archive loader applies none of them; fluxplan uses these rules to say where the two
 //! loaders read one archive differently, and to read a chart directory as Helm reads it.
-//! Patterns are Go's `filepath.Match` globs (`*` and `?` never match `/`), with Helm's quirks
-//! kept: a negated rule that does not match a path ignores it.
+//! Patterns are Go's `filepath.Match` globs (`crate::go_path_match`: `*` and `?` never match
+//! `/`), with Helm's quirks kept: a negated rule that does not match a path ignores it.
+
+use crate::go_path_match::path_match as glob_match;
 
 /// One rule of a `.helmignore`.
 #[derive(Debug, Clone)]
@@ -101,182 +103,10 @@ impl Rules {
     }
 }
 
-/// A pattern Go's `filepath.Match` refuses (`ErrBadPattern`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BadPattern;
-
-/// Go's `filepath.Match` on a Unix system: `Err` for a malformed pattern.
-pub fn glob_match(pattern: &str, name: &str) -> Result<bool, BadPattern> {
-    let mut pattern = pattern.as_bytes();
-    let mut name = name.as_bytes();
-    'outer: while !pattern.is_empty() {
-        let (star, chunk, rest) = scan_chunk(pattern);
-        pattern = rest;
-        if star && chunk.is_empty() {
-            return Ok(!name.contains(&b'/'));
-        }
-        let (t, ok) = match_chunk(chunk, name)?;
-        if ok && (t.is_empty() || !pattern.is_empty()) {
-            name = t;
-            continue;
-        }
-        if star {
-            let mut i = 0;
-            while i < name.len() && name[i] != b'/' {
-                let (t, ok) = match_chunk(chunk, &name[i + 1..])?;
-                if ok {
-                    if pattern.is_empty() && !t.is_empty() {
-                        i += 1;
-                        continue;
-                    }
-                    name = t;
-                    continue 'outer;
-                }
-                i += 1;
-            }
-        }
-        while !pattern.is_empty() {
-            let (_, chunk, rest) = scan_chunk(pattern);
-            pattern = rest;
-            match_chunk(chunk, b"")?;
-        }
-        return Ok(false);
-    }
-    Ok(name.is_empty())
-}
-
-fn scan_chunk(mut pattern: &[u8]) -> (bool, &[u8], &[u8]) {
-    let mut star = false;
-    while pattern.first() == Some(&b'*') {
-        pattern = &pattern[1..];
-        star = true;
-    }
-    let mut in_range = false;
-    let mut i = 0;
-    while i < pattern.len() {
-        match pattern[i] {
-            b'\\' if i + 1 < pattern.len() => i += 1,
-            b'[' => in_range = true,
-            b']' => in_range = false,
-            b'*' if !in_range => break,
-            _ => {}
-        }
-        i += 1;
-    }
-    (star, &pattern[..i], &pattern[i..])
-}
-
-/// The first character of `s` as Go decodes it: an invalid byte is U+FFFD of length 1.
-fn decode(s: &[u8]) -> (char, usize) {
-    for n in 1..=s.len().min(4) {
-        if let Ok(text) = std::str::from_utf8(&s[..n]) {
-            return (text.chars().next().unwrap_or('\u{FFFD}'), n);
-        }
-    }
-    ('\u{FFFD}', 1)
-}
-
-fn match_chunk<'a>(mut chunk: &[u8], mut s: &'a [u8]) -> Result<(&'a [u8], bool), BadPattern> {
-    let mut failed = false;
-    while !chunk.is_empty() {
-        if !failed && s.is_empty() {
-            failed = true;
-        }
-        match chunk[0] {
-            b'[' => {
-                let mut r = '\0';
-                if !failed {
-                    let (c, n) = decode(s);
-                    r = c;
-                    s = &s[n..];
-                }
-                chunk = &chunk[1..];
-                let negated = chunk.first() == Some(&b'^');
-                if negated {
-                    chunk = &chunk[1..];
-                }
-                let mut matched = false;
-                let mut ranges = 0;
-                loop {
-                    if chunk.first() == Some(&b']') && ranges > 0 {
-                        chunk = &chunk[1..];
-                        break;
-                    }
-                    let (lo, rest) = get_escaped(chunk)?;
-                    chunk = rest;
-                    let mut hi = lo;
-                    if chunk[0] == b'-' {
-                        let (h, rest) = get_escaped(&chunk[1..])?;
-                        hi = h;
-                        chunk = rest;
-                    }
-                    if lo <= r && r <= hi {
-                        matched = true;
-                    }
-                    ranges += 1;
-                }
-                if matched == negated {
-                    failed = true;
-                }
-            }
-            b'?' => {
-                if !failed {
-                    if s[0] == b'/' {
-                        failed = true;
-                    }
-                    let (_, n) = decode(s);
-                    s = &s[n..];
-                }
-                chunk = &chunk[1..];
-            }
-            first => {
-                let literal = if first == b'\\' {
-                    chunk = &chunk[1..];
-                    *chunk.first().ok_or(BadPattern)?
-                } else {
-                    first
-                };
-                if !failed {
-                    if literal != s[0] {
-                        failed = true;
-                    }
-                    s = &s[1..];
-                }
-                chunk = &chunk[1..];
-            }
-        }
-    }
-    if failed {
-        Ok((&[], false))
-    } else {
-        Ok((s, true))
-    }
-}
-
-fn get_escaped(mut chunk: &[u8]) -> Result<(char, &[u8]), BadPattern> {
-    if chunk.is_empty() || chunk[0] == b'-' || chunk[0] == b']' {
-        return Err(BadPattern);
-    }
-    if chunk[0] == b'\\' {
-        chunk = &chunk[1..];
-        if chunk.is_empty() {
-            return Err(BadPattern);
-        }
-    }
-    let (r, n) = decode(chunk);
-    if r == '\u{FFFD}' && n == 1 {
-        return Err(BadPattern);
-    }
-    let rest = &chunk[n..];
-    if rest.is_empty() {
-        return Err(BadPattern);
-    }
-    Ok((r, rest))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::go_path_match::BadPattern;
 
     #[test]
     fn globs_match_as_go_filepath_match_does() {

@@ -1,5 +1,6 @@
-//! Go's `path.Match`, as the ApplicationSet controller's git generator matches `directories`
-//! (include and `exclude: true` entries alike): `*` matches any run of characters but `/`, `?`
+//! Go's `path.Match` (and `filepath.Match`, the same on Unix), as the ApplicationSet controller's
+//! git generator matches `directories` (include and `exclude: true` entries alike) and Helm
+//! matches `.helmignore` rules: `*` matches any run of characters but `/`, `?`
 //! any one character but `/`, `[...]`/`[^...]` a class (non-empty; ranges `lo-hi`; `\` escapes;
 //! a class may match `/`), `\c` the character `c`; everything else, `{`, `}` and `,` included,
 //! is itself. There is no `**`: it is two `*`. The whole name must match.
