@@ -56,24 +56,31 @@ impl ClusterView<'_> {
                 },
                 None => new_change(Action::Create, id),
             };
-            match runs(helm, hook, upgrade) {
-                Ok(()) => {
-                    let delete_policy = if hook.delete_policy.is_empty() {
-                        DEFAULT_DELETE_POLICY.to_string()
-                    } else {
-                        hook.delete_policy.join(",")
-                    };
+            let delete_policy = if hook.delete_policy.is_empty() {
+                DEFAULT_DELETE_POLICY.to_string()
+            } else {
+                hook.delete_policy.join(",")
+            };
+            let when = match runs(helm, hook, upgrade) {
+                Ok(()) => Ok(format!("the {action} creates it anew")),
+                // Put in place by this merge, run by a later uninstall or rollback: reviewed now,
+                // or a planted hook would never be reviewed at all.
+                Err(_) => runs_later(helm, hook).ok_or(()),
+            };
+            match when {
+                Ok(when) => {
                     change.reason = Some(format!(
-                        "Helm hook on {events} (delete policy {delete_policy}): the {action} creates it anew, \
-                         outside the release's manifest"
+                        "Helm hook on {events} (delete policy {delete_policy}): {when}, outside the release's \
+                         manifest"
                     ));
                     change.hook = Some(HookRun { events: hook.events.clone(), delete_policy });
                     plan.changes.push(change);
                 }
-                Err(why) => not_run.push(format!(
-                    "{} on {events} ({}): {why}",
+                Err(()) => not_run.push(format!(
+                    "{} on {events} ({}): {}",
                     id.display_name(),
-                    if change.action == Action::Create { "new" } else { "changed" }
+                    if change.action == Action::Create { "new" } else { "changed" },
+                    runs(helm, hook, upgrade).err().unwrap_or_default()
                 )),
             }
         }
@@ -136,6 +143,25 @@ impl ClusterView<'_> {
             helm.lookup.join(", ")
         ));
     }
+}
+
+/// When a later uninstall or rollback runs `hook` (`None`: it never runs on either): helm-controller
+/// runs the delete hooks unless `spec.uninstall.disableHooks`, and a rollback's hooks when its
+/// remediation rolls back.
+fn runs_later(helm: &HelmUnit, hook: &HookObject) -> Option<String> {
+    let on = |events: &[&str]| hook.events.iter().any(|e| events.contains(&e.as_str()));
+    if on(&["pre-delete", "post-delete"]) && !helm.hook_settings.uninstall_disabled {
+        return Some(
+            "the uninstall of the release runs it, later: reviewed now, as this merge puts it in place"
+                .into(),
+        );
+    }
+    if on(&["pre-rollback", "post-rollback"]) {
+        return Some(
+            "a rollback of the release runs it, later: reviewed now, as this merge puts it in place".into(),
+        );
+    }
+    None
 }
 
 /// Whether this install or upgrade runs `hook`, or why not.

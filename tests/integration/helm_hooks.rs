@@ -181,6 +181,46 @@ fn a_new_hook_binding_cluster_admin_is_planned_and_reviewed() {
     assert_eq!((plan["verdict"].as_str(), code), (Some("blocked"), 2), "{plan:#}");
 }
 
+/// Hooks planted for later: a `pre-delete` binding to cluster-admin (and a hostPID Job) run only when the release
+/// is uninstalled, but this merge puts it in place, so it is planned now (a create marked as a
+/// hook on pre-delete) and reviewed. Near miss: under `spec.uninstall.disableHooks` it never runs,
+/// and it is no change.
+#[test]
+fn a_delete_hook_planted_for_a_later_uninstall_is_reviewed_now() {
+    let repo = fleet(RELEASE);
+    repo.write("charts/web/templates/grant.yaml", &GRANT.replace("post-install,post-upgrade", "pre-delete"));
+    repo.commit("a delete hook");
+    assert!(
+        helm_template_hooks(&repo).contains(&("web-grant".to_string(), "pre-delete".to_string())),
+        "helm template prints it as a hook"
+    );
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!((plan["verdict"].as_str(), code), (Some("changes"), 1), "{plan:#}");
+    let release = unit_in(&plan, "HelmRelease", "apps/web");
+    let binding = change(release, BINDING).unwrap_or_else(|| panic!("{release:#}"));
+    assert_eq!(binding["action"], "create");
+    assert_eq!(binding["hook"]["events"], json!(["pre-delete"]), "{binding:#}");
+    assert!(
+        binding["reason"].as_str().unwrap().contains("the uninstall of the release runs it"),
+        "{binding:#}"
+    );
+    // The hostPID Job of the same file is planted on pre-delete too.
+    assert_eq!(findings_of(&plan, "privilege"), vec![BINDING.to_string(), NODE_JOB.to_string()], "{plan:#}");
+
+    edit(
+        &repo,
+        "apps/web/release.yaml",
+        "  interval: 10m\n",
+        "  interval: 10m\n  uninstall:\n    disableHooks: true\n",
+    );
+    repo.commit("no uninstall hooks");
+    let (plan, _) = plan_json(&repo, "HEAD~2", "HEAD", &[]);
+    let release = unit_in(&plan, "HelmRelease", "apps/web");
+    assert!(change(release, BINDING).is_none(), "{release:#}");
+    assert!(findings_of(&plan, "privilege").is_empty(), "{plan:#}");
+    assert!(release["notes"].to_string().contains("web-grant"), "{release:#}");
+}
+
 /// Near misses: a hook the base already runs, unchanged, is no change (an unrelated values
 /// change plans only the Deployment); the same new hook under `spec.upgrade.disableHooks` does
 /// not run, is no change, and the plan says why.
