@@ -111,7 +111,17 @@ impl ChartArchive {
             let is_dir = kind.is_dir()
                 || mode & 0o170000 == 0o040000
                 || (kind == tar::EntryType::Regular && header.as_bytes()[156] == 0 && raw.ends_with('/'));
-            if is_dir || kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
+            // Extension headers reach us only when the tar reader did not apply them (an old
+            // magic): Go's reader applies them anyway, so the names would differ. A directory's
+            // declared size is data Go's reader never reads but ours skips: what it hides, Go
+            // reads as entries.
+            if kind.is_pax_local_extensions() || kind.is_gnu_longname() || kind.is_gnu_longlink() {
+                return Err(refused(format!("{raw:?} is an extension header its reader would not apply")));
+            }
+            if kind.is_dir() && size > 0 {
+                return Err(refused(format!("{raw:?} declares data its type cannot have")));
+            }
+            if is_dir || kind.is_pax_global_extensions() {
                 continue;
             }
             let loaded = loaded_name(&raw).map_err(&refused)?;
@@ -538,6 +548,52 @@ pub(crate) mod tests {
         assert_eq!(metadata["version"], "1.0.0+0123456789ab");
         assert_eq!(metadata["dependencies"].as_array().unwrap().len(), 1);
         assert!(rewritten.unvendored_dependencies().is_empty());
+    }
+
+    /// Entries where Go's reader and ours part ways: a directory that declares data (Go reads
+    /// none, so what hides in it is an entry to Go), and an extension header under an old magic
+    /// (Go applies it, ours yields it as an entry). Refused; a plain directory is not.
+    #[test]
+    fn entries_go_reads_otherwise_are_refused() {
+        let gzip = |raw: &[u8]| {
+            let mut encoder = flate2::write::GzEncoder::new(Vec::new(), Default::default());
+            std::io::Write::write_all(&mut encoder, raw).unwrap();
+            encoder.finish().unwrap()
+        };
+        let hidden = {
+            let mut inner = Vec::new();
+            push_entry(&mut inner, "app/templates/crb.yaml", b"kind: ClusterRoleBinding\n");
+            inner
+        };
+        let mut raw = Vec::new();
+        push_entry(&mut raw, "app/Chart.yaml", b"name: app\nversion: 1.0.0\n");
+        push_header(&mut raw, b"app/templates/", tar::EntryType::Directory, hidden.len() as u64);
+        raw.extend_from_slice(&hidden);
+        raw.extend_from_slice(&[0; 1024]);
+        let error = ChartArchive::read(&gzip(&raw)).unwrap_err();
+        assert!(error.to_string().contains("declares data its type cannot have"), "{error}");
+
+        let mut raw = Vec::new();
+        push_entry(&mut raw, "app/Chart.yaml", b"name: app\nversion: 1.0.0\n");
+        let record = pax_record("path", "app/templates/evil.yaml");
+        let mut header = tar::Header::new_old();
+        header.as_old_mut().name[..9].copy_from_slice(b"PaxHeader");
+        header.set_entry_type(tar::EntryType::XHeader);
+        header.set_size(record.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        raw.extend_from_slice(header.as_bytes());
+        push_data(&mut raw, record.as_bytes());
+        push_entry(&mut raw, "app/README", b"hello\n");
+        raw.extend_from_slice(&[0; 1024]);
+        let error = ChartArchive::read(&gzip(&raw)).unwrap_err();
+        assert!(error.to_string().contains("extension header"), "{error}");
+
+        let mut raw = Vec::new();
+        push_entry(&mut raw, "app/Chart.yaml", b"name: app\nversion: 1.0.0\n");
+        push_header(&mut raw, b"app/templates/", tar::EntryType::Directory, 0);
+        raw.extend_from_slice(&[0; 1024]);
+        assert!(ChartArchive::read(&gzip(&raw)).is_ok());
     }
 
     #[test]

@@ -449,6 +449,20 @@ impl KubeCluster {
                 }
             }
         }
+        // The Secrets a chart's values may come from: those the live HelmReleases read (never a
+        // source's credentials, nor what a Kustomization substitutes).
+        let values_secrets: std::collections::BTreeSet<(String, String)> = objects
+            .values()
+            .filter(|object| crate::flux::helm::is_helm_release(object))
+            .flat_map(|object| {
+                let namespace = object["metadata"]["namespace"].as_str().unwrap_or("").to_string();
+                let references = object["spec"]["valuesFrom"].as_array().cloned().unwrap_or_default();
+                references
+                    .into_iter()
+                    .filter(|r| r["kind"] == "Secret")
+                    .filter_map(move |r| Some((namespace.clone(), r["name"].as_str()?.to_string())))
+            })
+            .collect();
         for (kind, namespace, name) in &wanted {
             let (kind, namespace, name) = (kind.as_str(), namespace.as_str(), name.as_str());
             {
@@ -518,11 +532,7 @@ impl KubeCluster {
         }
         let mut snapshot =
             ClusterSnapshot::from_document(document).map_err(|e| KubeError::Api(format!("{e:#}")))?;
-        snapshot.readable_secrets = wanted
-            .into_iter()
-            .filter(|(kind, _, _)| kind == "Secret")
-            .map(|(_, namespace, name)| (namespace, name))
-            .collect();
+        snapshot.readable_secrets = values_secrets;
         Ok(snapshot)
     }
 
@@ -963,8 +973,8 @@ impl SubstitutionSource for LiveValues {
         // A pull request names any Secret it likes: only those the cluster's own Flux objects
         // read are read for it.
         (!self.readable_secrets.contains(&(namespace.to_string(), name.to_string()))).then(|| {
-            "no Flux object in the cluster reads it yet, and fluxplan gives a chart only the Secrets the \
-             cluster's Flux objects already read (docs/security.md)"
+            "no HelmRelease in the cluster takes values from it yet, and fluxplan gives a chart only the \
+             Secrets the cluster's HelmReleases already take values from (docs/security.md)"
                 .to_string()
         })
     }

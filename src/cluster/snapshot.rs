@@ -81,9 +81,8 @@ pub struct ClusterSnapshot {
     pub warnings: Vec<String>,
     config_maps: BTreeMap<Key, Value>,
     secrets: BTreeMap<Key, Value>,
-    /// Read from a live cluster: the Secrets (namespace, name) its Flux objects read (their
-    /// `valuesFrom`, `substituteFrom`, `secretRef` and `certSecretRef`), read whether they exist
-    /// or not; the only Secrets a plan looks up there.
+    /// Read from a live cluster: the Secrets (namespace, name) its HelmReleases take values from
+    /// (`valuesFrom`), whether they exist or not; the only Secrets a chart's values are read from.
     pub readable_secrets: BTreeSet<Key>,
     /// The document as read, to write it back.
     document: Value,

@@ -47,6 +47,14 @@ impl ClusterView<'_> {
             let mut change = match before.get(id) {
                 Some(old) => match update(&old.object, &hook.object, id) {
                     Some(change) => change,
+                    // Unchanged, and it did not run before but runs now (a `disableHooks` lifted,
+                    // tests enabled): its first run, reviewed as new, or a hook planted while
+                    // disabled would never be.
+                    None if runs(helm, hook, upgrade).is_ok()
+                        && base.is_some_and(|b| runs(b, old, upgrade).is_err()) =>
+                    {
+                        new_change(Action::Create, id)
+                    }
                     None => {
                         if runs(helm, hook, upgrade).is_ok() {
                             run_again.push(format!("{} on {events}", id.display_name()));

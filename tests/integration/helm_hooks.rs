@@ -221,6 +221,45 @@ fn a_delete_hook_planted_for_a_later_uninstall_is_reviewed_now() {
     assert!(release["notes"].to_string().contains("web-grant"), "{release:#}");
 }
 
+/// A decoy under the same name: a benign test hook named like the binding that runs. The one
+/// that runs is reviewed, whatever else shares its name.
+#[test]
+fn a_hook_cannot_hide_behind_another_of_the_same_name() {
+    let repo = fleet(RELEASE);
+    repo.write("charts/web/templates/grant.yaml", GRANT);
+    repo.write(
+        "charts/web/templates/tests/decoy.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: web-grant\n  \
+         annotations:\n    helm.sh/hook: test\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  \
+         name: view\nsubjects:\n- kind: ServiceAccount\n  name: default\n  namespace: apps\n",
+    );
+    repo.commit("a hook and its decoy");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert!(findings_of(&plan, "privilege").contains(&BINDING.to_string()), "{plan:#}");
+}
+
+/// A hook planted while disabled, then enabled by a later pull request: its first run is a
+/// change, reviewed then. Near miss: a hook that ran before and runs again unchanged is none.
+#[test]
+fn a_hook_planted_while_disabled_is_reviewed_when_it_first_runs() {
+    let repo = fleet(RELEASE);
+    edit(
+        &repo,
+        "apps/web/release.yaml",
+        "  interval: 10m\n",
+        "  interval: 10m\n  upgrade:\n    disableHooks: true\n",
+    );
+    repo.write("charts/web/templates/grant.yaml", GRANT);
+    repo.commit("a hook that does not run");
+    edit(&repo, "apps/web/release.yaml", "  upgrade:\n    disableHooks: true\n", "");
+    repo.commit("hooks run again");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 1, "{plan:#}");
+    let release = unit_in(&plan, "HelmRelease", "apps/web");
+    assert_eq!(change(release, BINDING).map(|c| c["action"].clone()), Some(json!("create")), "{release:#}");
+    assert!(findings_of(&plan, "privilege").contains(&BINDING.to_string()), "{plan:#}");
+}
+
 /// Near misses: a hook the base already runs, unchanged, is no change (an unrelated values
 /// change plans only the Deployment); the same new hook under `spec.upgrade.disableHooks` does
 /// not run, is no change, and the plan says why.

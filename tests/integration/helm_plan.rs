@@ -421,7 +421,8 @@ fn a_plan_is_the_same_whatever_a_secret_holds() {
         "{{- if hasPrefix \"h\" .Values.auth.password }}\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n\
          metadata:\n  name: guessed\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}\n\
          subjects: [{kind: ServiceAccount, name: default, namespace: data}]\n{{- end }}\n---\napiVersion: v1\nkind: ConfigMap\n\
-         metadata:\n  name: first-letter\n  labels:\n    first: {{ .Values.auth.password | trunc 1 | quote }}\n\
+         metadata:\n  name: first-letter\n  labels:\n    first: {{ .Values.auth.password | trunc 1 | quote }}\n    \
+         gate: {{ .Values.auth.gate | default \"shut\" | quote }}\n\
          {{- if hasPrefix \"hu\" .Values.auth.password }}{{ fail \"guessed\" }}{{ end }}\n",
     );
     repo.commit("guess");
@@ -443,6 +444,9 @@ fn a_plan_is_the_same_whatever_a_secret_holds() {
     };
     let (guessed, code) = plan_with("hunter2");
     let (missed, missed_code) = plan_with("xylophone");
+    // Nor is the value parsed: a comma in it sets nothing else.
+    let (parsed, parsed_code) = plan_with("x,auth.gate=open");
+    assert_eq!((parsed_code, &parsed), (missed_code, &missed), "a Secret's value shaped the values");
     let release = unit_in(&guessed, "HelmRelease", "data/db");
     assert_eq!(release["status"], "changed", "{release:#}");
     assert!(release["changes"].to_string().contains("first-letter"), "{release:#}");
@@ -733,7 +737,10 @@ fn a_pull_request_cannot_read_a_secret_no_live_flux_object_reads() {
     let plan: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(release["status"], "external", "{release:#}");
-    assert!(release["notes"].to_string().contains("no Flux object in the cluster reads it"), "{release:#}");
+    assert!(
+        release["notes"].to_string().contains("no HelmRelease in the cluster takes values from it"),
+        "{release:#}"
+    );
     let asked = fake.requests();
     assert!(asked.iter().all(|(_, path)| !path.contains("secrets/db-auth")), "read: {asked:?}");
     // The near miss, a Secret the live HelmRelease reads: a_live_cluster_gives_secret_values_and_its_kubernetes_version.

@@ -174,13 +174,20 @@ pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Can
         let Some(unit) = view.head.get(&reference).copied() else { continue };
         let objects: BTreeMap<&ObjectId, &RenderedObject> =
             unit.objects.iter().filter_map(|o| Some((o.id.as_ref()?, o))).collect();
-        let hooks: BTreeMap<&ObjectId, &RenderedObject> =
-            hooks_of(unit).filter_map(|o| Some((o.id.as_ref()?, o))).collect();
+        // Every hook of an id: a chart may render two under one name (one that runs, one that
+        // does not), and the one that runs must not hide behind the other.
+        let mut hooks: BTreeMap<&ObjectId, Vec<&RenderedObject>> = BTreeMap::new();
+        for hook in hooks_of(unit) {
+            if let Some(id) = &hook.id {
+                hooks.entry(id).or_default().push(hook);
+            }
+        }
         for change in plan.changes.iter().filter(|c| matches!(c.action, Action::Create | Action::Update)) {
             let Some(id) = ObjectId::parse(&change.id) else { continue };
             if change.hook.is_some() {
-                if let Some(after) = hooks.get(&id).copied() {
-                    review_hook(view, plan, unit, id, after, &head_objects, &mut found);
+                let new = change.action == Action::Create;
+                for after in hooks.get(&id).into_iter().flatten().copied() {
+                    review_hook(view, plan, unit, id.clone(), after, new, &head_objects, &mut found);
                 }
                 continue;
             }
@@ -231,12 +238,15 @@ fn review_hook<'a>(
     unit: &'a RenderedKustomization,
     id: ObjectId,
     after: &'a RenderedObject,
+    new: bool,
     head_objects: &'a BTreeMap<&'a ObjectId, &'a RenderedObject>,
     found: &mut Vec<Candidate>,
 ) {
+    // A hook created (new, or run for the first time) is reviewed whole, whatever base rendered.
     let base = view
         .base
         .get(&plan.unit_ref())
+        .filter(|_| !new)
         .into_iter()
         .flat_map(|k| hooks_of(k))
         .find(|hook| hook.id.as_ref() == Some(&id));

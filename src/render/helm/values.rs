@@ -96,6 +96,10 @@ fn compose(
                 // one of them writes into spec.values too, which is merged again at the end.
                 result = merge_maps(&result, &spec_values);
                 let set = if reference.literal { replace_path_literal_value } else { replace_path_value };
+                // A Secret's text is never parsed: its commas, lists and keys would shape the
+                // values (and a parse error the status). The path alone is set, masked.
+                let (set, text) =
+                    if mask.is_some() { (replace_path_literal_value as _, MASKED) } else { (set, &text[..]) };
                 set(&result, path, text, mask, dialect, &mut budget)
                     .map_err(|e| failed(format!("{named} targetPath '{path}': {}", quote(e.0))))?;
             }
