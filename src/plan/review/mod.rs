@@ -185,9 +185,17 @@ pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Can
         for change in plan.changes.iter().filter(|c| matches!(c.action, Action::Create | Action::Update)) {
             let Some(id) = ObjectId::parse(&change.id) else { continue };
             if change.hook.is_some() {
-                let new = change.action == Action::Create;
+                // A hook created (new, or run for the first time) is reviewed whole, whatever
+                // base rendered.
+                let base = view
+                    .base
+                    .get(&reference)
+                    .filter(|_| change.action != Action::Create)
+                    .into_iter()
+                    .flat_map(|k| hooks_of(k))
+                    .find(|hook| hook.id.as_ref() == Some(&id));
                 for after in hooks.get(&id).into_iter().flatten().copied() {
-                    review_hook(view, plan, unit, id.clone(), after, new, &head_objects, &mut found);
+                    review_hook(plan, unit, id.clone(), after, base, &head_objects, &mut found);
                 }
                 continue;
             }
@@ -229,27 +237,18 @@ fn hooks_of(unit: &RenderedKustomization) -> impl Iterator<Item = &RenderedObjec
     unit.helm.iter().flat_map(|h| &h.hook_objects).map(|hook| &hook.object)
 }
 
-/// A hook the merge adds or changes, reviewed like any object against the base render's hook
-/// (never the live object: Helm deletes the previous one and creates it anew). Not for
-/// `immutable-field`: a hook is created, never updated in place.
+/// A hook the merge adds or changes, reviewed like any object against `base`, the base render's
+/// hook when it is an update (never the live object: Helm deletes the previous one and creates
+/// it anew). Not for `immutable-field`: a hook is created, never updated in place.
 fn review_hook<'a>(
-    view: &ClusterView<'a>,
     plan: &'a KustomizationPlan,
     unit: &'a RenderedKustomization,
     id: ObjectId,
     after: &'a RenderedObject,
-    new: bool,
+    base: Option<&'a RenderedObject>,
     head_objects: &'a BTreeMap<&'a ObjectId, &'a RenderedObject>,
     found: &mut Vec<Candidate>,
 ) {
-    // A hook created (new, or run for the first time) is reviewed whole, whatever base rendered.
-    let base = view
-        .base
-        .get(&plan.unit_ref())
-        .filter(|_| !new)
-        .into_iter()
-        .flat_map(|k| hooks_of(k))
-        .find(|hook| hook.id.as_ref() == Some(&id));
     let subject = Subject { plan, id, after, base, live: None, unit, head_objects };
     flux_semantics::check(&subject, found);
     privilege::check(&subject, found);
