@@ -5,8 +5,9 @@
 //! (`helm package` would never write the hostile names) and checked against `helm template` of
 //! the archive itself.
 
-use crate::fixture::{alert_codes, fluxplan_bin, has_alert, helm, plan_json, unit_in};
+use crate::fixture::{alert_codes, has_alert, helm, plan_json, unit_in};
 use crate::helm_fetch::{fleet, release_manifest, Registry, Static};
+use crate::helm_plan::built_release;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -259,21 +260,7 @@ fn a_chart_ref_to_an_oci_repository_renders_its_version_with_the_digest() {
     );
     let label_of = |chart: &str| -> String {
         let repo = fleet(&oci_repository, chart);
-        let out = Command::new(fluxplan_bin())
-            .args(["build", "--no-cache", "--format", "json", "--repo"])
-            .arg(repo.path())
-            .args(access)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let render: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let unit = render["clusters"][0]["kustomizations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|k| k["kind"] == "HelmRelease")
-            .unwrap()
-            .clone();
+        let unit = built_release(&repo, &access);
         assert_eq!(unit["status"], "rendered", "{unit:#}");
         unit["objects"][0]["manifest"]["metadata"]["labels"]["helm.sh/chart"].as_str().unwrap().to_string()
     };
@@ -294,20 +281,7 @@ fn a_packaged_chart_in_the_repository_is_loaded_as_an_archive() {
     repo.commit("db from the repository");
     // The base's chart came from another repository (unknown offline): what the head renders is
     // read from a build of it.
-    let out = Command::new(fluxplan_bin())
-        .args(["build", "--no-cache", "--format", "json", "--repo"])
-        .arg(repo.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let render: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let unit = render["clusters"][0]["kustomizations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| k["kind"] == "HelmRelease")
-        .unwrap()
-        .clone();
+    let unit = built_release(&repo, &[]);
     let kinds: Vec<&str> =
         unit["objects"].as_array().unwrap().iter().filter_map(|o| o["manifest"]["kind"].as_str()).collect();
     assert_eq!(kinds.len(), 5, "a ConfigMap and four ClusterRoleBindings: {unit:#}");
@@ -336,21 +310,7 @@ fn values_files_of_a_fetched_archive_keep_its_archive_semantics() {
     let server = Static::repository(packages.path());
     let with_files = "  chart:\n    spec:\n      chart: db\n      valuesFiles: [values.yaml, prod.yaml]\n      sourceRef:\n        kind: HelmRepository\n        name: charts\n";
     let repo = fleet(&repository_sources(&server.url()), with_files);
-    let out = Command::new(fluxplan_bin())
-        .args(["build", "--no-cache", "--format", "json", "--repo"])
-        .arg(repo.path())
-        .args(["--chart-hosts", &server.host()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let render: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let unit = render["clusters"][0]["kustomizations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| k["kind"] == "HelmRelease")
-        .unwrap()
-        .clone();
+    let unit = built_release(&repo, &["--chart-hosts", &server.host()]);
     assert_eq!(unit["status"], "rendered", "{unit:#}");
     let objects: Vec<&Value> = unit["objects"].as_array().unwrap().iter().map(|o| &o["manifest"]).collect();
     let tier = objects.iter().find(|o| o["kind"] == "ConfigMap").unwrap();

@@ -251,6 +251,25 @@ fn built_objects_are_what_helm_template_prints() {
     assert_eq!(unit["helm"]["hooks"], json!(["Job data/db-migrate on pre-upgrade"]));
 }
 
+/// `fluxplan build --format json` of `repo` with `extra` flags: its first cluster's HelmRelease
+/// unit.
+pub(crate) fn built_release(repo: &Repo, extra: &[&str]) -> Value {
+    let out = Command::new(fluxplan_bin())
+        .args(["build", "--no-cache", "--format", "json", "--repo"])
+        .arg(repo.path())
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let render: Value = serde_json::from_slice(&out.stdout).unwrap();
+    render["clusters"][0]["kustomizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kind"] == "HelmRelease")
+        .unwrap_or_else(|| panic!("no HelmRelease unit: {render:#}"))
+        .clone()
+}
 /// Asserts that what `fluxplan build` (with `extra` flags) shows of the one HelmRelease of `repo`
 /// is what `helm template` prints for `chart` (a directory or an archive) with `values`, as
 /// `release` in `namespace`, with the controller's labels and the release's namespace, Secret
@@ -262,21 +281,7 @@ pub(crate) fn built_as_helm_prints(
     values: &str,
     (release, namespace): (&str, &str),
 ) -> Value {
-    let out = Command::new(fluxplan_bin())
-        .args(["build", "--no-cache", "--format", "json", "--repo"])
-        .arg(repo.path())
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let render: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let unit = render["clusters"][0]["kustomizations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| k["kind"] == "HelmRelease")
-        .unwrap_or_else(|| panic!("no HelmRelease unit: {render:#}"))
-        .clone();
+    let unit = built_release(repo, extra);
     assert_eq!(unit["status"], "rendered", "{unit:#}");
     let mut built: Vec<Value> =
         unit["objects"].as_array().unwrap().iter().map(|o| o["manifest"].clone()).collect();

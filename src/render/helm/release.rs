@@ -568,13 +568,7 @@ fn archive_values_files(
     ignore_missing: bool,
     whose: &str,
 ) -> Result<Option<Value>, NotRendered> {
-    if files.is_empty() {
-        return Ok(None);
-    }
-    // source-controller (`mergeChartValues`): each file read with sigs.k8s.io/yaml into a map,
-    // merged with `MergeMaps`.
-    let mut merged = super::shared::new_map([]);
-    for file in files {
+    merge_values_files(files, ignore_missing, whose, |file| {
         let name = crate::charts::loader::clean(file);
         let data = if name == "values.yaml" {
             chart.last("values.yaml")
@@ -583,13 +577,30 @@ fn archive_values_files(
         } else {
             chart.chart_file(&name)
         };
-        let Some(data) = data else {
-            if ignore_missing {
-                continue;
-            }
-            return Err(failed(format!("{whose}: no values file found at path '{file}'")));
+        data.map(|data| String::from_utf8_lossy(data).into_owned())
+            .ok_or_else(|| format!("{whose}: no values file found at path '{file}'"))
+    })
+}
+
+/// `files` read with `read` (`Err`: why one cannot be, skipped with `ignore_missing`), each a map
+/// as sigs.k8s.io/yaml reads it, merged in order with `MergeMaps` as source-controller merges
+/// them (`mergeFileValues`/`mergeChartValues`); `None` when there are none.
+fn merge_values_files(
+    files: &[String],
+    ignore_missing: bool,
+    whose: &str,
+    read: impl Fn(&str) -> Result<String, String>,
+) -> Result<Option<Value>, NotRendered> {
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut merged = super::shared::new_map([]);
+    for file in files {
+        let text = match read(file) {
+            Ok(text) => text,
+            Err(_) if ignore_missing => continue,
+            Err(why) => return Err(failed(why)),
         };
-        let text = String::from_utf8_lossy(data);
         let document = super::values::values_document(&text)
             .map_err(|e| failed(format!("values file '{file}' in {whose} is not a map of values: {e}")))?;
         merged = super::shared::merge_maps(&merged, &super::values::as_map(document));
@@ -910,24 +921,10 @@ fn read_values_files(
     ignore_missing: bool,
     whose: &str,
 ) -> Result<Option<Value>, NotRendered> {
-    if files.is_empty() {
-        return Ok(None);
-    }
-    // source-controller (`mergeFileValues`/`mergeChartValues`): each file read with
-    // sigs.k8s.io/yaml into a map, merged with `MergeMaps`.
-    let mut merged = super::shared::new_map([]);
-    for file in files {
-        let path = paths::secure_join(root, file);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(_) if ignore_missing => continue,
-            Err(e) => return Err(failed(format!("values file '{file}' in {whose}: {e}"))),
-        };
-        let document = super::values::values_document(&text)
-            .map_err(|e| failed(format!("values file '{file}' in {whose} is not a map of values: {e}")))?;
-        merged = super::shared::merge_maps(&merged, &super::values::as_map(document));
-    }
-    Ok(Some(super::shared::map_to_json(&merged)))
+    merge_values_files(files, ignore_missing, whose, |file| {
+        std::fs::read_to_string(paths::secure_join(root, file))
+            .map_err(|e| format!("values file '{file}' in {whose}: {e}"))
+    })
 }
 
 /// Sets every pair on `metadata.<field>`, creating it when absent (kustomize's label and
