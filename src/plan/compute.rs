@@ -431,6 +431,9 @@ impl<'a> ClusterView<'a> {
                 plan.error = head.error.clone();
                 let note = if head.error.as_ref().is_some_and(|e| e.code == "source-limit") {
                     "over fluxplan's limits: not planned, what the controller does is unknown".to_string()
+                } else if head.error.as_ref().is_some_and(|e| e.code == "remote-base") {
+                    "fluxplan never fetches remote bases: not planned, what the controller does is unknown"
+                        .to_string()
                 } else {
                     format!(
                         "the render fails: {} applies nothing and prunes nothing of this {}",

@@ -11,6 +11,7 @@ mod compute;
 mod dependants;
 pub mod diff;
 mod distribution;
+mod failing_before;
 mod fan_out;
 mod helm_hooks;
 mod helm_release;
@@ -598,6 +599,13 @@ pub fn make_plan(request: PlanRequest) -> Plan {
     let unplanned_changes =
         unplanned::account(&request.changed_files, &request.changed_symlinks, request.base, request.head);
     alerts.extend(unplanned::alerts(request.policy, &unplanned_changes));
+    failing_before::relabel(
+        &mut alerts,
+        request.policy,
+        &kustomizations,
+        (base, head),
+        &request.changed_files,
+    );
     let (findings, finding_alerts) = review::rate(request.policy, candidates);
     alerts.extend(finding_alerts);
     policy::sort(&mut alerts);

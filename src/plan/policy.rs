@@ -33,6 +33,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("mass-deletion", Severity::Danger),
     ("protected-kind-deletion", Severity::Danger),
     ("build-failed", Severity::Danger),
+    ("failing-before", Severity::Warning),
     ("kustomization-removed", Severity::Danger),
     ("helmrelease-removed", Severity::Danger),
     ("helmrelease-orphaned", Severity::Warning),
@@ -531,9 +532,16 @@ fn plan_alerts(
             "path-not-found" | "source-limit" => error.code,
             _ => "build-failed",
         };
-        // Over one of fluxplan's own limits, the controller may well apply it: unplanned, not failing.
+        // Over one of fluxplan's own limits, or built from a remote base fluxplan never fetches,
+        // the controller may well apply it: unplanned, not failing.
         let consequence = if code == "source-limit" {
             "fluxplan cannot say what it applies or prunes: review it by hand".to_string()
+        } else if error.code == "remote-base" {
+            format!(
+                "{} fetches remote bases (unless it runs with `--no-remote-bases`) and fluxplan does not: what \
+                 it applies and prunes is not planned: review it by hand",
+                plan.controller()
+            )
         } else {
             format!(
                 "{} fails to reconcile it and applies and prunes nothing until this is fixed",

@@ -41,7 +41,7 @@ impl UnitRef {
 /// repository (this repository's GitRepository, or an OCIRepository, Bucket or artifact that
 /// may be built from it) reads its path; one on another repository's GitRepository reads
 /// nothing here.
-fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String> {
+pub(super) fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String> {
     if let Some(argo) = &unit.argocd {
         return argo.reads.clone();
     }

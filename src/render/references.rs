@@ -254,8 +254,8 @@ pub fn check(
         !is_remote(value) && !looks_like_url(value) && lexical.as_ref().is_some_and(|p| p.is_file());
     if url_like(value) && !local_file {
         return Err(RenderError::RemoteBase(format!(
-            "{field} entry '{value}' in {here} is a URL: fluxplan never fetches from the network (Flux \
-             builds only from the source artifact); vendor it into the repository"
+            "{field} entry '{value}' in {here} is a URL: fluxplan never fetches from the network \
+             (kustomize-controller does, unless it runs with `--no-remote-bases`); vendor it into the repository"
         )));
     }
     let outside = || {

@@ -15,6 +15,7 @@ const STANDING_CODES: &[&str] = &[
     "chart-lookup",
     "capabilities-assumed",
     "chart-archive-hidden",
+    "failing-before",
 ];
 
 /// True for a warning or note about how a unit this pull request leaves as it is stands (a
@@ -37,7 +38,10 @@ pub fn standing(plan: &Plan, alert: &Alert) -> bool {
 fn untouched(plan: &Plan, unit: &KustomizationPlan) -> bool {
     let quiet = matches!(
         unit.status,
-        KustomizationStatus::Unchanged | KustomizationStatus::External | KustomizationStatus::Suspended
+        KustomizationStatus::Unchanged
+            | KustomizationStatus::External
+            | KustomizationStatus::Suspended
+            | KustomizationStatus::Failed
     );
     let own_id =
         ObjectId::new(&unit.namespace, &unit.name, unit.kind.group(), unit.kind.as_str()).to_string();

@@ -149,6 +149,7 @@ const OTHER_PROGRAMS_FLAGS: &[(&str, &str)] = &[
     ("--isolation", "buildah run"),
     ("--load-restrictor", "kustomize build"),
     ("--locked", "cargo"),
+    ("--no-remote-bases", "kustomize-controller"),
     ("--path", "cargo install; flux push artifact"),
     ("--release", "cargo build"),
     ("--root", "buildah, scripts/build-image.sh"),

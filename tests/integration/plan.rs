@@ -464,3 +464,86 @@ fn offline_the_base_manifest_protects_objects_marked_prune_disabled() {
     assert!(!has_alert(&plan, "danger", "protected-kind-deletion"));
     assert_eq!(code, 0, "nothing changes in the cluster");
 }
+
+/// The fleet, with a Kustomization `broken` whose build fails (a resource missing from its
+/// directory) and one `remote` built from a remote base: both fail before any pull request.
+fn fleet_with_failing_units() -> Repo {
+    let repo = fleet();
+    repo.kustomization("clusters/prod/broken.yaml", "broken", "./broken", "");
+    repo.write("broken/kustomization.yaml", "resources:\n- missing.yaml\n- cm.yaml\n");
+    repo.config_map("broken/cm.yaml", "cm", "default");
+    repo.kustomization("clusters/prod/remote.yaml", "remote", "./remote", "");
+    repo.write("remote/kustomization.yaml", "resources:\n- https://github.com/acme/bases//app?ref=v1\n");
+    repo.commit("failing units");
+    repo
+}
+
+#[test]
+fn a_failure_that_is_not_the_pull_requests_is_a_standing_note_and_blocks_nothing() {
+    let repo = fleet_with_failing_units();
+    repo.write("apps/shop.yaml", &NAMESPACE_AND_APP.replace("nginx:1.26", "nginx:1.27"));
+    repo.commit("an unrelated image bump");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(plan["verdict"], "changes", "{:#}", plan["alerts"]);
+    assert_eq!(code, 1);
+    let codes = alert_codes(&plan);
+    assert_eq!(
+        codes.iter().filter(|(severity, code)| severity == "warning" && code == "failing-before").count(),
+        2,
+        "{codes:?}"
+    );
+    assert!(!codes.iter().any(|(severity, _)| severity == "danger"), "{codes:?}");
+    let remote = plan["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kustomization"] == "flux-system/remote")
+        .expect("the remote base's alert");
+    let message = remote["message"].as_str().unwrap();
+    assert!(message.contains("fluxplan could not plan it before this merge either"), "{message}");
+    assert!(
+        !message.contains("applies and prunes nothing"),
+        "fluxplan's gap is not the controller's: {message}"
+    );
+    // Standing: said once, below the plan, not among this plan's news.
+    let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
+    let (news, footer) = markdown.split_once("standing note(s)").expect("a footer of standing notes");
+    assert!(!news.contains("failing-before"), "{markdown}");
+    assert!(footer.contains("failing-before"), "{markdown}");
+}
+
+#[test]
+fn a_failing_unit_the_pull_request_touches_still_blocks() {
+    // It changes a file the failing unit reads: still failing the same way, but its news.
+    let repo = fleet_with_failing_units();
+    repo.write(
+        "broken/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm2\n  namespace: default\n",
+    );
+    repo.commit("edit a file of the broken unit");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{:#}", plan["alerts"]);
+    assert!(has_alert(&plan, "danger", "build-failed"));
+    assert!(
+        has_alert(&plan, "warning", "failing-before"),
+        "the remote unit is still not this pull request's"
+    );
+    // It changes the failing unit's own object.
+    let repo = fleet_with_failing_units();
+    let file = repo.path().join("clusters/prod/broken.yaml");
+    let spec = std::fs::read_to_string(&file).unwrap();
+    repo.write("clusters/prod/broken.yaml", &spec.replace("interval: 10m", "interval: 5m"));
+    repo.commit("edit the broken unit");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{:#}", plan["alerts"]);
+    assert!(has_alert(&plan, "danger", "build-failed"));
+    // It breaks a unit that built before: a failure of its own.
+    let repo = fleet_with_failing_units();
+    repo.write("apps/kustomization.yaml", "resources:\n- shop.yaml\n- gone.yaml\n");
+    repo.commit("break apps");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2);
+    let apps =
+        plan["alerts"].as_array().unwrap().iter().find(|a| a["kustomization"] == "flux-system/apps").unwrap();
+    assert_eq!((apps["severity"].as_str(), apps["code"].as_str()), (Some("danger"), Some("build-failed")));
+}
