@@ -370,7 +370,9 @@ impl SubstitutionSource for ClusterSnapshot {
             "Secret" => match self.secrets.get(&key) {
                 Some(s) if s.get("data").is_none() && s.get("stringData").is_none() => Lookup::Unknown,
                 Some(s) => Lookup::Found(secret_values(s)),
-                None => Lookup::NotFound,
+                // A snapshot holds the Secrets the cluster's Flux objects read when it was taken,
+                // not every Secret: one a pull request names may well exist.
+                None => Lookup::Unknown,
             },
             _ => Lookup::NotFound,
         }
@@ -398,6 +400,7 @@ mod tests {
             Lookup::Found([("pw".into(), "hunter2".into())].into())
         );
         assert_eq!(snap.lookup("Secret", "flux-system", "hidden"), Lookup::Unknown);
+        assert_eq!(snap.lookup("Secret", "flux-system", "not-in-the-file"), Lookup::Unknown);
         assert_eq!(snap.lookup("ConfigMap", "flux-system", "nope"), Lookup::NotFound);
     }
 

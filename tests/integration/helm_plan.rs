@@ -458,6 +458,35 @@ fn a_plan_is_the_same_whatever_a_secret_holds() {
     assert_eq!((code, &guessed), (missed_code, &missed), "the plan depends on the Secret's value");
 }
 
+/// A snapshot file holds the Secrets the cluster's Flux objects read when it was taken, not every
+/// Secret: one a pull request names that the file lacks may exist, so the release is external
+/// (only the cluster knows), never "does not exist: helm-controller fails the release".
+#[test]
+fn a_secret_a_snapshot_file_lacks_is_the_clusters_not_missing() {
+    let _ = helm(4);
+    let repo = fleet();
+    insert_before_values(
+        &repo,
+        "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: auth.password\n  values:\n",
+    );
+    repo.commit("values from a Secret");
+    let plan_with = |secrets: &str| {
+        let snapshot = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(snapshot.path(), format!("kind: ClusterSnapshot\nsecrets:{secrets}\n")).unwrap();
+        plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.path().to_str().unwrap()])
+    };
+    let (plan, code) = plan_with(" []");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["status"], "external", "{release:#}");
+    assert!(release["notes"].to_string().contains("only the cluster holds"), "{release:#}");
+    assert!(!has_alert(&plan, "danger", "build-failed"), "{:#}", plan["alerts"]);
+    assert_eq!(code, 1);
+    // The near miss: the Secret in the file is read (masked).
+    let (plan, _) =
+        plan_with("\n- metadata: {name: db-auth, namespace: data}\n  data: {password: aHVudGVyMg==}");
+    assert_eq!(unit_in(&plan, "HelmRelease", "data/db")["status"], "unchanged", "rendered: {plan:#}");
+}
+
 /// `postRenderers` run through kustomize after the chart renders, before the controller's
 /// labels: an inline patch with its target, and an image override.
 #[test]
