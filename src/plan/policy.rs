@@ -72,6 +72,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("source-adds-content", Severity::Danger),
     ("source-ref-pinned", Severity::Danger),
     ("sync-changed", Severity::Danger),
+    ("secret-spec", Severity::Danger),
     ("source-moved", Severity::Danger),
     ("api-removed", Severity::Danger),
     ("major-bump", Severity::Info),
@@ -611,6 +612,34 @@ fn plan_alerts(
                 None => format!("not planned: {why}; {consequence}"),
             };
             alerts.extend((changed || asked.is_some()).then(|| alert(code, message, Vec::new())).flatten());
+        } else if let Some(fields) = k.secret_spec.as_ref().filter(|_| k.status == Status::External) {
+            // Its spec comes from Secrets: planning it would tell them. Changed by this merge, what
+            // it applies and prunes after it is not shown: a danger; else it stands as it was.
+            let id = crate::flux::ObjectId::new(
+                &plan.namespace,
+                &plan.name,
+                plan.kind.group(),
+                plan.kind.as_str(),
+            )
+            .to_string();
+            let changed = plans
+                .iter()
+                .filter(|p| p.cluster == plan.cluster)
+                .flat_map(|p| &p.changes)
+                .any(|c| c.id == id && matches!(c.action, super::Action::Create | super::Action::Update));
+            let (code, consequence) = if changed {
+                ("secret-spec", "this merge changes it, and what it applies and prunes after the merge is not shown: review it by hand")
+            } else {
+                ("external-source", "this merge does not change it")
+            };
+            alerts.extend(alert(
+                code,
+                format!(
+                    "its {fields} take values its parent substitutes from Secrets, so fluxplan does not render it (what \
+                     renders would tell the values); {consequence}"
+                ),
+                Vec::new(),
+            ));
         } else if let Some(moved) = (k.status == Status::External)
             .then(|| super::moved_sources::repointed(base, head, &plan.cluster, k))
             .flatten()

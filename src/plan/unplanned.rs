@@ -59,7 +59,13 @@ pub(super) fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String
     if another_repository && unit.status == Status::External {
         return Vec::new();
     }
-    repo_path(&unit.path).into_iter().collect()
+    // A path substituted from Secrets is shown masked: it reads somewhere below what precedes the
+    // first masked value.
+    let path = match unit.path.find("(masked:") {
+        Some(at) => &unit.path[..unit.path[..at].rfind('/').map_or(0, |slash| slash + 1)],
+        None => unit.path.as_str(),
+    };
+    repo_path(path).into_iter().collect()
 }
 
 /// The changed files that no planned unit accounts for, from both renders.

@@ -25,8 +25,9 @@ pub(super) struct Node {
     pub(super) cluster_name: String,
     /// Inline `substitute` variables whose values the parent substituted from Secrets.
     pub(super) inherited_secrets: BTreeSet<String>,
-    /// The path as shown (masked) when it differs from the real one.
-    pub(super) shown_path: Option<String>,
+    /// The fields of its spec its parent substituted from Secrets (`spec.path`), when any but
+    /// `postBuild.substitute`: it is not rendered, since what it renders would tell the values.
+    pub(super) secret_spec: Option<String>,
     pub(super) unit: Pending,
     pub(super) parent: Option<KustomizationRef>,
     pub(super) file: Option<String>,

@@ -302,6 +302,10 @@ pub struct RenderedKustomization {
     /// elsewhere: what it adds (`spec.include …`, `spec.recurseSubmodules …`).
     #[serde(skip)]
     pub source_adds: Option<String>,
+    /// A Kustomization whose spec fields (`spec.path`) its parent substitutes from Secrets: not
+    /// rendered (`external`), since what it renders would tell the values.
+    #[serde(skip)]
+    pub secret_spec: Option<String>,
     /// What helm-controller knows of a HelmRelease.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub helm: Option<Box<helm::HelmUnit>>,
@@ -336,6 +340,7 @@ impl RenderedKustomization {
             spec: None,
             argocd: None,
             source_adds: None,
+            secret_spec: None,
             helm: None,
             resourceset: None,
         }

@@ -128,14 +128,25 @@ pub fn finish(
     let mut writer = yaml::DocumentWriter::default();
     for BuiltObject { object, origin } in built {
         let mut kept = BTreeSet::new();
+        let mut value_broke_yaml = false;
         let (real, shown) = if substitutes && mentions_dollar(&object) && !substitution_disabled(&object) {
             let text = writer.to_yaml(&object);
-            let real = substitute_object(&text, &vars.values, on_undefined, &object, &mut kept)?;
             let shown = if vars.secret_names.is_empty() {
                 None
             } else {
                 Some(substitute_object(&text, &masked_values, on_undefined, &object, &mut BTreeSet::new())?)
             };
+            let real =
+                match (substitute_object(&text, &vars.values, on_undefined, &object, &mut kept), &shown) {
+                    (Ok(real), _) => real,
+                    // A Secret's value that breaks the YAML it lands in (a quote, a newline): whether
+                    // it does is the value's to tell, so the plan goes on with the masked object.
+                    (Err(_), Some(shown)) => {
+                        value_broke_yaml = true;
+                        shown.clone()
+                    }
+                    (Err(error), None) => return Err(error),
+                };
             (real, shown)
         } else {
             (object, None)
@@ -148,7 +159,8 @@ pub fn finish(
         // depend on a Secret's value (`${password:0:1}` would tell its first letter).
         let digest = digest(shown.as_ref().unwrap_or(&real));
         // A distributed Secret's values are secrets too: its drift must not be shown either.
-        let holds_secret_values = shown.as_ref().is_some_and(|shown| *shown != real)
+        let holds_secret_values = value_broke_yaml
+            || shown.as_ref().is_some_and(|shown| *shown != real)
             || distributes_secret(&real)
             || keeps_secret_placeholder;
         let (object, secret_digests) = mask_secret_data(shown.unwrap_or_else(|| real.clone()));
@@ -402,6 +414,26 @@ mod tests {
         assert!(out.objects[0].holds_secret_values);
         let out = finish(built(plain), &spec, &vars, true).unwrap();
         assert!(!out.objects[0].holds_secret_values);
+    }
+
+    /// Whether a Secret's value breaks the YAML it is substituted into is the value's to tell: the
+    /// build goes on with the masked object, whatever the value.
+    #[test]
+    fn a_secret_value_that_breaks_the_yaml_fails_nothing_and_tells_nothing() {
+        let spec = spec(json!({"substituteFrom": [{"kind": "Secret", "name": "creds"}]}));
+        let object = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c"},
+            "data": {"probe": "${password}"}});
+        let outcome = |value: &str| {
+            let source = Fixed(Lookup::Found([("password".to_string(), value.to_string())].into()));
+            let vars = resolve_variables(&spec, &source, &BTreeSet::new()).unwrap();
+            let out = finish(built(object.clone()), &spec, &vars, true).expect("no failure from a value");
+            let o = &out.objects[0];
+            (o.object.clone(), o.digest.clone(), o.real_name.is_some(), o.holds_secret_values)
+        };
+        let breaking = outcome("[unclosed");
+        let near_miss = outcome("closed");
+        assert_eq!(breaking, near_miss);
+        assert!(breaking.3, "the object holds a Secret's value");
     }
 
     #[test]

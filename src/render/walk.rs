@@ -568,7 +568,7 @@ impl Context<'_> {
                 cluster: clusters.len(),
                 cluster_name: name.clone(),
                 inherited_secrets: BTreeSet::new(),
-                shown_path: None,
+                secret_spec: None,
                 parent: None,
                 file: file.clone(),
                 ancestors: Vec::new(),
@@ -662,11 +662,11 @@ impl Context<'_> {
         // substituted from Secrets would show them in what it generates.
         let mut providers: Option<(std::sync::Arc<Vec<Value>>, bool)> = None;
         let mut children = Vec::new();
-        let child = |unit: Pending, object: &RenderedObject, shown_path: Option<String>| Node {
+        let child = |unit: Pending, object: &RenderedObject, secret_spec: Option<String>| Node {
             cluster: node.cluster,
             cluster_name: node.cluster_name.clone(),
             inherited_secrets: secret_substitutes(object),
-            shown_path,
+            secret_spec,
             unit,
             parent: Some(parent.clone()),
             file: object.origin.clone(),
@@ -723,13 +723,20 @@ impl Context<'_> {
                         cycle.join(" → ")
                     ))));
                 }
-                Ok(spec) => {
-                    let shown_path = object
-                        .real
-                        .as_ref()
-                        .and_then(|_| object.object["spec"]["path"].as_str().map(str::to_string));
-                    children.push(child(Pending::Kustomization(Box::new(spec)), object, shown_path));
-                }
+                Ok(spec) => match secret_spec_fields(object) {
+                    // Shown as masked, never rendered: which path renders would tell the value.
+                    Some(fields) => match Kustomization::from_value(&object.object, "") {
+                        Ok(shown) => children.push(child(
+                            Pending::Kustomization(Box::new(shown)),
+                            object,
+                            Some(fields),
+                        )),
+                        Err(e) => record
+                            .warnings
+                            .push(format!("nested {}: {e}", postbuild::describe(&object.object))),
+                    },
+                    None => children.push(child(Pending::Kustomization(Box::new(spec)), object, None)),
+                },
                 Err(e) => record.warnings.push(format!("nested {}: {e}", postbuild::describe(manifest))),
             }
         }
@@ -750,6 +757,32 @@ fn declared_syncs(clusters: &[Cluster], chart_sources: &[&Value]) -> Vec<Instanc
             roots::instance_syncs(&sourced, chart_sources)
         })
         .collect()
+}
+
+/// The fields of a nested Kustomization's spec, other than `postBuild.substitute`, whose real value
+/// differs from the shown (masked) one: its parent substituted them from Secrets.
+pub(super) fn secret_spec_fields(object: &RenderedObject) -> Option<String> {
+    let real = object.real.as_ref()?;
+    let without_substitute = |manifest: &Value| {
+        let mut spec = manifest["spec"].clone();
+        if let Some(post_build) = spec.get_mut("postBuild").and_then(Value::as_object_mut) {
+            post_build.remove("substitute");
+        }
+        spec
+    };
+    let (real, shown) = (without_substitute(real), without_substitute(&object.object));
+    let empty = serde_json::Map::new();
+    let fields: Vec<String> = real
+        .as_object()
+        .unwrap_or(&empty)
+        .keys()
+        .chain(shown.as_object().unwrap_or(&empty).keys())
+        .filter(|key| real.get(key.as_str()) != shown.get(key.as_str()))
+        .map(|key| format!("spec.{key}"))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    (!fields.is_empty()).then(|| fields.join(", "))
 }
 
 /// Inline `substitute` variables of a nested Kustomization whose shown (masked) value differs

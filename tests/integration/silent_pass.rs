@@ -3,7 +3,7 @@
 //! names substituted from Secrets match the inventory and stay masked. Plus the CLI papercuts:
 //! `demo --dir`, `migrate`, `--help`.
 
-use crate::fixture::{fluxplan_bin, plan_json, Repo};
+use crate::fixture::{alert_codes, fluxplan_bin, has_alert, kustomization_in, plan_json, Repo};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -416,8 +416,12 @@ fn help_lists_formats_and_exit_codes() {
     }
 }
 
+/// A child Kustomization whose `path` its parent substitutes from a Secret is never rendered:
+/// which directory renders (or fails) would tell the value, one guess per directory. Moved by
+/// the pull request, it blocks (`secret-spec`) the same way whether the directory it now names
+/// exists or not; left alone, it is a standing note. Files below its path are unplanned changes.
 #[test]
-fn a_path_substituted_from_a_secret_stays_masked_when_it_changes_or_is_missing() {
+fn a_path_substituted_from_a_secret_is_never_rendered_and_tells_nothing() {
     let repo = Repo::bootstrap("prod");
     repo.kustomization(
         "clusters/prod/apps.yaml",
@@ -429,13 +433,16 @@ fn a_path_substituted_from_a_secret_stays_masked_when_it_changes_or_is_missing()
     repo.kustomization("apps/child.yaml", "child", "./tenants/${SUFFIX}", "");
     repo.config_map(&format!("tenants/{SECRET}/cm.yaml"), "cm", "default");
     repo.commit("base");
-    // The pull request moves the child elsewhere (its objects are deleted: the reason names the
-    // path change), then to a directory that does not exist (the error names the path).
+    // Probes: a path that exists for the right value, one that exists for no value.
     repo.kustomization("apps/child.yaml", "child", "./tenants/${SUFFIX}-v2", "");
-    repo.config_map(&format!("tenants/{SECRET}-v2/other.yaml"), "other", "default");
-    repo.commit("moved");
-    repo.kustomization("apps/child.yaml", "child", "./tenants/${SUFFIX}-gone", "");
-    repo.commit("missing");
+    repo.config_map(&format!("tenants/{SECRET}-v2/cm.yaml"), "cm", "default");
+    repo.config_map("tenants/wrong-guess-v2/cm.yaml", "cm", "default");
+    let exists = repo.commit("moved to a directory that exists");
+    repo.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    repo.kustomization("apps/child.yaml", "child", "./tenants/${SUFFIX}-v2", "");
+    repo.config_map(&format!("tenants/{SECRET}-v3/cm.yaml"), "cm", "default");
+    repo.config_map("tenants/wrong-guess-v2/cm.yaml", "cm", "default");
+    let missing = repo.commit("moved to a directory that does not exist");
     let files = tempfile::tempdir().unwrap();
     let snapshot = files.path().join("snapshot.yaml");
     std::fs::write(
@@ -444,30 +451,73 @@ fn a_path_substituted_from_a_secret_stays_masked_when_it_changes_or_is_missing()
             "kind: ClusterSnapshot\nkustomizations:\n- apiVersion: kustomize.toolkit.fluxcd.io/v1\n  kind: Kustomization\n  \
              metadata: {{name: child, namespace: flux-system}}\n  spec: {{path: ./tenants/{SECRET}, prune: true, \
              sourceRef: {{kind: GitRepository, name: flux-system}}}}\n  status:\n    inventory:\n      entries:\n      \
-             - {{id: default_cm__ConfigMap, v: v1}}\nsecrets:\n- metadata: {{name: suffix, namespace: flux-system}}\n  \
+             - {{id: default_cm__ConfigMap, v: v1}}\n- apiVersion: kustomize.toolkit.fluxcd.io/v1\n  kind: Kustomization\n  \
+             metadata: {{name: apps, namespace: flux-system}}\n  spec: {{path: ./apps, prune: true, \
+             sourceRef: {{kind: GitRepository, name: flux-system}}}}\n  status:\n    inventory:\n      entries:\n      \
+             - {{id: flux-system_child_kustomize.toolkit.fluxcd.io_Kustomization, v: v1}}\nsecrets:\n- metadata: {{name: suffix, namespace: flux-system}}\n  \
              data: {{SUFFIX: enE3c2VjcmV0dmFsdWU=}}\n"
         ),
     )
     .unwrap();
     let dir = repo.path().to_str().unwrap();
     let snapshot = snapshot.to_str().unwrap();
-    for (base, head, shows) in
-        [("HEAD~2", "HEAD~1", "path changed from"), ("HEAD~1", "HEAD", "path not found")]
-    {
-        for format in ["json", "markdown", "text"] {
-            let args = ["plan", "--no-cache", "--base", base, "--head", head, "--format", format];
-            let (stdout, stderr, _) =
-                run(&[&args[..], &["--repo", dir, "--cluster-snapshot", snapshot]].concat(), &[], None);
-            assert!(stdout.contains(shows), "plan {base}..{head} {format}: {stdout}\n{stderr}");
-            assert!(stdout.contains("(masked:SUFFIX)"), "plan {base}..{head} {format}: {stdout}");
-            assert!(
-                !stdout.contains(SECRET) && !stderr.contains(SECRET),
-                "plan {base}..{head} {format} shows the secret:\n{stdout}\n{stderr}"
-            );
-        }
+    let plan_of = |head: &str, format: &str| {
+        let args = ["plan", "--no-cache", "--base", "HEAD~1", "--head", head, "--format", format];
+        let (stdout, stderr, code) =
+            run(&[&args[..], &["--repo", dir, "--cluster-snapshot", snapshot]].concat(), &[], None);
+        // The files the pull request itself names may hold the value; nothing else may.
+        let others = without_files(
+            &stdout,
+            &[&format!("tenants/{SECRET}-v2/cm.yaml"), &format!("tenants/{SECRET}-v3/cm.yaml")],
+        );
+        assert!(
+            !others.contains(SECRET) && !stderr.contains(SECRET),
+            "plan of {head} as {format} shows the secret:\n{stdout}\n{stderr}"
+        );
+        (stdout, code)
+    };
+    let shape = |head: &str| {
+        let (text, code) = plan_of(head, "json");
+        let plan: Value = serde_json::from_str(&text).unwrap();
+        let child = kustomization_in(&plan, "flux-system/child").clone();
+        (code, alert_codes(&plan), child["status"].clone(), child["changes"].clone())
+    };
+    let (code, codes, status, changes) = shape(&exists);
+    assert_eq!(code, 2, "{codes:?}");
+    assert!(codes.contains(&("danger".into(), "secret-spec".into())), "{codes:?}");
+    assert!(codes.contains(&("warning".into(), "unplanned-change".into())), "{codes:?}");
+    assert_eq!(status, "external");
+    assert_eq!(changes, serde_json::json!([]), "nothing of it is planned");
+    assert_eq!(
+        shape(&missing),
+        (code, codes, status, changes),
+        "the plan tells whether the directory exists"
+    );
+    let (text, _) = plan_of(&exists, "json");
+    let plan: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(kustomization_in(&plan, "flux-system/child")["path"], "./tenants/(masked:SUFFIX)-v2");
+    for format in ["markdown", "text"] {
+        let (shown, _) = plan_of(&exists, format);
+        assert!(shown.contains("secret-spec"), "{format}: {shown}");
     }
+    // The near miss: a pull request that leaves the child alone gets a standing note, no danger.
+    repo.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    repo.config_map("apps/other.yaml", "other", "default");
+    repo.commit("unrelated");
+    let (text, code) = plan_of("HEAD", "json");
+    let plan: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(code, 1, "{text}");
+    assert!(has_alert(&plan, "info", "external-source"), "{:#}", plan["alerts"]);
+    assert!(!has_alert(&plan, "danger", "secret-spec"));
 }
 
+/// `text` without the repository files the pull request itself names (they may hold anything).
+fn without_files(text: &str, files: &[&str]) -> String {
+    files.iter().fold(text.to_string(), |text, file| text.replace(file, "<a file of the pull request>"))
+}
+
+/// The child is not rendered (its path comes from a Secret): the file it would fail on is an
+/// unplanned change, and nothing quotes the value.
 #[test]
 fn a_failing_build_under_a_path_from_a_secret_never_quotes_the_value() {
     let repo = Repo::bootstrap("prod");
@@ -494,9 +544,10 @@ fn a_failing_build_under_a_path_from_a_secret_never_quotes_the_value() {
     for format in ["json", "markdown", "text"] {
         let args = [plan_args(dir, format), vec!["--cluster-snapshot", snapshot.to_str().unwrap()]].concat();
         let (stdout, stderr, _) = run(&args, &[], None);
-        assert!(stdout.contains("values.yaml"), "plan {format}: the failure is reported: {stdout}\n{stderr}");
+        assert!(stdout.contains("values.yaml"), "plan {format}: the change is reported: {stdout}\n{stderr}");
+        let others = without_files(&stdout, &[&format!("tenants/{SECRET}/values.yaml")]);
         assert!(
-            !stdout.contains(SECRET) && !stderr.contains(SECRET),
+            !others.contains(SECRET) && !stderr.contains(SECRET),
             "plan {format} shows the secret:\n{stdout}\n{stderr}"
         );
     }

@@ -189,7 +189,7 @@ impl Engine for KustomizationEngine<'_> {
         let mut record = RenderedKustomization::new(
             UnitKind::Kustomization,
             spec.reference(),
-            node.shown_path.clone().unwrap_or_else(|| spec.path.clone()),
+            spec.path.clone(),
             spec.source_ref.clone(),
             node.parent.clone(),
             node.file.clone(),
@@ -204,6 +204,9 @@ impl Engine for KustomizationEngine<'_> {
             record.spec = Some(spec);
             return record;
         }
+        if let Some(fields) = &node.secret_spec {
+            return secret_spec(record, spec, fields);
+        }
         // The root of an untrusted sync reads another source, though other clusters' syncs of the
         // same name may be this repository.
         let untrusted_root = node.is_root
@@ -216,7 +219,7 @@ impl Engine for KustomizationEngine<'_> {
         if !untrusted_root && !node.instance_patches.is_empty() {
             match self.with_instance_patches(&spec, &node.instance_patches) {
                 Ok(patched) => {
-                    record.path = node.shown_path.clone().unwrap_or_else(|| patched.path.clone());
+                    record.path = patched.path.clone();
                     spec = patched;
                 }
                 Err(why) => {
@@ -244,16 +247,19 @@ impl Engine for KustomizationEngine<'_> {
             if !node.is_root {
                 break;
             }
-            // Reconciled with the real definition; shown with the masked path.
-            let own = objects.iter().find(|o| is_self(o, &spec, node.file.as_deref())).and_then(|o| {
-                let real =
-                    Kustomization::from_value(o.real.as_ref().unwrap_or(&o.object), &spec.namespace).ok()?;
-                let shown = o.object["spec"]["path"].as_str().map(str::to_string);
-                Some((real, shown))
+            let own = objects.iter().find(|o| is_self(o, &spec, node.file.as_deref()));
+            // A definition it substitutes from Secrets is not rendered: what renders would tell them.
+            if let Some(fields) = own.and_then(crate::render::walk::secret_spec_fields) {
+                let shown = own.and_then(|o| Kustomization::from_value(&o.object, &spec.namespace).ok());
+                return secret_spec(record, shown.unwrap_or(spec), &fields);
+            }
+            // Reconciled with the real definition (inline values from Secrets substituted).
+            let own = own.and_then(|o| {
+                Kustomization::from_value(o.real.as_ref().unwrap_or(&o.object), &spec.namespace).ok()
             });
             match own {
-                Some((own, shown)) if own.raw["spec"] != spec.raw["spec"] => {
-                    record.path = shown.unwrap_or_else(|| own.path.clone());
+                Some(own) if own.raw["spec"] != spec.raw["spec"] => {
+                    record.path = own.path.clone();
                     spec = own;
                     result = self.render_objects(
                         &spec,
@@ -268,12 +274,7 @@ impl Engine for KustomizationEngine<'_> {
         match result {
             Err(error) => {
                 record.status = Status::Failed;
-                let mut report = ErrorReport::from(&error);
-                if let Some(shown) = &node.shown_path {
-                    // The real path holds values substituted from Secrets: never show it.
-                    report.message = report.message.replace(&spec.path, shown);
-                }
-                record.error = Some(report);
+                record.error = Some(ErrorReport::from(&error));
             }
             Ok((objects, unresolved)) => {
                 if !unresolved.is_empty() {
@@ -298,4 +299,22 @@ pub(in crate::render) fn is_self(object: &RenderedObject, spec: &Kustomization, 
         && object.object["metadata"]["name"] == spec.name.as_str()
         && (object.origin.as_deref() == file
             || object.object["metadata"]["namespace"] == spec.namespace.as_str())
+}
+
+/// A Kustomization whose spec (`fields`) its parent substituted from Secrets: not planned, since
+/// which path renders, or what it renders, would tell the values. `spec` is as shown (masked).
+fn secret_spec(
+    mut record: RenderedKustomization,
+    spec: Kustomization,
+    fields: &str,
+) -> RenderedKustomization {
+    record.status = Status::External;
+    record.path = spec.path.clone();
+    record.secret_spec = Some(fields.to_string());
+    record.warnings.push(format!(
+        "its {fields} take values its parent substitutes from Secrets: what it renders would tell them, so it \
+         is not planned"
+    ));
+    record.spec = Some(spec);
+    record
 }
