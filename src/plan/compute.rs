@@ -418,6 +418,10 @@ impl<'a> ClusterView<'a> {
                     self.note_cluster_move(reference, &mut plan);
                     return plan;
                 }
+                if head.secret_spec.is_some() {
+                    plan.notes.extend(head.warnings.first().cloned());
+                    return plan;
+                }
                 let why = if head.source.kind == "ExternalArtifact" {
                     "is not built locally"
                 } else {

@@ -612,9 +612,10 @@ fn plan_alerts(
                 None => format!("not planned: {why}; {consequence}"),
             };
             alerts.extend((changed || asked.is_some()).then(|| alert(code, message, Vec::new())).flatten());
-        } else if let Some(fields) = k.secret_spec.as_ref().filter(|_| k.status == Status::External) {
-            // Its spec comes from Secrets: planning it would tell them. Changed by this merge, what
-            // it applies and prunes after it is not shown: a danger; else it stands as it was.
+        } else if let Some(why) = k.secret_spec.as_ref().filter(|_| k.status == Status::External) {
+            // It takes what it is from Secrets: planning it would tell them. Changed by this merge,
+            // or planned before it, what it applies and prunes after it is not shown: a danger;
+            // else it stands as it was.
             let id = crate::flux::ObjectId::new(
                 &plan.namespace,
                 &plan.name,
@@ -627,16 +628,21 @@ fn plan_alerts(
                 .filter(|p| p.cluster == plan.cluster)
                 .flat_map(|p| &p.changes)
                 .any(|c| c.id == id && matches!(c.action, super::Action::Create | super::Action::Update));
-            let (code, consequence) = if changed {
-                ("secret-spec", "this merge changes it, and what it applies and prunes after the merge is not shown: review it by hand")
+            let planned_before =
+                base.unit(&plan.cluster, &plan.unit_ref()).is_some_and(|b| b.status != Status::External);
+            let (code, consequence) = if changed || planned_before {
+                (
+                    "secret-spec",
+                    "this merge changes it (or makes it so), and what it applies and prunes after the merge is not \
+                     shown: review it by hand",
+                )
             } else {
                 ("external-source", "this merge does not change it")
             };
             alerts.extend(alert(
                 code,
                 format!(
-                    "its {fields} take values its parent substitutes from Secrets, so fluxplan does not render it (what \
-                     renders would tell the values); {consequence}"
+                    "{why}, so fluxplan does not plan it (what it renders would tell the values); {consequence}"
                 ),
                 Vec::new(),
             ));

@@ -190,6 +190,16 @@ kind: ClusterSnapshot
 kustomizations:
 - apiVersion: kustomize.toolkit.fluxcd.io/v1
   kind: Kustomization
+  metadata: {name: flux-system, namespace: flux-system}
+  spec: {path: ./clusters/prod, prune: true, sourceRef: {kind: GitRepository, name: flux-system}}
+  status:
+    inventory:
+      entries:
+      - {id: flux-system_apps_kustomize.toolkit.fluxcd.io_Kustomization, v: v1}
+      - {id: flux-system_flux-system_kustomize.toolkit.fluxcd.io_Kustomization, v: v1}
+      - {id: flux-system_flux-system_source.toolkit.fluxcd.io_GitRepository, v: v1}
+- apiVersion: kustomize.toolkit.fluxcd.io/v1
+  kind: Kustomization
   metadata: {name: apps, namespace: flux-system}
   spec: {path: ./apps, prune: true, sourceRef: {kind: GitRepository, name: flux-system}}
   status:
@@ -219,67 +229,77 @@ fn secret_named_repo() -> Repo {
     repo
 }
 
-#[test]
-fn names_substituted_from_a_secret_match_the_inventory_and_stay_masked() {
-    let repo = secret_named_repo();
+/// The plan of HEAD~1..HEAD against `snapshot` with the Secret `suffix` holding `value` instead
+/// of SECRET, its timings left out; and every output format's text.
+fn plan_with_suffix(repo: &Repo, snapshot: &str, value: &str) -> (Value, Vec<String>) {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(value);
     let files = tempfile::tempdir().unwrap();
-    let snapshot = files.path().join("snapshot.yaml");
-    std::fs::write(&snapshot, SECRET_SNAPSHOT).unwrap();
-    let snapshot_arg = snapshot.to_str().unwrap();
-    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot_arg]);
-    let apps = plan["kustomizations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| k["name"] == "apps")
-        .unwrap_or_else(|| panic!("{plan}"));
-    let changes = apps["changes"].as_array().unwrap();
-    // Matched on the real id: the object is updated, not deleted and created again.
-    assert_eq!(changes.len(), 1, "{changes:?}");
-    assert_eq!(changes[0]["action"], "update", "{changes:?}");
-    // The id as the inventory encodes it (`:` as `__`), with the masked name.
-    assert_eq!(changes[0]["id"], "default_app-(masked__SUFFIX)__ConfigMap");
-    assert_eq!(changes[0]["name"], "app-(masked:SUFFIX)");
-    assert_eq!(code, 1, "{plan}");
+    let path = files.path().join("snapshot.yaml");
+    std::fs::write(&path, snapshot.replace("enE3c2VjcmV0dmFsdWU=", &encoded)).unwrap();
+    let dir = repo.path().to_str().unwrap();
+    let mut outputs = Vec::new();
+    let mut plan = Value::Null;
     for format in ["json", "markdown", "text"] {
         let (stdout, stderr, _) = run(
-            &[plan_args(repo.path().to_str().unwrap(), format), vec!["--cluster-snapshot", snapshot_arg]]
-                .concat(),
+            &[plan_args(dir, format), vec!["--cluster-snapshot", path.to_str().unwrap()]].concat(),
             &[],
             None,
         );
-        assert!(stdout.contains("app-(masked:SUFFIX)"), "{format}: {stdout}");
-        assert!(
-            !stdout.contains(SECRET) && !stderr.contains(SECRET),
-            "{format} shows the secret:\n{stdout}\n{stderr}"
-        );
-    }
-    for format in ["ids", "json", "yaml"] {
-        let args = [
-            "build",
-            "--no-cache",
-            "--rev",
-            "HEAD",
-            "--format",
-            format,
-            "--cluster-snapshot",
-            snapshot_arg,
-            "--repo",
-        ];
-        let (stdout, stderr, code) = run(&[&args[..], &[repo.path().to_str().unwrap()]].concat(), &[], None);
-        assert_eq!(code, 0, "{stderr}");
-        assert!(
-            !stdout.contains(SECRET) && !stderr.contains(SECRET),
-            "build {format} shows the secret:\n{stdout}"
-        );
-        if format == "ids" {
-            assert!(stdout.contains("default_app-(masked__SUFFIX)__ConfigMap"), "{stdout}");
+        if format == "json" {
+            plan = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
         }
+        outputs.push(format!("{stdout}\n{stderr}"));
     }
+    plan.as_object_mut().unwrap().retain(|key, _| !key.contains("duration") && key != "timings");
+    (plan, outputs)
 }
 
+/// A Kustomization that names objects from a Secret is not planned: matched with the cluster's
+/// inventory on their real names, whether an object is updated or created and another deleted
+/// would tell the value (`${SUFFIX:0:1}` against a name the inventory holds). The plan is the same
+/// whatever the Secret holds, and never shows the value, though the inventory holds it.
 #[test]
-fn a_kustomization_named_from_a_secret_stays_masked() {
+fn a_kustomization_naming_objects_from_a_secret_is_not_planned_and_tells_nothing() {
+    let repo = secret_named_repo();
+    let (plan, outputs) = plan_with_suffix(&repo, SECRET_SNAPSHOT, SECRET);
+    for output in &outputs {
+        assert!(!output.contains(SECRET), "the secret shows:\n{output}");
+    }
+    let apps = kustomization_in(&plan, "flux-system/apps");
+    assert_eq!(apps["status"], "external", "{apps:#}");
+    assert!(apps["notes"].to_string().contains("come from Secrets it substitutes"), "{apps:#}");
+    // It names objects from the Secret at base too, and the pull request changes only its files.
+    assert!(has_alert(&plan, "warning", "unplanned-change"), "{:#}", plan["alerts"]);
+    assert!(!has_alert(&plan, "danger", "secret-spec"), "{:#}", plan["alerts"]);
+    let (other, _) = plan_with_suffix(&repo, SECRET_SNAPSHOT, "another-value");
+    assert_eq!(plan, other, "the plan depends on the Secret's value");
+    // Where the pull request is the one to name an object from the Secret, it blocks, the same
+    // whatever the Secret holds.
+    repo.write(
+        "apps/app.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: default\n",
+    );
+    repo.commit("name nothing from the Secret");
+    repo.write(
+        "apps/probe.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: probe-${SUFFIX:0:1}\n  namespace: default\n",
+    );
+    repo.commit("the probe");
+    let (plan, outputs) = plan_with_suffix(&repo, SECRET_SNAPSHOT, SECRET);
+    assert!(has_alert(&plan, "danger", "secret-spec"), "{:#}", plan["alerts"]);
+    assert_eq!(plan["verdict"], "blocked");
+    for output in &outputs {
+        assert!(!output.contains(SECRET), "the secret shows:\n{output}");
+    }
+    let (other, _) = plan_with_suffix(&repo, SECRET_SNAPSHOT, "another-value");
+    assert_eq!(plan, other, "the plan depends on the Secret's value");
+}
+
+/// A child Kustomization named from a Secret is an object named from it: its parent is not
+/// planned, and nothing shows the value.
+#[test]
+fn a_kustomization_named_from_a_secret_is_not_planned_and_tells_nothing() {
     let repo = Repo::bootstrap("prod");
     repo.kustomization(
         "clusters/prod/apps.yaml",
@@ -292,46 +312,23 @@ fn a_kustomization_named_from_a_secret_stays_masked() {
     repo.commit("base");
     repo.config_map("child/cm2.yaml", "cm2", "default");
     repo.commit("head");
-    let files = tempfile::tempdir().unwrap();
-    let snapshot = files.path().join("snapshot.yaml");
-    std::fs::write(
-        &snapshot,
-        "kind: ClusterSnapshot\nsecrets:\n- metadata: {name: suffix, namespace: flux-system}\n  data: {SUFFIX: enE3c2VjcmV0dmFsdWU=}\n",
-    )
-    .unwrap();
-    let dir = repo.path().to_str().unwrap();
-    let snapshot = snapshot.to_str().unwrap();
-    for format in ["ids", "json", "yaml"] {
-        let args = [
-            "build",
-            "--no-cache",
-            "--rev",
-            "HEAD",
-            "--format",
-            format,
-            "--cluster-snapshot",
-            snapshot,
-            "--repo",
-            dir,
-        ];
-        let (stdout, stderr, _) = run(&args, &[], None);
-        assert!(
-            stdout.contains("child-(masked:SUFFIX)"),
-            "build {format}: the child was not rendered:\n{stdout}\n{stderr}"
-        );
-        assert!(
-            !stdout.contains(SECRET) && !stderr.contains(SECRET),
-            "build {format} shows the secret:\n{stdout}\n{stderr}"
-        );
+    let snapshot = "kind: ClusterSnapshot\nsecrets:\n- metadata: {name: suffix, namespace: flux-system}\n  data: {SUFFIX: enE3c2VjcmV0dmFsdWU=}\n";
+    let (plan, outputs) = plan_with_suffix(&repo, snapshot, SECRET);
+    for output in &outputs {
+        assert!(!output.contains(SECRET), "the secret shows:\n{output}");
     }
-    for format in ["json", "markdown", "text"] {
+    assert_eq!(kustomization_in(&plan, "flux-system/apps")["status"], "external", "{plan:#}");
+    let (other, _) = plan_with_suffix(&repo, snapshot, "another-value");
+    assert_eq!(plan, other, "the plan depends on the Secret's value");
+    let dir = repo.path().to_str().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let path = files.path().join("snapshot.yaml");
+    std::fs::write(&path, snapshot).unwrap();
+    for format in ["ids", "json", "yaml"] {
+        let args = ["build", "--no-cache", "--rev", "HEAD", "--format", format, "--cluster-snapshot"];
         let (stdout, stderr, _) =
-            run(&[plan_args(dir, format), vec!["--cluster-snapshot", snapshot]].concat(), &[], None);
-        assert!(stdout.contains("child-(masked:SUFFIX)"), "plan {format}:\n{stdout}\n{stderr}");
-        assert!(
-            !stdout.contains(SECRET) && !stderr.contains(SECRET),
-            "plan {format} shows the secret:\n{stdout}\n{stderr}"
-        );
+            run(&[&args[..], &[path.to_str().unwrap(), "--repo", dir]].concat(), &[], None);
+        assert!(!stdout.contains(SECRET) && !stderr.contains(SECRET), "build {format}:\n{stdout}\n{stderr}");
     }
 }
 

@@ -205,7 +205,11 @@ impl Engine for KustomizationEngine<'_> {
             return record;
         }
         if let Some(fields) = &node.secret_spec {
-            return secret_spec(record, spec, fields);
+            return secret_spec(
+                record,
+                spec,
+                format!("its {fields} come from Secrets its parent substitutes"),
+            );
         }
         // The root of an untrusted sync reads another source, though other clusters' syncs of the
         // same name may be this repository.
@@ -251,7 +255,8 @@ impl Engine for KustomizationEngine<'_> {
             // A definition it substitutes from Secrets is not rendered: what renders would tell them.
             if let Some(fields) = own.and_then(crate::render::walk::secret_spec_fields) {
                 let shown = own.and_then(|o| Kustomization::from_value(&o.object, &spec.namespace).ok());
-                return secret_spec(record, shown.unwrap_or(spec), &fields);
+                let why = format!("its {fields} come from Secrets it substitutes into its own definition");
+                return secret_spec(record, shown.unwrap_or(spec), why);
             }
             // Reconciled with the real definition (inline values from Secrets substituted).
             let own = own.and_then(|o| {
@@ -275,6 +280,14 @@ impl Engine for KustomizationEngine<'_> {
             Err(error) => {
                 record.status = Status::Failed;
                 record.error = Some(ErrorReport::from(&error));
+            }
+            Ok((objects, _)) if objects.iter().any(|o| o.real_name.is_some()) => {
+                // Matched with the cluster on their real names, they would tell the values.
+                let named = objects.iter().filter(|o| o.real_name.is_some()).count();
+                let why = format!(
+                    "the names or namespaces of {named} of its objects come from Secrets it substitutes"
+                );
+                return secret_spec(record, spec, why);
             }
             Ok((objects, unresolved)) => {
                 if !unresolved.is_empty() {
@@ -301,20 +314,14 @@ pub(in crate::render) fn is_self(object: &RenderedObject, spec: &Kustomization, 
             || object.object["metadata"]["namespace"] == spec.namespace.as_str())
 }
 
-/// A Kustomization whose spec (`fields`) its parent substituted from Secrets: not planned, since
-/// which path renders, or what it renders, would tell the values. `spec` is as shown (masked).
-fn secret_spec(
-    mut record: RenderedKustomization,
-    spec: Kustomization,
-    fields: &str,
-) -> RenderedKustomization {
+/// A Kustomization that takes what it is from Secrets (`why`: its spec, or its objects' names):
+/// not planned, since which path renders, what it renders or which of the cluster's objects it
+/// matches would tell the values. `spec` is as shown (masked).
+fn secret_spec(mut record: RenderedKustomization, spec: Kustomization, why: String) -> RenderedKustomization {
     record.status = Status::External;
     record.path = spec.path.clone();
-    record.secret_spec = Some(fields.to_string());
-    record.warnings.push(format!(
-        "its {fields} take values its parent substitutes from Secrets: what it renders would tell them, so it \
-         is not planned"
-    ));
+    record.warnings.push(format!("{why}: what it renders would tell them, so it is not planned"));
+    record.secret_spec = Some(why);
     record.spec = Some(spec);
     record
 }
