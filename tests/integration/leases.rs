@@ -3,8 +3,8 @@
 //! expires, and a live one's never, however long its plan blocks.
 
 use crate::bot::{
-    file_url, final_status, fleet, github_env, hanging_kustomize, postgres_database, pull_request, push,
-    store, Bot, REPO,
+    file_url, final_status, fleet, github_env, hanging_kustomize, postgres_database, pull_request, push, Bot,
+    REPO,
 };
 use crate::fake_github::FakeGitHub;
 use crate::fixture::{process_running, stand_in_kustomize, wait_for, WAIT};
@@ -59,15 +59,16 @@ fn instance_id(data_dir: &Path) -> String {
     std::fs::read_to_string(data_dir.join("instance-id")).unwrap().trim().to_string()
 }
 
-#[test]
-fn serve_killed_mid_plan_and_restarted_takes_its_job_back_at_once() {
+/// `fluxplan serve` (on `database`, or the embedded one) killed mid-plan and started again on
+/// its data directory.
+fn killed_mid_plan_and_restarted(database: Option<&str>) {
     let github = FakeGitHub::start();
     let (repo, base) = fleet();
     repo.write("apps/hang", "");
     let head = push(&repo, "stuck-once", None);
     github.add_pull(REPO, 81, &head, "change", "main", &base, &file_url(&repo));
     let data = tempfile::tempdir().unwrap();
-    let marker = format!("3600.{}81", std::process::id());
+    let marker = format!("3600.{}81{}", std::process::id(), database.is_some() as u8);
     let mut env = github_env(&github);
     env.push(("FLUXPLAN_KUSTOMIZE", hanging_kustomize(data.path(), &marker)));
     // Ten minutes: the plan can only finish in this test if the restarted process takes the job
@@ -76,11 +77,14 @@ fn serve_killed_mid_plan_and_restarted_takes_its_job_back_at_once() {
     env.push(("FLUXPLAN_WORKERS", "1".into()));
     // Nothing but the taken-back job may plan the head.
     env.push(("FLUXPLAN_RESYNC_SECS", "0".into()));
+    if let Some(url) = database {
+        env.push(("DATABASE_URL", url.to_string()));
+    }
+    let url = database.map(str::to_string).unwrap_or_else(|| Store::default_url(data.path()));
     let mut bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "l1", &pull_request("opened", &repo, 81, &head, &base)), 202);
     wait_for("the plan to be rendering", WAIT, || process_running(&marker));
     let id = instance_id(data.path());
-    let url = Store::default_url(data.path());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let before = held(&runtime, &url, 81);
     assert_eq!((before.status.as_str(), before.attempts), ("running", 1), "{before:?}");
@@ -91,16 +95,25 @@ fn serve_killed_mid_plan_and_restarted_takes_its_job_back_at_once() {
     assert_eq!(instance_id(data.path()), id, "the same replica");
     github.wait_until("the final status", || final_status(&github, &head).is_some());
     assert_eq!(final_status(&github, &head).unwrap()["state"], "success");
-    let (runtime, store) = store(data.path());
-    let jobs = runtime.block_on(store.jobs_of("github", REPO, 81)).unwrap();
-    assert_eq!(jobs.len(), 1, "the job itself was taken back, not planned anew: {jobs:?}");
-    wait_for("the job to be done", WAIT, || {
-        runtime.block_on(store.jobs_of("github", REPO, 81)).unwrap()[0].2 == "done"
-    });
-    assert_eq!(runtime.block_on(store.jobs_of("github", REPO, 81)).unwrap()[0].3, 2);
+    let store = runtime.block_on(Store::connect(&url)).unwrap();
+    let jobs = || runtime.block_on(store.jobs_of("github", REPO, 81)).unwrap();
+    assert_eq!(jobs().len(), 1, "the job itself was taken back, not planned anew: {:?}", jobs());
+    wait_for("the job to be done", WAIT, || jobs()[0].2 == "done");
+    assert_eq!(jobs()[0].3, 2);
     let runs = runtime.block_on(store.runs_of("github", REPO, 81)).unwrap();
     let statuses: Vec<&str> = runs.iter().map(|r| r.status.as_str()).collect();
     assert_eq!(statuses, ["abandoned", "done"]);
+}
+
+#[test]
+fn serve_killed_mid_plan_and_restarted_takes_its_job_back_at_once() {
+    killed_mid_plan_and_restarted(None);
+}
+
+#[test]
+fn serve_killed_mid_plan_and_restarted_takes_its_job_back_at_once_on_postgres() {
+    let database = postgres_database();
+    killed_mid_plan_and_restarted(Some(&database.url));
 }
 
 #[test]
