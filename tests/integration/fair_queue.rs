@@ -6,7 +6,7 @@ use crate::bot::{
     REPO,
 };
 use crate::fake_github::FakeGitHub;
-use crate::fixture::{process_running, wait_for, WAIT};
+use crate::fixture::{wait_for, WAIT};
 use fluxplan::store::{Job, NewJob, Store};
 
 /// A queued plan job of pull request `number` (never superseding or collapsing into another).
@@ -150,21 +150,23 @@ fn a_quick_pull_request_is_not_stuck_behind_slow_ones(database: Option<&str>) {
         let body = pull_request("ready_for_review", &repo, *number, head, &base);
         assert_eq!(bot.github("pull_request", &delivery, &body), 202);
     }
-    wait_for("a slow plan to be rendering again", WAIT, || process_running(&marker));
+    wait_for("a slow plan to be made again", WAIT, || {
+        slow.iter().flat_map(|(n, _)| runs(*n)).any(|r| r.id > first_round)
+    });
     assert_eq!(bot.github("pull_request", "quick", &pull_request("opened", &repo, 93, &quick, &base)), 202);
     github.wait_until("the quick plan's final status", || final_status(&github, &quick).is_some());
     assert_eq!(final_status(&github, &quick).unwrap()["state"], "success");
     wait_for("the quick plan to be recorded", WAIT, || runs(93).iter().any(|r| r.status == "done"));
     let quick_run = runs(93).iter().find(|r| r.status == "done").unwrap().id;
-    // The order of events: of the two slow plans asked for again, one started before the quick
-    // plan; the other waited until the quick one had a worker.
+    // The order of events: of the two slow plans asked for again, at most one started before the
+    // quick plan; the other waited until the quick one had a worker.
     let started_before: Vec<i64> = slow
         .iter()
         .flat_map(|(n, _)| runs(*n))
         .map(|r| r.id)
         .filter(|id| *id > first_round && *id < quick_run)
         .collect();
-    assert_eq!(started_before.len(), 1, "slow plans started before the quick one: {started_before:?}");
+    assert!(started_before.len() <= 1, "slow plans started before the quick one: {started_before:?}");
     // Near miss: the slow pull requests are not starved; each gets its second plan.
     wait_for("both second slow plans to be done", WAIT, || {
         slow.iter().all(|(n, _)| {
