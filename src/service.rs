@@ -6,9 +6,10 @@ use crate::forge::github::{GitHub, GitHubAuth};
 use crate::forge::gitlab::GitLab;
 use crate::forge::roles::CommandRoles;
 use crate::forge::ForgeClient;
+use crate::jobs::instance::Instance;
 use crate::jobs::mirror::Mirrors;
 use crate::jobs::resync::Resync;
-use crate::jobs::{Forges, Worker, WorkerConfig};
+use crate::jobs::{Forges, SlowLane, Worker, WorkerConfig};
 use crate::planner;
 use crate::server::listen::{self, ConnectionLimits};
 use crate::server::metrics::Metrics;
@@ -206,21 +207,27 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         },
     });
     let mirrors = Arc::new(Mirrors::new(config.data_dir.join("mirrors")));
-    reclaim(&store, &forges, &metrics, lease, max_attempts).await?;
+    // The jobs a dead earlier process of this replica held are taken back at once; those of
+    // other replicas once their lease expires.
+    let instance = Instance::of_data_dir(&config.data_dir)?;
+    let own_dead = instance.inherited.then(|| instance.workers_pattern());
+    tracing::info!(instance = %instance.id, inherited = instance.inherited, "this replica's workers are {}-N", instance.id);
+    reclaim(&store, &forges, &metrics, lease, max_attempts, own_dead.as_deref()).await?;
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let instance = format!("{}-{}", hostname(), std::process::id());
     let mut workers = Vec::new();
+    let slow_lane = SlowLane::for_workers(config.workers);
     // Zero workers makes a replica that only accepts webhooks.
     for n in 0..config.workers {
         let worker = Worker::new(
-            format!("{instance}-{n}"),
+            format!("{}-{n}", instance.id),
             store.clone(),
             forges.clone(),
             mirrors.clone(),
             worker_config.clone(),
             metrics.clone(),
-        );
+        )
+        .sharing_slow_lane(slow_lane.clone());
         workers.push(tokio::spawn(worker.run(stopped.clone())));
     }
     let resync = (config.workers > 0 && !config.resync.is_zero()).then(|| {
@@ -233,7 +240,7 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(lease / 2).await;
-                if let Err(e) = reclaim(&store, &forges, &metrics, lease, max_attempts).await {
+                if let Err(e) = reclaim(&store, &forges, &metrics, lease, max_attempts, None).await {
                     tracing::warn!(error = %format!("{e:#}"), "cannot take over the jobs of stopped workers");
                 }
             }
@@ -325,22 +332,24 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         for worker in &workers {
             worker.abort();
         }
-        let released = store.release_running(&instance).await?;
+        let released = store.release_running(&instance.id).await?;
         tracing::warn!(released, "running jobs released to the queue after {}s", grace.as_secs());
     }
     Ok(())
 }
 
-/// Takes over the jobs of workers that stopped (their lease expired): back to the queue, or,
-/// when their process died during every attempt, given up and reported as such.
+/// Takes over the jobs of workers that stopped (their lease expired, or they were this replica's
+/// and matched `dead_workers`): back to the queue, or, when their process died during every
+/// attempt, given up and reported as such.
 async fn reclaim(
     store: &Store,
     forges: &crate::jobs::Forges,
     metrics: &Metrics,
     lease: Duration,
     max_attempts: i64,
+    dead_workers: Option<&str>,
 ) -> Result<()> {
-    let reclaimed = store.reclaim_expired(lease.as_millis() as i64, max_attempts).await?;
+    let reclaimed = store.reclaim_expired(lease.as_millis() as i64, max_attempts, dead_workers).await?;
     if reclaimed.requeued > 0 {
         tracing::info!(reclaimed = reclaimed.requeued, "jobs of stopped workers are back in the queue");
     }
@@ -392,12 +401,4 @@ async fn shutdown_signal() {
         _ = ctrl_c => {}
         _ = terminate => {}
     }
-}
-
-fn hostname() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "fluxplan".into())
 }

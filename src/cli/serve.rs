@@ -62,8 +62,10 @@ pub struct ServeArgs {
     /// Plan pull requests from forks (their content is untrusted; off by default).
     #[arg(long, env = "FLUXPLAN_ALLOW_FORKS")]
     pub allow_forks: bool,
-    /// A running job whose worker stopped renewing its lease this long ago is taken over.
-    #[arg(long, env = "FLUXPLAN_JOB_LEASE_SECS", default_value_t = 300)]
+    /// A running job whose worker stopped renewing its lease this long ago is taken over by
+    /// another worker (workers renew it every few seconds while they plan). A restarted replica
+    /// takes back its own jobs at once.
+    #[arg(long, env = "FLUXPLAN_JOB_LEASE_SECS", default_value_t = 30)]
     pub job_lease_secs: u64,
     /// Attempts before a failing job is given up.
     #[arg(long, env = "FLUXPLAN_MAX_ATTEMPTS", default_value_t = 5)]

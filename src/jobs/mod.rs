@@ -2,14 +2,17 @@
 //! database, plan, and answer on the forge. A job survives crashes (its lease expires and another
 //! worker takes it), is superseded by a newer push, and is retried with backoff on failures.
 
+mod fairness;
 mod followup;
 pub mod gave_up;
+pub mod instance;
 mod merged;
 pub mod mirror;
 pub mod resync;
 mod stale;
 mod worker;
 
+pub use fairness::SlowLane;
 pub use followup::{watched_contexts, FollowupConfig, DEFAULT_READS_PER_CLUSTER};
 pub use worker::{Forges, Worker, WorkerConfig};
 

@@ -1,6 +1,7 @@
 //! A worker: claims jobs, keeps their lease alive, does them, and records the outcome. `step`
 //! does one job, so tests can drive a worker by hand.
 
+use super::fairness::SlowLane;
 use super::mirror::{self, GitAuth, Mirrors};
 use super::{help_text, plan_payload, CommandRequest, JobPayload};
 use crate::cancel::{CancelReason, CancelToken};
@@ -75,6 +76,8 @@ pub struct Worker {
     pub(super) mirrors: Arc<Mirrors>,
     pub(super) config: Arc<WorkerConfig>,
     pub(super) metrics: Arc<Metrics>,
+    /// Shared by the replica's workers: how many may run plans of slow pull requests at once.
+    slow_lane: SlowLane,
 }
 
 /// Why a job did not finish.
@@ -113,12 +116,20 @@ impl Worker {
         config: Arc<WorkerConfig>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        Worker { id, store, forges, mirrors, config, metrics }
+        Worker { id, store, forges, mirrors, config, metrics, slow_lane: SlowLane::for_workers(1) }
+    }
+
+    /// The worker shares `lane` with the replica's other workers.
+    pub fn sharing_slow_lane(mut self, lane: SlowLane) -> Self {
+        self.slow_lane = lane;
+        self
     }
 
     /// Claims and does one job; `false` when the queue had nothing due.
     pub async fn step(&self) -> Result<bool> {
-        let Some(job) = self.store.claim(&self.id).await? else { return Ok(false) };
+        let place = self.slow_lane.try_enter();
+        let Some(job) = self.store.claim(&self.id, place.is_some()).await? else { return Ok(false) };
+        let _place = super::fairness::keep_place_for(&self.store, &job, place).await;
         let span = tracing::info_span!("job", id = job.id, kind = %job.kind, repo = %job.repo, pr = job.pr_number, sha = %job.head_sha);
         self.run_claimed(job).instrument(span).await;
         Ok(true)
@@ -395,6 +406,7 @@ impl Worker {
         let base_rev = format!("refs/heads/{}", target.base_ref);
         let plan = self.plan_revisions(mirror, repo, &base_rev, &target.head_sha, cancel).await?;
         timings.insert("plan_ms", phase.elapsed().as_millis() as u64);
+        super::fairness::record_plan_time(&self.store, repo, target.number, &plan, cancel).await;
         self.metrics.planned(repo.forge, plan.verdict, phase.elapsed().as_secs_f64());
 
         if !self.still_current(job).await? {

@@ -2,6 +2,8 @@
 //! production (several replicas share one queue through `FOR UPDATE SKIP LOCKED`); an embedded
 //! SQLite file when no database is configured. Times are Unix milliseconds.
 
+mod fair;
+
 use crate::plan::actual::Followup;
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -359,18 +361,17 @@ impl Store {
         Ok(Enqueued::Jobs { queued, superseded })
     }
 
-    /// Claims the oldest due job for `worker`, if any. On PostgreSQL concurrent workers skip rows
-    /// another holds (`FOR UPDATE SKIP LOCKED`); SQLite serializes writers.
-    pub async fn claim(&self, worker: &str) -> Result<Option<Job>> {
-        let lock = match self.backend {
-            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-            Backend::Sqlite => "",
-        };
+    /// Claims a due job for `worker`, if any, fairly across pull requests (`fair`); the plans of
+    /// pull requests that keep running out of time only when `take_slow`. On PostgreSQL
+    /// concurrent workers skip rows another holds (`FOR UPDATE SKIP LOCKED`); SQLite serializes
+    /// writers.
+    pub async fn claim(&self, worker: &str, take_slow: bool) -> Result<Option<Job>> {
         let now = now_ms();
         let sql = format!(
             "UPDATE jobs SET status = 'running', locked_by = $1, heartbeat_at = $2, attempts = attempts + 1, \
-             updated_at = $2 WHERE id = (SELECT id FROM jobs WHERE status = 'queued' AND run_after <= $2 \
-             ORDER BY id LIMIT 1{lock}) RETURNING id, kind, forge, repo, pr_number, head_sha, payload, attempts, polls"
+             updated_at = $2 WHERE id = ({}) \
+             RETURNING id, kind, forge, repo, pr_number, head_sha, payload, attempts, polls",
+            fair::next_due_job(self.backend, take_slow)
         );
         let row =
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(worker).bind(now).fetch_optional(&self.pool).await?;
@@ -444,29 +445,37 @@ impl Store {
     }
 
     /// Running jobs whose lease expired (their worker died) go back to the queue, or fail when
-    /// they have used every attempt (a job that kills its worker must not loop forever). Returns
-    /// how many went back, and the jobs given up (for `jobs::gave_up` to report; each to one
-    /// caller only).
-    pub async fn reclaim_expired(&self, lease_ms: i64, max_attempts: i64) -> Result<Reclaimed> {
+    /// they have used every attempt (a job that kills its worker must not loop forever); so do
+    /// the jobs of workers matching `dead_workers` (`LIKE`: a dead earlier process of this
+    /// replica), whatever their lease. Returns how many went back, and the jobs given up (for
+    /// `jobs::gave_up` to report; each to one caller only).
+    pub async fn reclaim_expired(
+        &self,
+        lease_ms: i64,
+        max_attempts: i64,
+        dead_workers: Option<&str>,
+    ) -> Result<Reclaimed> {
         let (now, cutoff) = (now_ms(), now_ms() - lease_ms);
         let failed = sqlx::query(
             "UPDATE jobs SET status = 'failed', locked_by = NULL, updated_at = $1, last_error = $4 \
-             WHERE status = 'running' AND heartbeat_at < $2 AND attempts >= $3 \
+             WHERE status = 'running' AND (heartbeat_at < $2 OR locked_by LIKE $5) AND attempts >= $3 \
              RETURNING id, kind, forge, repo, pr_number, head_sha, payload, attempts, polls",
         )
         .bind(now)
         .bind(cutoff)
         .bind(max_attempts)
         .bind(WORKER_DIED)
+        .bind(dead_workers)
         .fetch_all(&self.pool)
         .await?;
         let gave_up = failed.iter().map(job_row).collect::<Result<Vec<_>, _>>()?;
         let requeued = sqlx::query(
             "UPDATE jobs SET status = 'queued', locked_by = NULL, updated_at = $1 \
-             WHERE status = 'running' AND heartbeat_at < $2",
+             WHERE status = 'running' AND (heartbeat_at < $2 OR locked_by LIKE $3)",
         )
         .bind(now)
         .bind(cutoff)
+        .bind(dead_workers)
         .execute(&self.pool)
         .await?
         .rows_affected();
