@@ -28,6 +28,8 @@ impl GitAuth {
     }
 }
 
+pub use super::mirror_heal::heal_all;
+
 pub struct Mirrors {
     dir: PathBuf,
     locks: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
@@ -58,10 +60,44 @@ impl Mirrors {
         let lock =
             self.locks.lock().unwrap_or_else(|e| e.into_inner()).entry(path.clone()).or_default().clone();
         let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let Err(first) = self.fetch_locked(&path, clone_url, refspecs, wanted, auth) else { return Ok(path) };
+        // A killed fetch may have left lock files: once they are stale, try again.
+        if super::mirror_heal::remove_stale_locks(&path, super::mirror_heal::LOCK_GRACE).is_empty()
+            && !first.is::<FetchFailed>()
+        {
+            return Err(first);
+        }
+        let Err(second) = self.fetch_locked(&path, clone_url, refspecs, wanted, auth) else {
+            return Ok(path);
+        };
+        // Failing twice while the remote answers: the mirror is broken (corrupt), not the forge.
+        let remote_answers =
+            second.is::<FetchFailed>() && branch_tip(clone_url, "fluxplan-probe", auth).is_ok();
+        if !remote_answers {
+            return Err(second);
+        }
+        super::mirror_heal::move_aside(&path)
+            .with_context(|| format!("cannot move {} aside", path.display()))?;
+        self.fetch_locked(&path, clone_url, refspecs, wanted, auth)?;
+        Ok(path)
+    }
+
+    /// One fetch into the mirror (created when missing); the caller holds its lock.
+    fn fetch_locked(
+        &self,
+        path: &Path,
+        clone_url: &str,
+        refspecs: &[&str],
+        wanted: &[&str],
+        auth: Option<&GitAuth>,
+    ) -> Result<()> {
+        let path = path.to_path_buf();
         if !path.join("HEAD").exists() {
             std::fs::create_dir_all(&path).with_context(|| format!("cannot create {}", path.display()))?;
-            git(&path, None, &["init", "--quiet", "--bare"])?;
-            git(&path, None, &["remote", "add", "origin", clone_url])?;
+            // A mirror whose creation was cut short fails here: it is made anew.
+            let init = |args: &[&str]| git(&path, None, args).map_err(|e| FetchFailed(format!("{e:#}")));
+            init(&["init", "--quiet", "--bare"])?;
+            init(&["remote", "add", "origin", clone_url])?;
         }
         let auth = auth.filter(|_| clone_url.starts_with("http"));
         // Tags too, as Argo CD resolves a `targetRevision` naming one against the remote's tags;
@@ -77,6 +113,7 @@ impl Mirrors {
         ];
         args.extend(refspecs);
         git(&path, auth, &args)
+            .map_err(|e| FetchFailed(format!("{e:#}")))
             .with_context(|| format!("cannot fetch {}", crate::git::redact_url(clone_url)))?;
         for sha in wanted {
             if has_commit(&path, sha) {
@@ -88,9 +125,14 @@ impl Mirrors {
                 bail!("commit {sha} is not in {} (force-pushed away?)", crate::git::redact_url(clone_url));
             }
         }
-        Ok(path)
+        Ok(())
     }
 }
+
+/// `git fetch` itself failed (not a commit missing after it).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct FetchFailed(String);
 
 /// The commit `branch` points at on the remote (`git ls-remote`: nothing is fetched), if the
 /// branch exists.

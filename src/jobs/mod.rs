@@ -6,7 +6,11 @@ mod followup;
 pub mod gave_up;
 mod merged;
 pub mod mirror;
+mod mirror_heal;
+pub mod recovery;
 pub mod resync;
+pub mod retention;
+mod retry_later;
 mod stale;
 mod worker;
 

@@ -9,6 +9,10 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+mod recovery;
+mod retention;
+pub use retention::Pruned;
+
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -272,7 +276,8 @@ impl Store {
             anyhow::bail!("DATABASE_URL must start with postgres:// or sqlite:// (got {})", redact(url));
         };
         // A database that does not answer fails a request in seconds (a webhook gets its 503
-        // while the forge still waits, so it redelivers), not after sqlx's default 30 s.
+        // before the forge's own timeout; it does not redeliver it, the catch-up resync finds
+        // what it asked for), not after sqlx's default 30 s.
         let mut options = AnyPoolOptions::new()
             .max_connections(if backend == Backend::Sqlite { 1 } else { 10 })
             .acquire_timeout(std::time::Duration::from_secs(3));
