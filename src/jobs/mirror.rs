@@ -350,6 +350,66 @@ mod tests {
         assert!(error.to_string().contains(missing), "{error}");
     }
 
+    /// A repository upstream with one commit on `main`; returns it and its URL.
+    fn upstream() -> (tempfile::TempDir, String) {
+        let upstream = tempfile::tempdir().unwrap();
+        let up = upstream.path();
+        run(up, &["init", "-q", "-b", "main"]);
+        std::fs::write(up.join("a"), "1").unwrap();
+        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "add", "a"]);
+        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qm", "one"]);
+        let url = format!("file://{}", up.display());
+        (upstream, url)
+    }
+
+    fn commit_upstream(up: &Path, text: &str) -> String {
+        std::fs::write(up.join("a"), text).unwrap();
+        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qam", text]);
+        run(up, &["rev-parse", "HEAD"])
+    }
+
+    #[test]
+    fn a_lock_left_by_a_killed_fetch_does_not_fail_the_next_one() {
+        let (upstream, url) = upstream();
+        let cache = tempfile::tempdir().unwrap();
+        let mirrors = Mirrors::new(cache.path().to_path_buf());
+        let path = mirrors.fetch(&url, &[], &[], None).unwrap();
+        // As a fetch killed while it updated `main` leaves it, some time ago.
+        let lock = path.join("refs/heads/main.lock");
+        std::fs::File::create(&lock)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(600))
+            .unwrap();
+        let moved = commit_upstream(upstream.path(), "2");
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&path)
+            .args(["fetch", "-q", "origin", "+refs/heads/*:refs/heads/*"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the lock fails a plain fetch: the test plants what it means to");
+        assert_eq!(mirrors.fetch(&url, &[], &[&moved], None).unwrap(), path);
+        assert_eq!(run(&path, &["rev-parse", "main"]), moved);
+        assert!(!lock.exists());
+    }
+
+    #[test]
+    fn a_mirror_that_stays_broken_is_cloned_anew() {
+        let (upstream, url) = upstream();
+        let cache = tempfile::tempdir().unwrap();
+        let mirrors = Mirrors::new(cache.path().to_path_buf());
+        let path = mirrors.fetch(&url, &[], &[], None).unwrap();
+        std::fs::remove_dir_all(path.join("objects")).unwrap();
+        let moved = commit_upstream(upstream.path(), "2");
+        assert_eq!(mirrors.fetch(&url, &[], &[&moved], None).unwrap(), path);
+        assert!(has_commit(&path, &moved));
+        // Near miss: a remote that does not answer leaves the mirror where it is.
+        let gone = format!("file://{}/nowhere", cache.path().display());
+        let kept = mirrors.fetch(&gone, &[], &[], None);
+        assert!(kept.is_err());
+        assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 2, "no mirror moved aside or lost");
+    }
+
     #[test]
     fn the_base_a_pull_request_landed_on_is_found_for_merges_squashes_and_rebases() {
         let up = tempfile::tempdir().unwrap();

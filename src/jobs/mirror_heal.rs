@@ -141,7 +141,12 @@ mod tests {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        assert!(git_working_in(&mirror));
+        // Once it runs (a process just spawned may not have become git yet).
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !git_working_in(&mirror) {
+            assert!(std::time::Instant::now() < deadline, "the git process never showed in /proc");
+            std::thread::yield_now();
+        }
         assert_eq!(remove_stale_locks(&mirror, Duration::ZERO), Vec::<PathBuf>::new());
         assert!(stale.iter().all(|lock| lock.exists()));
         live.kill().unwrap();

@@ -406,17 +406,19 @@ impl Store {
         run_after: i64,
         error: Option<&str>,
     ) -> Result<()> {
-        sqlx::query(
-            "UPDATE jobs SET status = $1, run_after = $2, last_error = $3, locked_by = NULL, updated_at = $4 \
-             WHERE id = $5 AND locked_by = $6 AND status = 'running'",
-        )
-        .bind(status)
-        .bind(run_after)
-        .bind(error)
-        .bind(now_ms())
-        .bind(id)
-        .bind(worker)
-        .execute(&self.pool)
+        recovery::surviving_a_blip("recording a job's outcome", || {
+            sqlx::query(
+                "UPDATE jobs SET status = $1, run_after = $2, last_error = $3, locked_by = NULL, updated_at = $4 \
+                 WHERE id = $5 AND locked_by = $6 AND status = 'running'",
+            )
+            .bind(status)
+            .bind(run_after)
+            .bind(error)
+            .bind(now_ms())
+            .bind(id)
+            .bind(worker)
+            .execute(&self.pool)
+        })
         .await?;
         Ok(())
     }
@@ -766,16 +768,18 @@ impl Store {
     /// A running job that answered "not yet" waits until `run_after`; the wait is no failed
     /// attempt, but it counts in the job's `polls` (its own backoff).
     pub async fn requeue_poll(&self, id: i64, worker: &str, run_after: i64, why: Option<&str>) -> Result<()> {
-        sqlx::query(
-            "UPDATE jobs SET status = 'queued', run_after = $1, attempts = attempts - 1, polls = polls + 1, \
-             last_error = $5, locked_by = NULL, updated_at = $2 WHERE id = $3 AND locked_by = $4 AND status = 'running'",
-        )
-        .bind(run_after)
-        .bind(now_ms())
-        .bind(id)
-        .bind(worker)
-        .bind(why)
-        .execute(&self.pool)
+        recovery::surviving_a_blip("recording a job's next poll", || {
+            sqlx::query(
+                "UPDATE jobs SET status = 'queued', run_after = $1, attempts = attempts - 1, polls = polls + 1, \
+                 last_error = $5, locked_by = NULL, updated_at = $2 WHERE id = $3 AND locked_by = $4 AND status = 'running'",
+            )
+            .bind(run_after)
+            .bind(now_ms())
+            .bind(id)
+            .bind(worker)
+            .bind(why)
+            .execute(&self.pool)
+        })
         .await?;
         Ok(())
     }

@@ -3,7 +3,28 @@
 
 use super::{now_ms, Store};
 use anyhow::Result;
+use backon::{ExponentialBuilder, Retryable};
 use sqlx::Row;
+use std::time::Duration;
+
+/// Runs a write that must not be lost to a database blip (a job's outcome: lost, the job would
+/// stay `running` until its lease expires), retrying for about a minute.
+pub(super) async fn surviving_a_blip<T, F, Fut>(what: &str, write: F) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(10))
+        .with_max_times(10)
+        .with_jitter();
+    write
+        .retry(backoff)
+        .when(|e| !matches!(e, sqlx::Error::RowNotFound | sqlx::Error::ColumnNotFound(_)))
+        .notify(|error, delay| tracing::warn!(%error, ?delay, "{what}: the database failed, retrying"))
+        .await
+}
 
 impl Store {
     /// When the job was queued (ms since the epoch), if it exists.
