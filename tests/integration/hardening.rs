@@ -61,7 +61,7 @@ fn fluxplan_cmd(args: &[&str]) -> Command {
 }
 
 /// Lines of the bot's log (all its processes) that contain `needle`.
-pub(crate) fn log_lines(data_dir: &Path, needle: &str) -> usize {
+fn log_lines(data_dir: &Path, needle: &str) -> usize {
     std::fs::read_to_string(data_dir.join("bot.log"))
         .unwrap_or_default()
         .lines()
