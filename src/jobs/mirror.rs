@@ -321,19 +321,12 @@ mod tests {
 
     #[test]
     fn mirrors_a_local_repository_and_finds_commits_off_the_branches() {
-        let upstream = tempfile::tempdir().unwrap();
+        let (upstream, url) = upstream();
         let up = upstream.path();
-        run(up, &["init", "-q", "-b", "main"]);
-        std::fs::write(up.join("a"), "1").unwrap();
-        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "add", "a"]);
-        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qm", "one"]);
         run(up, &["checkout", "-qb", "feature"]);
-        std::fs::write(up.join("a"), "2").unwrap();
-        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qam", "two"]);
-        let feature = run(up, &["rev-parse", "HEAD"]);
+        let feature = commit_upstream(up, "2");
         let cache = tempfile::tempdir().unwrap();
         let mirrors = Mirrors::new(cache.path().to_path_buf());
-        let url = format!("file://{}", up.display());
         let path = mirrors.fetch(&url, &[], &[&feature], None).unwrap();
         assert!(has_commit(&path, &feature));
         assert_eq!(run(&path, &["remote", "get-url", "origin"]), url);

@@ -1,5 +1,6 @@
-//! Catching up after a gap. GitHub never redelivers a webhook on its own, and GitLab gives up
-//! after a few tries: what the forge sent while `serve` was down, or while the database refused
+//! Catching up after a gap. Neither GitHub nor GitLab redelivers a failed webhook on its own (and
+//! GitLab disables a hook that answers 5xx for a while): what the forge sent while `serve` was
+//! down, or while the database refused
 //! deliveries (503), is only found again by listing the open pull requests. So the resync passes
 //! at once at start, as soon as the database answers again after it failed, and as soon as a
 //! forge answers again after an outage that used up a job's retries; such a job is not given up

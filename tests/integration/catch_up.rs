@@ -121,6 +121,31 @@ fn a_forge_outage_longer_than_the_retries_says_so_and_is_planned_when_the_forge_
     });
 }
 
+/// Near miss: a job older than `--retry-max-age-secs` is given up, as before, and says so.
+#[test]
+fn a_job_past_its_retry_age_is_given_up() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "renamed", None);
+    github.add_pull(REPO, 87, &head, "change", "main", &base, &file_url(&repo));
+    github.outage_on("/pulls", 502);
+    let data = tempfile::tempdir().unwrap();
+    let mut env = without_periodic_resync(&github);
+    env.push(("FLUXPLAN_MAX_ATTEMPTS", "2".into()));
+    env.push(("FLUXPLAN_RETRY_MAX_AGE_SECS", "0".into()));
+    let bot = Bot::start(data.path(), &env);
+    let _log = ShowLog(data.path().join("bot.log"));
+    assert_eq!(bot.github("pull_request", "a1", &pull_request("opened", &repo, 87, &head, &base)), 202);
+    github.wait_until("the failure status", || final_status(&github, &head).is_some());
+    let status = final_status(&github, &head).unwrap();
+    assert_eq!(status["state"], "error");
+    assert!(status["description"].as_str().unwrap().starts_with("fluxplan failed"), "{status}");
+    let (runtime, store) = store(data.path());
+    wait_for("the job given up", WAIT, || {
+        runtime.block_on(store.jobs_of("github", REPO, 87)).unwrap()[0].2 == "failed"
+    });
+}
+
 /// The one mirror in the data directory.
 fn the_mirror(data: &Path) -> PathBuf {
     let mirrors: Vec<PathBuf> =
