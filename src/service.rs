@@ -69,6 +69,10 @@ pub struct ServiceConfig {
     pub resync: Duration,
     /// Watching rollouts after merges.
     pub followup: FollowupSettings,
+    /// How jobs whose retries an outage used up are retried later.
+    pub retry_later: crate::jobs::recovery::RetryLater,
+    /// What is older is pruned from the database; zero keeps everything.
+    pub retention: Duration,
 }
 
 /// How rollouts are watched after merges.
@@ -155,6 +159,9 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     // Git mirrors and the render cache live there, whatever the database.
     create_data_dir(&config.data_dir)?;
     private_mirrors(&config.data_dir.join("mirrors"))?;
+    // What a git killed mid-fetch left behind would fail every later fetch of its repository.
+    let mirrors_dir = config.data_dir.join("mirrors");
+    tokio::task::spawn_blocking(move || crate::jobs::mirror::heal_all(&mirrors_dir)).await?;
     let store = open_store(config.database_url.as_deref(), &config.data_dir).await?;
     let forges = Arc::new(forges(&config).await?);
     let no_forge = forges.github.is_none() && forges.gitlab.is_none();
@@ -217,6 +224,7 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut workers = Vec::new();
     let slow_lane = SlowLane::for_workers(config.workers);
+    let recovery = Arc::new(crate::jobs::recovery::Recovery::new(config.retry_later));
     // Zero workers makes a replica that only accepts webhooks.
     for n in 0..config.workers {
         let worker = Worker::new(
@@ -227,14 +235,18 @@ async fn serve(config: ServiceConfig) -> Result<()> {
             worker_config.clone(),
             metrics.clone(),
         )
-        .sharing_slow_lane(slow_lane.clone());
+        .sharing_slow_lane(slow_lane.clone())
+        .with_recovery(recovery.clone());
         workers.push(tokio::spawn(worker.run(stopped.clone())));
     }
     let resync = (config.workers > 0 && !config.resync.is_zero()).then(|| {
         let resync = Resync::new(store.clone(), forges.clone(), config.allow_forks)
-            .watching_clusters(crate::jobs::watched_contexts(&config.clusters), readers.clone());
+            .watching_clusters(crate::jobs::watched_contexts(&config.clusters), readers.clone())
+            .recovering_with(recovery.clone());
         tokio::spawn(resync.run(config.resync, stopped.clone()))
     });
+    let retention = (!config.retention.is_zero())
+        .then(|| tokio::spawn(crate::jobs::retention::run(store.clone(), config.retention, stopped.clone())));
     let reclaimer = {
         let (store, forges, metrics) = (store.clone(), forges.clone(), metrics.clone());
         tokio::spawn(async move {
@@ -265,6 +277,7 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     );
     state.runs_token = config.runs_token.clone().filter(|t| !t.is_empty()).map(Arc::new);
     state.no_forge = no_forge;
+    state.recovery = recovery.clone();
     let limits = ConnectionLimits {
         max_connections: config.max_connections.max(1),
         max_connections_per_client: config
@@ -319,6 +332,9 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     reclaimer.abort();
     if let Some(resync) = resync {
         resync.abort();
+    }
+    if let Some(retention) = retention {
+        retention.abort();
     }
     // Running jobs get most of the grace period to finish; then every render is stopped (its
     // kustomize processes killed) and the jobs release themselves, all within the period.

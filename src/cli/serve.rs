@@ -150,6 +150,18 @@ pub struct ServeArgs {
     /// Seconds one plan may take before it is stopped (a `source-limit` alert).
     #[arg(long, env = "FLUXPLAN_PLAN_TIMEOUT", default_value_t = crate::planner::DEFAULT_PLAN_TIMEOUT_SECS)]
     pub plan_timeout: u64,
+    /// A job whose --max-attempts a transient failure used up (a forge outage, a long rate limit)
+    /// is retried after this many seconds (sooner once the forge answers again), with an `error`
+    /// status saying so; 0: it fails at once.
+    #[arg(long, env = "FLUXPLAN_RETRY_LATER_SECS", default_value_t = 300)]
+    pub retry_later_secs: u64,
+    /// A job retried later is given up once it is this many seconds old.
+    #[arg(long, env = "FLUXPLAN_RETRY_MAX_AGE_SECS", default_value_t = 86_400)]
+    pub retry_max_age_secs: u64,
+    /// Runs, webhook deliveries and finished jobs older than this many days are deleted (each
+    /// pull request's latest run is kept); 0 keeps everything.
+    #[arg(long, env = "FLUXPLAN_RETENTION_DAYS", default_value_t = 90)]
+    pub retention_days: u64,
 }
 
 /// `migrate` names its database: it never creates the embedded default where it happens to run.
@@ -215,6 +227,11 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         unverified_bytes_per_client: args.max_unverified_bytes_per_client.as_usize(),
         min_body_rate: args.min_body_rate.bytes(),
         resync: Duration::from_secs(args.resync_secs),
+        retry_later: crate::jobs::recovery::RetryLater {
+            every: Duration::from_secs(args.retry_later_secs),
+            max_age: Duration::from_secs(args.retry_max_age_secs),
+        },
+        retention: Duration::from_secs(args.retention_days.saturating_mul(86_400)),
         followup: service::FollowupSettings {
             deadline: Duration::from_secs(args.followup_deadline_secs),
             poll_min: Duration::from_millis(args.followup_poll_ms),

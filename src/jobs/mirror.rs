@@ -28,6 +28,8 @@ impl GitAuth {
     }
 }
 
+pub use super::mirror_heal::heal_all;
+
 pub struct Mirrors {
     dir: PathBuf,
     locks: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
@@ -58,10 +60,44 @@ impl Mirrors {
         let lock =
             self.locks.lock().unwrap_or_else(|e| e.into_inner()).entry(path.clone()).or_default().clone();
         let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let Err(first) = self.fetch_locked(&path, clone_url, refspecs, wanted, auth) else { return Ok(path) };
+        // A killed fetch may have left lock files: once they are stale, try again.
+        if super::mirror_heal::remove_stale_locks(&path, super::mirror_heal::LOCK_GRACE).is_empty()
+            && !first.is::<FetchFailed>()
+        {
+            return Err(first);
+        }
+        let Err(second) = self.fetch_locked(&path, clone_url, refspecs, wanted, auth) else {
+            return Ok(path);
+        };
+        // Failing twice while the remote answers: the mirror is broken (corrupt), not the forge.
+        let remote_answers =
+            second.is::<FetchFailed>() && branch_tip(clone_url, "fluxplan-probe", auth).is_ok();
+        if !remote_answers {
+            return Err(second);
+        }
+        super::mirror_heal::move_aside(&path)
+            .with_context(|| format!("cannot move {} aside", path.display()))?;
+        self.fetch_locked(&path, clone_url, refspecs, wanted, auth)?;
+        Ok(path)
+    }
+
+    /// One fetch into the mirror (created when missing); the caller holds its lock.
+    fn fetch_locked(
+        &self,
+        path: &Path,
+        clone_url: &str,
+        refspecs: &[&str],
+        wanted: &[&str],
+        auth: Option<&GitAuth>,
+    ) -> Result<()> {
+        let path = path.to_path_buf();
         if !path.join("HEAD").exists() {
             std::fs::create_dir_all(&path).with_context(|| format!("cannot create {}", path.display()))?;
-            git(&path, None, &["init", "--quiet", "--bare"])?;
-            git(&path, None, &["remote", "add", "origin", clone_url])?;
+            // A mirror whose creation was cut short fails here: it is made anew.
+            let init = |args: &[&str]| git(&path, None, args).map_err(|e| FetchFailed(format!("{e:#}")));
+            init(&["init", "--quiet", "--bare"])?;
+            init(&["remote", "add", "origin", clone_url])?;
         }
         let auth = auth.filter(|_| clone_url.starts_with("http"));
         // Tags too, as Argo CD resolves a `targetRevision` naming one against the remote's tags;
@@ -77,6 +113,7 @@ impl Mirrors {
         ];
         args.extend(refspecs);
         git(&path, auth, &args)
+            .map_err(|e| FetchFailed(format!("{e:#}")))
             .with_context(|| format!("cannot fetch {}", crate::git::redact_url(clone_url)))?;
         for sha in wanted {
             if has_commit(&path, sha) {
@@ -88,9 +125,14 @@ impl Mirrors {
                 bail!("commit {sha} is not in {} (force-pushed away?)", crate::git::redact_url(clone_url));
             }
         }
-        Ok(path)
+        Ok(())
     }
 }
+
+/// `git fetch` itself failed (not a commit missing after it).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct FetchFailed(String);
 
 /// The commit `branch` points at on the remote (`git ls-remote`: nothing is fetched), if the
 /// branch exists.
@@ -279,19 +321,12 @@ mod tests {
 
     #[test]
     fn mirrors_a_local_repository_and_finds_commits_off_the_branches() {
-        let upstream = tempfile::tempdir().unwrap();
+        let (upstream, url) = upstream();
         let up = upstream.path();
-        run(up, &["init", "-q", "-b", "main"]);
-        std::fs::write(up.join("a"), "1").unwrap();
-        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "add", "a"]);
-        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qm", "one"]);
         run(up, &["checkout", "-qb", "feature"]);
-        std::fs::write(up.join("a"), "2").unwrap();
-        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qam", "two"]);
-        let feature = run(up, &["rev-parse", "HEAD"]);
+        let feature = commit_upstream(up, "2");
         let cache = tempfile::tempdir().unwrap();
         let mirrors = Mirrors::new(cache.path().to_path_buf());
-        let url = format!("file://{}", up.display());
         let path = mirrors.fetch(&url, &[], &[&feature], None).unwrap();
         assert!(has_commit(&path, &feature));
         assert_eq!(run(&path, &["remote", "get-url", "origin"]), url);
@@ -306,6 +341,66 @@ mod tests {
         let missing = "0123456789012345678901234567890123456789";
         let error = mirrors.fetch(&url, &[], &[missing], None).unwrap_err();
         assert!(error.to_string().contains(missing), "{error}");
+    }
+
+    /// A repository upstream with one commit on `main`; returns it and its URL.
+    fn upstream() -> (tempfile::TempDir, String) {
+        let upstream = tempfile::tempdir().unwrap();
+        let up = upstream.path();
+        run(up, &["init", "-q", "-b", "main"]);
+        std::fs::write(up.join("a"), "1").unwrap();
+        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "add", "a"]);
+        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qm", "one"]);
+        let url = format!("file://{}", up.display());
+        (upstream, url)
+    }
+
+    fn commit_upstream(up: &Path, text: &str) -> String {
+        std::fs::write(up.join("a"), text).unwrap();
+        run(up, &["-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qam", text]);
+        run(up, &["rev-parse", "HEAD"])
+    }
+
+    #[test]
+    fn a_lock_left_by_a_killed_fetch_does_not_fail_the_next_one() {
+        let (upstream, url) = upstream();
+        let cache = tempfile::tempdir().unwrap();
+        let mirrors = Mirrors::new(cache.path().to_path_buf());
+        let path = mirrors.fetch(&url, &[], &[], None).unwrap();
+        // As a fetch killed while it updated `main` leaves it, some time ago.
+        let lock = path.join("refs/heads/main.lock");
+        std::fs::File::create(&lock)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(600))
+            .unwrap();
+        let moved = commit_upstream(upstream.path(), "2");
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&path)
+            .args(["fetch", "-q", "origin", "+refs/heads/*:refs/heads/*"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the lock fails a plain fetch: the test plants what it means to");
+        assert_eq!(mirrors.fetch(&url, &[], &[&moved], None).unwrap(), path);
+        assert_eq!(run(&path, &["rev-parse", "main"]), moved);
+        assert!(!lock.exists());
+    }
+
+    #[test]
+    fn a_mirror_that_stays_broken_is_cloned_anew() {
+        let (upstream, url) = upstream();
+        let cache = tempfile::tempdir().unwrap();
+        let mirrors = Mirrors::new(cache.path().to_path_buf());
+        let path = mirrors.fetch(&url, &[], &[], None).unwrap();
+        std::fs::remove_dir_all(path.join("objects")).unwrap();
+        let moved = commit_upstream(upstream.path(), "2");
+        assert_eq!(mirrors.fetch(&url, &[], &[&moved], None).unwrap(), path);
+        assert!(has_commit(&path, &moved));
+        // Near miss: a remote that does not answer leaves the mirror where it is.
+        let gone = format!("file://{}/nowhere", cache.path().display());
+        let kept = mirrors.fetch(&gone, &[], &[], None);
+        assert!(kept.is_err());
+        assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 2, "no mirror moved aside or lost");
     }
 
     #[test]

@@ -8,7 +8,11 @@ pub mod gave_up;
 pub mod instance;
 mod merged;
 pub mod mirror;
+mod mirror_heal;
+pub mod recovery;
 pub mod resync;
+pub mod retention;
+mod retry_later;
 mod stale;
 mod worker;
 

@@ -4,26 +4,42 @@
 //! made against a base that has moved since. Each pass also re-reads the inventories of the live
 //! clusters: when they changed since the last pass, every open pull request is planned again (its
 //! plan may be stale). Queued plans dedupe with those already waiting; a head whose plan was
-//! given up after killing its process in every attempt is not planned again.
+//! given up after killing its process in every attempt is not planned again, nor is a pull
+//! request whose plan is already queued or being made.
+//!
+//! Besides the periodic passes, the resync catches up (`super::recovery`): a pass at start, one
+//! as soon as the database answers again after failing, and while a forge is down, probing passes
+//! (5 s, doubling up to 5 min) until it answers; then its jobs waiting to retry are woken.
 
 use super::mirror::{self, GitAuth};
+use super::recovery::Recovery;
 use super::{plan_payload, unplannable, Forges};
 use crate::cluster::rollout::RolloutReaders;
 use crate::forge::RepoInfo;
+use crate::forge::{ForgeError, ForgeKind};
 use crate::store::Store;
 use anyhow::Result;
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A pause between repositories, to spread the forge calls of a pass.
 const BETWEEN_REPOSITORIES: Duration = Duration::from_millis(200);
+/// The first probe of a forge that went down, and the longest wait between probes.
+const PROBE_MIN: Duration = Duration::from_secs(5);
+const PROBE_MAX: Duration = Duration::from_secs(300);
+/// A forge that goes down again this soon after it answered is flapping (it lists pull requests
+/// but fails jobs): its probes keep slowing down instead of starting over.
+const FLAPPING: Duration = Duration::from_secs(600);
 
 pub struct Resync {
     store: Store,
     forges: Arc<Forges>,
     allow_forks: bool,
     clusters: Option<ClusterWatch>,
+    recovery: Arc<Recovery>,
+    /// A forge answered again during the last pass.
+    recovered: std::sync::atomic::AtomicBool,
 }
 
 /// The live clusters re-read each pass, and the digest of their inventories the last pass saw.
@@ -35,7 +51,20 @@ struct ClusterWatch {
 
 impl Resync {
     pub fn new(store: Store, forges: Arc<Forges>, allow_forks: bool) -> Self {
-        Resync { store, forges, allow_forks, clusters: None }
+        Resync {
+            store,
+            forges,
+            allow_forks,
+            clusters: None,
+            recovery: Arc::default(),
+            recovered: Default::default(),
+        }
+    }
+
+    /// Shares the service's record of outages: the resync catches up after them.
+    pub fn recovering_with(mut self, recovery: Arc<Recovery>) -> Self {
+        self.recovery = recovery;
+        self
     }
 
     /// Also re-read these clusters (kube contexts, "" for the current one) each pass.
@@ -74,17 +103,44 @@ impl Resync {
         previous.is_some_and(|p| p != digest)
     }
 
-    /// Every `every` (±10%, so replicas spread out) until `stop` is set.
+    /// A pass at once (catching up with what happened while the bot was down), then every
+    /// `every` (±10%, so replicas spread out), at once when the database answers again, and
+    /// probing while a forge is down, until `stop` is set.
     pub async fn run(self, every: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut probe = PROBE_MIN;
+        let mut last_recovery: Option<Instant> = None;
         loop {
-            tokio::select! {
-                _ = tokio::time::sleep(jittered(every)) => {}
-                _ = stop.changed() => return,
+            self.logged_pass(&mut last_recovery).await;
+            loop {
+                let wait = if self.recovery.any_forge_down() { probe } else { jittered(every) };
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = self.recovery.database_is_back() => {}
+                    _ = self.recovery.forge_is_down() => {
+                        let flapping = last_recovery.is_some_and(|at| at.elapsed() < FLAPPING);
+                        probe = if flapping { (probe * 2).min(PROBE_MAX) } else { PROBE_MIN };
+                        continue;
+                    }
+                    _ = stop.changed() => return,
+                }
+                break;
             }
-            match self.pass().await {
-                Ok(queued) => tracing::info!(queued, "resync pass done"),
-                Err(e) => tracing::warn!(error = %format!("{e:#}"), "resync pass failed"),
+            if self.recovery.any_forge_down() {
+                probe = (probe * 2).min(PROBE_MAX);
             }
+        }
+    }
+
+    async fn logged_pass(&self, last_recovery: &mut Option<Instant>) {
+        match self.pass().await {
+            Ok(queued) => tracing::info!(queued, "resync pass done"),
+            Err(e) => {
+                self.recovery.database_failed();
+                tracing::warn!(error = %format!("{e:#}"), "resync pass failed")
+            }
+        }
+        if self.recovered.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            *last_recovery = Some(Instant::now());
         }
     }
 
@@ -114,7 +170,18 @@ impl Resync {
 
     async fn repository(&self, repo: &RepoInfo, cluster_changed: bool) -> Result<usize> {
         let Some((forge, configured)) = self.forges.get(repo.forge) else { return Ok(0) };
-        let pulls = forge.open_pulls(repo, None).await?;
+        let pulls = match forge.open_pulls(repo, None).await {
+            Ok(pulls) => {
+                self.forge_answered(repo.forge).await;
+                pulls
+            }
+            Err(e) => {
+                if matches!(e, ForgeError::Transient(_) | ForgeError::RateLimited(_)) {
+                    self.recovery.forge_failed(repo.forge);
+                }
+                return Err(e.into());
+            }
+        };
         let token = forge.git_token(repo, configured.as_deref()).await?;
         let auth = token.map(|token| GitAuth::for_forge(repo.forge, token));
         let mut jobs = Vec::new();
@@ -122,6 +189,11 @@ impl Resync {
             let key = (repo.forge.as_str(), repo.full_name.as_str(), pull.number as i64);
             // Given up after killing its process in every attempt: another plan would only do the same.
             if self.store.gave_up_on(key.0, key.1, key.2, &pull.head_sha).await? {
+                continue;
+            }
+            // A plan already queued or being made plans the pull request as it is now (the job
+            // asks the forge for its head first): another would only plan it twice.
+            if self.store.plan_pending(key.0, key.1, key.2).await? {
                 continue;
             }
             let stale = match self.store.latest_run(key.0, key.1, key.2, &pull.head_sha).await? {
@@ -146,6 +218,24 @@ impl Resync {
             self.store.enqueue(&jobs).await?;
         }
         Ok(queued)
+    }
+}
+
+impl Resync {
+    /// After an outage, the jobs that wait to retry on this forge are due at once.
+    async fn forge_answered(&self, kind: ForgeKind) {
+        if !self.recovery.forge_answered(kind) {
+            return;
+        }
+        self.recovered.store(true, std::sync::atomic::Ordering::SeqCst);
+        match self.store.wake_retrying(kind.as_str()).await {
+            Ok(woken) => tracing::info!(
+                forge = kind.as_str(),
+                woken,
+                "the forge answers again: its waiting jobs are due"
+            ),
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "cannot wake the jobs waiting for the forge"),
+        }
     }
 }
 

@@ -78,6 +78,8 @@ pub struct Worker {
     pub(super) metrics: Arc<Metrics>,
     /// Shared by the replica's workers: how many may run plans of slow pull requests at once.
     slow_lane: SlowLane,
+    /// Outages seen, for the catch-up (`super::recovery`).
+    pub(super) recovery: Arc<super::recovery::Recovery>,
 }
 
 /// Why a job did not finish.
@@ -116,12 +118,27 @@ impl Worker {
         config: Arc<WorkerConfig>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        Worker { id, store, forges, mirrors, config, metrics, slow_lane: SlowLane::for_workers(1) }
+        Worker {
+            id,
+            store,
+            forges,
+            mirrors,
+            config,
+            metrics,
+            slow_lane: SlowLane::for_workers(1),
+            recovery: Arc::default(),
+        }
     }
 
     /// The worker shares `lane` with the replica's other workers.
     pub fn sharing_slow_lane(mut self, lane: SlowLane) -> Self {
         self.slow_lane = lane;
+        self
+    }
+
+    /// Shares the service's record of outages (and its policy for retrying later).
+    pub fn with_recovery(mut self, recovery: Arc<super::recovery::Recovery>) -> Self {
+        self.recovery = recovery;
         self
     }
 
@@ -138,7 +155,12 @@ impl Worker {
     /// Works until `stop` is set; a running job is finished first.
     pub async fn run(self, stop: tokio::sync::watch::Receiver<bool>) {
         while !*stop.borrow() {
-            match self.step().await {
+            let claimed = self.step().await;
+            match &claimed {
+                Ok(_) => self.recovery.database_answered(),
+                Err(_) => self.recovery.database_failed(),
+            }
+            match claimed {
                 Ok(true) => continue,
                 Ok(false) => {}
                 Err(e) => {
@@ -178,6 +200,20 @@ impl Worker {
             Err(e) => Err(JobError::Fatal(format!("unreadable job payload: {e}"))),
         };
         heartbeat.abort();
+        // Retries used up by a transient failure: retried later, not given up (`retry_later`).
+        let result = match result {
+            Err(JobError::Retry(error, wait)) if job.attempts >= self.config.max_attempts => {
+                match self.retry_later(&job, &error).await {
+                    Ok(true) => return,
+                    Ok(false) => Err(JobError::Retry(error, wait)),
+                    Err(e) => {
+                        tracing::error!(error = %format!("{e:#}"), "cannot schedule the job's retry");
+                        return;
+                    }
+                }
+            }
+            other => other,
+        };
         let outcome = match result {
             Ok(()) => self.store.finish_job(job.id, &self.id, "done", now_ms(), None).await,
             Err(JobError::Wait(wait, why)) => {

@@ -59,6 +59,8 @@ pub struct AppState {
     pub forges_unready: Arc<std::sync::Mutex<Vec<String>>>,
     /// No forge is configured: plans could not be posted anywhere, so never ready.
     pub no_forge: bool,
+    /// Told when a delivery is refused for the database: the bot catches up once it answers.
+    pub recovery: Arc<crate::jobs::recovery::Recovery>,
 }
 
 impl AppState {
@@ -86,6 +88,7 @@ impl AppState {
             runs_token: None,
             forges_unready: Arc::default(),
             no_forge: false,
+            recovery: Arc::default(),
         }
     }
 }
@@ -330,7 +333,9 @@ async fn accept(
         }
         Err(e) => {
             tracing::error!(error = %format!("{e:#}"), "cannot record a webhook");
-            // The forge redelivers on errors: nothing is lost.
+            // The forge does not redeliver on its own: once the database answers again, the
+            // resync catches up with the open pull requests (`jobs::recovery`).
+            state.recovery.database_failed();
             (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"error": "the database is unavailable"})))
                 .into_response()
         }

@@ -11,6 +11,10 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+mod recovery;
+mod retention;
+pub use retention::Pruned;
+
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -274,7 +278,8 @@ impl Store {
             anyhow::bail!("DATABASE_URL must start with postgres:// or sqlite:// (got {})", redact(url));
         };
         // A database that does not answer fails a request in seconds (a webhook gets its 503
-        // while the forge still waits, so it redelivers), not after sqlx's default 30 s.
+        // before the forge's own timeout; it does not redeliver it, the catch-up resync finds
+        // what it asked for), not after sqlx's default 30 s.
         let mut options = AnyPoolOptions::new()
             .max_connections(if backend == Backend::Sqlite { 1 } else { 10 })
             .acquire_timeout(std::time::Duration::from_secs(3));
@@ -402,17 +407,19 @@ impl Store {
         run_after: i64,
         error: Option<&str>,
     ) -> Result<()> {
-        sqlx::query(
-            "UPDATE jobs SET status = $1, run_after = $2, last_error = $3, locked_by = NULL, updated_at = $4 \
-             WHERE id = $5 AND locked_by = $6 AND status = 'running'",
-        )
-        .bind(status)
-        .bind(run_after)
-        .bind(error)
-        .bind(now_ms())
-        .bind(id)
-        .bind(worker)
-        .execute(&self.pool)
+        recovery::surviving_a_blip("recording a job's outcome", || {
+            sqlx::query(
+                "UPDATE jobs SET status = $1, run_after = $2, last_error = $3, locked_by = NULL, updated_at = $4 \
+                 WHERE id = $5 AND locked_by = $6 AND status = 'running'",
+            )
+            .bind(status)
+            .bind(run_after)
+            .bind(error)
+            .bind(now_ms())
+            .bind(id)
+            .bind(worker)
+            .execute(&self.pool)
+        })
         .await?;
         Ok(())
     }
@@ -770,16 +777,18 @@ impl Store {
     /// A running job that answered "not yet" waits until `run_after`; the wait is no failed
     /// attempt, but it counts in the job's `polls` (its own backoff).
     pub async fn requeue_poll(&self, id: i64, worker: &str, run_after: i64, why: Option<&str>) -> Result<()> {
-        sqlx::query(
-            "UPDATE jobs SET status = 'queued', run_after = $1, attempts = attempts - 1, polls = polls + 1, \
-             last_error = $5, locked_by = NULL, updated_at = $2 WHERE id = $3 AND locked_by = $4 AND status = 'running'",
-        )
-        .bind(run_after)
-        .bind(now_ms())
-        .bind(id)
-        .bind(worker)
-        .bind(why)
-        .execute(&self.pool)
+        recovery::surviving_a_blip("recording a job's next poll", || {
+            sqlx::query(
+                "UPDATE jobs SET status = 'queued', run_after = $1, attempts = attempts - 1, polls = polls + 1, \
+                 last_error = $5, locked_by = NULL, updated_at = $2 WHERE id = $3 AND locked_by = $4 AND status = 'running'",
+            )
+            .bind(run_after)
+            .bind(now_ms())
+            .bind(id)
+            .bind(worker)
+            .bind(why)
+            .execute(&self.pool)
+        })
         .await?;
         Ok(())
     }

@@ -913,7 +913,7 @@ fn after_merge_through_the_bot_process_end_to_end() {
 }
 
 /// Prints the bot's log when the test fails (the temporary directory goes with it).
-struct ShowLog(std::path::PathBuf);
+pub(crate) struct ShowLog(pub(crate) std::path::PathBuf);
 
 impl Drop for ShowLog {
     fn drop(&mut self) {

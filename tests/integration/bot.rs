@@ -220,7 +220,7 @@ pub(crate) fn final_status(github: &FakeGitHub, sha: &str) -> Option<Value> {
         .filter(|s| s["state"] != "pending")
 }
 
-fn sticky(github: &FakeGitHub, number: u64) -> Vec<(u64, String)> {
+pub(crate) fn sticky(github: &FakeGitHub, number: u64) -> Vec<(u64, String)> {
     github
         .comments(REPO, number)
         .into_iter()
@@ -1302,14 +1302,14 @@ fn slow_clients_are_cut_off() {
 }
 
 /// A TCP proxy to the local PostgreSQL that a test can cut, as a database outage would.
-struct CuttableProxy {
-    port: u16,
+pub(crate) struct CuttableProxy {
+    pub(crate) port: u16,
     cut: Arc<std::sync::atomic::AtomicBool>,
     open: Arc<Mutex<Vec<std::net::TcpStream>>>,
 }
 
 impl CuttableProxy {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -1337,7 +1337,7 @@ impl CuttableProxy {
         CuttableProxy { port, cut, open }
     }
 
-    fn set_cut(&self, cut: bool) {
+    pub(crate) fn set_cut(&self, cut: bool) {
         self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
         if cut {
             for stream in self.open.lock().unwrap().drain(..) {

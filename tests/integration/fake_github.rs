@@ -235,6 +235,16 @@ impl FakeGitHub {
         inner.injected.extend(std::iter::repeat_n(injected, count));
     }
 
+    /// An outage until `end_outage`: every request whose path contains `path` answers `status`
+    /// (however often it is retried), as a forge that is down for minutes.
+    pub fn outage_on(&self, path: &str, status: u16) {
+        self.lock().outage = Some((path.to_string(), status));
+    }
+
+    pub fn end_outage(&self) {
+        self.lock().outage = None;
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.state)
     }
@@ -259,6 +269,8 @@ struct Inner {
     authorizations: Vec<(String, String)>,
     /// Failures to inject, each for any request or for paths containing a text.
     injected: VecDeque<(Option<String>, Injected)>,
+    /// While set, requests whose path contains the text answer the status.
+    outage: Option<(String, u16)>,
 }
 
 struct Pull {
@@ -856,7 +868,16 @@ async fn handle(
         .injected
         .iter()
         .position(|(path, _)| path.as_ref().is_none_or(|p| req.path_and_query.contains(p.as_str())));
-    let reply = match due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected) {
+    let down = inner
+        .outage
+        .as_ref()
+        .filter(|(path, _)| req.path_and_query.contains(path.as_str()))
+        .map(|(_, status)| *status);
+    let injected = match down {
+        Some(status) => Some(Injected::Fail(status)),
+        None => due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected),
+    };
+    let reply = match injected {
         Some(Injected::Fail(code)) => {
             let message =
                 StatusCode::from_u16(code).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
