@@ -9,6 +9,10 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+mod forge_writes;
+mod runs_closed;
+pub use forge_writes::{Channel, Rivals};
+
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -471,6 +475,7 @@ impl Store {
         .await?
         .rows_affected();
         self.abandon_stopped_runs().await?;
+        self.close_runs_of_superseded(cutoff).await?;
         Ok(Reclaimed { requeued, gave_up })
     }
 

@@ -1075,6 +1075,11 @@ fn shutdown_stops_running_renders_within_the_grace_period() {
     let (runtime, store) = store(data.path());
     let jobs = runtime.block_on(store.jobs_of("github", REPO, 22)).unwrap();
     assert_eq!(jobs[0].2, "queued", "released for another worker");
+    // Its run is closed, and not as a failure: the plan was cut short, not wrong.
+    let runs = runtime.block_on(store.runs_of("github", REPO, 22)).unwrap();
+    let statuses: Vec<&str> = runs.iter().map(|r| r.status.as_str()).collect();
+    assert!(matches!(statuses[..], ["cancelled"] | ["abandoned"]), "{statuses:?}");
+    assert_eq!(jobs[0].3, 0, "a shutdown uses up no attempt");
 }
 
 #[test]
