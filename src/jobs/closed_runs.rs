@@ -7,7 +7,8 @@ use super::worker::{JobError, Worker};
 use crate::cancel::{CancelReason, CancelToken};
 use crate::forge::ForgeKind;
 use crate::plan::Plan;
-use crate::store::RunOutcome;
+use crate::store::{Job, RunOutcome};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The outcome of a run whose job ended with `error`.
@@ -37,6 +38,26 @@ impl Worker {
             Some(reason) => self.metrics.plan_cancelled(forge, reason),
             None => self.metrics.planned(forge, plan.verdict, took.as_secs_f64()),
         }
+    }
+
+    /// Closes the run of a plan this worker no longer holds the job of: `superseded` when a newer
+    /// push took its place, `abandoned` when the job was taken over (this worker's lease ran out,
+    /// as on a loaded machine): another attempt plans it again, or the reclaim gave it up.
+    pub(super) async fn finish_lost(
+        &self,
+        job: &Job,
+        run_id: i64,
+        plan: &Plan,
+        timings: &BTreeMap<&str, u64>,
+    ) -> Result<(), JobError> {
+        let status = match self.store.job_status(job.id).await?.as_deref() {
+            Some("superseded") => "superseded",
+            // Given up by the reclaim, which closes the run itself, as `failed`, with why.
+            Some("failed") => return Ok(()),
+            _ => "abandoned",
+        };
+        let outcome = RunOutcome { status: status.into(), ..super::worker::outcome_of(plan, timings) };
+        Ok(self.store.finish_run(run_id, &outcome).await?)
     }
 
     /// Closes the run of a job that lost its voice before planning: a newer job speaks for the

@@ -407,8 +407,8 @@ impl Worker {
         self.count_plan(repo.forge, &plan, cancel, phase.elapsed());
 
         if !self.still_current(job).await? {
-            tracing::info!("a newer push superseded this plan: not posting it");
-            self.finish_superseded(run_id, &plan, &timings).await?;
+            tracing::info!("this worker lost the job (superseded, or taken over): not posting it");
+            self.finish_lost(job, run_id, &plan, &timings).await?;
             return Ok(());
         }
         // Whatever the deliveries said, a plan of anything but the current head, base branch and

@@ -1,9 +1,10 @@
 //! Runs no worker will close: their job was superseded while its worker was gone (a crash, a
 //! kill), so no one finishes them and the reclaim, which takes over running jobs only, never
-//! sees them.
+//! sees them. And what became of a job, for a worker closing the run of one it lost.
 
 use super::{now_ms, Store};
 use anyhow::Result;
+use sqlx::Row;
 
 /// Why such a run is `superseded`.
 const SUPERSEDED_WHILE_STOPPED: &str =
@@ -23,5 +24,12 @@ impl Store {
         .execute(&self.pool)
         .await?
         .rows_affected())
+    }
+
+    /// The status of job `id` (`None` when there is no such job).
+    pub async fn job_status(&self, id: i64) -> Result<Option<String>> {
+        let row =
+            sqlx::query("SELECT status FROM jobs WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        Ok(row.map(|row| row.try_get("status")).transpose()?)
     }
 }

@@ -1050,6 +1050,11 @@ fn a_superseded_plan_is_stopped_and_its_kustomize_killed() {
             .any(|r| r.id == stuck_run.id && r.status == "superseded")
     });
     assert!(final_status(&github, &stuck).is_none(), "the superseded plan was posted");
+    // Counted as cancelled, not as a failed plan.
+    let cancelled = "fluxplan_plans_cancelled_total{forge=\"github\",reason=\"superseded\"}";
+    wait_for("the cancelled plan to be counted", WAIT, || metric(&bot, cancelled) == Some(1.0));
+    let failed = "fluxplan_plan_duration_seconds_count{forge=\"github\",verdict=\"failed\"}";
+    assert_eq!(metric(&bot, failed), Some(0.0));
 }
 
 #[test]
