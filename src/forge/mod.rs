@@ -139,7 +139,8 @@ impl PullInfo {
 }
 
 /// Commit status states, mapped to each forge's words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StatusState {
     Pending,
     Success,

@@ -3,6 +3,7 @@
 //! status that says so, and its run is recorded, instead of `pending` for good. The resync
 //! leaves that head alone (`Store::gave_up_on`); a new push gets its own attempts.
 
+use super::fence::{ForgeWrite, Said, Scope, Writer};
 use super::{Forges, JobPayload};
 use crate::forge::StatusState;
 use crate::server::metrics::Metrics;
@@ -15,9 +16,14 @@ pub async fn report(store: &Store, forges: &Forges, metrics: &Metrics, jobs: &[J
         tracing::error!(job = job.id, kind = %job.kind, repo = %job.repo, pr = job.pr_number, sha = %job.head_sha, "{reason}: given up");
         metrics.job_failed(&job.kind);
         let Ok(payload) = serde_json::from_str::<JobPayload>(&job.payload) else { continue };
-        let (repo, number, base_ref, head_sha) = match payload {
-            JobPayload::Plan { repo, number, base_ref, head_sha, .. } => (repo, number, base_ref, head_sha),
-            JobPayload::MergeGroup { repo, base_ref, head_sha, .. } => (repo, 0, base_ref, head_sha),
+        let (repo, number, base_ref, head_sha, scope) = match payload {
+            JobPayload::Plan { repo, number, base_ref, head_sha, .. } => {
+                (repo, number, base_ref, head_sha, Scope::Pull(number))
+            }
+            JobPayload::MergeGroup { repo, base_ref, head_sha, .. } => {
+                let scope = Scope::Group(head_sha.clone());
+                (repo, 0, base_ref, head_sha, scope)
+            }
             _ => continue,
         };
         if let Err(e) = record_run(store, job, number, &base_ref, repo.web_url.as_deref(), &reason).await {
@@ -25,10 +31,23 @@ pub async fn report(store: &Store, forges: &Forges, metrics: &Metrics, jobs: &[J
         }
         let Some((forge, _)) = forges.get(repo.forge) else { continue };
         let description = format!("could not be planned: {reason}");
-        if let Err(e) =
-            forge.set_status(&repo, &head_sha, None, StatusState::Failure, &description, None).await
-        {
-            tracing::warn!(job = job.id, error = %e, "cannot say on the commit that its plan was given up");
+        let failure = ForgeWrite::status(&head_sha, None, StatusState::Failure, &description, None);
+        // No one holds a job given up; a newer plan of the pull request speaks for it instead.
+        let writer = Writer {
+            store,
+            forge,
+            metrics,
+            repo: &repo,
+            job_id: job.id,
+            holder: None,
+            comment_limit: usize::MAX,
+        };
+        match writer.write(&scope, &failure).await {
+            Ok(Said::Posted) => {}
+            Ok(Said::Silenced) => tracing::info!(job = job.id, "a newer plan speaks for it: not posted"),
+            Err(e) => {
+                tracing::warn!(job = job.id, error = %e, "cannot say on the commit that its plan was given up")
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 //! it landed on) and a `stale-plan` note says how the two differ. The run then holds the
 //! prediction the rollout follow-ups compare the cluster with.
 
+use super::fence::{ForgeWrite, Said, Scope};
 use super::mirror::{self, GitAuth};
 use super::worker::{outcome_of, short, status_of, JobError, Worker};
 use super::{FollowupTarget, JobPayload};
@@ -16,7 +17,7 @@ use crate::planner;
 use crate::store::{now_ms, Job, RunOutcome};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub(super) struct MergedPull {
     pub repo: RepoInfo,
@@ -275,14 +276,15 @@ impl Worker {
     ) -> Result<(), JobError> {
         let repo = &g.repo;
         let (forge, token) = self.forge(repo)?;
-        let status = forge
-            .set_status(repo, &g.head_sha, None, StatusState::Pending, "planning the merge group…", None)
-            .await;
-        self.count_forge_error(repo, status)?;
+        let scope = Scope::Group(g.head_sha.clone());
+        let planning = "planning the merge group…";
+        let pending = ForgeWrite::status(&g.head_sha, None, StatusState::Pending, planning, None);
+        if self.writer(job, forge, repo).write(&scope, &pending).await? == Said::Silenced {
+            return Ok(());
+        }
         let mirror = self.fetch(forge, repo, token.clone(), &[&g.base_sha, &g.head_sha]).await?;
-        let started = Instant::now();
         let number = super::merge_group_pull(&g.head_ref).unwrap_or(0);
-        let (run_id, page_token) = self
+        let run = self
             .store
             .start_run(
                 Some(job.id),
@@ -295,41 +297,47 @@ impl Worker {
                 repo.web_url.as_deref(),
             )
             .await?;
-        let plan = match self.plan_revisions(mirror, repo, &g.base_sha, &g.head_sha, cancel).await {
-            // The group's base commit is its branch's tip: named as the branch, as pull request
-            // plans are, so an approved plan and the group landing exactly it have one digest.
-            Ok(mut plan) => {
-                plan.base.rev = format!("refs/heads/{}", g.base_ref);
-                plan
-            }
-            Err(e) => {
-                if let JobError::Retry(error, _) | JobError::Fatal(error) = &e {
-                    let failed = RunOutcome {
-                        status: "failed".into(),
-                        error: Some(error.clone()),
-                        ..Default::default()
-                    };
-                    let _ = self.store.finish_run(run_id, &failed).await;
-                }
-                return Err(e);
-            }
-        };
+        let result = self.merge_group_run(job, &g, mirror, &run, cancel).await;
+        // Whatever stops it, its run is closed with why.
+        if let Err(error) = &result {
+            let _ = self.store.finish_run(run.0, &super::closed_runs::outcome_of_error(error)).await;
+        }
+        result
+    }
+
+    /// Plans the group and posts its status; records the run `(id, page token)`.
+    async fn merge_group_run(
+        &self,
+        job: &Job,
+        g: &MergeGroup,
+        mirror: PathBuf,
+        (run_id, page_token): &(i64, String),
+        cancel: &CancelToken,
+    ) -> Result<(), JobError> {
+        let (repo, started) = (&g.repo, Instant::now());
+        let (forge, _) = self.forge(repo)?;
+        let number = super::merge_group_pull(&g.head_ref).unwrap_or(0);
+        let mut plan = self.plan_revisions(mirror, repo, &g.base_sha, &g.head_sha, cancel).await?;
+        // The group's base commit is its branch's tip: named as the branch, as pull request
+        // plans are, so an approved plan and the group landing exactly it have one digest.
+        plan.base.rev = format!("refs/heads/{}", g.base_ref);
         let approved_by = match (plan.verdict, number) {
             (Verdict::Blocked, 1..) => self.group_approval(repo, number, &plan.digest()).await?,
             _ => None,
         };
         let (state, description) = status_of(&plan, approved_by.as_deref());
-        let url = self.run_url(run_id, &page_token);
-        let status = forge.set_status(repo, &g.head_sha, None, state, &description, url.as_deref()).await;
-        self.count_forge_error(repo, status)?;
+        let url = self.run_url(*run_id, page_token);
+        let last = ForgeWrite::status(&g.head_sha, None, state, &description, url.as_deref());
+        let said = self.writer(job, forge, repo).write(&Scope::Group(g.head_sha.clone()), &last).await?;
         let timings = BTreeMap::from([("total_ms", started.elapsed().as_millis() as u64)]);
+        let status = if said == Said::Silenced { "superseded" } else { "done" };
         let outcome = RunOutcome {
-            status: "done".into(),
+            status: status.into(),
             plan_digest: Some(plan.digest()),
             ..outcome_of(&plan, &timings)
         };
-        self.store.finish_run(run_id, &outcome).await?;
-        tracing::info!(verdict = ?plan.verdict, group = %g.head_sha, "merge group planned");
+        self.store.finish_run(*run_id, &outcome).await?;
+        tracing::info!(verdict = ?plan.verdict, group = %g.head_sha, status, "merge group planned");
         Ok(())
     }
 
@@ -396,7 +404,7 @@ impl Worker {
             .await
             .map_err(|e| JobError::Fatal(e.to_string()))?;
         if cancel.reason() == Some(CancelReason::ShuttingDown) {
-            return Err(JobError::Retry("the service shut down while planning".into(), Some(Duration::ZERO)));
+            return Err(JobError::Stopped("the service shut down while planning".into()));
         }
         Ok(plan)
     }

@@ -2,7 +2,9 @@
 //! database, plan, and answer on the forge. A job survives crashes (its lease expires and another
 //! worker takes it), is superseded by a newer push, and is retried with backoff on failures.
 
+mod closed_runs;
 mod fairness;
+mod fence;
 mod followup;
 pub mod gave_up;
 pub mod instance;

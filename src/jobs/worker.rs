@@ -2,6 +2,7 @@
 //! does one job, so tests can drive a worker by hand.
 
 use super::fairness::SlowLane;
+use super::fence::{ForgeWrite, Said, Scope};
 use super::mirror::{self, GitAuth, Mirrors};
 use super::{help_text, plan_payload, CommandRequest, JobPayload};
 use crate::cancel::{CancelReason, CancelToken};
@@ -91,6 +92,9 @@ pub(super) enum JobError {
     /// Not done yet (a rollout still under way, or a cluster that did not answer this time,
     /// with why): look again after this long. Waiting uses up no attempt.
     Wait(Duration, Option<String>),
+    /// The service shut down mid-job: back to the queue at once, using up no attempt (not the
+    /// job's fault); its run is `cancelled`.
+    Stopped(String),
 }
 
 impl From<ForgeError> for JobError {
@@ -216,6 +220,10 @@ impl Worker {
         };
         let outcome = match result {
             Ok(()) => self.store.finish_job(job.id, &self.id, "done", now_ms(), None).await,
+            Err(JobError::Stopped(why)) => {
+                tracing::info!(%why, "back to the queue");
+                self.store.requeue_poll(job.id, &self.id, now_ms(), Some(&why)).await
+            }
             Err(JobError::Wait(wait, why)) => {
                 tracing::debug!(
                     ?wait,
@@ -269,17 +277,23 @@ impl Worker {
 
     /// A plan that gives up says so on the commit: a status left `pending` would block the merge
     /// without a reason.
+    /// A superseded job (or one taken over) says nothing: the newer job speaks for the head.
     async fn report_failure(&self, job: &Job, error: &str) {
-        let (repo, head_sha) = match serde_json::from_str::<JobPayload>(&job.payload) {
-            Ok(JobPayload::Plan { repo, head_sha, .. }) => (repo, head_sha),
-            Ok(JobPayload::MergeGroup { repo, head_sha, .. }) => (repo, head_sha),
+        let (repo, head_sha, scope) = match serde_json::from_str::<JobPayload>(&job.payload) {
+            Ok(JobPayload::Plan { repo, head_sha, number, .. }) => (repo, head_sha, Scope::Pull(number)),
+            Ok(JobPayload::MergeGroup { repo, head_sha, .. }) => {
+                let scope = Scope::Group(head_sha.clone());
+                (repo, head_sha, scope)
+            }
             _ => return,
         };
         let Some((forge, _)) = self.forges.get(repo.forge) else { return };
         let description = format!("fluxplan failed: {error}");
-        if let Err(e) = forge.set_status(&repo, &head_sha, None, StatusState::Error, &description, None).await
-        {
-            tracing::warn!(error = %e, "cannot report the failure on the commit");
+        let failed = ForgeWrite::status(&head_sha, None, StatusState::Error, &description, None);
+        match self.writer(job, forge, &repo).write(&scope, &failed).await {
+            Ok(Said::Posted) => {}
+            Ok(Said::Silenced) => tracing::info!("superseded: its failure is not posted"),
+            Err(e) => tracing::warn!(error = %e, "cannot report the failure on the commit"),
         }
     }
 
@@ -321,7 +335,7 @@ impl Worker {
                 self.merge_group(job, group, cancel).await
             }
             JobPayload::Followup(target) => self.followup(job, target).await,
-            JobPayload::Command(request) => self.command(request).await,
+            JobPayload::Command(request) => self.command(job, request).await,
             JobPayload::Replan { repo, branch } => {
                 let (forge, _) = self.forge(&repo)?;
                 let pulls = self.count_forge_error(&repo, forge.open_pulls(&repo, Some(&branch)).await)?;
@@ -381,10 +395,8 @@ impl Worker {
         let result = self
             .plan_run(job, &target, forge, token.clone(), run_id, run_url.as_deref(), started, cancel)
             .await;
-        if let Err(JobError::Fatal(error) | JobError::Retry(error, _)) = &result {
-            let outcome =
-                RunOutcome { status: "failed".into(), error: Some(error.clone()), ..Default::default() };
-            let _ = self.store.finish_run(run_id, &outcome).await;
+        if let Err(error) = &result {
+            let _ = self.store.finish_run(run_id, &super::closed_runs::outcome_of_error(error)).await;
         }
         result
     }
@@ -403,22 +415,19 @@ impl Worker {
     ) -> Result<(), JobError> {
         let repo = &target.repo;
         let mut timings = BTreeMap::new();
-        let status = forge
-            .set_status(
-                repo,
-                &target.head_sha,
-                target.head_ref.as_deref(),
-                StatusState::Pending,
-                "planning what Flux will do…",
-                run_url,
-            )
-            .await;
+        let writer = self.writer(job, forge, repo);
+        let scope = Scope::Pull(target.number);
+        let head_ref = target.head_ref.as_deref();
+        let planning = "planning what Flux will do…";
+        let pending = ForgeWrite::status(&target.head_sha, head_ref, StatusState::Pending, planning, run_url);
         // A forge that will not take a status on this head (GitLab, a fork's commit) still gets the
         // plan, with a word on why no status blocks the merge.
-        let status_refused = matches!(status, Err(ForgeError::NotFound(_)));
-        if !status_refused {
-            self.count_forge_error(repo, status)?;
-        }
+        let status_refused = match writer.write(&scope, &pending).await {
+            Ok(Said::Posted) => false,
+            Ok(Said::Silenced) => return self.finish_silenced(run_id).await,
+            Err(super::fence::FenceError::Forge(ForgeError::NotFound(_))) => true,
+            Err(e) => return Err(e.into()),
+        };
 
         // Fetch base and head into the mirror.
         let phase = Instant::now();
@@ -443,11 +452,11 @@ impl Worker {
         let plan = self.plan_revisions(mirror, repo, &base_rev, &target.head_sha, cancel).await?;
         timings.insert("plan_ms", phase.elapsed().as_millis() as u64);
         super::fairness::record_plan_time(&self.store, repo, target.number, &plan, cancel).await;
-        self.metrics.planned(repo.forge, plan.verdict, phase.elapsed().as_secs_f64());
+        self.count_plan(repo.forge, &plan, cancel, phase.elapsed());
 
         if !self.still_current(job).await? {
-            tracing::info!("a newer push superseded this plan: not posting it");
-            self.finish_superseded(run_id, &plan, &timings).await?;
+            tracing::info!("this worker lost the job (superseded, or taken over): not posting it");
+            self.finish_lost(job, run_id, &plan, &timings).await?;
             return Ok(());
         }
         // Whatever the deliveries said, a plan of anything but the current head, base branch and
@@ -523,13 +532,18 @@ impl Worker {
                 short(&target.head_sha)
             ));
         }
-        self.post_comment(forge, repo, target.number, &comment).await?;
+        let sticky = ForgeWrite::Comment { number: target.number, markdown: comment.clone() };
+        if writer.write(&scope, &sticky).await? == Said::Silenced {
+            self.finish_superseded(run_id, &plan, &timings).await?;
+            return Ok(());
+        }
         if !status_refused {
             let (state, description) = status_of(&plan, approved_by.as_deref());
-            let git_ref = target.head_ref.as_deref();
-            let status =
-                forge.set_status(repo, &target.head_sha, git_ref, state, &description, run_url).await;
-            self.count_forge_error(repo, status)?;
+            let last = ForgeWrite::status(&target.head_sha, head_ref, state, &description, run_url);
+            if writer.write(&scope, &last).await? == Said::Silenced {
+                self.finish_superseded(run_id, &plan, &timings).await?;
+                return Ok(());
+            }
         }
         timings.insert("forge_ms", phase.elapsed().as_millis() as u64);
         timings.insert("total_ms", started.elapsed().as_millis() as u64);
@@ -571,35 +585,6 @@ impl Worker {
         request
     }
 
-    /// One sticky comment (several when the plan is over the size limit): existing parts are
-    /// updated in place, missing ones created, surplus ones from a longer earlier plan deleted.
-    async fn post_comment(
-        &self,
-        forge: &ForgeClient,
-        repo: &RepoInfo,
-        number: u64,
-        markdown: &str,
-    ) -> Result<(), JobError> {
-        let parts = report::split::split(markdown, self.config.comment_limit);
-        let existing =
-            self.count_forge_error(repo, forge.marked_comments(repo, number, report::split::MARKER).await)?;
-        for (index, part) in parts.iter().enumerate() {
-            match existing.get(index) {
-                Some(comment) if comment.body == *part => {}
-                Some(comment) => {
-                    self.count_forge_error(repo, forge.update_comment(repo, number, comment.id, part).await)?
-                }
-                None => {
-                    self.count_forge_error(repo, forge.create_comment(repo, number, part).await).map(drop)?
-                }
-            }
-        }
-        for comment in existing.iter().skip(parts.len()) {
-            self.count_forge_error(repo, forge.delete_comment(repo, number, comment.id).await)?;
-        }
-        Ok(())
-    }
-
     fn unplannable(&self, pull: &PullInfo) -> Option<&'static str> {
         super::unplannable(pull, self.config.allow_forks)
     }
@@ -632,7 +617,7 @@ impl Worker {
         Ok(())
     }
 
-    async fn command(&self, c: CommandRequest) -> Result<(), JobError> {
+    async fn command(&self, job: &Job, c: CommandRequest) -> Result<(), JobError> {
         let repo = &c.repo;
         let (forge, _) = self.forge(repo)?;
         if self.count_forge_error(repo, forge.is_self(repo, &c.author, c.author_id).await)? {
@@ -673,14 +658,14 @@ impl Worker {
                 self.store.enqueue(&[plan_payload(repo, &pull, "command").to_job()]).await?;
                 self.accept(forge, &c).await?;
             }
-            Command::Approve => self.approve(forge, &c).await?,
+            Command::Approve => self.approve(job, forge, &c).await?,
         }
         Ok(())
     }
 
     /// Approves the plan the author saw: the one posted for the current head before the comment
     /// was written. The approval holds while re-plans of that head say the same (same digest).
-    async fn approve(&self, forge: &ForgeClient, c: &CommandRequest) -> Result<(), JobError> {
+    async fn approve(&self, job: &Job, forge: &ForgeClient, c: &CommandRequest) -> Result<(), JobError> {
         let repo = &c.repo;
         let pull = self.count_forge_error(repo, forge.pull(repo, c.number).await)?;
         let key = (repo.forge.as_str(), repo.full_name.as_str(), c.number as i64);
@@ -734,17 +719,13 @@ impl Worker {
         let url = self.run_url(run.id, run.page_token.as_deref().unwrap_or(""));
         let description =
             format!("approved by {} ({})", c.author, run.verdict.as_deref().unwrap_or("planned"));
-        let status = forge
-            .set_status(
-                repo,
-                &run.head_sha,
-                pull.head_ref.as_deref(),
-                StatusState::Success,
-                &description,
-                url.as_deref(),
-            )
-            .await;
-        self.count_forge_error(repo, status)?;
+        let (head_ref, url) = (pull.head_ref.as_deref(), url.as_deref());
+        let approved = ForgeWrite::status(&run.head_sha, head_ref, StatusState::Success, &description, url);
+        // A plan queued after the command speaks for the pull request: it shows the approval
+        // itself when its plan is the one approved.
+        if self.writer(job, forge, repo).write(&Scope::Pull(c.number), &approved).await? == Said::Silenced {
+            return Ok(());
+        }
         let reply = format!(
             "Approved by @{} for {head}: the `fluxplan` status passes for this commit while its plan stays as \
              approved. A new push, or a re-plan that changes the plan, needs a new approval.",

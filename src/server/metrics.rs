@@ -32,6 +32,10 @@ pub const JOB_KINDS: [&str; 7] = ["plan", "command", "replan", "closed", "merged
 /// `verdict` of `fluxplan_plan_duration_seconds`: every verdict.
 pub const VERDICTS: [Verdict; 4] = [Verdict::NoChanges, Verdict::Changes, Verdict::Blocked, Verdict::Failed];
 
+/// `reason` of `fluxplan_plans_cancelled_total`: why a plan was stopped before its end (not
+/// the plan's fault, so not counted as failed).
+pub const CANCEL_REASONS: [&str; 2] = ["superseded", "shutdown"];
+
 /// `kind` of `fluxplan_forge_api_errors_total`: every `ForgeError::label`.
 pub const FORGE_ERRORS: [&str; 4] = ["rate_limited", "transient", "not_found", "permanent"];
 
@@ -123,6 +127,8 @@ pub struct Metrics {
     pub jobs: IntGaugeVec,
     pub jobs_failed: IntCounterVec,
     pub plan_duration: HistogramVec,
+    /// Plans stopped before their end, by why (`CANCEL_REASONS`).
+    pub plans_cancelled: IntCounterVec,
     pub forge_errors: IntCounterVec,
     /// Merges whose rollout was compared with the plan, by outcome (exact, differs, failed,
     /// timeout).
@@ -153,6 +159,11 @@ impl Metrics {
             &["forge", "reason"],
         );
         let jobs_failed = counter("fluxplan_jobs_failed_total", "Jobs that failed for good", &["kind"]);
+        let plans_cancelled = counter(
+            "fluxplan_plans_cancelled_total",
+            "Plans stopped before their end (superseded by a newer push, or the service shut down)",
+            &["forge", "reason"],
+        );
         let forge_errors = counter("fluxplan_forge_api_errors_total", "Forge API errors", &["forge", "kind"]);
         let predictions = counter(
             "fluxplan_prediction_total",
@@ -207,6 +218,7 @@ impl Metrics {
             jobs,
             jobs_failed,
             plan_duration,
+            plans_cancelled,
             forge_errors,
             predictions,
         };
@@ -225,6 +237,9 @@ impl Metrics {
             }
             for verdict in VERDICTS {
                 self.plan_duration.with_label_values(&[forge.as_str(), verdict.as_str()]);
+            }
+            for reason in CANCEL_REASONS {
+                self.plans_cancelled.with_label_values(&[forge.as_str(), reason]);
             }
             for kind in FORGE_ERRORS {
                 self.forge_errors.with_label_values(&[forge.as_str(), kind]);
@@ -269,6 +284,12 @@ impl Metrics {
     /// A plan finished with `verdict` after `seconds`.
     pub fn planned(&self, forge: ForgeKind, verdict: Verdict, seconds: f64) {
         self.plan_duration.with_label_values(&[forge.as_str(), verdict.as_str()]).observe(seconds);
+    }
+
+    /// A plan was stopped before its end for `reason` (one of `CANCEL_REASONS`).
+    pub fn plan_cancelled(&self, forge: ForgeKind, reason: &str) {
+        debug_assert!(CANCEL_REASONS.contains(&reason), "cancel reason {reason} is not in CANCEL_REASONS");
+        self.plans_cancelled.with_label_values(&[forge.as_str(), reason]).inc();
     }
 
     /// A call to `forge`'s API failed.

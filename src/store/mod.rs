@@ -14,6 +14,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 mod recovery;
 mod retention;
 pub use retention::Pruned;
+mod forge_writes;
+mod runs_closed;
+pub use forge_writes::{Channel, Rivals};
 
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -487,6 +490,7 @@ impl Store {
         .await?
         .rows_affected();
         self.abandon_stopped_runs().await?;
+        self.close_runs_of_superseded(cutoff).await?;
         Ok(Reclaimed { requeued, gave_up })
     }
 

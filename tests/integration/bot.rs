@@ -1050,6 +1050,11 @@ fn a_superseded_plan_is_stopped_and_its_kustomize_killed() {
             .any(|r| r.id == stuck_run.id && r.status == "superseded")
     });
     assert!(final_status(&github, &stuck).is_none(), "the superseded plan was posted");
+    // Counted as cancelled, not as a failed plan.
+    let cancelled = "fluxplan_plans_cancelled_total{forge=\"github\",reason=\"superseded\"}";
+    wait_for("the cancelled plan to be counted", WAIT, || metric(&bot, cancelled) == Some(1.0));
+    let failed = "fluxplan_plan_duration_seconds_count{forge=\"github\",verdict=\"failed\"}";
+    assert_eq!(metric(&bot, failed), Some(0.0));
 }
 
 #[test]
@@ -1075,6 +1080,11 @@ fn shutdown_stops_running_renders_within_the_grace_period() {
     let (runtime, store) = store(data.path());
     let jobs = runtime.block_on(store.jobs_of("github", REPO, 22)).unwrap();
     assert_eq!(jobs[0].2, "queued", "released for another worker");
+    // Its run is closed, and not as a failure: the plan was cut short, not wrong.
+    let runs = runtime.block_on(store.runs_of("github", REPO, 22)).unwrap();
+    let statuses: Vec<&str> = runs.iter().map(|r| r.status.as_str()).collect();
+    assert!(matches!(statuses[..], ["cancelled"] | ["abandoned"]), "{statuses:?}");
+    assert_eq!(jobs[0].3, 0, "a shutdown uses up no attempt");
 }
 
 #[test]

@@ -245,6 +245,23 @@ impl FakeGitHub {
         self.lock().outage = None;
     }
 
+    /// The next `count` requests whose path contains `path` wait, unanswered, until
+    /// `release_held` (a forge that answers late: a rate limit waited out, a slow proxy); then
+    /// they are answered as usual.
+    pub fn hold_next_on(&self, path: &str, count: usize) {
+        self.lock().holds.hold(path, count);
+    }
+
+    /// Answers every held request.
+    pub fn release_held(&self) {
+        self.lock().holds.release();
+    }
+
+    /// How many requests are being held now.
+    pub fn held(&self) -> usize {
+        self.lock().holds.held()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.state)
     }
@@ -271,6 +288,8 @@ struct Inner {
     injected: VecDeque<(Option<String>, Injected)>,
     /// While set, requests whose path contains the text answer the status.
     outage: Option<(String, u16)>,
+    /// Requests held back until the test lets them go.
+    holds: Arc<Holds>,
 }
 
 struct Pull {
@@ -861,6 +880,8 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let req = Req::new(&method, &uri, &headers, &body);
+    let holds = lock(&state).holds.clone();
+    holds.pass(&req.path_and_query).await;
     let mut inner = lock(&state);
     inner.requests.push(req.recorded());
     inner.authorizations.push((req.path_and_query.clone(), req.authorization.clone()));
@@ -971,6 +992,56 @@ impl Drop for Server {
 
 pub(crate) fn lock<T>(state: &Mutex<T>) -> MutexGuard<'_, T> {
     state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Requests held back until the test lets them go (`hold_next_on`).
+pub(crate) struct Holds {
+    /// (path text, how many more requests to hold).
+    rules: Mutex<Vec<(String, usize)>>,
+    held: std::sync::atomic::AtomicUsize,
+    /// True while held requests may go.
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Holds {
+    fn default() -> Self {
+        Holds {
+            rules: Mutex::default(),
+            held: Default::default(),
+            open: tokio::sync::watch::Sender::new(true),
+        }
+    }
+}
+
+impl Holds {
+    pub(crate) fn hold(&self, path: &str, count: usize) {
+        lock(&self.rules).push((path.to_string(), count));
+        self.open.send_replace(false);
+    }
+
+    pub(crate) fn release(&self) {
+        self.open.send_replace(true);
+    }
+
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits, when a rule holds `path`, until the requests are released.
+    pub(crate) async fn pass(&self, path: &str) {
+        let mut open = self.open.subscribe();
+        let matched = {
+            let mut rules = lock(&self.rules);
+            let rule = rules.iter_mut().find(|(text, left)| *left > 0 && path.contains(text.as_str()));
+            rule.map(|(_, left)| *left -= 1).is_some()
+        };
+        if !matched {
+            return;
+        }
+        self.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _ = open.wait_for(|open| *open).await;
+        self.held.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A response queued by `fail_next` or `rate_limit_next`.

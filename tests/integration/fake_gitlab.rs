@@ -16,7 +16,8 @@
 #![allow(dead_code)]
 
 use crate::fake_github::{
-    lock, merge, parse_pairs, rfc3339, stable_id, unix_now, Injected, Page, Recorded, Reply, Req, Server,
+    lock, merge, parse_pairs, rfc3339, stable_id, unix_now, Holds, Injected, Page, Recorded, Reply, Req,
+    Server,
 };
 use axum::body::Bytes;
 use axum::extract::State;
@@ -202,6 +203,22 @@ impl FakeGitLab {
             .extend(std::iter::repeat_n((None, Injected::RateLimit(retry_after_secs)), count));
     }
 
+    /// The next `count` requests whose path contains `path` wait, unanswered, until
+    /// `release_held`; then they are answered as usual.
+    pub fn hold_next_on(&self, path: &str, count: usize) {
+        self.lock().holds.hold(path, count);
+    }
+
+    /// Answers every held request.
+    pub fn release_held(&self) {
+        self.lock().holds.release();
+    }
+
+    /// How many requests are being held now.
+    pub fn held(&self) -> usize {
+        self.lock().holds.held()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.state)
     }
@@ -226,6 +243,8 @@ struct Inner {
     requests: Vec<Recorded>,
     /// Failures to inject, each for any request or for paths containing a text.
     injected: VecDeque<(Option<String>, Injected)>,
+    /// Requests held back until the test lets them go.
+    holds: Arc<Holds>,
 }
 
 struct Project {
@@ -769,6 +788,8 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let req = Req::new(&method, &uri, &headers, &body);
+    let holds = lock(&state).holds.clone();
+    holds.pass(&req.path).await;
     let mut inner = lock(&state);
     inner.requests.push(req.recorded());
     let due = inner

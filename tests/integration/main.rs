@@ -57,6 +57,7 @@ mod schema;
 mod scopes;
 mod silent_pass;
 mod speed;
+mod superseded_writes;
 mod trust;
 mod values_plan;
 mod values_syntax;

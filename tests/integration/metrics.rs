@@ -4,7 +4,7 @@
 use crate::bot::{github_env, Bot};
 use crate::fake_github::FakeGitHub;
 use fluxplan::server::metrics::{
-    events, Refusal, FORGES, FORGE_ERRORS, JOB_KINDS, JOB_STATUSES, OUTCOMES, VERDICTS,
+    events, Refusal, CANCEL_REASONS, FORGES, FORGE_ERRORS, JOB_KINDS, JOB_STATUSES, OUTCOMES, VERDICTS,
 };
 use std::collections::BTreeMap;
 
@@ -50,6 +50,9 @@ fn every_labelled_family_is_exported_at_zero_before_any_event() {
             expected.push(format!("fluxplan_plan_duration_seconds_count{labels}"));
             expected.push(format!("fluxplan_plan_duration_seconds_sum{labels}"));
         }
+        for reason in CANCEL_REASONS {
+            expected.push(format!("fluxplan_plans_cancelled_total{{forge=\"{forge}\",reason=\"{reason}\"}}"));
+        }
         for error in FORGE_ERRORS {
             expected.push(format!("fluxplan_forge_api_errors_total{{forge=\"{forge}\",kind=\"{error}\"}}"));
         }
@@ -89,6 +92,7 @@ fn every_labelled_family_is_exported_at_zero_before_any_event() {
         "fluxplan_plan_duration_seconds_count{",
         "fluxplan_forge_api_errors_total{",
         "fluxplan_prediction_total{",
+        "fluxplan_plans_cancelled_total{",
     ];
     let exported = samples.keys().filter(|s| labelled.iter().any(|family| s.starts_with(family))).count();
     let listed = expected.iter().filter(|s| labelled.iter().any(|family| s.starts_with(family))).count();
