@@ -41,6 +41,8 @@ pub struct ServiceConfig {
     pub gitlab_url: String,
     pub gitlab_token: Option<String>,
     pub gitlab_webhook_tokens: Vec<String>,
+    /// Deadlines of forge calls, and when a refused token makes the bot unready.
+    pub forge_calls: ForgeCallSettings,
     /// Jobs planned at once by this replica (0: it only queues).
     pub workers: usize,
     pub allow_forks: bool,
@@ -68,6 +70,14 @@ pub struct ServiceConfig {
     pub resync: Duration,
     /// Watching rollouts after merges.
     pub followup: FollowupSettings,
+}
+
+/// How the forges are called.
+#[derive(Debug, Clone, Copy)]
+pub struct ForgeCallSettings {
+    pub deadlines: crate::forge::gate::Deadlines,
+    /// A forge refusing the token this long makes `/readyz` answer 503.
+    pub unready_after: Duration,
 }
 
 /// How rollouts are watched after merges.
@@ -132,15 +142,16 @@ async fn forges(config: &ServiceConfig) -> Result<Forges> {
     let mut forges = Forges::default();
     let set = |value: &Option<String>| value.clone().filter(|v| !v.trim().is_empty());
     if let Some(token) = &set(&config.github_token) {
-        let client = GitHub::new(&config.github_api_url, GitHubAuth::Token(token.clone()))?;
+        let auth = GitHubAuth::Token(token.clone());
+        let client = GitHub::with_deadlines(&config.github_api_url, auth, config.forge_calls.deadlines)?;
         forges.github = Some((ForgeClient::GitHub(client), Some(token.clone())));
     } else if let Some((app_id, key)) = config.github_app.as_ref().filter(|(_, key)| !key.trim().is_empty()) {
         let auth = GitHubAuth::App { app_id: *app_id, private_key_pem: key.clone() };
-        let client = GitHub::new(&config.github_api_url, auth)?;
+        let client = GitHub::with_deadlines(&config.github_api_url, auth, config.forge_calls.deadlines)?;
         forges.github = Some((ForgeClient::GitHub(client), None));
     }
     if let Some(token) = &set(&config.gitlab_token) {
-        let client = GitLab::new(&config.gitlab_url, token)?;
+        let client = GitLab::with_deadlines(&config.gitlab_url, token, config.forge_calls.deadlines)?;
         forges.gitlab = Some((ForgeClient::GitLab(client), Some(token.clone())));
     }
     Ok(forges)
@@ -166,6 +177,11 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         tracing::warn!("no webhook secret or token is set: every webhook will be refused");
     }
     let metrics = Arc::new(Metrics::new());
+    for kind in [crate::forge::ForgeKind::GitHub, crate::forge::ForgeKind::GitLab] {
+        if let Some((forge, _)) = forges.get(kind) {
+            forge.gate().count_into(metrics.forge_call_counters());
+        }
+    }
     // The engines renders will use, named once at start (finding them takes a moment).
     let helm_major = config.helm.major;
     let (kustomize, helm) = tokio::task::spawn_blocking(move || {
@@ -258,6 +274,13 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     );
     state.runs_token = config.runs_token.clone().filter(|t| !t.is_empty()).map(Arc::new);
     state.no_forge = no_forge;
+    state.token_watch = crate::server::TokenWatch {
+        gates: [crate::forge::ForgeKind::GitHub, crate::forge::ForgeKind::GitLab]
+            .into_iter()
+            .filter_map(|kind| forges.get(kind).map(|(forge, _)| forge.gate().clone()))
+            .collect(),
+        unready_after: config.forge_calls.unready_after,
+    };
     let limits = ConnectionLimits {
         max_connections: config.max_connections.max(1),
         max_connections_per_client: config

@@ -235,6 +235,34 @@ impl FakeGitHub {
         inner.injected.extend(std::iter::repeat_n(injected, count));
     }
 
+    /// The next `count` requests whose path contains `path` are never answered (the connection
+    /// stays open until the client gives up); later ones are answered as usual.
+    pub fn hang_next_on(&self, path: &str, count: usize) {
+        let injected = (Some(path.to_string()), Injected::Hang);
+        self.lock().injected.extend(std::iter::repeat_n(injected, count));
+    }
+
+    /// The next `count` requests whose path contains `path` are answered after `delay`.
+    pub fn answer_slowly_on(&self, path: &str, count: usize, delay: std::time::Duration) {
+        let injected = (Some(path.to_string()), Injected::Slow(delay));
+        self.lock().injected.extend(std::iter::repeat_n(injected, count));
+    }
+
+    /// While on, every request is refused as with a revoked token (401 `Bad credentials`).
+    pub fn refuse_token(&self, refuse: bool) {
+        self.lock().refuse_token = refuse;
+    }
+
+    /// Requests that were received and never answered (`hang_next_on`) so far.
+    pub fn hung(&self) -> usize {
+        self.lock().hung
+    }
+
+    /// When each request was received, in order, with its method and path.
+    pub fn arrivals(&self) -> Vec<(std::time::Instant, String, String)> {
+        self.lock().requests.iter().map(|r| (r.at, r.method.clone(), r.path.clone())).collect()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.state)
     }
@@ -259,6 +287,10 @@ struct Inner {
     authorizations: Vec<(String, String)>,
     /// Failures to inject, each for any request or for paths containing a text.
     injected: VecDeque<(Option<String>, Injected)>,
+    /// Every request answers 401, as with a revoked token.
+    refuse_token: bool,
+    /// Requests left unanswered.
+    hung: usize,
 }
 
 struct Pull {
@@ -849,14 +881,29 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let req = Req::new(&method, &uri, &headers, &body);
+    let injected = {
+        let mut inner = lock(&state);
+        inner.requests.push(req.recorded());
+        inner.authorizations.push((req.path_and_query.clone(), req.authorization.clone()));
+        let due = inner
+            .injected
+            .iter()
+            .position(|(path, _)| path.as_ref().is_none_or(|p| req.path_and_query.contains(p.as_str())));
+        due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected)
+    };
+    let injected = match injected {
+        Some(Injected::Hang) => {
+            lock(&state).hung += 1;
+            return std::future::pending::<Response>().await;
+        }
+        Some(Injected::Slow(delay)) => {
+            tokio::time::sleep(delay).await;
+            None
+        }
+        other => other,
+    };
     let mut inner = lock(&state);
-    inner.requests.push(req.recorded());
-    inner.authorizations.push((req.path_and_query.clone(), req.authorization.clone()));
-    let due = inner
-        .injected
-        .iter()
-        .position(|(path, _)| path.as_ref().is_none_or(|p| req.path_and_query.contains(p.as_str())));
-    let reply = match due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected) {
+    let reply = match injected {
         Some(Injected::Fail(code)) => {
             let message =
                 StatusCode::from_u16(code).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
@@ -883,11 +930,16 @@ async fn handle(
             .header("x-ratelimit-reset", &reset.to_string())
             .header("x-ratelimit-resource", "core")
         }
+        None if inner.refuse_token => Reply::json(
+            401,
+            json!({"message": "Bad credentials", "documentation_url": DOCS, "status": "401"}),
+        ),
         None if !req.authorized && req.path != "/rate_limit" => Reply::json(
             401,
             json!({"message": "Requires authentication", "documentation_url": DOCS, "status": "401"}),
         ),
         None => inner.route(&req),
+        Some(Injected::Hang | Injected::Slow(_)) => unreachable!("taken above"),
     };
     reply.into_response()
 }
@@ -952,13 +1004,17 @@ pub(crate) fn lock<T>(state: &Mutex<T>) -> MutexGuard<'_, T> {
     state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A response queued by `fail_next` or `rate_limit_next`.
+/// A response queued by `fail_next`, `rate_limit_next`, `hang_next_on` or `answer_slowly_on`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Injected {
     /// Answer this status with a JSON error body.
     Fail(u16),
     /// Answer 429 with `Retry-After` of this many seconds.
     RateLimit(u64),
+    /// Never answer.
+    Hang,
+    /// Answer as usual, after this long.
+    Slow(std::time::Duration),
 }
 
 /// One recorded request.
@@ -967,6 +1023,8 @@ pub(crate) struct Recorded {
     pub method: String,
     pub path: String,
     pub body: String,
+    /// When it was received.
+    pub at: std::time::Instant,
 }
 
 /// A request, decoded for routing.
@@ -1006,7 +1064,12 @@ impl Req {
     }
 
     pub(crate) fn recorded(&self) -> Recorded {
-        Recorded { method: self.method.clone(), path: self.path_and_query.clone(), body: self.body.clone() }
+        Recorded {
+            method: self.method.clone(),
+            path: self.path_and_query.clone(),
+            body: self.body.clone(),
+            at: std::time::Instant::now(),
+        }
     }
 
     pub(crate) fn query_get(&self, key: &str) -> Option<&str> {

@@ -202,6 +202,24 @@ impl FakeGitLab {
             .extend(std::iter::repeat_n((None, Injected::RateLimit(retry_after_secs)), count));
     }
 
+    /// The next `count` requests whose path contains `path` are never answered (the connection
+    /// stays open until the client gives up); later ones are answered as usual.
+    pub fn hang_next_on(&self, path: &str, count: usize) {
+        let injected = (Some(path.to_string()), Injected::Hang);
+        self.lock().injected.extend(std::iter::repeat_n(injected, count));
+    }
+
+    /// The next `count` requests whose path contains `path` are answered after `delay`.
+    pub fn answer_slowly_on(&self, path: &str, count: usize, delay: std::time::Duration) {
+        let injected = (Some(path.to_string()), Injected::Slow(delay));
+        self.lock().injected.extend(std::iter::repeat_n(injected, count));
+    }
+
+    /// Requests that were received and never answered (`hang_next_on`) so far.
+    pub fn hung(&self) -> usize {
+        self.lock().hung
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.state)
     }
@@ -226,6 +244,8 @@ struct Inner {
     requests: Vec<Recorded>,
     /// Failures to inject, each for any request or for paths containing a text.
     injected: VecDeque<(Option<String>, Injected)>,
+    /// Requests left unanswered.
+    hung: usize,
 }
 
 struct Project {
@@ -769,13 +789,28 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let req = Req::new(&method, &uri, &headers, &body);
+    let injected = {
+        let mut inner = lock(&state);
+        inner.requests.push(req.recorded());
+        let due = inner
+            .injected
+            .iter()
+            .position(|(path, _)| path.as_ref().is_none_or(|p| req.path.contains(p.as_str())));
+        due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected)
+    };
+    let injected = match injected {
+        Some(Injected::Hang) => {
+            lock(&state).hung += 1;
+            return std::future::pending::<Response>().await;
+        }
+        Some(Injected::Slow(delay)) => {
+            tokio::time::sleep(delay).await;
+            None
+        }
+        other => other,
+    };
     let mut inner = lock(&state);
-    inner.requests.push(req.recorded());
-    let due = inner
-        .injected
-        .iter()
-        .position(|(path, _)| path.as_ref().is_none_or(|p| req.path.contains(p.as_str())));
-    let reply = match due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected) {
+    let reply = match injected {
         Some(Injected::Fail(code)) => {
             let reason =
                 StatusCode::from_u16(code).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
@@ -790,6 +825,7 @@ async fn handle(
             .header("ratelimit-reset", &(unix_now() + secs).to_string()),
         None if !req.authorized => error(401, "401 Unauthorized"),
         None => inner.route(&req),
+        Some(Injected::Hang | Injected::Slow(_)) => unreachable!("taken above"),
     };
     reply.into_response()
 }

@@ -25,6 +25,7 @@ mod fake_kube_selftest;
 mod file_names;
 mod findings;
 mod fixture;
+mod forge_calls;
 mod hardening;
 mod helm;
 mod helm_archive;
