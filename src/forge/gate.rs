@@ -191,9 +191,9 @@ mod tests {
         Gate::new(ForgeKind::GitHub, Deadlines { connect: Duration::from_secs(1), total })
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_call_that_does_not_answer_fails_at_the_deadline_and_is_not_retried_in_place() {
-        let gate = gate(Duration::from_secs(5));
+        let gate = gate(Duration::from_secs(1));
         let calls = AtomicUsize::new(0);
         let result: Result<(), _> = gate
             .call("hang", || async {
@@ -201,26 +201,25 @@ mod tests {
                 std::future::pending().await
             })
             .await;
-        assert!(matches!(&result, Err(ForgeError::Transient(m)) if m.contains("did not answer within 5s")));
+        assert!(matches!(&result, Err(ForgeError::Transient(m)) if m.contains("did not answer within 1s")));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         // A slow answer within the deadline is an answer.
+        let gate = self::gate(Duration::from_secs(60));
         let answer = gate
             .call("slow", || async {
-                tokio::time::sleep(Duration::from_secs(4)).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 Ok(7)
             })
             .await;
         assert_eq!(answer.unwrap(), 7);
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_rate_limit_pauses_every_call_until_its_reset() {
         let gate = gate(Duration::from_secs(60));
-        let limited: Result<(), _> = gate
-            .call("limited", || async { Err(ForgeError::RateLimited(Some(Duration::from_secs(3600)))) })
-            .await;
-        assert!(limited.is_err());
-        // Another call is not sent while the pause lasts: the job is rescheduled after it.
+        let limit = || async { Err::<(), _>(ForgeError::RateLimited(Some(Duration::from_secs(3600)))) };
+        assert!(gate.call("limited", limit).await.is_err());
+        // Another call is not sent while the pause lasts: its job is rescheduled after it.
         let sent = AtomicUsize::new(0);
         let held = gate
             .call("other", || async {
@@ -232,36 +231,28 @@ mod tests {
         assert_eq!(sent.load(Ordering::SeqCst), 0);
         // A short pause is waited out in place, then the call goes.
         let gate = self::gate(Duration::from_secs(60));
-        let _ = gate
-            .call("limited", || async {
-                Err::<(), _>(ForgeError::RateLimited(Some(Duration::from_secs(61))))
-            })
-            .await;
-        *lock(&gate.paused_until) = Some(tokio::time::Instant::now() + Duration::from_secs(2));
+        *lock(&gate.paused_until) = Some(tokio::time::Instant::now() + Duration::from_millis(300));
         let started = tokio::time::Instant::now();
         gate.call("after", || async { Ok(()) }).await.unwrap();
-        assert!(started.elapsed() >= Duration::from_secs(2));
+        assert!(started.elapsed() >= Duration::from_millis(300));
     }
 
-    #[tokio::test]
-    async fn a_refused_token_is_remembered_until_the_forge_accepts_one() {
+    #[test]
+    fn a_refused_token_is_remembered_until_the_forge_takes_one() {
         let gate = gate(Duration::from_secs(60));
+        let answer = |result: Result<(), ForgeError>| gate.observe(&result, false);
         assert_eq!(gate.token_refused_for(), None);
-        let refused: Result<(), _> =
-            gate.call("refused", || async { Err(ForgeError::Unauthorized("HTTP 401".into())) }).await;
-        assert!(refused.is_err());
+        answer(Err(ForgeError::Unauthorized("HTTP 401".into())));
         assert!(gate.token_refused_for().is_some());
-        // A failure that says nothing of the token (no answer, a proxy's 502) keeps the refusal.
-        let _ = gate.call("down", || async { Err::<(), _>(ForgeError::Transient("HTTP 502".into())) }).await;
+        // What says nothing of the token (no answer, a proxy's 502) keeps the refusal.
+        answer(Err(ForgeError::Transient("HTTP 502".into())));
+        gate.observe(&Err::<(), _>(ForgeError::Transient("no answer".into())), true);
         assert!(gate.token_refused_for().is_some());
-        // A refusal of what was asked (422) is an answer to an accepted token.
-        let _ =
-            gate.call("invalid", || async { Err::<(), _>(ForgeError::Permanent("HTTP 422".into())) }).await;
+        // A refusal of what was asked (422) answers an accepted token.
+        answer(Err(ForgeError::Permanent("HTTP 422".into())));
         assert_eq!(gate.token_refused_for(), None);
-        let _ = gate
-            .call("refused", || async { Err::<(), _>(ForgeError::Unauthorized("HTTP 401".into())) })
-            .await;
-        gate.call("accepted", || async { Ok(()) }).await.unwrap();
+        answer(Err(ForgeError::Unauthorized("HTTP 401".into())));
+        answer(Ok(()));
         assert_eq!(gate.token_refused_for(), None);
     }
 }

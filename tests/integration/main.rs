@@ -39,6 +39,7 @@ mod helm_tls;
 mod hostile;
 mod image;
 mod kube_view;
+mod load;
 mod memory;
 mod metrics;
 mod moved_sources;
