@@ -885,23 +885,9 @@ async fn handle(
         let mut inner = lock(&state);
         inner.requests.push(req.recorded());
         inner.authorizations.push((req.path_and_query.clone(), req.authorization.clone()));
-        let due = inner
-            .injected
-            .iter()
-            .position(|(path, _)| path.as_ref().is_none_or(|p| req.path_and_query.contains(p.as_str())));
-        due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected)
+        take_due(&mut inner.injected, &req.path_and_query)
     };
-    let injected = match injected {
-        Some(Injected::Hang) => {
-            lock(&state).hung += 1;
-            return std::future::pending::<Response>().await;
-        }
-        Some(Injected::Slow(delay)) => {
-            tokio::time::sleep(delay).await;
-            None
-        }
-        other => other,
-    };
+    let injected = hang_or_delay(injected, || lock(&state).hung += 1).await;
     let mut inner = lock(&state);
     let reply = match injected {
         Some(Injected::Fail(code)) => {
@@ -1015,6 +1001,29 @@ pub(crate) enum Injected {
     Hang,
     /// Answer as usual, after this long.
     Slow(std::time::Duration),
+}
+
+/// The first injection queued for requests whose path contains its text (or for any request),
+/// taken from the queue.
+pub(crate) fn take_due(injected: &mut VecDeque<(Option<String>, Injected)>, path: &str) -> Option<Injected> {
+    let due = injected.iter().position(|(on, _)| on.as_ref().is_none_or(|on| path.contains(on.as_str())))?;
+    injected.remove(due).map(|(_, injected)| injected)
+}
+
+/// Plays a hang (never returns, after calling `hung`) or a slow answer's delay; what is left to
+/// answer (`None`: answer as usual).
+pub(crate) async fn hang_or_delay(injected: Option<Injected>, hung: impl FnOnce()) -> Option<Injected> {
+    match injected {
+        Some(Injected::Hang) => {
+            hung();
+            std::future::pending().await
+        }
+        Some(Injected::Slow(delay)) => {
+            tokio::time::sleep(delay).await;
+            None
+        }
+        other => other,
+    }
 }
 
 /// One recorded request.

@@ -16,7 +16,8 @@
 #![allow(dead_code)]
 
 use crate::fake_github::{
-    lock, merge, parse_pairs, rfc3339, stable_id, unix_now, Injected, Page, Recorded, Reply, Req, Server,
+    hang_or_delay, lock, merge, parse_pairs, rfc3339, stable_id, take_due, unix_now, Injected, Page,
+    Recorded, Reply, Req, Server,
 };
 use axum::body::Bytes;
 use axum::extract::State;
@@ -792,23 +793,9 @@ async fn handle(
     let injected = {
         let mut inner = lock(&state);
         inner.requests.push(req.recorded());
-        let due = inner
-            .injected
-            .iter()
-            .position(|(path, _)| path.as_ref().is_none_or(|p| req.path.contains(p.as_str())));
-        due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected)
+        take_due(&mut inner.injected, &req.path)
     };
-    let injected = match injected {
-        Some(Injected::Hang) => {
-            lock(&state).hung += 1;
-            return std::future::pending::<Response>().await;
-        }
-        Some(Injected::Slow(delay)) => {
-            tokio::time::sleep(delay).await;
-            None
-        }
-        other => other,
-    };
+    let injected = hang_or_delay(injected, || lock(&state).hung += 1).await;
     let mut inner = lock(&state);
     let reply = match injected {
         Some(Injected::Fail(code)) => {

@@ -9,7 +9,6 @@ use crate::bot::{
 use crate::fake_github::FakeGitHub;
 use crate::fake_gitlab::FakeGitLab;
 use crate::fixture::{wait_for, WAIT};
-use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 
@@ -37,18 +36,6 @@ fn gitlab_final_state(gitlab: &FakeGitLab, project: &str, sha: &str) -> Option<S
         .rev()
         .map(|s| s["status"].as_str().unwrap_or("").to_string())
         .find(|s| s != "running" && s != "pending")
-}
-
-fn post_gitlab(bot: &Bot, body: &Value, uuid: &str) -> u16 {
-    bot.post(
-        "/webhooks/gitlab",
-        body.to_string(),
-        &[
-            ("x-gitlab-event", "Merge Request Hook".to_string()),
-            ("x-gitlab-token", "gitlab-secret".to_string()),
-            ("x-gitlab-event-uuid", uuid.to_string()),
-        ],
-    )
 }
 
 #[test]
@@ -114,7 +101,7 @@ fn a_hung_gitlab_status_call_times_out_and_the_merge_request_still_gets_its_stat
     gitlab.hang_next_on("/statuses/", 1);
     let data = tempfile::tempdir().unwrap();
     let bot = quiet(data.path(), &["--workers", "1", "--forge-timeout-secs", "2"], gitlab_env(&gitlab.url()));
-    assert_eq!(post_gitlab(&bot, &merge_request_hook(&repo, project, 3, &head), "g3"), 202);
+    assert_eq!(bot.gitlab("Merge Request Hook", "g3", &merge_request_hook(&repo, project, 3, &head)), 202);
     wait_for("the final status", WAIT, || gitlab_final_state(&gitlab, project, &head).is_some());
     assert_eq!(gitlab_final_state(&gitlab, project, &head).as_deref(), Some("success"));
     assert_eq!(gitlab.hung(), 1);
@@ -155,7 +142,7 @@ fn a_rate_limit_pauses_every_call_to_that_forge_until_its_reset_and_no_other_for
         jobs(data.path(), "github", REPO, 35) == [("queued".to_string(), 1)]
     });
     // Near miss: GitLab is not GitHub; its merge request is planned and posted meanwhile.
-    assert_eq!(post_gitlab(&bot, &merge_request_hook(&repo, project, 4, &head), "r4"), 202);
+    assert_eq!(bot.gitlab("Merge Request Hook", "r4", &merge_request_hook(&repo, project, 4, &head)), 202);
     wait_for("the GitLab status", WAIT, || gitlab_final_state(&gitlab, project, &head).is_some());
     assert_eq!(gitlab_final_state(&gitlab, project, &head).as_deref(), Some("success"));
     assert_eq!(github.requests().len(), sent_before, "nothing was sent to GitHub before its reset");
