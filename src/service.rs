@@ -157,6 +157,14 @@ async fn forges(config: &ServiceConfig) -> Result<Forges> {
     Ok(forges)
 }
 
+/// The call gates of the configured forges (what they count and learn about each forge).
+fn gates(forges: &Forges) -> Vec<Arc<crate::forge::gate::Gate>> {
+    [crate::forge::ForgeKind::GitHub, crate::forge::ForgeKind::GitLab]
+        .into_iter()
+        .filter_map(|kind| forges.get(kind).map(|(forge, _)| forge.gate().clone()))
+        .collect()
+}
+
 async fn serve(config: ServiceConfig) -> Result<()> {
     // Everything the bot writes (mirrors, cache, exports) is its user's alone; what a crashed
     // bot left in the scratch directory goes.
@@ -177,10 +185,8 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         tracing::warn!("no webhook secret or token is set: every webhook will be refused");
     }
     let metrics = Arc::new(Metrics::new());
-    for kind in [crate::forge::ForgeKind::GitHub, crate::forge::ForgeKind::GitLab] {
-        if let Some((forge, _)) = forges.get(kind) {
-            forge.gate().count_into(metrics.forge_call_counters());
-        }
+    for gate in gates(&forges) {
+        gate.count_into(metrics.forge_call_counters());
     }
     // The engines renders will use, named once at start (finding them takes a moment).
     let helm_major = config.helm.major;
@@ -274,13 +280,8 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     );
     state.runs_token = config.runs_token.clone().filter(|t| !t.is_empty()).map(Arc::new);
     state.no_forge = no_forge;
-    state.token_watch = crate::server::TokenWatch {
-        gates: [crate::forge::ForgeKind::GitHub, crate::forge::ForgeKind::GitLab]
-            .into_iter()
-            .filter_map(|kind| forges.get(kind).map(|(forge, _)| forge.gate().clone()))
-            .collect(),
-        unready_after: config.forge_calls.unready_after,
-    };
+    state.token_watch =
+        crate::server::TokenWatch { gates: gates(&forges), unready_after: config.forge_calls.unready_after };
     let limits = ConnectionLimits {
         max_connections: config.max_connections.max(1),
         max_connections_per_client: config

@@ -75,10 +75,6 @@ impl Gate {
         self.forge
     }
 
-    pub fn deadlines(&self) -> Deadlines {
-        self.deadlines
-    }
-
     /// Counts into these from now on (set once; the metrics are made after the clients).
     pub fn count_into(&self, counters: CallCounters) {
         let _ = self.counters.set(counters);
