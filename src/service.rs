@@ -42,6 +42,8 @@ pub struct ServiceConfig {
     pub gitlab_url: String,
     pub gitlab_token: Option<String>,
     pub gitlab_webhook_tokens: Vec<String>,
+    /// Deadlines of forge calls, and when a refused token makes the bot unready.
+    pub forge_calls: ForgeCallSettings,
     /// Jobs planned at once by this replica (0: it only queues).
     pub workers: usize,
     pub allow_forks: bool,
@@ -73,6 +75,14 @@ pub struct ServiceConfig {
     pub retry_later: crate::jobs::recovery::RetryLater,
     /// What is older is pruned from the database; zero keeps everything.
     pub retention: Duration,
+}
+
+/// How the forges are called.
+#[derive(Debug, Clone, Copy)]
+pub struct ForgeCallSettings {
+    pub deadlines: crate::forge::gate::Deadlines,
+    /// A forge refusing the token this long makes `/readyz` answer 503.
+    pub unready_after: Duration,
 }
 
 /// How rollouts are watched after merges.
@@ -137,18 +147,27 @@ async fn forges(config: &ServiceConfig) -> Result<Forges> {
     let mut forges = Forges::default();
     let set = |value: &Option<String>| value.clone().filter(|v| !v.trim().is_empty());
     if let Some(token) = &set(&config.github_token) {
-        let client = GitHub::new(&config.github_api_url, GitHubAuth::Token(token.clone()))?;
+        let auth = GitHubAuth::Token(token.clone());
+        let client = GitHub::with_deadlines(&config.github_api_url, auth, config.forge_calls.deadlines)?;
         forges.github = Some((ForgeClient::GitHub(client), Some(token.clone())));
     } else if let Some((app_id, key)) = config.github_app.as_ref().filter(|(_, key)| !key.trim().is_empty()) {
         let auth = GitHubAuth::App { app_id: *app_id, private_key_pem: key.clone() };
-        let client = GitHub::new(&config.github_api_url, auth)?;
+        let client = GitHub::with_deadlines(&config.github_api_url, auth, config.forge_calls.deadlines)?;
         forges.github = Some((ForgeClient::GitHub(client), None));
     }
     if let Some(token) = &set(&config.gitlab_token) {
-        let client = GitLab::new(&config.gitlab_url, token)?;
+        let client = GitLab::with_deadlines(&config.gitlab_url, token, config.forge_calls.deadlines)?;
         forges.gitlab = Some((ForgeClient::GitLab(client), Some(token.clone())));
     }
     Ok(forges)
+}
+
+/// The call gates of the configured forges (what they count and learn about each forge).
+fn gates(forges: &Forges) -> Vec<Arc<crate::forge::gate::Gate>> {
+    [crate::forge::ForgeKind::GitHub, crate::forge::ForgeKind::GitLab]
+        .into_iter()
+        .filter_map(|kind| forges.get(kind).map(|(forge, _)| forge.gate().clone()))
+        .collect()
 }
 
 async fn serve(config: ServiceConfig) -> Result<()> {
@@ -174,6 +193,9 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         tracing::warn!("no webhook secret or token is set: every webhook will be refused");
     }
     let metrics = Arc::new(Metrics::new());
+    for gate in gates(&forges) {
+        gate.count_into(metrics.forge_call_counters());
+    }
     // The engines renders will use, named once at start (finding them takes a moment).
     let helm_major = config.helm.major;
     let (kustomize, helm) = tokio::task::spawn_blocking(move || {
@@ -278,6 +300,8 @@ async fn serve(config: ServiceConfig) -> Result<()> {
     state.runs_token = config.runs_token.clone().filter(|t| !t.is_empty()).map(Arc::new);
     state.no_forge = no_forge;
     state.recovery = recovery.clone();
+    state.token_watch =
+        crate::server::TokenWatch { gates: gates(&forges), unready_after: config.forge_calls.unready_after };
     let limits = ConnectionLimits {
         max_connections: config.max_connections.max(1),
         max_connections_per_client: config

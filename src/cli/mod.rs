@@ -4,6 +4,7 @@ mod build;
 pub mod bytes;
 mod completion;
 mod demo;
+mod forge_calls;
 pub mod plan;
 mod serve;
 mod snapshot;

@@ -80,6 +80,8 @@ pub struct ServeArgs {
     #[arg(long, env = "FLUXPLAN_CLUSTER_SNAPSHOT")]
     pub cluster_snapshot: Option<PathBuf>,
     #[command(flatten)]
+    pub forge_calls: super::forge_calls::ForgeCallArgs,
+    #[command(flatten)]
     pub live: LiveArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -208,6 +210,7 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         gitlab_url: args.gitlab_url,
         gitlab_token: args.gitlab_token,
         gitlab_webhook_tokens: args.gitlab_webhook_token,
+        forge_calls: args.forge_calls.settings(),
         workers: args.workers,
         allow_forks: args.allow_forks,
         job_lease: Duration::from_secs(args.job_lease_secs),

@@ -22,6 +22,7 @@ pub enum GitHubAuth {
 
 pub struct GitHub {
     client: Octocrab,
+    gate: std::sync::Arc<super::gate::Gate>,
     is_app: bool,
     /// The login fluxplan comments as, learned once.
     login: tokio::sync::OnceCell<String>,
@@ -37,10 +38,23 @@ enum Method {
 
 impl GitHub {
     pub fn new(api_url: &str, auth: GitHubAuth) -> anyhow::Result<Self> {
-        // Retries are ours (they honour Retry-After); octocrab's would retry at once.
+        Self::with_deadlines(api_url, auth, super::gate::Deadlines::default())
+    }
+
+    /// A client whose connections open within `deadlines.connect` and whose calls end by
+    /// `deadlines.total` (each attempt, enforced by its gate).
+    pub fn with_deadlines(
+        api_url: &str,
+        auth: GitHubAuth,
+        deadlines: super::gate::Deadlines,
+    ) -> anyhow::Result<Self> {
+        // Retries are ours (they honour Retry-After); octocrab's would retry at once. The total
+        // deadline is the gate's, around each whole call (a read timeout here would only bound
+        // the gaps between bytes).
         let builder = Octocrab::builder()
             .base_uri(api_url)?
-            .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None);
+            .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None)
+            .set_connect_timeout(Some(deadlines.connect));
         let (builder, is_app) = match auth {
             GitHubAuth::Token(token) => (builder.personal_token(token), false),
             GitHubAuth::App { app_id, private_key_pem } => {
@@ -50,7 +64,12 @@ impl GitHub {
                 (builder.app(AppId(app_id), key), true)
             }
         };
-        Ok(GitHub { client: builder.build()?, is_app, login: tokio::sync::OnceCell::new() })
+        let gate = std::sync::Arc::new(super::gate::Gate::new(super::ForgeKind::GitHub, deadlines));
+        Ok(GitHub { client: builder.build()?, gate, is_app, login: tokio::sync::OnceCell::new() })
+    }
+
+    pub fn gate(&self) -> &std::sync::Arc<super::gate::Gate> {
+        &self.gate
     }
 
     /// The client acting for `repo`: the App's installation when running as an App.

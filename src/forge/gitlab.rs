@@ -26,6 +26,9 @@ pub struct GitLab {
     insecure: bool,
     /// The user id fluxplan writes notes as, learned once.
     user_id: tokio::sync::OnceCell<u64>,
+    /// Deadlines, retries and the rate-limit pause. The crate builds its own HTTP client without
+    /// a connect timeout, so the total deadline bounds connecting too.
+    gate: std::sync::Arc<super::gate::Gate>,
 }
 
 /// An endpoint by method and path, for what the crate does not offer.
@@ -87,6 +90,11 @@ impl GitLab {
     /// `https://example.com/gitlab`); plain http is allowed for tests and air-gapped mirrors.
     /// Nothing is sent until the first call.
     pub fn new(url: &str, token: &str) -> anyhow::Result<Self> {
+        Self::with_deadlines(url, token, super::gate::Deadlines::default())
+    }
+
+    /// Like `new`, each call ending by `deadlines.total`.
+    pub fn with_deadlines(url: &str, token: &str, deadlines: super::gate::Deadlines) -> anyhow::Result<Self> {
         let parsed = url::Url::parse(url).map_err(|e| anyhow::anyhow!("FLUXPLAN_GITLAB_URL {url}: {e}"))?;
         let mut host = match parsed.port() {
             Some(port) => format!("{}:{port}", parsed.host_str().unwrap_or_default()),
@@ -99,7 +107,12 @@ impl GitLab {
             token: token.to_string(),
             insecure: parsed.scheme() == "http",
             user_id: tokio::sync::OnceCell::new(),
+            gate: std::sync::Arc::new(super::gate::Gate::new(super::ForgeKind::GitLab, deadlines)),
         })
+    }
+
+    pub fn gate(&self) -> &std::sync::Arc<super::gate::Gate> {
+        &self.gate
     }
 
     /// The connected client; a GitLab that cannot be reached is a transient error.
@@ -110,10 +123,11 @@ impl GitLab {
                 if self.insecure {
                     builder.insecure();
                 }
-                builder
-                    .build_async()
-                    .await
-                    .map_err(|e| ForgeError::Transient(format!("cannot reach GitLab: {e}")))
+                // Building asks GitLab who the token is: a refused token says so.
+                builder.build_async().await.map_err(|e| match e {
+                    gitlab::GitlabError::Api { source } => map_error(source),
+                    e => ForgeError::Transient(format!("cannot reach GitLab: {e}")),
+                })
             })
             .await
     }

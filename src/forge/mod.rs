@@ -2,6 +2,7 @@
 //! reactions out. Calls are retried on transient failures and rate limits (honouring
 //! `Retry-After`), with backoff from `backon`.
 
+pub mod gate;
 pub mod github;
 pub mod gitlab;
 pub mod roles;
@@ -13,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Longest wait for a rate limit inside one call; longer ones reschedule the job instead.
-const MAX_INLINE_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const MAX_INLINE_WAIT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -163,6 +164,9 @@ pub enum ForgeError {
     Transient(String),
     #[error("not found: {0}")]
     NotFound(String),
+    /// The forge refused the token (401, bad credentials): only the operator can fix it.
+    #[error("the forge refused fluxplan's token: {0}")]
+    Unauthorized(String),
     #[error("the forge refused the request: {0}")]
     Permanent(String),
 }
@@ -174,11 +178,12 @@ impl ForgeError {
             ForgeError::RateLimited(_) => "rate_limited",
             ForgeError::Transient(_) => "transient",
             ForgeError::NotFound(_) => "not_found",
+            ForgeError::Unauthorized(_) => "unauthorized",
             ForgeError::Permanent(_) => "permanent",
         }
     }
 
-    fn retryable(&self) -> bool {
+    pub(crate) fn retryable(&self) -> bool {
         match self {
             ForgeError::RateLimited(wait) => wait.is_none_or(|w| w <= MAX_INLINE_WAIT),
             ForgeError::Transient(_) => true,
@@ -187,12 +192,15 @@ impl ForgeError {
     }
 
     /// From an HTTP status and body: 429 (and GitHub's 403 rate limits) are rate limits, 5xx
-    /// transient, 404 not found, the rest permanent.
+    /// transient, 404 not found, 401 (and a 403 saying bad credentials) a refused token, the rest
+    /// permanent.
     pub fn from_status(status: u16, retry_after: Option<Duration>, body: &str) -> Self {
         let message = format!("HTTP {status}: {}", body.chars().take(300).collect::<String>());
         match status {
             429 => ForgeError::RateLimited(retry_after),
             403 if body.to_lowercase().contains("rate limit") => ForgeError::RateLimited(retry_after),
+            401 => ForgeError::Unauthorized(message),
+            403 if body.to_lowercase().contains("bad credentials") => ForgeError::Unauthorized(message),
             404 => ForgeError::NotFound(message),
             500..=599 => ForgeError::Transient(message),
             _ => ForgeError::Permanent(message),
@@ -207,13 +215,26 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, ForgeError>>,
 {
+    with_retries_when(what, call, ForgeError::retryable).await
+}
+
+/// Like [`with_retries`], retrying only the errors `when` accepts.
+pub(crate) async fn with_retries_when<T, F, Fut>(
+    what: &str,
+    call: F,
+    when: impl FnMut(&ForgeError) -> bool,
+) -> Result<T, ForgeError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ForgeError>>,
+{
     let backoff = ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(200))
         .with_max_delay(Duration::from_secs(10))
         .with_max_times(4)
         .with_jitter();
     call.retry(backoff)
-        .when(ForgeError::retryable)
+        .when(when)
         .adjust(|error, delay| match error {
             ForgeError::RateLimited(Some(wait)) => Some(delay.map_or(*wait, |d| d.max(*wait))),
             _ => delay,
@@ -229,6 +250,15 @@ pub enum ForgeClient {
 }
 
 impl ForgeClient {
+    /// How calls to this forge are made (deadlines, retries, the rate-limit pause), and what
+    /// they taught about it.
+    pub fn gate(&self) -> &std::sync::Arc<gate::Gate> {
+        match self {
+            ForgeClient::GitHub(c) => c.gate(),
+            ForgeClient::GitLab(c) => c.gate(),
+        }
+    }
+
     /// The token git fetches `repo` with, if any.
     pub async fn git_token(
         &self,
@@ -237,7 +267,7 @@ impl ForgeClient {
     ) -> Result<Option<String>, ForgeError> {
         match self {
             ForgeClient::GitHub(c) => {
-                with_retries("installation token", || c.git_token(repo, configured)).await
+                self.gate().call("installation token", || c.git_token(repo, configured)).await
             }
             ForgeClient::GitLab(_) => Ok(configured.map(str::to_string)),
         }
@@ -245,16 +275,20 @@ impl ForgeClient {
 
     pub async fn pull(&self, repo: &RepoInfo, number: u64) -> Result<PullInfo, ForgeError> {
         match self {
-            ForgeClient::GitHub(c) => with_retries("get pull request", || c.pull(repo, number)).await,
-            ForgeClient::GitLab(c) => with_retries("get merge request", || c.pull(repo, number)).await,
+            ForgeClient::GitHub(c) => self.gate().call("get pull request", || c.pull(repo, number)).await,
+            ForgeClient::GitLab(c) => self.gate().call("get merge request", || c.pull(repo, number)).await,
         }
     }
 
     /// The open pull requests of a repository, into `base` only when given.
     pub async fn open_pulls(&self, repo: &RepoInfo, base: Option<&str>) -> Result<Vec<PullInfo>, ForgeError> {
         match self {
-            ForgeClient::GitHub(c) => with_retries("list pull requests", || c.open_pulls(repo, base)).await,
-            ForgeClient::GitLab(c) => with_retries("list merge requests", || c.open_pulls(repo, base)).await,
+            ForgeClient::GitHub(c) => {
+                self.gate().call("list pull requests", || c.open_pulls(repo, base)).await
+            }
+            ForgeClient::GitLab(c) => {
+                self.gate().call("list merge requests", || c.open_pulls(repo, base)).await
+            }
         }
     }
 
@@ -273,11 +307,13 @@ impl ForgeClient {
         let description: String = description.chars().take(139).collect();
         match self {
             ForgeClient::GitHub(c) => {
-                with_retries("set status", || c.set_status(repo, sha, state, &description, target_url)).await
+                self.gate()
+                    .call("set status", || c.set_status(repo, sha, state, &description, target_url))
+                    .await
             }
             ForgeClient::GitLab(c) => {
                 let set = || c.set_status(repo, sha, git_ref, state, &description, target_url);
-                with_retries("set status", set).await
+                self.gate().call("set status", set).await
             }
         }
     }
@@ -292,12 +328,12 @@ impl ForgeClient {
     ) -> Result<Vec<Comment>, ForgeError> {
         let (all, me) = match self {
             ForgeClient::GitHub(c) => (
-                with_retries("list comments", || c.comments(repo, number)).await?,
-                with_retries("read own login", || c.login(repo)).await?,
+                self.gate().call("list comments", || c.comments(repo, number)).await?,
+                self.gate().call("read own login", || c.login(repo)).await?,
             ),
             ForgeClient::GitLab(c) => (
-                with_retries("list notes", || c.comments(repo, number)).await?,
-                with_retries("read own user", || c.user_id()).await?.to_string(),
+                self.gate().call("list notes", || c.comments(repo, number)).await?,
+                self.gate().call("read own user", || c.user_id()).await?.to_string(),
             ),
         };
         Ok(all.into_iter().filter(|c| c.author == me && c.body.starts_with(marker)).collect())
@@ -306,10 +342,10 @@ impl ForgeClient {
     pub async fn create_comment(&self, repo: &RepoInfo, number: u64, body: &str) -> Result<u64, ForgeError> {
         match self {
             ForgeClient::GitHub(c) => {
-                with_retries("create comment", || c.create_comment(repo, number, body)).await
+                self.gate().call("create comment", || c.create_comment(repo, number, body)).await
             }
             ForgeClient::GitLab(c) => {
-                with_retries("create note", || c.create_comment(repo, number, body)).await
+                self.gate().call("create note", || c.create_comment(repo, number, body)).await
             }
         }
     }
@@ -323,19 +359,19 @@ impl ForgeClient {
     ) -> Result<(), ForgeError> {
         match self {
             ForgeClient::GitHub(c) => {
-                with_retries("update comment", || c.update_comment(repo, id, body)).await
+                self.gate().call("update comment", || c.update_comment(repo, id, body)).await
             }
             ForgeClient::GitLab(c) => {
-                with_retries("update note", || c.update_comment(repo, number, id, body)).await
+                self.gate().call("update note", || c.update_comment(repo, number, id, body)).await
             }
         }
     }
 
     pub async fn delete_comment(&self, repo: &RepoInfo, number: u64, id: u64) -> Result<(), ForgeError> {
         match self {
-            ForgeClient::GitHub(c) => with_retries("delete comment", || c.delete_comment(repo, id)).await,
+            ForgeClient::GitHub(c) => self.gate().call("delete comment", || c.delete_comment(repo, id)).await,
             ForgeClient::GitLab(c) => {
-                with_retries("delete note", || c.delete_comment(repo, number, id)).await
+                self.gate().call("delete note", || c.delete_comment(repo, number, id)).await
             }
         }
     }
@@ -351,11 +387,11 @@ impl ForgeClient {
     ) -> Result<bool, ForgeError> {
         match self {
             ForgeClient::GitHub(c) => {
-                let me = with_retries("read own login", || c.login(repo)).await?;
+                let me = self.gate().call("read own login", || c.login(repo)).await?;
                 Ok(author.eq_ignore_ascii_case(&me))
             }
             ForgeClient::GitLab(c) => {
-                let me = with_retries("read own user", || c.user_id()).await?;
+                let me = self.gate().call("read own user", || c.user_id()).await?;
                 Ok(author_id == Some(me))
             }
         }
@@ -374,9 +410,12 @@ impl ForgeClient {
                     installation_id: None,
                     web_url: None,
                 };
-                c.login(&any).await
+                self.gate().call("read own login", || c.login(&any)).await
             }
-            ForgeClient::GitLab(c) => c.user_id().await.map(|id| format!("user id {id}")),
+            ForgeClient::GitLab(c) => {
+                let id = self.gate().call("read own user", || c.user_id()).await?;
+                Ok(format!("user id {id}"))
+            }
         }
     }
 
@@ -388,8 +427,8 @@ impl ForgeClient {
         user_id: Option<u64>,
     ) -> Result<Role, ForgeError> {
         match self {
-            ForgeClient::GitHub(c) => with_retries("read permission", || c.role_of(repo, user)).await,
-            ForgeClient::GitLab(c) => with_retries("read membership", || c.role_of(repo, user_id)).await,
+            ForgeClient::GitHub(c) => self.gate().call("read permission", || c.role_of(repo, user)).await,
+            ForgeClient::GitLab(c) => self.gate().call("read membership", || c.role_of(repo, user_id)).await,
         }
     }
 
@@ -401,9 +440,9 @@ impl ForgeClient {
         reaction: Reaction,
     ) -> Result<(), ForgeError> {
         match self {
-            ForgeClient::GitHub(c) => with_retries("react", || c.react(repo, comment_id, reaction)).await,
+            ForgeClient::GitHub(c) => self.gate().call("react", || c.react(repo, comment_id, reaction)).await,
             ForgeClient::GitLab(c) => {
-                with_retries("award emoji", || c.react(repo, number, comment_id, reaction)).await
+                self.gate().call("award emoji", || c.react(repo, number, comment_id, reaction)).await
             }
         }
     }
@@ -455,6 +494,11 @@ mod tests {
         ));
         assert!(matches!(ForgeError::from_status(502, None, ""), ForgeError::Transient(_)));
         assert!(matches!(ForgeError::from_status(404, None, ""), ForgeError::NotFound(_)));
+        assert!(matches!(ForgeError::from_status(401, None, "Bad credentials"), ForgeError::Unauthorized(_)));
+        assert!(matches!(
+            ForgeError::from_status(403, None, r#"{"message":"Bad credentials"}"#),
+            ForgeError::Unauthorized(_)
+        ));
     }
 
     #[tokio::test]

@@ -286,10 +286,17 @@ pub fn has_commit(repo: &Path, sha: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// git, never prompting, authenticated with `auth` when given.
+/// Below this many bytes a second for `STALL_SECS`, an HTTP fetch is given up (a hung server
+/// would hold a worker forever); `GIT_HTTP_LOW_SPEED_LIMIT`/`_TIME` in the environment win.
+const STALL_BYTES_PER_SEC: u32 = 1000;
+const STALL_SECS: u32 = 60;
+
+/// git, never prompting, giving up on a stalled transfer, authenticated with `auth` when given.
 fn command(auth: Option<&GitAuth>) -> Command {
     let mut cmd = Command::new("git");
     cmd.env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
+    cmd.arg("-c").arg(format!("http.lowSpeedLimit={STALL_BYTES_PER_SEC}"));
+    cmd.arg("-c").arg(format!("http.lowSpeedTime={STALL_SECS}"));
     if let Some(auth) = auth {
         let basic = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", auth.user, auth.token));
         // Passed through the environment, not the command line, so it never shows in `ps`.
@@ -449,6 +456,31 @@ mod tests {
         // A head the mirror lacks is an error, not a base.
         let missing = "0123456789abcdef0123456789abcdef01234567";
         assert!(landed_on(up, &rebased, missing).is_err());
+    }
+
+    #[test]
+    fn a_fetch_from_a_server_that_never_answers_is_given_up() {
+        // A server that accepts connections and never says a word.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/fleet.git", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let held: Vec<_> = listener.incoming().map_while(Result::ok).collect();
+            drop(held);
+        });
+        // The stall window shortened (the later `-c` wins); the speed limit is `command`'s own:
+        // without it git waits forever.
+        let mut child = command(None)
+            .args(["-c", "http.lowSpeedTime=1", "ls-remote", &url])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        use wait_timeout::ChildExt;
+        let status = child.wait_timeout(std::time::Duration::from_secs(90)).unwrap();
+        if status.is_none() {
+            let _ = child.kill();
+        }
+        assert!(status.is_some_and(|s| !s.success()), "git still waits on a server that never answers");
     }
 
     #[test]

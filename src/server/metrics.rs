@@ -37,7 +37,10 @@ pub const VERDICTS: [Verdict; 4] = [Verdict::NoChanges, Verdict::Changes, Verdic
 pub const CANCEL_REASONS: [&str; 2] = ["superseded", "shutdown"];
 
 /// `kind` of `fluxplan_forge_api_errors_total`: every `ForgeError::label`.
-pub const FORGE_ERRORS: [&str; 4] = ["rate_limited", "transient", "not_found", "permanent"];
+pub const FORGE_ERRORS: [&str; 5] = ["rate_limited", "transient", "not_found", "unauthorized", "permanent"];
+
+/// `kind` of `fluxplan_forge_retries_total`: why a forge call is tried again.
+pub use crate::forge::gate::RETRY_KINDS as FORGE_RETRY_KINDS;
 
 /// `outcome` of `fluxplan_prediction_total`: every outcome.
 pub const OUTCOMES: [Outcome; 4] = [Outcome::Exact, Outcome::Differs, Outcome::Failed, Outcome::Timeout];
@@ -130,6 +133,12 @@ pub struct Metrics {
     /// Plans stopped before their end, by why (`CANCEL_REASONS`).
     pub plans_cancelled: IntCounterVec,
     pub forge_errors: IntCounterVec,
+    /// Forge call attempts that failed and are tried again, by kind (`fluxplan_forge_retries_total`).
+    pub forge_retries: IntCounterVec,
+    /// Rate-limit answers of a forge (`fluxplan_forge_rate_limits_total`).
+    pub forge_rate_limits: IntCounterVec,
+    /// Calls held back by a forge client's rate-limit pause (`fluxplan_forge_held_calls_total`).
+    pub forge_held_calls: IntCounterVec,
     /// Merges whose rollout was compared with the plan, by outcome (exact, differs, failed,
     /// timeout).
     pub predictions: IntCounterVec,
@@ -165,6 +174,18 @@ impl Metrics {
             &["forge", "reason"],
         );
         let forge_errors = counter("fluxplan_forge_api_errors_total", "Forge API errors", &["forge", "kind"]);
+        let forge_retries = counter(
+            "fluxplan_forge_retries_total",
+            "Forge call attempts that failed and are tried again (in place, or by the job's retry)",
+            &["forge", "kind"],
+        );
+        let forge_rate_limits =
+            counter("fluxplan_forge_rate_limits_total", "Rate-limit answers of a forge", &["forge"]);
+        let forge_held_calls = counter(
+            "fluxplan_forge_held_calls_total",
+            "Forge calls held back (waited, or their job rescheduled) while the forge's rate limit lasts",
+            &["forge"],
+        );
         let predictions = counter(
             "fluxplan_prediction_total",
             "Merges whose rollout was compared with their plan, by outcome",
@@ -220,6 +241,9 @@ impl Metrics {
             plan_duration,
             plans_cancelled,
             forge_errors,
+            forge_retries,
+            forge_rate_limits,
+            forge_held_calls,
             predictions,
         };
         metrics.zero();
@@ -244,6 +268,11 @@ impl Metrics {
             for kind in FORGE_ERRORS {
                 self.forge_errors.with_label_values(&[forge.as_str(), kind]);
             }
+            for kind in FORGE_RETRY_KINDS {
+                self.forge_retries.with_label_values(&[forge.as_str(), kind]);
+            }
+            self.forge_rate_limits.with_label_values(&[forge.as_str()]);
+            self.forge_held_calls.with_label_values(&[forge.as_str()]);
         }
         for status in JOB_STATUSES {
             self.jobs.with_label_values(&[status]);
@@ -297,6 +326,15 @@ impl Metrics {
         self.forge_errors.with_label_values(&[forge.as_str(), error.label()]).inc();
     }
 
+    /// The counters the forge clients count their calls into.
+    pub fn forge_call_counters(&self) -> crate::forge::gate::CallCounters {
+        crate::forge::gate::CallCounters {
+            retries: self.forge_retries.clone(),
+            rate_limits: self.forge_rate_limits.clone(),
+            held: self.forge_held_calls.clone(),
+        }
+    }
+
     /// A merge's rollout was compared with its plan.
     pub fn prediction(&self, outcome: Outcome) {
         self.predictions.with_label_values(&[outcome.as_str()]).inc();
@@ -344,12 +382,13 @@ mod tests {
         assert_eq!(outcomes, ["exact", "differs", "failed", "timeout"]);
         let errors = |e: ForgeError| match e {
             ForgeError::RateLimited(_) | ForgeError::Transient(_) | ForgeError::NotFound(_) => e.label(),
-            ForgeError::Permanent(_) => e.label(),
+            ForgeError::Unauthorized(_) | ForgeError::Permanent(_) => e.label(),
         };
         let every_error = [
             ForgeError::RateLimited(None),
             ForgeError::Transient(String::new()),
             ForgeError::NotFound(String::new()),
+            ForgeError::Unauthorized(String::new()),
             ForgeError::Permanent(String::new()),
         ];
         assert_eq!(every_error.map(errors), FORGE_ERRORS);
@@ -385,6 +424,9 @@ mod tests {
             "{page}"
         );
         assert!(series("fluxplan_prediction_total{outcome=\"timeout\"} 0"), "{page}");
+        assert!(series("fluxplan_forge_retries_total{forge=\"gitlab\",kind=\"timeout\"} 0"), "{page}");
+        assert!(series("fluxplan_forge_rate_limits_total{forge=\"github\"} 0"), "{page}");
+        assert!(series("fluxplan_forge_held_calls_total{forge=\"github\"} 0"), "{page}");
         let received = page.lines().filter(|l| l.starts_with("fluxplan_webhooks_received_total{")).count();
         assert_eq!(received, GITHUB_EVENTS.len() + GITLAB_EVENTS.len());
         let refused = page.lines().filter(|l| l.starts_with("fluxplan_webhooks_refused_total{")).count();

@@ -61,6 +61,40 @@ pub struct AppState {
     pub no_forge: bool,
     /// Told when a delivery is refused for the database: the bot catches up once it answers.
     pub recovery: Arc<crate::jobs::recovery::Recovery>,
+    /// Whether the forges still take the bot's token.
+    pub token_watch: TokenWatch,
+}
+
+/// The forge clients' view of the token: a forge that has refused it this long makes the bot
+/// unready (nothing it plans can be posted until an operator replaces the token).
+#[derive(Clone, Default)]
+pub struct TokenWatch {
+    pub gates: Vec<Arc<crate::forge::gate::Gate>>,
+    pub unready_after: std::time::Duration,
+}
+
+impl TokenWatch {
+    /// Why the bot is not ready, if a forge has refused the token for too long.
+    fn refused(&self) -> Option<String> {
+        let refused: Vec<String> = self
+            .gates
+            .iter()
+            .filter_map(|gate| {
+                let long = gate.token_refused_for().filter(|d| *d >= self.unready_after)?;
+                let forge = gate.forge();
+                let setting = match forge {
+                    ForgeKind::GitHub => "FLUXPLAN_GITHUB_TOKEN (or the GitHub App's key)",
+                    ForgeKind::GitLab => "FLUXPLAN_GITLAB_TOKEN",
+                };
+                Some(format!(
+                    "{} has refused the token for {}s (HTTP 401): replace {setting}",
+                    forge.name(),
+                    long.as_secs()
+                ))
+            })
+            .collect();
+        (!refused.is_empty()).then(|| refused.join("; "))
+    }
 }
 
 impl AppState {
@@ -89,6 +123,7 @@ impl AppState {
             forges_unready: Arc::default(),
             no_forge: false,
             recovery: Arc::default(),
+            token_watch: TokenWatch::default(),
         }
     }
 }
@@ -355,6 +390,9 @@ async fn readyz(State(state): State<AppState>) -> Response {
         let message =
             format!("not answering yet (the bot does not know who it is there): {}", unready.join(", "));
         return (StatusCode::SERVICE_UNAVAILABLE, message).into_response();
+    }
+    if let Some(refused) = state.token_watch.refused() {
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {refused}\n")).into_response();
     }
     match state.store.ping().await {
         Ok(()) => {

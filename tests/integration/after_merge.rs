@@ -974,17 +974,7 @@ fn after_merge_on_gitlab_through_the_bot_process() {
     env.push(("FLUXPLAN_FOLLOWUP_POLL_MAX_MS", "200".into()));
     let bot = crate::bot::Bot::start_with(data.path(), &["--kube"], &env);
     let _show_log_on_failure = ShowLog(data.path().join("bot.log"));
-    let post = |body: &Value, uuid: &str| {
-        bot.post(
-            "/webhooks/gitlab",
-            body.to_string(),
-            &[
-                ("x-gitlab-event", "Merge Request Hook".to_string()),
-                ("x-gitlab-token", "gitlab-secret".to_string()),
-                ("x-gitlab-event-uuid", uuid.to_string()),
-            ],
-        )
-    };
+    let post = |body: &Value, uuid: &str| bot.gitlab("Merge Request Hook", uuid, body);
     let opened = crate::bot::merge_request_hook(&fleet.repo, project, 1, &fleet.head);
     assert_eq!(post(&opened, "open-1"), 202);
     let notes = |marker: &str| -> Vec<String> {

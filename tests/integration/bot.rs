@@ -96,6 +96,19 @@ impl Bot {
         )
     }
 
+    /// A GitLab webhook of `event` with the right token and event id `uuid`.
+    pub(crate) fn gitlab(&self, event: &str, uuid: &str, body: &Value) -> u16 {
+        self.post(
+            "/webhooks/gitlab",
+            body.to_string(),
+            &[
+                ("x-gitlab-event", event.to_string()),
+                ("x-gitlab-token", "gitlab-secret".to_string()),
+                ("x-gitlab-event-uuid", uuid.to_string()),
+            ],
+        )
+    }
+
     pub(crate) fn post(&self, path: &str, body: String, headers: &[(&str, String)]) -> u16 {
         let mut request = reqwest::blocking::Client::new().post(format!("{}{path}", self.url)).body(body);
         for (name, value) in headers {

@@ -249,6 +249,25 @@ async fn github_injected_failures() {
     let (method, path, body) = gh.requests_with_bodies().into_iter().find(|(m, _, _)| m == "POST").unwrap();
     assert_eq!((method.as_str(), path.as_str()), ("POST", "/repos/acme/fleet/issues/7/comments"));
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["body"], "plan");
+
+    // A hung request is never answered, and only the one asked for hangs.
+    gh.hang_next_on("/pulls/7", 1);
+    let hung =
+        tokio::time::timeout(std::time::Duration::from_secs(2), octo.pulls("acme", "fleet").get(7)).await;
+    assert!(hung.is_err(), "answered: {hung:?}");
+    assert_eq!(gh.hung(), 1);
+    octo.pulls("acme", "fleet").get(7).await.unwrap();
+    // A slow answer comes, after its delay.
+    gh.answer_slowly_on("/pulls/7", 1, std::time::Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    octo.pulls("acme", "fleet").get(7).await.unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    // A revoked token: every request is refused until it is given back.
+    gh.refuse_token(true);
+    let err = octo.pulls("acme", "fleet").get(7).await.unwrap_err();
+    assert_eq!(github_status(&err), Some(401));
+    gh.refuse_token(false);
+    octo.pulls("acme", "fleet").get(7).await.unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------

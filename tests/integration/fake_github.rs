@@ -262,6 +262,34 @@ impl FakeGitHub {
         self.lock().holds.held()
     }
 
+    /// The next `count` requests whose path contains `path` are never answered (the connection
+    /// stays open until the client gives up); later ones are answered as usual.
+    pub fn hang_next_on(&self, path: &str, count: usize) {
+        let injected = (Some(path.to_string()), Injected::Hang);
+        self.lock().injected.extend(std::iter::repeat_n(injected, count));
+    }
+
+    /// The next `count` requests whose path contains `path` are answered after `delay`.
+    pub fn answer_slowly_on(&self, path: &str, count: usize, delay: std::time::Duration) {
+        let injected = (Some(path.to_string()), Injected::Slow(delay));
+        self.lock().injected.extend(std::iter::repeat_n(injected, count));
+    }
+
+    /// While on, every request is refused as with a revoked token (401 `Bad credentials`).
+    pub fn refuse_token(&self, refuse: bool) {
+        self.lock().refuse_token = refuse;
+    }
+
+    /// Requests that were received and never answered (`hang_next_on`) so far.
+    pub fn hung(&self) -> usize {
+        self.lock().hung
+    }
+
+    /// When each request was received, in order, with its method and path.
+    pub fn arrivals(&self) -> Vec<(std::time::Instant, String, String)> {
+        self.lock().requests.iter().map(|r| (r.at, r.method.clone(), r.path.clone())).collect()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.state)
     }
@@ -290,6 +318,10 @@ struct Inner {
     outage: Option<(String, u16)>,
     /// Requests held back until the test lets them go.
     holds: Arc<Holds>,
+    /// Every request answers 401, as with a revoked token.
+    refuse_token: bool,
+    /// Requests left unanswered.
+    hung: usize,
 }
 
 struct Pull {
@@ -882,22 +914,22 @@ async fn handle(
     let req = Req::new(&method, &uri, &headers, &body);
     let holds = lock(&state).holds.clone();
     holds.pass(&req.path_and_query).await;
-    let mut inner = lock(&state);
-    inner.requests.push(req.recorded());
-    inner.authorizations.push((req.path_and_query.clone(), req.authorization.clone()));
-    let due = inner
-        .injected
-        .iter()
-        .position(|(path, _)| path.as_ref().is_none_or(|p| req.path_and_query.contains(p.as_str())));
-    let down = inner
-        .outage
-        .as_ref()
-        .filter(|(path, _)| req.path_and_query.contains(path.as_str()))
-        .map(|(_, status)| *status);
-    let injected = match down {
-        Some(status) => Some(Injected::Fail(status)),
-        None => due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected),
+    let injected = {
+        let mut inner = lock(&state);
+        inner.requests.push(req.recorded());
+        inner.authorizations.push((req.path_and_query.clone(), req.authorization.clone()));
+        let down = inner
+            .outage
+            .as_ref()
+            .filter(|(path, _)| req.path_and_query.contains(path.as_str()))
+            .map(|(_, status)| *status);
+        match down {
+            Some(status) => Some(Injected::Fail(status)),
+            None => take_due(&mut inner.injected, &req.path_and_query),
+        }
     };
+    let injected = hang_or_delay(injected, || lock(&state).hung += 1).await;
+    let mut inner = lock(&state);
     let reply = match injected {
         Some(Injected::Fail(code)) => {
             let message =
@@ -925,11 +957,16 @@ async fn handle(
             .header("x-ratelimit-reset", &reset.to_string())
             .header("x-ratelimit-resource", "core")
         }
+        None if inner.refuse_token => Reply::json(
+            401,
+            json!({"message": "Bad credentials", "documentation_url": DOCS, "status": "401"}),
+        ),
         None if !req.authorized && req.path != "/rate_limit" => Reply::json(
             401,
             json!({"message": "Requires authentication", "documentation_url": DOCS, "status": "401"}),
         ),
         None => inner.route(&req),
+        Some(Injected::Hang | Injected::Slow(_)) => unreachable!("taken above"),
     };
     reply.into_response()
 }
@@ -1044,13 +1081,40 @@ impl Holds {
     }
 }
 
-/// A response queued by `fail_next` or `rate_limit_next`.
+/// A response queued by `fail_next`, `rate_limit_next`, `hang_next_on` or `answer_slowly_on`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Injected {
     /// Answer this status with a JSON error body.
     Fail(u16),
     /// Answer 429 with `Retry-After` of this many seconds.
     RateLimit(u64),
+    /// Never answer.
+    Hang,
+    /// Answer as usual, after this long.
+    Slow(std::time::Duration),
+}
+
+/// The first injection queued for requests whose path contains its text (or for any request),
+/// taken from the queue.
+pub(crate) fn take_due(injected: &mut VecDeque<(Option<String>, Injected)>, path: &str) -> Option<Injected> {
+    let due = injected.iter().position(|(on, _)| on.as_ref().is_none_or(|on| path.contains(on.as_str())))?;
+    injected.remove(due).map(|(_, injected)| injected)
+}
+
+/// Plays a hang (never returns, after calling `hung`) or a slow answer's delay; what is left to
+/// answer (`None`: answer as usual).
+pub(crate) async fn hang_or_delay(injected: Option<Injected>, hung: impl FnOnce()) -> Option<Injected> {
+    match injected {
+        Some(Injected::Hang) => {
+            hung();
+            std::future::pending().await
+        }
+        Some(Injected::Slow(delay)) => {
+            tokio::time::sleep(delay).await;
+            None
+        }
+        other => other,
+    }
 }
 
 /// One recorded request.
@@ -1059,6 +1123,8 @@ pub(crate) struct Recorded {
     pub method: String,
     pub path: String,
     pub body: String,
+    /// When it was received.
+    pub at: std::time::Instant,
 }
 
 /// A request, decoded for routing.
@@ -1098,7 +1164,12 @@ impl Req {
     }
 
     pub(crate) fn recorded(&self) -> Recorded {
-        Recorded { method: self.method.clone(), path: self.path_and_query.clone(), body: self.body.clone() }
+        Recorded {
+            method: self.method.clone(),
+            path: self.path_and_query.clone(),
+            body: self.body.clone(),
+            at: std::time::Instant::now(),
+        }
     }
 
     pub(crate) fn query_get(&self, key: &str) -> Option<&str> {

@@ -16,8 +16,8 @@
 #![allow(dead_code)]
 
 use crate::fake_github::{
-    lock, merge, parse_pairs, rfc3339, stable_id, unix_now, Holds, Injected, Page, Recorded, Reply, Req,
-    Server,
+    hang_or_delay, lock, merge, parse_pairs, rfc3339, stable_id, take_due, unix_now, Holds, Injected, Page,
+    Recorded, Reply, Req, Server,
 };
 use axum::body::Bytes;
 use axum::extract::State;
@@ -219,6 +219,24 @@ impl FakeGitLab {
         self.lock().holds.held()
     }
 
+    /// The next `count` requests whose path contains `path` are never answered (the connection
+    /// stays open until the client gives up); later ones are answered as usual.
+    pub fn hang_next_on(&self, path: &str, count: usize) {
+        let injected = (Some(path.to_string()), Injected::Hang);
+        self.lock().injected.extend(std::iter::repeat_n(injected, count));
+    }
+
+    /// The next `count` requests whose path contains `path` are answered after `delay`.
+    pub fn answer_slowly_on(&self, path: &str, count: usize, delay: std::time::Duration) {
+        let injected = (Some(path.to_string()), Injected::Slow(delay));
+        self.lock().injected.extend(std::iter::repeat_n(injected, count));
+    }
+
+    /// Requests that were received and never answered (`hang_next_on`) so far.
+    pub fn hung(&self) -> usize {
+        self.lock().hung
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.state)
     }
@@ -245,6 +263,8 @@ struct Inner {
     injected: VecDeque<(Option<String>, Injected)>,
     /// Requests held back until the test lets them go.
     holds: Arc<Holds>,
+    /// Requests left unanswered.
+    hung: usize,
 }
 
 struct Project {
@@ -790,13 +810,14 @@ async fn handle(
     let req = Req::new(&method, &uri, &headers, &body);
     let holds = lock(&state).holds.clone();
     holds.pass(&req.path).await;
+    let injected = {
+        let mut inner = lock(&state);
+        inner.requests.push(req.recorded());
+        take_due(&mut inner.injected, &req.path)
+    };
+    let injected = hang_or_delay(injected, || lock(&state).hung += 1).await;
     let mut inner = lock(&state);
-    inner.requests.push(req.recorded());
-    let due = inner
-        .injected
-        .iter()
-        .position(|(path, _)| path.as_ref().is_none_or(|p| req.path.contains(p.as_str())));
-    let reply = match due.and_then(|i| inner.injected.remove(i)).map(|(_, injected)| injected) {
+    let reply = match injected {
         Some(Injected::Fail(code)) => {
             let reason =
                 StatusCode::from_u16(code).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
@@ -811,6 +832,7 @@ async fn handle(
             .header("ratelimit-reset", &(unix_now() + secs).to_string()),
         None if !req.authorized => error(401, "401 Unauthorized"),
         None => inner.route(&req),
+        Some(Injected::Hang | Injected::Slow(_)) => unreachable!("taken above"),
     };
     reply.into_response()
 }

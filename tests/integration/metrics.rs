@@ -4,7 +4,8 @@
 use crate::bot::{github_env, Bot};
 use crate::fake_github::FakeGitHub;
 use fluxplan::server::metrics::{
-    events, Refusal, CANCEL_REASONS, FORGES, FORGE_ERRORS, JOB_KINDS, JOB_STATUSES, OUTCOMES, VERDICTS,
+    events, Refusal, CANCEL_REASONS, FORGES, FORGE_ERRORS, FORGE_RETRY_KINDS, JOB_KINDS, JOB_STATUSES,
+    OUTCOMES, VERDICTS,
 };
 use std::collections::BTreeMap;
 
@@ -56,6 +57,11 @@ fn every_labelled_family_is_exported_at_zero_before_any_event() {
         for error in FORGE_ERRORS {
             expected.push(format!("fluxplan_forge_api_errors_total{{forge=\"{forge}\",kind=\"{error}\"}}"));
         }
+        for retry in FORGE_RETRY_KINDS {
+            expected.push(format!("fluxplan_forge_retries_total{{forge=\"{forge}\",kind=\"{retry}\"}}"));
+        }
+        expected.push(format!("fluxplan_forge_rate_limits_total{{forge=\"{forge}\"}}"));
+        expected.push(format!("fluxplan_forge_held_calls_total{{forge=\"{forge}\"}}"));
         for reason in Refusal::ALL.into_iter().filter(|r| r.applies_to(kind)) {
             let reason = reason.as_str();
             expected
@@ -79,6 +85,8 @@ fn every_labelled_family_is_exported_at_zero_before_any_event() {
         "fluxplan_jobs_failed_total{kind=\"plan\"}",
         "fluxplan_plan_duration_seconds_count{forge=\"github\",verdict=\"blocked\"}",
         "fluxplan_forge_api_errors_total{forge=\"gitlab\",kind=\"rate_limited\"}",
+        "fluxplan_forge_retries_total{forge=\"github\",kind=\"timeout\"}",
+        "fluxplan_forge_rate_limits_total{forge=\"github\"}",
         "fluxplan_prediction_total{outcome=\"exact\"}",
     ] {
         assert!(expected.iter().any(|e| e == series), "{series}");
@@ -91,6 +99,9 @@ fn every_labelled_family_is_exported_at_zero_before_any_event() {
         "fluxplan_jobs_failed_total{",
         "fluxplan_plan_duration_seconds_count{",
         "fluxplan_forge_api_errors_total{",
+        "fluxplan_forge_retries_total{",
+        "fluxplan_forge_rate_limits_total{",
+        "fluxplan_forge_held_calls_total{",
         "fluxplan_prediction_total{",
         "fluxplan_plans_cancelled_total{",
     ];
