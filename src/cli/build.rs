@@ -1,7 +1,6 @@
 //! `fluxplan build`: print what every reachable Kustomization renders to.
 
 use super::RenderArgs;
-use crate::render::masking::Masks;
 use crate::render::{repo_root, Render, Status};
 use crate::yaml;
 use clap::{Args, ValueEnum};
@@ -80,9 +79,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         BuildFormat::Yaml => format_yaml(&render),
         BuildFormat::Ids => format_ids(&render),
     };
-    // Names that hold a value substituted from a Secret are shown masked, wherever they appear.
-    let masks = Masks::of(&[&render]);
-    super::write_out(&masks.apply(&text))?;
+    super::write_out(&text)?;
     let nothing_rendered = render.nothing_rendered();
     if !matches!(args.format, BuildFormat::Json) {
         for line in warning_lines(&render) {
@@ -90,12 +87,12 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
             if nothing_rendered.as_ref().is_some_and(|reason| reason.contains(&format!("- {line}"))) {
                 continue;
             }
-            crate::console::warning(&masks.apply(&line));
+            crate::console::warning(&line);
         }
     }
     // Kustomizations exist and none rendered: the empty output must not pass for a success.
     if let Some(reason) = nothing_rendered {
-        eprintln!("error: {}", masks.apply(&reason));
+        eprintln!("error: {reason}");
         return Ok(3);
     }
     let failed = render.clusters.iter().flat_map(|c| &c.kustomizations).any(|k| k.status == Status::Failed);

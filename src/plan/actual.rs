@@ -169,9 +169,10 @@ fn sorted(set: BTreeSet<&String>) -> Vec<String> {
 }
 
 /// How a prediction names an object whose real id holds a value substituted from a Secret: its
-/// hash (the planner's masking writes it; see `hashed_id`), never the value.
+/// hash (see `hashed_id`), never the value. Plans no longer match such objects (their
+/// Kustomization is not planned), but predictions stored by earlier versions still hold them.
 const HASHED: &str = "sha256:";
-/// What masking writes into a shown name (see `render::masking`).
+/// What a shown name holds in place of a value substituted from a Secret (`render::postbuild`).
 const MASKED: &str = "(masked:";
 
 /// The form a prediction stores for a real id that holds a Secret's value.
@@ -409,7 +410,7 @@ mod tests {
     }
 
     /// `default_app-s3cr3t__ConfigMap` is named from a Secret's value: the prediction holds it
-    /// hashed (the planner's masking), the plan's lists show it masked.
+    /// hashed (as earlier versions stored it), the plan's lists show it masked.
     fn predicted_with_a_secret_name() -> PredictedKustomization {
         PredictedKustomization {
             desired: vec!["default_kept__ConfigMap".into(), hashed_id("default_app-s3cr3t__ConfigMap")],

@@ -3,7 +3,7 @@
 //! when values came from Secrets: those must not reach the disk.
 
 use super::postbuild::{Finished, Variables};
-use super::{RealName, RenderedObject};
+use super::RenderedObject;
 use crate::flux::Kustomization;
 use crate::yaml;
 use serde::{Deserialize, Serialize};
@@ -65,7 +65,9 @@ struct Object<'a> {
     digest: Cow<'a, str>,
     secret_digests: Cow<'a, BTreeMap<String, String>>,
     real: Cow<'a, Option<Value>>,
-    real_name: Cow<'a, Option<RealName>>,
+    // Never true in an entry (values from Secrets are never cached); kept for what reads it.
+    #[serde(default)]
+    named_from_secret: bool,
     holds_secret_values: bool,
 }
 
@@ -79,7 +81,7 @@ pub fn encode(finished: &Finished) -> String {
             digest: Cow::Borrowed(&o.digest),
             secret_digests: Cow::Borrowed(&o.secret_digests),
             real: Cow::Borrowed(&o.real),
-            real_name: Cow::Borrowed(&o.real_name),
+            named_from_secret: o.named_from_secret,
             holds_secret_values: o.holds_secret_values,
         })
         .collect();
@@ -94,9 +96,8 @@ pub fn decode(text: &str) -> Option<Finished> {
         .objects
         .into_iter()
         .map(|o| RenderedObject {
-            shown_id: None,
             id: None,
-            real_name: o.real_name.into_owned(),
+            named_from_secret: o.named_from_secret,
             origin: o.origin.into_owned(),
             object: o.object.into_owned(),
             digest: o.digest.into_owned(),
@@ -115,9 +116,8 @@ mod tests {
     #[test]
     fn an_entry_reads_back_as_the_render_it_was_written_from() {
         let object = RenderedObject {
-            shown_id: None,
             id: None,
-            real_name: Some(RealName { namespace: Some("apps".into()), name: "real".into() }),
+            named_from_secret: true,
             origin: Some("apps/podinfo/secret.yaml".into()),
             object: json!({"kind": "Secret", "metadata": {"name": "shown"}, "data": {"k": "(masked)"}}),
             digest: "d1".into(),
@@ -130,9 +130,16 @@ mod tests {
         assert_eq!(read.unresolved, finished.unresolved);
         let [back] = &read.objects[..] else { panic!("one object") };
         assert_eq!(
-            (&back.real_name, &back.origin, &back.object, &back.digest, &back.secret_digests, &back.real),
             (
-                &object.real_name,
+                back.named_from_secret,
+                &back.origin,
+                &back.object,
+                &back.digest,
+                &back.secret_digests,
+                &back.real
+            ),
+            (
+                object.named_from_secret,
                 &object.origin,
                 &object.object,
                 &object.digest,

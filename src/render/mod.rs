@@ -13,7 +13,6 @@ mod kept;
 pub mod kustomize;
 pub mod leftovers;
 mod local_sources;
-pub mod masking;
 pub mod postbuild;
 pub mod progress;
 mod reach;
@@ -111,18 +110,12 @@ impl From<&RenderError> for ErrorReport {
 /// One object a Kustomization would apply.
 #[derive(Debug, Clone, Serialize)]
 pub struct RenderedObject {
-    /// The inventory id as shown (known once the scope of every kind is known): a name or
-    /// namespace substituted from a Secret stays masked in it.
-    #[serde(rename = "id")]
-    pub shown_id: Option<ObjectId>,
-    /// The inventory id of the real manifest: what the cluster's inventory holds, so plans match
-    /// on it. Never shown: it may hold a Secret's value.
-    #[serde(skip)]
+    /// The inventory id (known once the scope of every kind is known).
     pub id: Option<ObjectId>,
-    /// The real namespace and name, when values substituted from Secrets make them differ from
-    /// the shown ones.
+    /// True when values substituted from Secrets make its name or namespace: its Kustomization is
+    /// not planned, since which of the cluster's objects it matches would tell the values.
     #[serde(skip)]
-    pub real_name: Option<RealName>,
+    pub named_from_secret: bool,
     /// The repository file the object came from, when kustomize says.
     pub origin: Option<String>,
     /// The manifest as shown: Secret data and values substituted from Secrets masked.
@@ -140,22 +133,6 @@ pub struct RenderedObject {
     /// True when values substituted from Secrets were masked in the shown manifest.
     #[serde(skip)]
     pub holds_secret_values: bool,
-}
-
-/// The namespace and name of a real manifest (never shown).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize)]
-pub struct RealName {
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl RealName {
-    pub fn of(manifest: &Value) -> Self {
-        RealName {
-            namespace: manifest["metadata"]["namespace"].as_str().map(str::to_string),
-            name: manifest["metadata"]["name"].as_str().unwrap_or("").to_string(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -544,10 +521,10 @@ impl Render {
 }
 
 impl RenderedKustomization {
-    /// Inventory ids of the objects as shown (Secret-substituted values masked), sorted.
+    /// Inventory ids of the objects, sorted.
     pub fn ids(&self) -> Vec<String> {
         let mut ids: Vec<String> =
-            self.objects.iter().filter_map(|o| o.shown_id.as_ref()).map(|i| i.to_string()).collect();
+            self.objects.iter().filter_map(|o| o.id.as_ref()).map(|i| i.to_string()).collect();
         ids.sort();
         ids
     }

@@ -2,7 +2,7 @@
 //! commonMetadata. Values that come from Secrets are masked in everything fluxplan shows.
 
 use super::build::BuiltObject;
-use super::{RealName, RenderError, RenderedObject};
+use super::{RenderError, RenderedObject};
 use crate::cluster::{Lookup, SubstitutionSource};
 use crate::flux::control::{OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL, SUBSTITUTE_KEY};
 use crate::flux::envsubst::{self, Undefined};
@@ -165,13 +165,11 @@ pub fn finish(
             || keeps_secret_placeholder;
         let (object, secret_digests) = mask_secret_data(shown.unwrap_or_else(|| real.clone()));
         let is_child = crate::flux::is_flux_kustomization(&real);
-        // The inventory holds the real name: keep it (never shown) for matching.
-        let real_name =
-            Some(RealName::of(&real)).filter(|name| holds_secret_values && *name != RealName::of(&object));
+        // Its Kustomization is not planned: the inventory holds the real name.
+        let named_from_secret = holds_secret_values && identity(&real) != identity(&object);
         objects.push(RenderedObject {
-            shown_id: None,
             id: None,
-            real_name,
+            named_from_secret,
             real: (is_child && real != object).then_some(real),
             object,
             origin,
@@ -193,9 +191,8 @@ pub fn plain(built: Vec<BuiltObject>) -> Vec<RenderedObject> {
             let holds_secret_values = distributes_secret(&object);
             let (shown, secret_digests) = mask_secret_data(object);
             RenderedObject {
-                shown_id: None,
                 id: None,
-                real_name: None,
+                named_from_secret: false,
                 real: None,
                 object: shown,
                 origin,
@@ -205,6 +202,12 @@ pub fn plain(built: Vec<BuiltObject>) -> Vec<RenderedObject> {
             }
         })
         .collect()
+}
+
+/// A manifest's namespace and name, as its inventory id takes them.
+fn identity(manifest: &Value) -> (Option<&str>, &str) {
+    let meta = &manifest["metadata"];
+    (meta["namespace"].as_str(), meta["name"].as_str().unwrap_or(""))
 }
 
 /// True when some key or string of the manifest holds a `$`: otherwise substitution is a no-op.
@@ -428,7 +431,7 @@ mod tests {
             let vars = resolve_variables(&spec, &source, &BTreeSet::new()).unwrap();
             let out = finish(built(object.clone()), &spec, &vars, true).expect("no failure from a value");
             let o = &out.objects[0];
-            (o.object.clone(), o.digest.clone(), o.real_name.is_some(), o.holds_secret_values)
+            (o.object.clone(), o.digest.clone(), o.named_from_secret, o.holds_secret_values)
         };
         let breaking = outcome("[unclosed");
         let near_miss = outcome("closed");

@@ -19,7 +19,7 @@ use super::resourceset::unit::ResourceSetEngine;
 use super::roots::{self, Candidate, DeclaredSource, InstanceSync, Root, Sourced};
 use super::source::ExportedSource;
 use super::{
-    Cluster, ErrorReport, RealName, Render, RenderError, RenderOptions, RenderStats, RenderedKustomization,
+    Cluster, ErrorReport, Render, RenderError, RenderOptions, RenderStats, RenderedKustomization,
     RenderedObject, Status, Unreachable,
 };
 use crate::flux::scope::{Scope, ScopeMap};
@@ -848,7 +848,7 @@ fn assign_ids(
                 unknown_scope.insert(kind);
             }
         }
-        k.objects.sort_by(|a, b| (&a.shown_id, &a.id).cmp(&(&b.shown_id, &b.id)));
+        k.objects.sort_by(|a, b| a.id.cmp(&b.id));
         if !missing_namespace.is_empty() && k.error.is_none() {
             k.status = Status::Failed;
             k.error = Some(ErrorReport::from(&RenderError::Apply(format!(
@@ -875,7 +875,7 @@ enum Unidentified {
     UnknownScope(String),
 }
 
-/// Gives one object its ids, filling in `default_namespace` (an Application's destination, a
+/// Gives one object its id, filling in `default_namespace` (an Application's destination, a
 /// release's namespace) where a namespaced object names none.
 fn identify(
     object: &mut RenderedObject,
@@ -891,34 +891,23 @@ fn identify(
             if meta.get("namespace").and_then(Value::as_str).unwrap_or("").is_empty() {
                 meta.insert("namespace".into(), Value::String(namespace.to_string()));
             }
-            // The real name too (a Helm object named from a Secret's value).
-            if let Some(real) =
-                object.real_name.as_mut().filter(|r| r.namespace.as_deref().unwrap_or("").is_empty())
-            {
-                real.namespace = Some(namespace.to_string());
-            }
         }
     }
     let manifest = &object.object;
     let (group, _) = flux::split_api_version(manifest["apiVersion"].as_str().unwrap_or(""));
     let kind = manifest["kind"].as_str().unwrap_or("");
-    let shown = RealName::of(manifest);
-    // A name substituted from a Secret: the inventory holds the real one, readers see the mask.
-    let real = object.real_name.clone().unwrap_or_else(|| shown.clone());
+    let namespace = manifest["metadata"]["namespace"].as_str().unwrap_or("");
+    let name = manifest["metadata"]["name"].as_str().unwrap_or("");
     let scope = scopes.scope_of(group, kind);
-    let id_of = |name: &RealName| {
-        let namespace = if scope == Scope::Cluster { "" } else { name.namespace.as_deref().unwrap_or("") };
-        ObjectId::new(namespace, &name.name, group, kind)
-    };
-    object.id = Some(id_of(&real));
-    object.shown_id = Some(id_of(&shown));
-    match scope {
-        Scope::Namespaced if real.namespace.as_deref().unwrap_or("").is_empty() => {
-            Err(Unidentified::NoNamespace(format!("{kind}/{}", shown.name)))
-        }
+    let id_namespace = if scope == Scope::Cluster { "" } else { namespace };
+    let id = ObjectId::new(id_namespace, name, group, kind);
+    let sound = match scope {
+        Scope::Namespaced if namespace.is_empty() => Err(Unidentified::NoNamespace(format!("{kind}/{name}"))),
         Scope::Unknown => Err(Unidentified::UnknownScope(format!("{kind}.{group}"))),
         _ => Ok(()),
-    }
+    };
+    object.id = Some(id);
+    sound
 }
 
 /// Scans the repository's YAML files that mention Flux (with their text) for Kustomization,

@@ -281,9 +281,9 @@ impl Engine for KustomizationEngine<'_> {
                 record.status = Status::Failed;
                 record.error = Some(ErrorReport::from(&error));
             }
-            Ok((objects, _)) if objects.iter().any(|o| o.real_name.is_some()) => {
+            Ok((objects, _)) if objects.iter().any(|o| o.named_from_secret) => {
                 // Matched with the cluster on their real names, they would tell the values.
-                let named = objects.iter().filter(|o| o.real_name.is_some()).count();
+                let named = objects.iter().filter(|o| o.named_from_secret).count();
                 let why = format!(
                     "the names or namespaces of {named} of its objects come from Secrets it substitutes"
                 );
