@@ -98,6 +98,7 @@ pub fn decode(text: &str) -> Option<Finished> {
         .map(|o| RenderedObject {
             id: None,
             named_from_secret: o.named_from_secret,
+            secret_template: Default::default(),
             origin: o.origin.into_owned(),
             object: o.object.into_owned(),
             digest: o.digest.into_owned(),
@@ -118,6 +119,7 @@ mod tests {
         let object = RenderedObject {
             id: None,
             named_from_secret: true,
+            secret_template: Default::default(),
             origin: Some("apps/podinfo/secret.yaml".into()),
             object: json!({"kind": "Secret", "metadata": {"name": "shown"}, "data": {"k": "(masked)"}}),
             digest: "d1".into(),

@@ -133,6 +133,20 @@ pub struct RenderedObject {
     /// True when values substituted from Secrets were masked in the shown manifest.
     #[serde(skip)]
     pub holds_secret_values: bool,
+    /// Of a nested Kustomization: what its template takes from Secrets.
+    #[serde(skip)]
+    pub secret_template: SecretTemplate,
+}
+
+/// What a nested Kustomization's template takes from variables its parent substitutes from
+/// Secrets, read from the template and never from the values: a value that breaks the YAML, or
+/// a substring that happens to equal the mask, must not change the answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretTemplate {
+    /// Its spec's fields (`spec.path`) other than `postBuild.substitute`.
+    pub spec_fields: Vec<String>,
+    /// Its own `postBuild.substitute` variables.
+    pub substitutes: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

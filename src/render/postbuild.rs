@@ -2,7 +2,7 @@
 //! commonMetadata. Values that come from Secrets are masked in everything fluxplan shows.
 
 use super::build::BuiltObject;
-use super::{RenderError, RenderedObject};
+use super::{RenderError, RenderedObject, SecretTemplate};
 use crate::cluster::{Lookup, SubstitutionSource};
 use crate::flux::control::{OWNER_NAMESPACE_LABEL, OWNER_NAME_LABEL, SUBSTITUTE_KEY};
 use crate::flux::envsubst::{self, Undefined};
@@ -129,6 +129,7 @@ pub fn finish(
     for BuiltObject { object, origin } in built {
         let mut kept = BTreeSet::new();
         let mut value_broke_yaml = false;
+        let object_template = object.clone();
         let (real, shown) = if substitutes && mentions_dollar(&object) && !substitution_disabled(&object) {
             let text = writer.to_yaml(&object);
             let shown = if vars.secret_names.is_empty() {
@@ -152,6 +153,12 @@ pub fn finish(
             (object, None)
         };
         let keeps_secret_placeholder = unknown_secret && !kept.is_empty();
+        // Decided from the template alone (see `SecretTemplate`).
+        let refs = if shown.is_some() {
+            SecretRefs::of(&object_template, &vars.secret_names)
+        } else {
+            SecretRefs::default()
+        };
         unresolved.extend(kept);
         let real = label(real, &owner, spec);
         let shown = shown.map(|shown| label(shown, &owner, spec));
@@ -159,18 +166,25 @@ pub fn finish(
         // depend on a Secret's value (`${password:0:1}` would tell its first letter).
         let digest = digest(shown.as_ref().unwrap_or(&real));
         // A distributed Secret's values are secrets too: its drift must not be shown either.
-        let holds_secret_values = value_broke_yaml
-            || shown.as_ref().is_some_and(|shown| *shown != real)
-            || distributes_secret(&real)
-            || keeps_secret_placeholder;
-        let (object, secret_digests) = mask_secret_data(shown.unwrap_or_else(|| real.clone()));
-        let is_child = crate::flux::is_flux_kustomization(&real);
-        // Its Kustomization is not planned: the inventory holds the real name.
-        let named_from_secret = holds_secret_values && identity(&real) != identity(&object);
+        let shown = shown.unwrap_or_else(|| real.clone());
+        let holds_secret_values = refs.any || distributes_secret(&shown) || keeps_secret_placeholder;
+        let is_child = crate::flux::is_flux_kustomization(&shown);
+        // A child is reconciled with the values of its own `substitute` (its grandchildren's
+        // objects are masked where they use them); every other field as shown.
+        let real = (is_child && !refs.template.substitutes.is_empty() && !value_broke_yaml).then(|| {
+            let mut child = shown.clone();
+            if let Some(substitute) = real.pointer("/spec/postBuild/substitute") {
+                child["spec"]["postBuild"]["substitute"] = substitute.clone();
+            }
+            child
+        });
+        let (object, secret_digests) = mask_secret_data(shown);
         objects.push(RenderedObject {
             id: None,
-            named_from_secret,
-            real: (is_child && real != object).then_some(real),
+            // Its Kustomization is not planned: the inventory holds the real name.
+            named_from_secret: refs.identity,
+            secret_template: if is_child { refs.template } else { SecretTemplate::default() },
+            real,
             object,
             origin,
             digest,
@@ -193,6 +207,7 @@ pub fn plain(built: Vec<BuiltObject>) -> Vec<RenderedObject> {
             RenderedObject {
                 id: None,
                 named_from_secret: false,
+                secret_template: SecretTemplate::default(),
                 real: None,
                 object: shown,
                 origin,
@@ -205,9 +220,58 @@ pub fn plain(built: Vec<BuiltObject>) -> Vec<RenderedObject> {
 }
 
 /// A manifest's namespace and name, as its inventory id takes them.
-fn identity(manifest: &Value) -> (Option<&str>, &str) {
-    let meta = &manifest["metadata"];
-    (meta["namespace"].as_str(), meta["name"].as_str().unwrap_or(""))
+/// Which parts of an object's template use variables substituted from Secrets.
+#[derive(Default)]
+struct SecretRefs {
+    /// Anywhere.
+    any: bool,
+    /// Its name or namespace.
+    identity: bool,
+    template: SecretTemplate,
+}
+
+impl SecretRefs {
+    fn of(template: &Value, secrets: &BTreeSet<String>) -> Self {
+        let uses =
+            |value: &Value| referenced_variables(&value.to_string()).any(|name| secrets.contains(name));
+        let meta = &template["metadata"];
+        let spec = template["spec"].as_object();
+        let mut refs = SecretRefs {
+            any: uses(template),
+            identity: uses(&meta["name"]) || uses(&meta["namespace"]),
+            template: SecretTemplate::default(),
+        };
+        for (field, value) in spec.into_iter().flatten() {
+            if field == "postBuild" {
+                let substitute = value["substitute"].as_object();
+                refs.template.substitutes = substitute
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, v)| uses(v))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                let mut rest = value.clone();
+                rest.as_object_mut().map(|post_build| post_build.remove("substitute"));
+                if uses(&rest) {
+                    refs.template.spec_fields.push(format!("spec.{field}"));
+                }
+            } else if uses(value) {
+                refs.template.spec_fields.push(format!("spec.{field}"));
+            }
+        }
+        refs
+    }
+}
+
+/// The names of the variables `${NAME}`, `${#NAME}`, `${NAME:-…}` in `text`, nested ones
+/// included; an escaped `$${NAME}` counts too (a false "uses" only hides more).
+fn referenced_variables(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices("${").filter_map(move |(at, _)| {
+        let rest = &text[at + 2..];
+        let rest = rest.strip_prefix('#').unwrap_or(rest);
+        let end = rest.find(|c: char| c != '_' && !c.is_ascii_alphanumeric()).unwrap_or(rest.len());
+        (end > 0).then(|| &rest[..end])
+    })
 }
 
 /// True when some key or string of the manifest holds a `$`: otherwise substitution is a no-op.
@@ -424,8 +488,8 @@ mod tests {
     #[test]
     fn a_secret_value_that_breaks_the_yaml_fails_nothing_and_tells_nothing() {
         let spec = spec(json!({"substituteFrom": [{"kind": "Secret", "name": "creds"}]}));
-        let object = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c"},
-            "data": {"probe": "${password}"}});
+        let object = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c-${password}"},
+            "data": {"probe": "${password}", "first": "${password:0:1}"}});
         let outcome = |value: &str| {
             let source = Fixed(Lookup::Found([("password".to_string(), value.to_string())].into()));
             let vars = resolve_variables(&spec, &source, &BTreeSet::new()).unwrap();
@@ -435,8 +499,37 @@ mod tests {
         };
         let breaking = outcome("[unclosed");
         let near_miss = outcome("closed");
+        // A value whose first letter is the mask's: the substring is the same either way.
+        let like_the_mask = outcome("(masked");
         assert_eq!(breaking, near_miss);
-        assert!(breaking.3, "the object holds a Secret's value");
+        assert_eq!(like_the_mask, near_miss);
+        assert!(breaking.2 && breaking.3, "named from a Secret, holding its value");
+    }
+
+    /// Which parts of a child Kustomization come from Secrets is read from its template: the same
+    /// answer whatever the values, breaking or not.
+    #[test]
+    fn what_a_child_takes_from_secrets_is_read_from_its_template() {
+        let spec = spec(
+            json!({"substituteFrom": [{"kind": "Secret", "name": "creds"}], "substitute": {"env": "prod"}}),
+        );
+        let child = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "child", "namespace": "flux-system"},
+            "spec": {"path": "./tenants/${password:0:1}", "interval": "${env}", "prune": true,
+                     "postBuild": {"substitute": {"db": "${password}", "env": "${env}"}}}});
+        let template = |value: &str| {
+            let source = Fixed(Lookup::Found([("password".to_string(), value.to_string())].into()));
+            let vars = resolve_variables(&spec, &source, &BTreeSet::new()).unwrap();
+            let out = finish(built(child.clone()), &spec, &vars, true).unwrap();
+            out.objects[0].secret_template.clone()
+        };
+        let expected = SecretTemplate {
+            spec_fields: vec!["spec.path".to_string()],
+            substitutes: BTreeSet::from(["db".to_string()]),
+        };
+        for value in ["hunter2", "[unclosed", "(masked"] {
+            assert_eq!(template(value), expected, "{value}");
+        }
     }
 
     #[test]

@@ -759,45 +759,16 @@ fn declared_syncs(clusters: &[Cluster], chart_sources: &[&Value]) -> Vec<Instanc
         .collect()
 }
 
-/// The fields of a nested Kustomization's spec, other than `postBuild.substitute`, whose real value
-/// differs from the shown (masked) one: its parent substituted them from Secrets.
+/// The fields of a nested Kustomization's spec, other than `postBuild.substitute`, its parent
+/// substitutes from Secrets (`spec.path`), when any.
 pub(super) fn secret_spec_fields(object: &RenderedObject) -> Option<String> {
-    let real = object.real.as_ref()?;
-    let without_substitute = |manifest: &Value| {
-        let mut spec = manifest["spec"].clone();
-        if let Some(post_build) = spec.get_mut("postBuild").and_then(Value::as_object_mut) {
-            post_build.remove("substitute");
-        }
-        spec
-    };
-    let (real, shown) = (without_substitute(real), without_substitute(&object.object));
-    let empty = serde_json::Map::new();
-    let fields: Vec<String> = real
-        .as_object()
-        .unwrap_or(&empty)
-        .keys()
-        .chain(shown.as_object().unwrap_or(&empty).keys())
-        .filter(|key| real.get(key.as_str()) != shown.get(key.as_str()))
-        .map(|key| format!("spec.{key}"))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let fields = &object.secret_template.spec_fields;
     (!fields.is_empty()).then(|| fields.join(", "))
 }
 
-/// Inline `substitute` variables of a nested Kustomization whose shown (masked) value differs
-/// from the real one: the parent substituted them from Secrets.
+/// Inline `substitute` variables of a nested Kustomization its parent substitutes from Secrets.
 fn secret_substitutes(object: &RenderedObject) -> BTreeSet<String> {
-    let Some(real) = &object.real else { return BTreeSet::new() };
-    let pointer = "/spec/postBuild/substitute";
-    let shown = object.object.pointer(pointer);
-    real.pointer(pointer)
-        .and_then(serde_json::Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter(|(name, value)| shown.and_then(|s| s.get(name.as_str())) != Some(*value))
-        .map(|(name, _)| name.clone())
-        .collect()
+    object.secret_template.substitutes.clone()
 }
 
 /// Gives every object its inventory id. Scope comes from the built-in kinds, the cluster's CRDs
