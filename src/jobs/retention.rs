@@ -22,6 +22,7 @@ pub async fn run(store: Store, keep: Duration, mut stop: tokio::sync::watch::Rec
                     events = pruned.events,
                     jobs = pruned.jobs,
                     replies = pruned.replies,
+                    bookkeeping = pruned.bookkeeping,
                     "retention: pruned what is older than {} days",
                     keep.as_secs() / 86_400
                 );

@@ -3,6 +3,7 @@
 //! and the job waits `RetryLater::every` before its next attempt, or less when its forge answers
 //! again (the resync wakes it). Only a job older than `RetryLater::max_age` is given up.
 
+use super::fence::{ForgeWrite, Said, Scope};
 use super::worker::Worker;
 use super::JobPayload;
 use crate::forge::{ForgeKind, StatusState};
@@ -26,28 +27,33 @@ impl Worker {
         }
         let minutes = policy.every.as_secs().div_ceil(60).max(1);
         tracing::warn!(%error, retry_in_minutes = minutes, attempts = job.attempts, "job will be retried later");
-        // A superseded job says nothing: a newer one owns the commit's status.
-        if self.store.holds(job.id, &self.id).await? {
-            self.say_it_will_retry(job, error, minutes).await;
-        }
+        self.say_it_will_retry(job, error, minutes).await;
         let run_after = now_ms() + policy.every.as_millis() as i64;
-        self.store.finish_job(job.id, &self.id, "queued", run_after, Some(error)).await?;
+        // Each later round gets its attempts anew: a process that dies in one of them is not
+        // taken for one that died in every attempt.
+        self.store.requeue_later(job.id, &self.id, run_after, error).await?;
         Ok(true)
     }
 
     /// An `error` status on the head a plan was for (if the forge takes it at all): a `pending`
-    /// left alone would block the merge without a word.
+    /// left alone would block the merge without a word. Written as every write of a job is
+    /// (`super::fence`): a superseded job says nothing.
     async fn say_it_will_retry(&self, job: &Job, error: &str, minutes: u64) {
-        let (repo, head_sha) = match serde_json::from_str::<JobPayload>(&job.payload) {
-            Ok(JobPayload::Plan { repo, head_sha, .. }) => (repo, head_sha),
-            Ok(JobPayload::MergeGroup { repo, head_sha, .. }) => (repo, head_sha),
+        let (repo, head_sha, scope) = match serde_json::from_str::<JobPayload>(&job.payload) {
+            Ok(JobPayload::Plan { repo, head_sha, number, .. }) => (repo, head_sha, Scope::Pull(number)),
+            Ok(JobPayload::MergeGroup { repo, head_sha, .. }) => {
+                let scope = Scope::Group(head_sha.clone());
+                (repo, head_sha, scope)
+            }
             _ => return,
         };
         let Some((forge, _)) = self.forges.get(repo.forge) else { return };
         let description = will_retry_description(repo.forge, minutes, error);
-        if let Err(e) = forge.set_status(&repo, &head_sha, None, StatusState::Error, &description, None).await
-        {
-            tracing::warn!(error = %e, "cannot say on the commit that its plan will be retried");
+        let status = ForgeWrite::status(&head_sha, None, StatusState::Error, &description, None);
+        match self.writer(job, forge, &repo).write(&scope, &status).await {
+            Ok(Said::Posted) => {}
+            Ok(Said::Silenced) => tracing::info!("superseded: it does not say it will retry"),
+            Err(e) => tracing::warn!(error = %e, "cannot say on the commit that its plan will be retried"),
         }
     }
 }

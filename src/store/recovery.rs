@@ -36,6 +36,25 @@ impl Store {
         Ok(row.map(|row| row.try_get("created_at")).transpose()?)
     }
 
+    /// A running job whose attempts a transient failure used up goes back to the queue until
+    /// `run_after`, its attempts counted anew for the next round.
+    pub async fn requeue_later(&self, id: i64, worker: &str, run_after: i64, error: &str) -> Result<()> {
+        surviving_a_blip("recording a job's retry", || {
+            sqlx::query(
+                "UPDATE jobs SET status = 'queued', run_after = $1, last_error = $2, attempts = 0, locked_by = NULL, \
+                 updated_at = $3 WHERE id = $4 AND locked_by = $5 AND status = 'running'",
+            )
+            .bind(run_after)
+            .bind(error)
+            .bind(now_ms())
+            .bind(id)
+            .bind(worker)
+            .execute(&self.pool)
+        })
+        .await?;
+        Ok(())
+    }
+
     /// The forge answers again: its queued jobs waiting to retry a failure are due now (follow-ups
     /// keep their own pace: they wait for a cluster, not the forge). Returns how many.
     pub async fn wake_retrying(&self, forge: &str) -> Result<u64> {

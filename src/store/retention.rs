@@ -15,11 +15,13 @@ pub struct Pruned {
     pub events: u64,
     pub jobs: u64,
     pub replies: u64,
+    /// Records of pull requests idle that long: their last forge writes, their slow-plan strikes.
+    pub bookkeeping: u64,
 }
 
 impl Pruned {
     pub fn total(&self) -> u64 {
-        self.runs + self.events + self.jobs + self.replies
+        self.runs + self.events + self.jobs + self.replies + self.bookkeeping
     }
 }
 
@@ -54,7 +56,13 @@ impl Store {
             .execute(&self.pool)
             .await?
             .rows_affected();
-        Ok(Pruned { runs, events, jobs, replies })
+        let mut bookkeeping = 0;
+        for sql in
+            ["DELETE FROM forge_writes WHERE written_at < $1", "DELETE FROM slow_pulls WHERE updated_at < $1"]
+        {
+            bookkeeping += sqlx::query(sql).bind(cutoff).execute(&self.pool).await?.rows_affected();
+        }
+        Ok(Pruned { runs, events, jobs, replies, bookkeeping })
     }
 
     /// Gives the space of deleted rows back to the file system (SQLite: `VACUUM`, then the

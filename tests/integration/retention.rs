@@ -86,6 +86,26 @@ async fn populate(store: &Store, url: &str) -> Made {
         .execute(&db)
         .await
         .unwrap();
+    // The last forge writes and slow-plan strikes of an idle pull request, and of an active one.
+    for (number, at) in [(1, long_ago), (3, fluxplan::store::now_ms())] {
+        sqlx::query(
+            "INSERT INTO forge_writes (forge, repo, channel, seq, job_id, body, written_at) \
+             VALUES ('github', 'acme/fleet', $1, 1, 0, '{}', $2)",
+        )
+        .bind(format!("status:{number}"))
+        .bind(at)
+        .execute(&db)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO slow_pulls (forge, repo, pr_number, strikes, updated_at) VALUES ('github', 'acme/fleet', $1, 1, $2)",
+        )
+        .bind(number)
+        .bind(at)
+        .execute(&db)
+        .await
+        .unwrap();
+    }
     db.close().await;
     Made { runs, jobs }
 }
@@ -119,7 +139,7 @@ fn prunes_old_rows_and_keeps_the_latest(url: &str) {
         let made = populate(&store, url).await;
         assert_eq!(made.jobs.len(), 4);
         let pruned = store.prune(KEEP).await.unwrap();
-        assert_eq!(pruned, Pruned { runs: 2, events: 1, jobs: 1, replies: 0 });
+        assert_eq!(pruned, Pruned { runs: 2, events: 1, jobs: 1, replies: 0, bookkeeping: 2 });
         let (runs, jobs, deliveries) = left(&store, &made).await;
         // Each pull request's latest run stays, old or not; recent ones stay.
         assert_eq!(runs, ["pr1-old-latest", "pr2-recent"]);

@@ -232,8 +232,14 @@ fn a_run_whose_job_was_superseded_while_its_worker_was_down_is_closed() {
     let bot = Bot::start(data.path(), &env);
     assert_eq!(bot.github("pull_request", "d2", &pull_request("synchronize", &repo, 85, &fixed, &base)), 202);
     github.wait_until("the plan of the new head", || final_status(&github, &fixed).is_some());
-    wait_for("no run left running", WAIT, || runs_closed(&runs(data.path(), 85), 2));
+    // The restarted replica takes its dead process's job back at once (a run of its own, which
+    // the newer push then supersedes), or the newer push supersedes it first: two runs or three.
+    wait_for("no run left running", WAIT, || {
+        let runs = runs(data.path(), 85);
+        runs.len() >= 2 && runs.iter().all(|r| r.status != "running")
+    });
     let statuses: Vec<String> = runs(data.path(), 85).into_iter().map(|r| r.status).collect();
     assert!(["superseded", "abandoned"].contains(&statuses[0].as_str()), "{statuses:?}");
-    assert_eq!(statuses[1], "done");
+    assert!(statuses[1..statuses.len() - 1].iter().all(|s| s == "superseded"), "{statuses:?}");
+    assert_eq!(statuses.last().map(String::as_str), Some("done"), "{statuses:?}");
 }
