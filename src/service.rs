@@ -8,6 +8,8 @@ use crate::forge::roles::CommandRoles;
 use crate::forge::ForgeClient;
 use crate::jobs::instance::Instance;
 use crate::jobs::mirror::Mirrors;
+/// How jobs whose retries an outage used up are retried later (set by `serve`'s flags).
+pub use crate::jobs::recovery::RetryLater;
 use crate::jobs::resync::Resync;
 use crate::jobs::{Forges, SlowLane, Worker, WorkerConfig};
 use crate::planner;

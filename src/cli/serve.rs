@@ -230,7 +230,7 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         unverified_bytes_per_client: args.max_unverified_bytes_per_client.as_usize(),
         min_body_rate: args.min_body_rate.bytes(),
         resync: Duration::from_secs(args.resync_secs),
-        retry_later: crate::jobs::recovery::RetryLater {
+        retry_later: service::RetryLater {
             every: Duration::from_secs(args.retry_later_secs),
             max_age: Duration::from_secs(args.retry_max_age_secs),
         },

@@ -434,8 +434,16 @@ impl KubeCluster {
                 }
             }
         };
+        let mut substitution_secrets: std::collections::BTreeSet<(String, String)> = Default::default();
         for k in &kustomizations {
             want(k, &k["spec"]["postBuild"]["substituteFrom"]);
+            let namespace = k["metadata"]["namespace"].as_str().unwrap_or("");
+            for reference in k["spec"]["postBuild"]["substituteFrom"].as_array().into_iter().flatten() {
+                if let (Some("Secret"), Some(name)) = (reference["kind"].as_str(), reference["name"].as_str())
+                {
+                    substitution_secrets.insert((namespace.to_string(), name.to_string()));
+                }
+            }
         }
         for object in objects.values() {
             if crate::flux::helm::is_helm_release(object) {
@@ -533,6 +541,7 @@ impl KubeCluster {
         let mut snapshot =
             ClusterSnapshot::from_document(document).map_err(|e| KubeError::Api(format!("{e:#}")))?;
         snapshot.readable_secrets = values_secrets;
+        snapshot.substitution_secrets = substitution_secrets;
         Ok(snapshot)
     }
 
@@ -918,6 +927,8 @@ pub struct LiveValues {
     cluster: std::sync::Arc<KubeCluster>,
     cache: Mutex<BTreeMap<(String, String, String), Lookup>>,
     readable_secrets: std::collections::BTreeSet<(String, String)>,
+    /// The Secrets the cluster's Kustomizations substitute from.
+    substitution_secrets: std::collections::BTreeSet<(String, String)>,
     /// Argo CD's repository Secrets, listed once.
     repository_secrets: std::sync::OnceLock<Result<std::sync::Arc<Vec<RepositorySecret>>, String>>,
     /// Argo CD's AppProjects, listed once per plan.
@@ -925,17 +936,18 @@ pub struct LiveValues {
 }
 
 impl LiveValues {
-    /// `readable_secrets`: the Secrets (namespace, name) the cluster's own Flux objects read, the
-    /// only ones looked up.
+    /// The Secrets (namespace, name) the cluster's own Flux objects read, as `snapshot` lists
+    /// them, are the only ones looked up: a pull request names any Secret it likes.
     pub fn new(
         runtime: tokio::runtime::Handle,
         cluster: std::sync::Arc<KubeCluster>,
-        readable_secrets: std::collections::BTreeSet<(String, String)>,
+        snapshot: &ClusterSnapshot,
     ) -> Self {
         LiveValues {
             runtime,
             cluster,
-            readable_secrets,
+            readable_secrets: snapshot.readable_secrets.clone(),
+            substitution_secrets: snapshot.substitution_secrets.clone(),
             cache: Mutex::default(),
             repository_secrets: Default::default(),
             projects: Default::default(),
@@ -949,7 +961,12 @@ impl SubstitutionSource for LiveValues {
         if let Some(hit) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return hit.clone();
         }
-        let answer = if kind == "Secret" && !self.cluster.options.read_secrets {
+        let key_of_secret = (namespace.to_string(), name.to_string());
+        let read_by_the_cluster = self.readable_secrets.contains(&key_of_secret)
+            || self.substitution_secrets.contains(&key_of_secret);
+        let answer = if kind == "Secret" && (!self.cluster.options.read_secrets || !read_by_the_cluster) {
+            // Only the Secrets the cluster's own Flux objects read: one only the pull request
+            // names is left to the cluster (its placeholders kept), never asked for.
             Lookup::Unknown
         } else {
             match self.runtime.block_on(self.cluster.fetch_values(kind, namespace, name)) {

@@ -84,6 +84,10 @@ pub struct ClusterSnapshot {
     /// Read from a live cluster: the Secrets (namespace, name) its HelmReleases take values from
     /// (`valuesFrom`), whether they exist or not; the only Secrets a chart's values are read from.
     pub readable_secrets: BTreeSet<Key>,
+    /// Read from a live cluster: the Secrets its Kustomizations substitute from
+    /// (`postBuild.substituteFrom`); with `readable_secrets`, the only Secrets looked up for a
+    /// render.
+    pub substitution_secrets: BTreeSet<Key>,
     /// The document as read, to write it back.
     document: Value,
 }

@@ -147,10 +147,9 @@ impl ClusterKnowledge {
                             if !root.is_empty() {
                                 snapshot.set_cluster(&root);
                             }
-                            let readable = snapshot.readable_secrets.clone();
                             knowledge.add_values(
                                 &root,
-                                Arc::new(LiveValues::new(handle, cluster.clone(), readable)),
+                                Arc::new(LiveValues::new(handle, cluster.clone(), &snapshot)),
                             );
                             knowledge.live.insert(root, cluster);
                             knowledge.snapshots.push(snapshot);

@@ -34,6 +34,15 @@ fn a_pull_request_opened_while_serve_was_down_is_planned_at_restart() {
     let _log = ShowLog(data.path().join("bot.log"));
     assert_eq!(bot.github("pull_request", "s1", &pull_request("opened", &repo, 81, &first, &base)), 202);
     github.wait_until("the first plan", || final_status(&github, &first).is_some());
+    // Killed once its job is recorded done (killed before, the restarted replica would take the
+    // job back and plan it again, rightly).
+    {
+        let (runtime, store) = store(data.path());
+        wait_for("the first job recorded done", WAIT, || {
+            let jobs = runtime.block_on(store.jobs_of("github", REPO, 81)).unwrap();
+            !jobs.is_empty() && jobs.iter().all(|(_, _, status, _)| status == "done")
+        });
+    }
     bot.kill();
     // While serve is down a pull request is opened: its delivery finds nobody, and GitHub does
     // not send it again.

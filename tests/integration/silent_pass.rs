@@ -577,3 +577,47 @@ fn roots_a_named_snapshot_does_not_describe_are_flagged_as_planned_offline() {
         "{plan:#}"
     );
 }
+
+/// A pull request may name any Secret in a Kustomization's `substituteFrom`: against a live
+/// cluster only the Secrets the cluster's own Flux objects read are read. One only the pull
+/// request names is never asked for; its variables stay the cluster's to resolve.
+#[test]
+fn a_pull_request_cannot_read_a_secret_no_live_kustomization_substitutes_from() {
+    let substitute_from =
+        |secret: &str| format!("postBuild:\n  substituteFrom:\n  - kind: Secret\n    name: {secret}");
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", &substitute_from("live-vars"));
+    repo.write(
+        "apps/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: default\ndata:\n  password: ${password}\n",
+    );
+    repo.commit("base");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", &substitute_from("pr-named"));
+    repo.commit("substitute from another Secret");
+    let secret = |name: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "flux-system"},
+            "data": {"password": "aHVudGVyMg=="}})
+    };
+    let fake = crate::fake_kube::FakeKube::start(vec![
+        serde_json::json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "flux-system"},
+            "spec": {"interval": "10m", "path": "./apps", "prune": true,
+                "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
+                "postBuild": {"substituteFrom": [{"kind": "Secret", "name": "live-vars"}]}},
+            "status": {"inventory": {"entries": [{"id": "default_cm__ConfigMap", "v": "v1"}]}}}),
+        secret("live-vars"),
+        secret("pr-named"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake.kubeconfig(dir.path());
+    let repo_dir = repo.path().to_str().unwrap();
+    let args = [plan_args(repo_dir, "json"), vec!["--kube", "--read-secrets"]].concat();
+    let (stdout, stderr, _) = run(&args, &[("KUBECONFIG", kubeconfig.to_str().unwrap())], None);
+    let plan: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    let asked = fake.requests();
+    assert!(asked.iter().all(|(_, path)| !path.contains("secrets/pr-named")), "read: {asked:?}");
+    // The near miss: the Secret the live Kustomization substitutes from is read.
+    assert!(asked.iter().any(|(_, path)| path.contains("secrets/live-vars")), "not read: {asked:?}");
+    assert!(has_alert(&plan, "warning", "unresolved-substitution"), "{:#}", plan["alerts"]);
+    assert!(!stdout.contains("hunter2"), "{stdout}");
+}
