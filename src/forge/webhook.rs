@@ -91,6 +91,8 @@ pub struct PullEvent {
     /// Closed by merging, as the commit `merge_sha` on the base branch (when the forge says it).
     pub merged: bool,
     pub merge_sha: Option<String>,
+    /// Who opened it (`jobs::author_key`: a GitHub login, GitLab's `id:N`), when the payload says.
+    pub author: Option<String>,
 }
 
 /// A GitHub merge queue asks for checks of a merge group: the queued pull requests merged onto
@@ -246,6 +248,7 @@ pub fn parse_github(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 merge_sha: text(&value, "/pull_request/merge_commit_sha")
                     .filter(|_| merged)
                     .filter(|s| crate::git::is_commit_id(s)),
+                author: crate::jobs::author_key(text(&value, "/pull_request/user/login").as_deref(), None),
                 repo,
             }))
         }
@@ -351,6 +354,10 @@ pub fn parse_gitlab(event: &str, body: &[u8]) -> Result<Event, ParseError> {
                 closed,
                 merged,
                 merge_sha,
+                author: crate::jobs::author_key(
+                    None,
+                    value.pointer("/object_attributes/author_id").and_then(Value::as_u64),
+                ),
                 repo,
             }))
         }
@@ -515,6 +522,8 @@ mod tests {
             assert_eq!(pull.head_sha.len(), 40);
             assert_eq!(pull.closed, closed, "{file}");
             assert!(!pull.from_fork);
+            // Who opened it, for fair queues (the login, without case).
+            assert_eq!(pull.author.as_deref(), Some("codertocat"), "{file}");
         }
     }
 
@@ -562,6 +571,8 @@ mod tests {
             (pull.number, pull.head_sha.as_str(), pull.base_ref.as_str()),
             (1, "da1560886d4f094c3e6c9ef40349f7d38b5d27d7", "master")
         );
+        // GitLab's hook names the author by id only (its `user` is who triggered the event).
+        assert_eq!(pull.author.as_deref(), Some("id:51"));
         let Event::Comment(note) =
             parse_gitlab("Note Hook", &fixture("gitlab-webhooks/note_merge_request.json")).unwrap()
         else {

@@ -33,7 +33,16 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum JobPayload {
     /// Plan one head of a pull request and answer with a comment and a status.
-    Plan { repo: RepoInfo, number: u64, base_ref: String, head_sha: String, trigger: String },
+    Plan {
+        repo: RepoInfo,
+        number: u64,
+        base_ref: String,
+        head_sha: String,
+        trigger: String,
+        /// Who opened it (`author_key`), when known: workers are shared fairly across authors.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        author: Option<String>,
+    },
     /// A `/fluxplan` command from a comment.
     Command(CommandRequest),
     /// A push to a base branch: the plans of its open pull requests are stale.
@@ -126,6 +135,10 @@ impl JobPayload {
             // A plan of a head already waiting in the queue is redundant, asked for or not.
             dedupe_same_head: is_plan || is_group,
             dedupe_key,
+            author: match self {
+                JobPayload::Plan { author, .. } => author.clone(),
+                _ => None,
+            },
         }
     }
 }
@@ -172,7 +185,14 @@ pub fn plan_payload(repo: &RepoInfo, pull: &crate::forge::PullInfo, trigger: &st
         base_ref: pull.base_ref.clone(),
         head_sha: pull.head_sha.clone(),
         trigger: trigger.to_string(),
+        author: author_key(pull.author.as_deref(), pull.author_id),
     }
+}
+
+/// One name per author whatever told it: GitLab's user id (`id:N`) when known (webhooks give only
+/// that), else the login, compared without case.
+pub fn author_key(login: Option<&str>, id: Option<u64>) -> Option<String> {
+    id.map(|id| format!("id:{id}")).or_else(|| login.map(str::to_lowercase))
 }
 
 /// The jobs an event asks for (none for events fluxplan ignores).
@@ -200,6 +220,7 @@ pub fn jobs_for(event: &Event, allow_forks: bool) -> Result<Vec<JobPayload>, Str
             base_ref: pull.base_ref.clone(),
             head_sha: pull.head_sha.clone(),
             trigger: "pull-request".into(),
+            author: pull.author.clone(),
         }],
         Event::Comment(comment) if comment.author_is_bot => Vec::new(),
         Event::Comment(comment) => match crate::forge::webhook::parse_command(&comment.body) {
@@ -275,6 +296,7 @@ mod tests {
                 base_ref: text.clone(),
                 head_sha: sha.clone(),
                 trigger: text.clone(),
+                author: Some("id:7".into()),
             },
             JobPayload::Command(CommandRequest {
                 repo: repo.clone(),

@@ -320,7 +320,7 @@ impl Worker {
 
     async fn perform(&self, job: &Job, payload: JobPayload, cancel: &CancelToken) -> Result<(), JobError> {
         match payload {
-            JobPayload::Plan { repo, number, base_ref, head_sha, trigger } => {
+            JobPayload::Plan { repo, number, base_ref, head_sha, trigger, .. } => {
                 let target = PlanTarget { repo, number, base_ref, head_sha, head_ref: None, trigger };
                 self.plan(job, target, cancel).await
             }

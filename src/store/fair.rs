@@ -1,6 +1,6 @@
-//! Which due job a free worker takes, so that no pull request holds every worker: round-robin
-//! across pull requests (the job whose pull request has the fewest jobs running goes first, then
-//! the oldest), and the plans of pull requests whose plans keep running out of time behind
+//! Which due job a free worker takes, so that no pull request or author holds every worker:
+//! round-robin across authors and pull requests (the job whose author, then whose pull request,
+//! has the fewest jobs running goes first, then the oldest), and the plans of pull requests whose plans keep running out of time behind
 //! everyone else's. Their record (`slow_pulls`) lives here too.
 
 use super::{now_ms, Backend, Store};
@@ -22,6 +22,7 @@ pub(super) fn next_due_job(backend: Backend, take_slow: bool) -> String {
          AND s.repo = j.repo AND s.pr_number = j.pr_number \
          WHERE j.status = 'queued' AND j.run_after <= $2{slow} \
          ORDER BY COALESCE(s.strikes, 0), \
+         (SELECT COUNT(*) FROM jobs a WHERE a.forge = j.forge AND a.author = j.author AND a.status = 'running'), \
          (SELECT COUNT(*) FROM jobs r WHERE r.forge = j.forge AND r.repo = j.repo \
          AND r.pr_number = j.pr_number AND r.status = 'running'), j.id LIMIT 1{lock}"
     )

@@ -75,6 +75,8 @@ pub struct NewJob {
     pub dedupe_same_head: bool,
     /// A job with this key exists once, whatever its status: duplicates collapse into it.
     pub dedupe_key: Option<String>,
+    /// Who opened the pull request (a plan's): workers are shared fairly across authors too.
+    pub author: Option<String>,
 }
 
 /// A claimed job.
@@ -994,7 +996,7 @@ async fn enqueue_in(
         // A keyed job that exists already (any status) is this one: the duplicate collapses.
         let inserted = sqlx::query(
             "INSERT INTO jobs (kind, forge, repo, pr_number, head_sha, payload, status, attempts, run_after, \
-                 created_at, updated_at, dedupe_key) VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7, $7, $7, $8) \
+                 created_at, updated_at, dedupe_key, author) VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7, $7, $7, $8, $9) \
                  ON CONFLICT DO NOTHING",
         )
         .bind(&job.kind)
@@ -1005,6 +1007,7 @@ async fn enqueue_in(
         .bind(&job.payload)
         .bind(now)
         .bind(&job.dedupe_key)
+        .bind(&job.author)
         .execute(&mut **tx)
         .await?
         .rows_affected();

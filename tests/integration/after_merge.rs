@@ -292,6 +292,7 @@ fn plan_payload(fleet: &Fleet) -> JobPayload {
         base_ref: "main".into(),
         head_sha: fleet.head.clone(),
         trigger: "pull-request".into(),
+        author: None,
     }
 }
 

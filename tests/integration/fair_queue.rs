@@ -21,6 +21,7 @@ fn plan_job(number: i64, head: &str) -> NewJob {
         supersedes_older_heads: false,
         dedupe_same_head: false,
         dedupe_key: None,
+        author: None,
     }
 }
 
@@ -41,6 +42,44 @@ fn enqueue(runtime: &tokio::runtime::Runtime, store: &Store, jobs: &[NewJob]) {
 fn finish(runtime: &tokio::runtime::Runtime, store: &Store, job: &Option<Job>) {
     let id = job.as_ref().expect("a claimed job").id;
     runtime.block_on(store.finish_job(id, "w-0", "done", 0, None)).unwrap();
+}
+
+/// A plan job of pull request `number` opened by `author`.
+fn authored(number: i64, head: &str, author: &str) -> NewJob {
+    NewJob { author: Some(author.into()), ..plan_job(number, head) }
+}
+
+/// One author's many pull requests do not hold every worker: with one of theirs running, another
+/// author's newer plan goes first; a job without an author (a command) is nobody's.
+fn claims_round_robin_across_authors(runtime: tokio::runtime::Runtime, store: Store) {
+    runtime.block_on(store.migrate()).unwrap();
+    enqueue(
+        &runtime,
+        &store,
+        &[authored(1, "a1", "octocat"), authored(2, "a2", "octocat"), authored(3, "a3", "octocat")],
+    );
+    enqueue(&runtime, &store, &[authored(4, "b1", "hubot")]);
+    assert_eq!(named(&claim(&runtime, &store, true)), Some((1, "a1")));
+    assert_eq!(named(&claim(&runtime, &store, true)), Some((4, "b1")), "the other author's plan waits");
+    // Near miss: both authors have one running: the oldest goes.
+    assert_eq!(named(&claim(&runtime, &store, true)), Some((2, "a2")));
+}
+
+#[test]
+fn claims_go_round_robin_across_authors_on_sqlite() {
+    let data = tempfile::tempdir().unwrap();
+    let url = Store::default_url(data.path());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let store = runtime.block_on(Store::connect(&url)).unwrap();
+    claims_round_robin_across_authors(runtime, store);
+}
+
+#[test]
+fn claims_go_round_robin_across_authors_on_postgres() {
+    let database = postgres_database();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let store = runtime.block_on(Store::connect(&database.url)).unwrap();
+    claims_round_robin_across_authors(runtime, store);
 }
 
 /// The claim order, on one backend.

@@ -24,6 +24,7 @@ fn job(repo: &str, number: i64, sha: &str) -> NewJob {
         supersedes_older_heads: false,
         dedupe_same_head: false,
         dedupe_key: None,
+        author: None,
     }
 }
 
