@@ -961,12 +961,7 @@ impl SubstitutionSource for LiveValues {
         if let Some(hit) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return hit.clone();
         }
-        let key_of_secret = (namespace.to_string(), name.to_string());
-        let read_by_the_cluster = self.readable_secrets.contains(&key_of_secret)
-            || self.substitution_secrets.contains(&key_of_secret);
-        let answer = if kind == "Secret" && (!self.cluster.options.read_secrets || !read_by_the_cluster) {
-            // Only the Secrets the cluster's own Flux objects read: one only the pull request
-            // names is left to the cluster (its placeholders kept), never asked for.
+        let answer = if kind == "Secret" && !self.cluster.options.read_secrets {
             Lookup::Unknown
         } else {
             match self.runtime.block_on(self.cluster.fetch_values(kind, namespace, name)) {
@@ -984,6 +979,13 @@ impl SubstitutionSource for LiveValues {
         };
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, answer.clone());
         answer
+    }
+
+    fn substitution_secret_refused(&self, namespace: &str, name: &str) -> bool {
+        // A pull request names any Secret it likes: only those the cluster's own Flux objects
+        // read are read for it; its placeholders are left to the cluster.
+        let key = (namespace.to_string(), name.to_string());
+        !self.substitution_secrets.contains(&key) && !self.readable_secrets.contains(&key)
     }
 
     fn values_secret_refused(&self, namespace: &str, name: &str) -> Option<String> {

@@ -22,6 +22,12 @@ pub enum Lookup {
 pub trait SubstitutionSource: Send + Sync {
     fn lookup(&self, kind: &str, namespace: &str, name: &str) -> Lookup;
 
+    /// True when the Secret `namespace/name` is not read for a Kustomization's `substituteFrom`
+    /// (a live cluster reads only those its own Flux objects read).
+    fn substitution_secret_refused(&self, _namespace: &str, _name: &str) -> bool {
+        false
+    }
+
     /// Why the Secret `namespace/name` is not read for a HelmRelease's values (`None`: it may be).
     /// A snapshot holds only the Secrets the cluster's Flux objects read anyway.
     fn values_secret_refused(&self, _namespace: &str, _name: &str) -> Option<String> {

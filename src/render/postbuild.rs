@@ -45,7 +45,15 @@ pub fn resolve_variables(
                 reference.kind
             )));
         }
-        match source.lookup(&reference.kind, &spec.namespace, &reference.name) {
+        // A Secret only the pull request names is the cluster's to resolve, never read for it.
+        let refused = reference.kind == "Secret"
+            && source.substitution_secret_refused(&spec.namespace, &reference.name);
+        let found = if refused {
+            Lookup::Unknown
+        } else {
+            source.lookup(&reference.kind, &spec.namespace, &reference.name)
+        };
+        match found {
             Lookup::Found(data) => {
                 for (name, value) in data {
                     check_name(&name, &described)?;
