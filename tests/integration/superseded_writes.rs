@@ -11,7 +11,7 @@ use crate::bot::{
 };
 use crate::fake_github::FakeGitHub;
 use crate::fake_gitlab::FakeGitLab;
-use crate::fixture::{process_running, wait_for, WAIT};
+use crate::fixture::{process_running, wait_for, Repo, WAIT};
 use fluxplan::store::{RunRow, Store};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -245,6 +245,21 @@ fn a_run_whose_job_was_superseded_while_its_worker_was_down_is_closed() {
     assert_eq!(statuses.last().map(String::as_str), Some("done"), "{statuses:?}");
 }
 
+/// A merge queue's `checks_requested` for the group of pull request `number` landing `head` on
+/// `base`.
+fn merge_group(repo: &Repo, base: &str, head: &str, number: u64) -> Value {
+    let mut body: Value =
+        serde_json::from_str(include_str!("../fixtures/github-webhooks/push.json")).unwrap();
+    body["action"] = json!("checks_requested");
+    body["repository"]["full_name"] = json!(REPO);
+    body["repository"]["clone_url"] = json!(file_url(repo));
+    body["merge_group"] = json!({
+        "head_sha": head, "head_ref": format!("refs/heads/gh-readonly-queue/main/pr-{number}-{base}"),
+        "base_sha": base, "base_ref": "refs/heads/main",
+    });
+    body
+}
+
 /// Descriptions of fluxplan's statuses on `sha`, in posting order.
 fn descriptions(github: &FakeGitHub, sha: &str) -> Vec<String> {
     github
@@ -316,16 +331,7 @@ fn a_merge_group_plan_that_waited_while_a_newer_one_was_posted_writes_nothing() 
     let data = tempfile::tempdir().unwrap();
     let bot = Bot::start(data.path(), &two_workers(&github));
     let checks_requested = |uuid: &str, head: &str, number: u64| {
-        let mut body: Value =
-            serde_json::from_str(include_str!("../fixtures/github-webhooks/push.json")).unwrap();
-        body["action"] = json!("checks_requested");
-        body["repository"]["full_name"] = json!(REPO);
-        body["repository"]["clone_url"] = json!(file_url(&repo));
-        body["merge_group"] = json!({
-            "head_sha": head, "head_ref": format!("refs/heads/gh-readonly-queue/main/pr-{number}-{base}"),
-            "base_sha": base, "base_ref": "refs/heads/main",
-        });
-        assert_eq!(bot.github("merge_group", uuid, &body), 202);
+        assert_eq!(bot.github("merge_group", uuid, &merge_group(&repo, &base, head, number)), 202);
     };
     github.hold_next_on("/pulls/88", 1);
     checks_requested("g1", &group, 88);
@@ -352,4 +358,47 @@ fn a_merge_group_plan_that_waited_while_a_newer_one_was_posted_writes_nothing() 
     assert_eq!(states(&github, &other), ["pending", "failure"]);
     wait_for("its run to be closed", WAIT, || runs_closed(&runs(data.path(), 89), 1));
     assert_eq!(runs(data.path(), 89)[0].status, "done");
+}
+
+#[test]
+fn a_merge_group_job_retried_after_a_newer_one_posted_leaves_no_pending_status() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    // Blocked groups: their plan asks the forge about the queued pull request's approval.
+    let group = push(&repo, "gone", Some("./empty"));
+    let other = push(&repo, "gone-too", Some("./empty"));
+    github.add_commit(REPO, &group);
+    github.add_commit(REPO, &other);
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &two_workers(&github));
+    let checks_requested = |uuid: &str, head: &str, number: u64| {
+        assert_eq!(bot.github("merge_group", uuid, &merge_group(&repo, &base, head, number)), 202);
+    };
+    let group_jobs_done = |number: i64| jobs_done(data.path(), "github", REPO, number, "merge-group");
+    // Every answer to the first job fails (its retries inside the call too): the job is retried
+    // later, after a newer job of the same group has posted.
+    let failures = 5;
+    github.hold_next_on("/pulls/90", 1);
+    checks_requested("r1", &group, 90);
+    wait_for("the first group job to wait on the forge", WAIT, || github.held() == 1);
+    checks_requested("r2", &group, 90);
+    github.wait_until("the newer job's final status", || final_status(&github, &group).is_some());
+    github.fail_next_on("/pulls/90", 500, failures);
+    github.release_held();
+    wait_for("both group jobs to be done", WAIT, || group_jobs_done(90) == 2);
+    assert_eq!(
+        states(&github, &group),
+        ["pending", "pending", "failure"],
+        "the retried job's pending came after the newer job's final status"
+    );
+    wait_for("both runs to be closed", WAIT, || runs_closed(&runs(data.path(), 90), 2));
+
+    // Near miss: a retried group job with no newer one posts its pending and its status again.
+    github.fail_next_on("/pulls/91", 500, failures);
+    checks_requested("r3", &other, 91);
+    wait_for("the group job to be done", WAIT, || group_jobs_done(91) == 1);
+    assert_eq!(states(&github, &other), ["pending", "pending", "failure"]);
+    wait_for("its runs to be closed", WAIT, || runs_closed(&runs(data.path(), 91), 2));
+    let statuses: Vec<String> = runs(data.path(), 91).into_iter().map(|r| r.status).collect();
+    assert_eq!(statuses, ["failed", "done"]);
 }
