@@ -169,7 +169,7 @@ pub(crate) fn pull_request(action: &str, repo: &Repo, number: u64, head: &str, b
 }
 
 /// A real issue_comment webhook body for a pull request comment.
-fn comment(number: u64, user: &str, id: u64, text: &str, repo: &Repo) -> Value {
+pub(crate) fn comment(number: u64, user: &str, id: u64, text: &str, repo: &Repo) -> Value {
     let mut body: Value =
         serde_json::from_str(include_str!("../fixtures/github-webhooks/issue_comment-created.json")).unwrap();
     body["repository"]["full_name"] = json!(REPO);

@@ -2,15 +2,16 @@
 //! waited on the forge while a newer push was planned and posted writes nothing after it; a
 //! write that was already on its way when a newer push came is followed by the newest one; a
 //! superseded job that fails posts no error; and no run is left `running` (issue 34, points 1
-//! and 6). GitHub on the embedded SQLite, GitLab on PostgreSQL.
+//! and 6). The same holds for an approval's status and a merge queue group's status. GitHub on
+//! the embedded SQLite, GitLab on PostgreSQL.
 
 use crate::bot::{
-    file_url, final_status, fleet, github_env, gitlab_env, hanging_kustomize, merge_request_hook,
-    postgres_database, pull_request, push, store, Bot, REPO,
+    comment, file_url, final_status, fleet, github_env, gitlab_env, hanging_kustomize, jobs_done,
+    merge_request_hook, postgres_database, pull_request, push, store, Bot, REPO,
 };
 use crate::fake_github::FakeGitHub;
 use crate::fake_gitlab::FakeGitLab;
-use crate::fixture::{process_running, wait_for, WAIT};
+use crate::fixture::{process_running, wait_for, Repo, WAIT};
 use fluxplan::store::{RunRow, Store};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -242,4 +243,162 @@ fn a_run_whose_job_was_superseded_while_its_worker_was_down_is_closed() {
     assert!(["superseded", "abandoned"].contains(&statuses[0].as_str()), "{statuses:?}");
     assert!(statuses[1..statuses.len() - 1].iter().all(|s| s == "superseded"), "{statuses:?}");
     assert_eq!(statuses.last().map(String::as_str), Some("done"), "{statuses:?}");
+}
+
+/// A merge queue's `checks_requested` for the group of pull request `number` landing `head` on
+/// `base`.
+fn merge_group(repo: &Repo, base: &str, head: &str, number: u64) -> Value {
+    let mut body: Value =
+        serde_json::from_str(include_str!("../fixtures/github-webhooks/push.json")).unwrap();
+    body["action"] = json!("checks_requested");
+    body["repository"]["full_name"] = json!(REPO);
+    body["repository"]["clone_url"] = json!(file_url(repo));
+    body["merge_group"] = json!({
+        "head_sha": head, "head_ref": format!("refs/heads/gh-readonly-queue/main/pr-{number}-{base}"),
+        "base_sha": base, "base_ref": "refs/heads/main",
+    });
+    body
+}
+
+/// Descriptions of fluxplan's statuses on `sha`, in posting order.
+fn descriptions(github: &FakeGitHub, sha: &str) -> Vec<String> {
+    github
+        .statuses(REPO, sha)
+        .iter()
+        .filter(|s| s["context"] == "fluxplan")
+        .map(|s| s["description"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn an_approval_that_waited_on_the_forge_while_a_newer_plan_was_posted_writes_nothing() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    let head = push(&repo, "gone", Some("./empty"));
+    let other = push(&repo, "gone-too", Some("./empty"));
+    github.add_pull(REPO, 86, &head, "change", "main", &base, &file_url(&repo));
+    github.add_pull(REPO, 87, &other, "change", "main", &base, &file_url(&repo));
+    github.set_permission(REPO, "maintainer", "maintain");
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &two_workers(&github));
+    for (number, sha, uuid) in [(86, &head, "a1"), (87, &other, "a2")] {
+        assert_eq!(bot.github("pull_request", uuid, &pull_request("opened", &repo, number, sha, &base)), 202);
+        github.wait_until("the blocked status", || final_status(&github, sha).is_some());
+        // The run and its job are recorded after the status is set: wait for them too.
+        wait_for("the plan job", WAIT, || jobs_done(data.path(), "github", REPO, number as i64, "plan") == 1);
+        assert_eq!(states(&github, sha), ["pending", "failure"]);
+    }
+    let approve = |number: u64, uuid: &str| {
+        let id = github.add_issue_comment(REPO, number, "maintainer", "/fluxplan approve");
+        // The approval is recorded; its 👍 (the call before its status) is answered late.
+        github.hold_next_on(&format!("/issues/comments/{id}/reactions"), 1);
+        let body = comment(number, "maintainer", id, "/fluxplan approve", &repo);
+        assert_eq!(bot.github("issue_comment", uuid, &body), 202);
+        wait_for("the approval to wait on the forge", WAIT, || github.held() == 1);
+    };
+    let replied = |number: u64| {
+        github.comments(REPO, number).iter().any(|(_, b)| b.starts_with("Approved by @maintainer"))
+    };
+    approve(86, "a3");
+    // A plan queued after the command speaks for the pull request: it shows the approval.
+    assert_eq!(bot.github("pull_request", "a4", &pull_request("reopened", &repo, 86, &head, &base)), 202);
+    github.wait_until("the newer plan's final status", || states(&github, &head).len() == 4);
+    github.release_held();
+    wait_for("the approval's job", WAIT, || jobs_done(data.path(), "github", REPO, 86, "command") == 1);
+    assert_eq!(states(&github, &head), ["pending", "failure", "pending", "success"]);
+    let shown = descriptions(&github, &head);
+    assert!(shown[3].starts_with("approved by maintainer; "), "the newer plan shows the approval: {shown:?}");
+    assert!(!replied(86), "a superseded approval replied: {:?}", github.comments(REPO, 86));
+
+    // Near miss: an approval answered late with no newer plan posts its status and its reply.
+    approve(87, "a5");
+    github.release_held();
+    github.wait_until("the approval's reply", || replied(87));
+    assert_eq!(states(&github, &other), ["pending", "failure", "success"]);
+    let shown = descriptions(&github, &other);
+    assert!(shown[2].starts_with("approved by maintainer ("), "{shown:?}");
+}
+
+#[test]
+fn a_merge_group_plan_that_waited_while_a_newer_one_was_posted_writes_nothing() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    // Blocked groups: their plan asks the forge about the queued pull request's approval.
+    let group = push(&repo, "gone", Some("./empty"));
+    let other = push(&repo, "gone-too", Some("./empty"));
+    github.add_commit(REPO, &group);
+    github.add_commit(REPO, &other);
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &two_workers(&github));
+    let checks_requested = |uuid: &str, head: &str, number: u64| {
+        assert_eq!(bot.github("merge_group", uuid, &merge_group(&repo, &base, head, number)), 202);
+    };
+    github.hold_next_on("/pulls/88", 1);
+    checks_requested("g1", &group, 88);
+    wait_for("the first group job to wait on the forge", WAIT, || github.held() == 1);
+    // The checks are requested again: a newer job of the same group plans and posts.
+    checks_requested("g2", &group, 88);
+    github.wait_until("the newer job's final status", || final_status(&github, &group).is_some());
+    github.release_held();
+    wait_for("both runs to be closed", WAIT, || runs_closed(&runs(data.path(), 88), 2));
+    assert_eq!(
+        states(&github, &group),
+        ["pending", "pending", "failure"],
+        "the late job wrote after the newer one"
+    );
+    let statuses: Vec<String> = runs(data.path(), 88).into_iter().map(|r| r.status).collect();
+    assert_eq!(statuses, ["superseded", "done"]);
+
+    // Near miss: a group job answered late with no newer one still posts its status.
+    github.hold_next_on("/pulls/89", 1);
+    checks_requested("g3", &other, 89);
+    wait_for("the group job to wait on the forge", WAIT, || github.held() == 1);
+    github.release_held();
+    github.wait_until("its final status", || final_status(&github, &other).is_some());
+    assert_eq!(states(&github, &other), ["pending", "failure"]);
+    wait_for("its run to be closed", WAIT, || runs_closed(&runs(data.path(), 89), 1));
+    assert_eq!(runs(data.path(), 89)[0].status, "done");
+}
+
+#[test]
+fn a_merge_group_job_retried_after_a_newer_one_posted_leaves_no_pending_status() {
+    let github = FakeGitHub::start();
+    let (repo, base) = fleet();
+    // Blocked groups: their plan asks the forge about the queued pull request's approval.
+    let group = push(&repo, "gone", Some("./empty"));
+    let other = push(&repo, "gone-too", Some("./empty"));
+    github.add_commit(REPO, &group);
+    github.add_commit(REPO, &other);
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start(data.path(), &two_workers(&github));
+    let checks_requested = |uuid: &str, head: &str, number: u64| {
+        assert_eq!(bot.github("merge_group", uuid, &merge_group(&repo, &base, head, number)), 202);
+    };
+    let group_jobs_done = |number: i64| jobs_done(data.path(), "github", REPO, number, "merge-group");
+    // Every answer to the first job fails (its retries inside the call too): the job is retried
+    // later, after a newer job of the same group has posted.
+    let failures = 5;
+    github.hold_next_on("/pulls/90", 1);
+    checks_requested("r1", &group, 90);
+    wait_for("the first group job to wait on the forge", WAIT, || github.held() == 1);
+    checks_requested("r2", &group, 90);
+    github.wait_until("the newer job's final status", || final_status(&github, &group).is_some());
+    github.fail_next_on("/pulls/90", 500, failures);
+    github.release_held();
+    wait_for("both group jobs to be done", WAIT, || group_jobs_done(90) == 2);
+    assert_eq!(
+        states(&github, &group),
+        ["pending", "pending", "failure"],
+        "the retried job's pending came after the newer job's final status"
+    );
+    wait_for("both runs to be closed", WAIT, || runs_closed(&runs(data.path(), 90), 2));
+
+    // Near miss: a retried group job with no newer one posts its pending and its status again.
+    github.fail_next_on("/pulls/91", 500, failures);
+    checks_requested("r3", &other, 91);
+    wait_for("the group job to be done", WAIT, || group_jobs_done(91) == 1);
+    assert_eq!(states(&github, &other), ["pending", "pending", "failure"]);
+    wait_for("its runs to be closed", WAIT, || runs_closed(&runs(data.path(), 91), 2));
+    let statuses: Vec<String> = runs(data.path(), 91).into_iter().map(|r| r.status).collect();
+    assert_eq!(statuses, ["failed", "done"]);
 }
