@@ -76,14 +76,7 @@ fn fails_as_before(
         return false;
     };
     let same_failure = before.status == Status::Failed && before.error.as_ref() == Some(error);
-    let own_id =
-        crate::flux::ObjectId::new(&plan.namespace, &plan.name, plan.kind.group(), plan.kind.as_str())
-            .to_string();
-    let object_changes = plans
-        .iter()
-        .filter(|p| p.cluster == plan.cluster)
-        .flat_map(|p| &p.changes)
-        .any(|c| c.id == own_id && c.action != Action::Skip);
+    let object_changes = plan.own_object_action(plans, |action| action != Action::Skip);
     let read: Vec<String> = reads(base, before).into_iter().chain(reads(head, after)).collect();
     let reads_a_change = changed.iter().any(|file| read.iter().any(|r| covers(r, file)));
     same_failure && !object_changes && !reads_a_change

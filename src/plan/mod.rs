@@ -293,6 +293,23 @@ impl KustomizationPlan {
         crate::render::UnitRef::new(self.kind, &self.namespace, &self.name)
     }
 
+    /// True when this merge takes an action `counts` on the unit's own object (its parent
+    /// creates, updates or deletes it), in any unit of its cluster.
+    pub(crate) fn own_object_action(
+        &self,
+        plans: &[KustomizationPlan],
+        counts: impl Fn(Action) -> bool,
+    ) -> bool {
+        let id =
+            crate::flux::ObjectId::new(&self.namespace, &self.name, self.kind.group(), self.kind.as_str())
+                .to_string();
+        plans
+            .iter()
+            .filter(|p| p.cluster == self.cluster)
+            .flat_map(|p| &p.changes)
+            .any(|c| c.id == id && counts(c.action))
+    }
+
     /// `Kustomization ns/name`, `Application ns/name`: how messages name it.
     pub fn label(&self) -> String {
         format!("{} {}/{}", self.kind.as_str(), self.namespace, self.name)

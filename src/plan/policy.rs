@@ -579,26 +579,18 @@ fn plan_alerts(
             // A release whose chart cannot be had, a ResourceSet whose inputs only the cluster
             // knows: never passed as unchanged, but a warning when this merge changes or adds its
             // object (its status says it otherwise).
-            let (group, kind, code, consequence) = match k.helm {
+            let (code, consequence) = match k.helm {
                 Some(_) => (
-                    crate::flux::helm::HELM_GROUP,
-                    crate::flux::helm::HELM_RELEASE_KIND,
                     "chart-unavailable",
                     "what helm-controller installs, upgrades or deletes for it is not shown",
                 ),
                 None => (
-                    crate::flux::resourceset::GROUP,
-                    crate::flux::resourceset::KIND,
                     "resourceset-unknown",
                     "what the Flux Operator creates, updates or deletes for it is not shown",
                 ),
             };
-            let id = crate::flux::ObjectId::new(&plan.namespace, &plan.name, group, kind).to_string();
-            let changed = plans
-                .iter()
-                .filter(|p| p.cluster == plan.cluster)
-                .flat_map(|p| &p.changes)
-                .any(|c| c.id == id && matches!(c.action, super::Action::Create | super::Action::Update));
+            let changed =
+                plan.own_object_action(plans, |a| matches!(a, super::Action::Create | super::Action::Update));
             // The chart may change with the HelmRelease object as it was: its source's tag, a
             // HelmChart's version, another repository.
             let asked =
@@ -616,18 +608,8 @@ fn plan_alerts(
             // It takes what it is from Secrets: planning it would tell them. Changed by this merge,
             // or planned before it, what it applies and prunes after it is not shown: a danger;
             // else it stands as it was.
-            let id = crate::flux::ObjectId::new(
-                &plan.namespace,
-                &plan.name,
-                plan.kind.group(),
-                plan.kind.as_str(),
-            )
-            .to_string();
-            let changed = plans
-                .iter()
-                .filter(|p| p.cluster == plan.cluster)
-                .flat_map(|p| &p.changes)
-                .any(|c| c.id == id && matches!(c.action, super::Action::Create | super::Action::Update));
+            let changed =
+                plan.own_object_action(plans, |a| matches!(a, super::Action::Create | super::Action::Update));
             let planned_before =
                 base.unit(&plan.cluster, &plan.unit_ref()).is_some_and(|b| b.status != Status::External);
             let (code, consequence) = if changed || planned_before {

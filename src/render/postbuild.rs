@@ -136,56 +136,44 @@ pub fn finish(
     let mut writer = yaml::DocumentWriter::default();
     for BuiltObject { object, origin } in built {
         let mut kept = BTreeSet::new();
-        let mut value_broke_yaml = false;
-        let object_template = object.clone();
-        let (real, shown) = if substitutes && mentions_dollar(&object) && !substitution_disabled(&object) {
+        let substituted = substitutes && mentions_dollar(&object) && !substitution_disabled(&object);
+        let secrets = substituted && !vars.secret_names.is_empty();
+        // Which parts take values from Secrets is read from the template alone (`SecretTemplate`).
+        let refs = if secrets { SecretRefs::of(&object, &vars.secret_names) } else { SecretRefs::default() };
+        let (shown, real_substitute) = if substituted {
             let text = writer.to_yaml(&object);
-            let shown = if vars.secret_names.is_empty() {
-                None
+            let real = substitute_object(&text, &vars.values, on_undefined, &object, &mut kept);
+            if secrets {
+                let shown =
+                    substitute_object(&text, &masked_values, on_undefined, &object, &mut BTreeSet::new())?;
+                // A Secret's value that breaks the YAML it lands in (a quote, a newline): whether it
+                // does is the value's to tell, so the plan goes on with the masked object.
+                let real_substitute =
+                    real.ok().and_then(|real| real.pointer("/spec/postBuild/substitute").cloned());
+                (shown, real_substitute)
             } else {
-                Some(substitute_object(&text, &masked_values, on_undefined, &object, &mut BTreeSet::new())?)
-            };
-            let real =
-                match (substitute_object(&text, &vars.values, on_undefined, &object, &mut kept), &shown) {
-                    (Ok(real), _) => real,
-                    // A Secret's value that breaks the YAML it lands in (a quote, a newline): whether
-                    // it does is the value's to tell, so the plan goes on with the masked object.
-                    (Err(_), Some(shown)) => {
-                        value_broke_yaml = true;
-                        shown.clone()
-                    }
-                    (Err(error), None) => return Err(error),
-                };
-            (real, shown)
+                (real?, None)
+            }
         } else {
             (object, None)
         };
         let keeps_secret_placeholder = unknown_secret && !kept.is_empty();
-        // Decided from the template alone (see `SecretTemplate`).
-        let refs = if shown.is_some() {
-            SecretRefs::of(&object_template, &vars.secret_names)
-        } else {
-            SecretRefs::default()
-        };
         unresolved.extend(kept);
-        let real = label(real, &owner, spec);
-        let shown = shown.map(|shown| label(shown, &owner, spec));
+        let shown = label(shown, &owner, spec);
         // Compared as shown, values from Secrets masked: whether an object changes must not
         // depend on a Secret's value (`${password:0:1}` would tell its first letter).
-        let digest = digest(shown.as_ref().unwrap_or(&real));
+        let digest = digest(&shown);
         // A distributed Secret's values are secrets too: its drift must not be shown either.
-        let shown = shown.unwrap_or_else(|| real.clone());
         let holds_secret_values = refs.any || distributes_secret(&shown) || keeps_secret_placeholder;
         let is_child = crate::flux::is_flux_kustomization(&shown);
         // A child is reconciled with the values of its own `substitute` (its grandchildren's
         // objects are masked where they use them); every other field as shown.
-        let real = (is_child && !refs.template.substitutes.is_empty() && !value_broke_yaml).then(|| {
-            let mut child = shown.clone();
-            if let Some(substitute) = real.pointer("/spec/postBuild/substitute") {
-                child["spec"]["postBuild"]["substitute"] = substitute.clone();
-            }
-            child
-        });
+        let real =
+            real_substitute.filter(|_| is_child && !refs.template.substitutes.is_empty()).map(|substitute| {
+                let mut child = shown.clone();
+                child["spec"]["postBuild"]["substitute"] = substitute;
+                child
+            });
         let (object, secret_digests) = mask_secret_data(shown);
         objects.push(RenderedObject {
             id: None,

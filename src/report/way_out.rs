@@ -1,7 +1,6 @@
 //! What a reader needs beyond the verdict: how a blocked plan is unblocked, and which alerts are
 //! standing ones about units the pull request does not change (shown once, in a footer).
 
-use crate::flux::ObjectId;
 use crate::plan::{Action, Alert, KustomizationPlan, KustomizationStatus, Plan, Severity, Verdict};
 use std::collections::BTreeSet;
 
@@ -43,14 +42,7 @@ fn untouched(plan: &Plan, unit: &KustomizationPlan) -> bool {
             | KustomizationStatus::Suspended
             | KustomizationStatus::Failed
     );
-    let own_id =
-        ObjectId::new(&unit.namespace, &unit.name, unit.kind.group(), unit.kind.as_str()).to_string();
-    let object_changed = plan
-        .kustomizations
-        .iter()
-        .filter(|k| k.cluster == unit.cluster)
-        .flat_map(|k| &k.changes)
-        .any(|c| c.id == own_id && c.action != Action::Skip);
+    let object_changed = unit.own_object_action(&plan.kustomizations, |action| action != Action::Skip);
     quiet && unit.changes.is_empty() && !object_changed
 }
 

@@ -412,18 +412,32 @@ impl Store {
         run_after: i64,
         error: Option<&str>,
     ) -> Result<()> {
+        self.set_job_state(id, worker, (status, run_after, error), false).await
+    }
+
+    /// Sets a running job's next state; `fresh_attempts` counts its attempts anew (a retry
+    /// later). Retried through a database blip: a job left `running` would wait out its lease.
+    async fn set_job_state(
+        &self,
+        id: i64,
+        worker: &str,
+        (status, run_after, error): (&str, i64, Option<&str>),
+        fresh_attempts: bool,
+    ) -> Result<()> {
+        let attempts = if fresh_attempts { "0" } else { "attempts" };
+        let sql = format!(
+            "UPDATE jobs SET status = $1, run_after = $2, last_error = $3, locked_by = NULL, updated_at = $4, \
+             attempts = {attempts} WHERE id = $5 AND locked_by = $6 AND status = 'running'"
+        );
         recovery::surviving_a_blip("recording a job's outcome", || {
-            sqlx::query(
-                "UPDATE jobs SET status = $1, run_after = $2, last_error = $3, locked_by = NULL, updated_at = $4 \
-                 WHERE id = $5 AND locked_by = $6 AND status = 'running'",
-            )
-            .bind(status)
-            .bind(run_after)
-            .bind(error)
-            .bind(now_ms())
-            .bind(id)
-            .bind(worker)
-            .execute(&self.pool)
+            sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(status)
+                .bind(run_after)
+                .bind(error)
+                .bind(now_ms())
+                .bind(id)
+                .bind(worker)
+                .execute(&self.pool)
         })
         .await?;
         Ok(())

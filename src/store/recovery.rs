@@ -39,20 +39,7 @@ impl Store {
     /// A running job whose attempts a transient failure used up goes back to the queue until
     /// `run_after`, its attempts counted anew for the next round.
     pub async fn requeue_later(&self, id: i64, worker: &str, run_after: i64, error: &str) -> Result<()> {
-        surviving_a_blip("recording a job's retry", || {
-            sqlx::query(
-                "UPDATE jobs SET status = 'queued', run_after = $1, last_error = $2, attempts = 0, locked_by = NULL, \
-                 updated_at = $3 WHERE id = $4 AND locked_by = $5 AND status = 'running'",
-            )
-            .bind(run_after)
-            .bind(error)
-            .bind(now_ms())
-            .bind(id)
-            .bind(worker)
-            .execute(&self.pool)
-        })
-        .await?;
-        Ok(())
+        self.set_job_state(id, worker, ("queued", run_after, Some(error)), true).await
     }
 
     /// The forge answers again: its queued jobs waiting to retry a failure are due now (follow-ups
