@@ -10,6 +10,7 @@ pub mod helmignore;
 pub mod hosts;
 pub mod loader;
 pub mod oci;
+pub mod pack;
 pub mod store;
 pub mod tls;
 pub mod version;

@@ -71,6 +71,10 @@ pub struct LiveArgs {
     /// for Helm sources (values are never printed).
     #[arg(long)]
     pub read_secrets: bool,
+    /// With --read-secrets, read Secrets only in these namespaces (comma-separated; default:
+    /// every namespace the Flux objects name).
+    #[arg(long, value_delimiter = ',', env = "FLUXPLAN_SECRET_NAMESPACES")]
+    pub secret_namespaces: Vec<String>,
     /// A file mapping each cluster root of the repository to a kube context or a snapshot file.
     #[arg(long, conflicts_with_all = ["kube", "cluster_snapshot"])]
     pub clusters: Option<PathBuf>,
@@ -82,6 +86,7 @@ impl LiveArgs {
             context: self.context.clone(),
             read_secrets: self.read_secrets,
             include_secret_values: false,
+            secret_namespaces: self.secret_namespaces.clone(),
         }
     }
 

@@ -23,6 +23,10 @@ pub struct SnapshotArgs {
     /// Keep those Secrets' values in the file (it then holds secrets: protect it).
     #[arg(long)]
     pub include_secret_values: bool,
+    /// Read Secrets only in these namespaces (comma-separated; default: every namespace the Flux
+    /// objects name).
+    #[arg(long, value_delimiter = ',')]
+    pub secret_namespaces: Vec<String>,
     /// Record the repository root this cluster runs, e.g. clusters/production.
     #[arg(long)]
     pub cluster: Option<String>,
@@ -33,6 +37,7 @@ pub fn run(args: SnapshotArgs) -> Result<u8> {
         context: args.context.clone(),
         read_secrets: args.read_secrets || args.include_secret_values,
         include_secret_values: args.include_secret_values,
+        secret_namespaces: args.secret_namespaces.clone(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let (snapshot, requests) = runtime.block_on(async {

@@ -70,6 +70,27 @@ pub struct KubeOptions {
     pub read_secrets: bool,
     /// Keep Secret values in a written snapshot (off by default).
     pub include_secret_values: bool,
+    /// The only namespaces whose Secrets are read (empty: every namespace).
+    pub secret_namespaces: Vec<String>,
+}
+
+impl KubeOptions {
+    /// True when Secrets of `namespace` may be read: `--read-secrets`, and the namespace among
+    /// those the operator allows.
+    pub fn may_read_secrets_in(&self, namespace: &str) -> bool {
+        self.read_secrets
+            && (self.secret_namespaces.is_empty() || self.secret_namespaces.iter().any(|n| n == namespace))
+    }
+
+    /// Why Secrets of `namespace` are not read although `--read-secrets` is given.
+    fn outside_secret_namespaces(&self, namespace: &str) -> Option<String> {
+        (self.read_secrets && !self.may_read_secrets_in(namespace)).then(|| {
+            format!(
+                "namespace {namespace} is not among those fluxplan may read Secrets in (--secret-namespaces {})",
+                self.secret_namespaces.join(",")
+            )
+        })
+    }
 }
 
 /// A connected, discovered cluster.
@@ -332,7 +353,7 @@ impl KubeCluster {
         let mut secrets_left_out = 0;
         for ((group, kind, namespace), ids) in &wanted {
             // Secrets only with --read-secrets: their live state is then unknown, never read.
-            if group.is_empty() && kind == "Secret" && !self.options.read_secrets {
+            if group.is_empty() && kind == "Secret" && !self.options.may_read_secrets_in(namespace) {
                 secrets_left_out += ids.len();
                 unreadable.push(json!({"group": group, "kind": kind, "namespace": namespace}));
                 continue;
@@ -476,7 +497,7 @@ impl KubeCluster {
             {
                 let found = match kind {
                     "ConfigMap" => self.fetch_values("ConfigMap", namespace, name).await,
-                    "Secret" if self.options.read_secrets => {
+                    "Secret" if self.options.may_read_secrets_in(namespace) => {
                         self.fetch_values("Secret", namespace, name).await
                     }
                     _ => continue,
@@ -620,6 +641,10 @@ impl KubeCluster {
         let mut summaries = Vec::new();
         for (storage_namespace, releases) in &wanted {
             let releases: Vec<&ReleaseRef> = releases.iter().collect();
+            if let Some(why) = self.options.outside_secret_namespaces(storage_namespace) {
+                summaries.extend(releases.iter().map(|release| unreadable_release(release, &why)));
+                continue;
+            }
             for batch in releases.chunks(HELM_RELEASES_PER_LIST) {
                 let names: Vec<&str> = batch.iter().map(|r| r.name.as_str()).collect();
                 let selector = format!("owner=helm,name in ({})", names.join(","));
@@ -961,7 +986,7 @@ impl SubstitutionSource for LiveValues {
         if let Some(hit) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return hit.clone();
         }
-        let answer = if kind == "Secret" && !self.cluster.options.read_secrets {
+        let answer = if kind == "Secret" && !self.cluster.options.may_read_secrets_in(namespace) {
             Lookup::Unknown
         } else {
             match self.runtime.block_on(self.cluster.fetch_values(kind, namespace, name)) {
@@ -985,10 +1010,14 @@ impl SubstitutionSource for LiveValues {
         // A pull request names any Secret it likes: only those the cluster's own Flux objects
         // read are read for it; its placeholders are left to the cluster.
         let key = (namespace.to_string(), name.to_string());
-        !self.substitution_secrets.contains(&key) && !self.readable_secrets.contains(&key)
+        (!self.substitution_secrets.contains(&key) && !self.readable_secrets.contains(&key))
+            || self.cluster.options.outside_secret_namespaces(namespace).is_some()
     }
 
     fn values_secret_refused(&self, namespace: &str, name: &str) -> Option<String> {
+        if let Some(why) = self.cluster.options.outside_secret_namespaces(namespace) {
+            return Some(why);
+        }
         // A pull request names any Secret it likes: only those the cluster's own Flux objects
         // read are read for it.
         (!self.readable_secrets.contains(&(namespace.to_string(), name.to_string()))).then(|| {
@@ -1005,6 +1034,9 @@ impl SubstitutionSource for LiveValues {
                  (plan with a cluster and --read-secrets)",
                 self.cluster.argocd_namespace()
             ));
+        }
+        if let Some(why) = self.cluster.options.outside_secret_namespaces(self.cluster.argocd_namespace()) {
+            return Err(format!("Argo CD's repository credentials are not read: {why}"));
         }
         self.repository_secrets
             .get_or_init(|| {

@@ -27,7 +27,7 @@ fn archive(entries: &[(&str, &str)]) -> Vec<u8> {
     builder.into_inner().unwrap().finish().unwrap()
 }
 
-fn binding(name: &str) -> String {
+pub(crate) fn binding(name: &str) -> String {
     format!(
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {name}\nroleRef:\n  \
          apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\nsubjects:\n- kind: \
@@ -64,7 +64,7 @@ fn hiding_chart(version: &str) -> Vec<u8> {
 }
 
 /// `helm template` of the archive itself (the oracle): the names of the objects it prints.
-fn helm_prints(archive: &Path) -> Vec<String> {
+pub(crate) fn helm_prints(archive: &Path) -> Vec<String> {
     let out = Command::new(helm(4).program())
         .args(["template", "db"])
         .arg(archive)

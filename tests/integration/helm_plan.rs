@@ -730,6 +730,11 @@ fn live_cluster(release: Value) -> crate::fake_kube::FakeKube {
 
 /// `fluxplan plan --kube --read-secrets` of the last commit against `fake`, as JSON text.
 fn plan_live(repo: &Repo, fake: &crate::fake_kube::FakeKube) -> String {
+    plan_live_with(repo, fake, &[])
+}
+
+/// `plan_live` with `extra` flags.
+fn plan_live_with(repo: &Repo, fake: &crate::fake_kube::FakeKube, extra: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(fluxplan_bin())
         .args([
@@ -746,10 +751,38 @@ fn plan_live(repo: &Repo, fake: &crate::fake_kube::FakeKube) -> String {
             "--repo",
         ])
         .arg(repo.path())
+        .args(extra)
         .env("KUBECONFIG", fake.kubeconfig(dir.path()))
         .output()
         .unwrap();
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// The operator may bound the namespaces whose Secrets fluxplan reads (`--secret-namespaces`):
+/// a Secret outside them is not asked for, even one a live HelmRelease takes values from, and the
+/// release says why. The near miss, the same cluster without the bound, reads it:
+/// a_live_cluster_gives_secret_values_and_its_kubernetes_version.
+#[test]
+fn secrets_outside_the_allowed_namespaces_are_never_read() {
+    let _ = helm(4);
+    let repo = fleet();
+    insert_before_values(
+        &repo,
+        "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: password\n  values:\n",
+    );
+    repo.commit("values from a Secret");
+    scale_up(&repo);
+    let release: Value =
+        serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
+            .unwrap();
+    let fake = live_cluster(release);
+    let text = plan_live_with(&repo, &fake, &["--secret-namespaces", "flux-system,apps"]);
+    let plan: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(release["status"], "external", "{release:#}");
+    assert!(release["notes"].to_string().contains("--secret-namespaces flux-system,apps"), "{release:#}");
+    let asked = fake.requests();
+    assert!(asked.iter().all(|(_, path)| !path.contains("/namespaces/data/secrets")), "read: {asked:?}");
 }
 
 /// A pull request may name any Secret in `valuesFrom`: only those the cluster's own Flux objects
@@ -836,7 +869,7 @@ fn a_chart_from_an_artifact_generator_is_planned() {
         "clusters/prod/charts-generator.yaml",
         "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata:\n  name: charts\n  namespace: flux-system\n\
          spec:\n  sources:\n    - alias: repo\n      kind: GitRepository\n      name: flux-system\n  artifacts:\n    - name: db-chart\n      \
-         copy:\n        - from: \"@repo/charts/db/**\"\n          to: \"@artifact/\"\n",
+         copy:\n        - from: \"@repo/charts/db/**\"\n          to: \"@artifact/db/\"\n",
     );
     let by_artifact = RELEASE.replace(
         "  chart:\n    spec:\n      chart: ./charts/db\n      sourceRef:\n        kind: GitRepository\n        name: flux-system\n        namespace: flux-system\n",
@@ -854,6 +887,78 @@ fn a_chart_from_an_artifact_generator_is_planned() {
         sorted_changes(release),
         sorted_pairs(&[("create", "data_db-v2_apps_StatefulSet"), ("delete", "data_db_apps_StatefulSet")])
     );
+}
+
+/// helm-controller loads a chart from an ExternalArtifact with Helm's archive loader (source-watcher
+/// packs the generated tree as an archive): a template the chart's `.helmignore` lists and a
+/// dot-file template are installed, so they are planned. The near miss: the same chart from the
+/// GitRepository is a directory (source-controller's directory loader), where both stay out. A
+/// chart copied to the artifact's root is refused by the controller's loader, and so here.
+#[test]
+fn a_generated_chart_is_loaded_as_the_archive_it_is() {
+    let _ = helm(4);
+    let repo = fleet();
+    repo.write("charts/db/.helmignore", "templates/listed.yaml\n");
+    repo.write("charts/db/templates/listed.yaml", &crate::helm_archive::binding("listed"));
+    repo.write("charts/db/templates/.dot.yaml", &crate::helm_archive::binding("dot"));
+    repo.commit("templates only an archive loader reads");
+    let bindings = |unit: &Value| -> Vec<String> {
+        let mut names: Vec<String> = unit["objects"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{unit:#}"))
+            .iter()
+            .filter(|o| o["manifest"]["kind"] == "ClusterRoleBinding")
+            .map(|o| o["manifest"]["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(bindings(&built_release(&repo, &[])), Vec::<String>::new(), "a directory chart");
+
+    let generator = |to: &str| {
+        format!(
+            "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata:\n  name: charts\n  namespace: flux-system\n\
+             spec:\n  sources:\n    - alias: repo\n      kind: GitRepository\n      name: flux-system\n  artifacts:\n    - name: db-chart\n      \
+             copy:\n        - from: \"@repo/charts/db/**\"\n          to: \"{to}\"\n"
+        )
+    };
+    repo.write("clusters/prod/charts-generator.yaml", &generator("@artifact/db/"));
+    let by_artifact = RELEASE.replace(
+        "  chart:\n    spec:\n      chart: ./charts/db\n      sourceRef:\n        kind: GitRepository\n        name: flux-system\n        namespace: flux-system\n",
+        "  chartRef:\n    kind: ExternalArtifact\n    name: db-chart\n    namespace: flux-system\n",
+    );
+    repo.write("apps/db/release.yaml", &by_artifact);
+    repo.commit("the chart as an artifact");
+    assert_eq!(bindings(&built_release(&repo, &[])), ["dot", "listed"]);
+    // The oracle: the chart directory packed as an artifact by GNU tar, and `helm template` of it.
+    let packed = tempfile::tempdir().unwrap();
+    let archive = packed.path().join("artifact.tgz");
+    let tar = Command::new("tar")
+        .arg("-czf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(repo.path().join("charts"))
+        .arg("db")
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    let printed = crate::helm_archive::helm_prints(&archive);
+    assert!(
+        printed.contains(&"ClusterRoleBinding/dot".to_string())
+            && printed.contains(&"ClusterRoleBinding/listed".to_string()),
+        "{printed:?}"
+    );
+
+    repo.write("clusters/prod/charts-generator.yaml", &generator("@artifact/"));
+    repo.commit("the chart at the artifact's root");
+    let out = Command::new(fluxplan_bin())
+        .args(["build", "--no-cache", "--format", "json", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("outside the chart's directory") && text.contains("@artifact/db-chart/"), "{text}");
 }
 
 /// With its drift detection on, helm-controller puts back what was changed by hand on every

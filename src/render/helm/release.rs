@@ -507,7 +507,7 @@ impl Archive {
     /// Reads the archive at `path`; `revision`: the OCIRepository artifact revision whose digest
     /// helm-controller appends to the chart's version.
     fn read(path: &Path, revision: Option<&str>, whose: &str) -> Result<Archive, NotRendered> {
-        use crate::charts::loader::{ChartArchive, LoadError, MAX_LOADED_BYTES};
+        use crate::charts::loader::MAX_LOADED_BYTES;
         let size =
             std::fs::metadata(path).map_err(|e| failed(format!("{whose}: cannot read it: {e}")))?.len();
         if size > MAX_LOADED_BYTES {
@@ -517,6 +517,12 @@ impl Archive {
             ))));
         }
         let bytes = std::fs::read(path).map_err(|e| failed(format!("{whose}: cannot read it: {e}")))?;
+        Self::from_bytes(bytes, revision, whose)
+    }
+
+    /// Loads the archive `bytes` (see `read`).
+    fn from_bytes(bytes: Vec<u8>, revision: Option<&str>, whose: &str) -> Result<Archive, NotRendered> {
+        use crate::charts::loader::{ChartArchive, LoadError};
         let chart = ChartArchive::read(&bytes).map_err(|e| match e {
             LoadError::Refused(why) => failed(format!("{whose}: {why}")),
             LoadError::Limit(why) => NotRendered::Failed(RenderError::Limit(format!("{whose}: {why}"))),
@@ -627,19 +633,29 @@ fn locate_chart(
             let request = match reference.kind.as_str() {
                 "OCIRepository" => oci_repository(reference, inputs, release)?,
                 // An artifact an ArtifactGenerator builds from this repository: the chart is its root.
+                // helm-controller loads it as an archive (source-watcher packs the generated
+                // tree): the chart is what the archive loader reads of it, `.helmignore` and
+                // dot-files included, and its files must sit in one top directory.
                 "ExternalArtifact" => {
                     let tree = (inputs.source_tree)(reference).ok_or_else(|| {
                         NotRendered::External(format!(
                             "its chart comes from {reference}, which is not built locally"
                         ))
                     })?;
-                    if !tree.join("Chart.yaml").is_file() {
-                        return Err(failed(format!(
-                            "{reference} holds no chart (no Chart.yaml at its root)"
-                        )));
-                    }
-                    let form = ChartForm::Directory { dir: tree.clone(), root: tree };
-                    return Ok(Chart { form, values_files: None });
+                    let whose = format!("the chart in {reference}");
+                    let bytes = crate::charts::pack::pack_dir(&tree, crate::charts::loader::MAX_LOADED_BYTES)
+                        .map_err(|why| failed(format!("{whose}: {why}")))?;
+                    let archive = Archive::from_bytes(bytes, None, &whose).map_err(|e| match e {
+                        NotRendered::Failed(RenderError::InvalidSource(why)) if why.contains("chart's directory") => {
+                            failed(format!(
+                                "{why} (helm-controller loads the artifact as a chart archive, whose files sit \
+                                 in one directory: copy the chart to \"@artifact/{}/\")",
+                                reference.name
+                            ))
+                        }
+                        other => other,
+                    })?;
+                    return Ok(Chart { form: ChartForm::Archive(archive), values_files: None });
                 }
                 "HelmChart" if depth == 0 => {
                     let template = helm_chart(reference, inputs)?;
