@@ -22,7 +22,17 @@ fn write_gate_chart(repo: &Repo, dir: &str) {
          kind: ClusterRole\n  name: cluster-admin\nsubjects:\n- kind: ServiceAccount\n  name: default\n  namespace: data\n\
          {{- end }}{{- end }}\n",
     );
+    // Open only to an int64, which Helm's strvals makes and a values document never does.
+    repo.write(
+        &format!("{dir}/templates/int-gate.yaml"),
+        "{{- if kindIs \"int64\" .Values.level }}\napiVersion: rbac.authorization.k8s.io/v1\n\
+         kind: ClusterRoleBinding\nmetadata:\n  name: int-admin\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  \
+         kind: ClusterRole\n  name: cluster-admin\nsubjects:\n- kind: ServiceAccount\n  name: default\n  namespace: data\n\
+         {{- end }}\n",
+    );
 }
+
+const INT_GATE: &str = "_int-admin_rbac.authorization.k8s.io_ClusterRoleBinding";
 
 const GATE: &str = "_gate-admin_rbac.authorization.k8s.io_ClusterRoleBinding";
 
@@ -130,6 +140,11 @@ const REMOTE: &str = "https://github.com/acme/argo-values.git";
 /// Whether fluxplan renders the gate's binding for an Argo CD Application `argocd/gate` of the
 /// chart `gate` with these `helm` fields (YAML lines, indented 6).
 fn argo_opens_the_gate(helm_fields: &str) -> bool {
+    argo_renders(helm_fields, "gate-admin")
+}
+
+/// Whether fluxplan renders the gate chart's object `name` for those `helm` fields.
+fn argo_renders(helm_fields: &str, name: &str) -> bool {
     let repo = Repo::new(REMOTE);
     repo.write("root.yaml", &crate::argo_helm::root_application(REMOTE));
     write_gate_chart(&repo, "gate");
@@ -150,23 +165,13 @@ fn argo_opens_the_gate(helm_fields: &str) -> bool {
         "{helm_fields}: {:?}",
         unit.error
     );
-    unit.objects.iter().any(|o| o.object["metadata"]["name"] == "gate-admin")
+    unit.objects.iter().any(|o| o.object["metadata"]["name"] == name)
 }
 
 /// Whether the pinned Helm opens the gate for these `--set` arguments (the strings Argo CD's
 /// `cleanSetParameters` builds, written out by hand from `util/helm/cmd.go`).
 fn helm_set_opens_the_gate(args: &[&str]) -> bool {
-    let repo = Repo::bootstrap("scratch");
-    write_gate_chart(&repo, "chart");
-    let out = Command::new(helm(4).program())
-        .args(["template", "r"])
-        .arg(repo.path().join("chart"))
-        .args(args)
-        .env("HOME", "/nonexistent")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).contains("name: gate-admin")
+    helm_set_opens(args, "gate-admin")
 }
 
 #[test]
@@ -198,4 +203,49 @@ fn a_merge_key_in_an_argo_cd_values_block_is_planned_as_helm_reads_it() {
     };
     assert!(argo_opens_the_gate(&block(MERGED)));
     assert!(!argo_opens_the_gate(&block(QUOTED)));
+}
+
+/// A number a `targetPath` sets is Go's `int64` for the controller (strvals), one in a values
+/// document a `float64`: a chart that tells them apart is planned as the controller renders it.
+/// The oracle is the pinned Helm: `--set level=1` opens the int64 gate, `-f` with `level: 1` not.
+#[test]
+fn a_target_path_number_is_an_int64_as_in_the_controller() {
+    let _ = helm(4);
+    assert!(helm_set_opens(&["--set", "level=1"], "int-admin"));
+    assert!(!helm_set_opens(&["--set-json", "level=1"], "int-admin"));
+    let level = "  - kind: ConfigMap\n    name: gate-values\n    valuesKey: level\n    targetPath: level\n";
+    let repo = flux_fleet(level, "  level: none\n");
+    let changes = plan_with_data(&repo, "  level: \"1\"\n");
+    assert!(changes.contains(&("create".to_string(), INT_GATE.to_string())), "{changes:?}");
+    // The near miss: the same number from a values document (valuesFrom without targetPath).
+    let document = "  - kind: ConfigMap\n    name: gate-values\n    valuesKey: values.yaml\n";
+    let repo = flux_fleet(document, "  values.yaml: \"x: a\"\n");
+    let changes = plan_with_data(&repo, "  values.yaml: \"level: 1\"\n");
+    assert!(!changes.iter().any(|(_, id)| id == INT_GATE), "{changes:?}");
+    assert!(changes.iter().any(|(_, id)| id.contains("gate-config")) || changes.is_empty(), "{changes:?}");
+}
+
+/// Argo CD's parameters are `--set`: a number there is an `int64`; in `values` a `float64`.
+#[test]
+fn an_argo_cd_parameter_number_is_an_int64_as_in_the_repo_server() {
+    let _ = helm(4);
+    let opens = |fields: &str| argo_renders(fields, "int-admin");
+    assert!(opens("      parameters:\n      - {name: level, value: '7'}\n"));
+    assert!(!opens("      values: |\n        level: 7\n"));
+    assert!(!opens("      parameters:\n      - {name: level, value: '7', forceString: true}\n"));
+}
+
+/// Whether the pinned Helm renders the object `name` of the gate chart for these arguments.
+fn helm_set_opens(args: &[&str], name: &str) -> bool {
+    let repo = Repo::bootstrap("scratch");
+    write_gate_chart(&repo, "chart");
+    let out = Command::new(helm(4).program())
+        .args(["template", "r"])
+        .arg(repo.path().join("chart"))
+        .args(args)
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).contains(&format!("name: {name}"))
 }

@@ -4,7 +4,7 @@
 //! where Helm fails), for Helm 3 and Helm 4.
 
 use crate::fixture::helm;
-use fluxplan::render::helm::shared::{map_to_json, new_map};
+use fluxplan::render::helm::shared::{int64_assignments, map_to_json, new_map};
 use fluxplan::render::helm::strvals::{
     parse_into, replace_path_literal_value, replace_path_value, Budget, Dialect, Reader,
 };
@@ -94,6 +94,7 @@ const SET_CASES: &[(&str, &str, &str)] = &[
         "t=true,f=FALSE,i=42,z=0,o=0755,neg=-3,plus=+7,big=99999999999999999999,fl=1.5,s=falſe",
     ),
     ("an empty value and a trailing comma", "--set", "e=,g=1,"),
+    ("escaped specials in keys", "--set", "k\\=x\\,y\\[z\\]=5,m\\{n\\}.o\\\\p=6"),
     ("a quoted value stays quoted for --set", "--set", "q=\"x\",r='y'"),
     ("set-string keeps every value a string", "--set-string", "i=42,b=true,l={1,2},n=null"),
     ("a path ending in a dot is ignored", "--set", "a=1,b."),
@@ -128,6 +129,55 @@ fn every_set_form_parses_as_the_pinned_helm_parses_it() {
             }
         }
     }
+}
+
+/// A chart whose only object holds the Go type of every leaf of `.Values` (`path=type;`).
+fn type_chart() -> tempfile::TempDir {
+    let dir = dump_chart();
+    std::fs::write(
+        dir.path().join("templates/values.yaml"),
+        "{{- define \"walk\" -}}{{- $p := index . 0 -}}{{- $v := index . 1 -}}\
+         {{- if kindIs \"map\" $v -}}{{- range $k, $x := $v -}}{{ include \"walk\" (list (printf \"%s/%s\" $p $k) $x) }}{{- end -}}\
+         {{- else if kindIs \"slice\" $v -}}{{- range $i, $x := $v -}}{{ include \"walk\" (list (printf \"%s[%d]\" $p $i) $x) }}{{- end -}}\
+         {{- else -}}{{ $p }}={{ typeOf $v }}:{{ $v }};{{- end -}}{{- end -}}\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: values\ndata:\n  types: {{ include \"walk\" (list \"\" .Values) | quote }}\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// The Go type and value of every leaf as the pinned Helm prints them for `args`.
+fn helm_types(chart: &std::path::Path, args: &[&str]) -> Result<String, String> {
+    let helm = helm(4);
+    let out = Command::new(helm.program()).arg("template").arg("r").arg(chart).args(args).output().unwrap();
+    if !out.status.success() {
+        return Err(format!("{args:?}: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let text = String::from_utf8(out.stdout).unwrap();
+    let object = fluxplan::yaml::parse_documents(&text).unwrap().pop().unwrap();
+    Ok(object["data"]["types"].as_str().unwrap().to_string())
+}
+
+/// What `--set` makes, given to Helm as fluxplan gives it (the values as JSON through `--values`,
+/// then the `--set` assignments that give back the `int64`s): the same Go types and values as
+/// Helm's own `--set` of the text, for every form Helm accepts.
+#[test]
+fn set_values_reach_helm_with_their_go_types() {
+    let chart = type_chart();
+    let mut checked = 0;
+    for (what, flag, argument) in SET_CASES.iter().filter(|(_, flag, _)| *flag == "--set") {
+        let Ok(expected) = helm_types(chart.path(), &[flag, argument]) else { continue };
+        let map = new_map([]);
+        parse_into(argument, &map, &Reader::Typed, Dialect::V4, &mut Budget::default()).unwrap();
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), map_to_json(&map).to_string()).unwrap();
+        let assignments = int64_assignments(&map);
+        let mut args = vec!["--values", file.path().to_str().unwrap()];
+        args.extend(assignments.iter().flat_map(|a| ["--set", a.as_str()]));
+        assert_eq!(helm_types(chart.path(), &args), Ok(expected), "{what}: {argument} as {args:?}");
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} forms checked");
 }
 
 /// Several `--set` flags, one after the other, into one map (as Argo CD's parameters are given).

@@ -6,7 +6,7 @@
 
 use super::engine::Template;
 use super::release::template_key;
-use super::shared::{map_to_json, merge_maps, new_map, SharedMap};
+use super::shared::{int64_assignments, map_to_json, merge_maps, new_map, SharedMap};
 use super::strvals::{parse_into, Budget, Dialect, Reader};
 use super::values::values_file;
 use super::Charts;
@@ -65,7 +65,7 @@ pub fn render(charts: &Charts, source: &Source, cancel: &CancelToken) -> Result<
         )));
     }
     let dialect = Dialect::of_major(helm.major());
-    let values = values_of(source, dialect)?;
+    let (values, int64s) = values_of(source, dialect)?;
     let release = options.release_name.as_deref().unwrap_or(source.application);
     let namespace = options.namespace.as_deref().or(source.namespace).unwrap_or("default");
     let mut api_versions = charts.api_versions.to_vec();
@@ -76,6 +76,7 @@ pub fn render(charts: &Charts, source: &Source, cancel: &CancelToken) -> Result<
         release,
         namespace,
         values: &values,
+        int64s: &int64s,
         kube_version: options.kube_version.as_deref().or(charts.kube_version),
         api_versions: &api_versions,
         include_crds: !options.skip_crds,
@@ -100,7 +101,7 @@ pub fn render(charts: &Charts, source: &Source, cancel: &CancelToken) -> Result<
 /// `pkg/cli/values/options.go` `MergeValues`): the `valueFiles`, then `values`/`valuesObject` as
 /// one more file, each merged with `MergeMaps`; then every `--set NAME=VALUE` (parameters), every
 /// `--set-string` (`forceString`), every `--set-file`, each parsed with Helm's strvals.
-fn values_of(source: &Source, dialect: Dialect) -> Result<Value, NotRendered> {
+fn values_of(source: &Source, dialect: Dialect) -> Result<(Value, Vec<String>), NotRendered> {
     let options = source.options;
     let mut files = Vec::new();
     for file in &options.value_files {
@@ -145,7 +146,7 @@ fn values_of(source: &Source, dialect: Dialect) -> Result<Value, NotRendered> {
         set_file.retain(|(n, _)| n != name);
         set_file.push((name.clone(), path.clone()));
     }
-    let apply = |reversed: bool| -> Result<Value, NotRendered> {
+    let apply = |reversed: bool| -> Result<(Value, Vec<String>), NotRendered> {
         // A copy of the files' values: a parse writes into the maps it finds.
         let values = super::values::as_map(map_to_json(&base));
         let mut budget = Budget::default();
@@ -175,7 +176,7 @@ fn values_of(source: &Source, dialect: Dialect) -> Result<Value, NotRendered> {
             let argument = format!("{name}={}", clean_set_parameter(&path));
             parse(&argument, &values, &Reader::File(&read), dialect, &mut budget, "--set-file")?;
         }
-        Ok(map_to_json(&values))
+        Ok((map_to_json(&values), int64_assignments(&values)))
     };
     let values = apply(false)?;
     if set.len() > 1 || set_string.len() > 1 || set_file.len() > 1 {

@@ -48,6 +48,9 @@ pub struct Template<'a> {
     pub namespace: &'a str,
     /// The values, merged as the controller merges them.
     pub values: &'a Value,
+    /// `--set` assignments after them that make Go's `int64`s of `values` `int64`s again
+    /// (`shared::int64_assignments`).
+    pub int64s: &'a [String],
     /// `.Capabilities.KubeVersion` (`v1.33.0`); Helm's default when `None`.
     pub kube_version: Option<&'a str>,
     /// `.Capabilities.APIVersions` beyond Helm's built-in ones.
@@ -131,6 +134,9 @@ impl Helm {
             "--values",
             "-",
         ]);
+        for assignment in template.int64s {
+            cmd.args(["--set", assignment]);
+        }
         if let Some(version) = template.kube_version {
             cmd.args(["--kube-version", version]);
         }

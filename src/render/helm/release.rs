@@ -132,13 +132,14 @@ pub fn render(
     // A chart's templates may branch on a value, print it in any form, fail or loop on it: with
     // values from Secrets, the only render made is the one where each of them is masked, so
     // nothing the plan says (objects, status, errors, timing) can depend on a Secret's value.
-    let super::values::Merged { values, from_secrets } = merged;
+    let super::values::Merged { values, int64s, from_secrets } = merged;
     let template = Template {
         chart: &chart_dir,
         readable: &readable,
         release: &spec.release.name,
         namespace: &spec.release.namespace,
         values: &values,
+        int64s: &int64s,
         kube_version: inputs.kube_version,
         api_versions: inputs.api_versions,
         include_crds: spec.install_crds != CrdPolicy::Skip,
@@ -411,7 +412,7 @@ pub(super) fn template_key(helm: &Helm, template: &Template, chart: &Path) -> st
     let mut hasher = Sha256::new();
     let inputs = serde_json::json!({
         "helm": helm.version, "release": template.release, "namespace": template.namespace,
-        "values": template.values, "kube": template.kube_version, "apis": template.api_versions,
+        "values": template.values, "int64s": template.int64s, "kube": template.kube_version, "apis": template.api_versions,
         "crds": template.include_crds, "upgrade": template.is_upgrade,
         "skip_schema": template.skip_schema_validation,
         // What a cached release holds (test hooks kept since format 2; hooks sorted as Helm's

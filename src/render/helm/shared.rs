@@ -18,8 +18,11 @@ pub type SharedList = Rc<RefCell<Vec<Node>>>;
 /// One Go value.
 #[derive(Debug, Clone)]
 pub enum Node {
-    /// `nil`, a bool, a number or a string (never an object or array).
+    /// `nil`, a bool, a number or a string (never an object or array). A number here is Go's
+    /// `float64`: what decoding JSON or YAML into `interface{}` gives.
     Scalar(Value),
+    /// An `int64`, which only Helm's strvals parser makes (`--set`, a `targetPath`).
+    Int(i64),
     Map(SharedMap),
     List(SharedList),
 }
@@ -50,6 +53,7 @@ impl Node {
     pub fn to_json(&self) -> Value {
         match self {
             Node::Scalar(value) => value.clone(),
+            Node::Int(int) => Value::from(*int),
             Node::Map(map) => map_to_json(map),
             Node::List(list) => Value::Array(list.borrow().iter().map(Node::to_json).collect()),
         }
@@ -60,8 +64,8 @@ impl Node {
         match self {
             Node::Scalar(Value::Null) => "nil",
             Node::Scalar(Value::Bool(_)) => "bool",
-            Node::Scalar(Value::Number(n)) if n.is_f64() => "float64",
-            Node::Scalar(Value::Number(_)) => "int64",
+            Node::Scalar(Value::Number(_)) => "float64",
+            Node::Int(_) => "int64",
             Node::Scalar(_) => "string",
             Node::Map(_) => "map[string]interface {}",
             Node::List(_) => "[]interface {}",
@@ -77,6 +81,46 @@ pub fn new_map(entries: impl IntoIterator<Item = (String, Node)>) -> SharedMap {
 /// A map's content as a JSON object.
 pub fn map_to_json(map: &SharedMap) -> Value {
     Value::Object(map.borrow().iter().map(|(k, v)| (k.clone(), v.to_json())).collect::<Map<_, _>>())
+}
+
+/// The `--set PATH=N` assignments that give back, after `--values`, every `int64` of `map`:
+/// `helm template` reads its values file as Go's JSON decoder does (every number a `float64`),
+/// while the controller's values hold the `int64`s its strvals parser made, which a template
+/// can tell apart (`kindIs "int64"`, `printf "%d"`). Keys are escaped for strvals (`\` before
+/// `. , [ ] = { } \`); a key strvals cannot write (empty) is left out, as it never holds one.
+pub fn int64_assignments(map: &SharedMap) -> Vec<String> {
+    fn escaped(key: &str) -> String {
+        let mut out = String::with_capacity(key.len());
+        for c in key.chars() {
+            if matches!(c, '.' | ',' | '[' | ']' | '=' | '{' | '}' | '\\') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out
+    }
+    fn walk(node: &Node, path: &str, out: &mut Vec<String>) {
+        match node {
+            Node::Int(int) => out.push(format!("{path}={int}")),
+            Node::Map(map) => {
+                for (key, value) in map.borrow().iter().filter(|(key, _)| !key.is_empty()) {
+                    let key = escaped(key);
+                    let path = if path.is_empty() { key } else { format!("{path}.{key}") };
+                    walk(value, &path, out);
+                }
+            }
+            // A list is only reached under a key (strvals never indexes the top map).
+            Node::List(list) if !path.is_empty() => {
+                for (index, value) in list.borrow().iter().enumerate() {
+                    walk(value, &format!("{path}[{index}]"), out);
+                }
+            }
+            Node::List(_) | Node::Scalar(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&Node::Map(map.clone()), "", &mut out);
+    out
 }
 
 /// fluxcd/pkg `chartutil.MergeMaps` (and Helm's `loader.MergeMaps`): a new map with `a`'s

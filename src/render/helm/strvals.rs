@@ -425,11 +425,11 @@ pub fn typed(text: &str) -> Node {
         return Node::null();
     }
     if text == "0" {
-        return Node::Scalar(Value::from(0i64));
+        return Node::Int(0);
     }
     if !text.is_empty() && !text.starts_with('0') {
         if let Some(int) = parse_int(text) {
-            return Node::Scalar(Value::from(int));
+            return Node::Int(int);
         }
     }
     Node::string(text)

@@ -4,7 +4,7 @@
 //! from a Secret is merged masked: no render ever sees it.
 
 use super::release::{failed, Inputs, NotRendered};
-use super::shared::{map_to_json, merge_maps, new_map, Node, SharedMap};
+use super::shared::{int64_assignments, map_to_json, merge_maps, new_map, Node, SharedMap};
 use super::strvals::{replace_path_literal_value, replace_path_value, Budget, Dialect};
 use crate::cluster::Lookup;
 use crate::flux::helm::{HelmReleaseSpec, ValuesReference};
@@ -14,6 +14,9 @@ use serde_json::{Map, Value};
 pub struct Merged {
     /// With values from Secrets, each of those is replaced by the mask: no render ever sees one.
     pub values: Value,
+    /// The `--set` assignments that make the `int64`s of `values` Go's `int64`s again
+    /// (`shared::int64_assignments`).
+    pub int64s: Vec<String>,
     pub from_secrets: bool,
 }
 
@@ -61,8 +64,8 @@ pub fn merged(
         sources.push(Source { reference, named, text, is_secret });
     }
     let from_secrets = sources.iter().any(|s| s.is_secret);
-    let values = compose(&spec.values, &sources, dialect, from_secrets)?;
-    Ok(Merged { values, from_secrets })
+    let merged = compose(&spec.values, &sources, dialect, from_secrets)?;
+    Ok(Merged { values: map_to_json(&merged), int64s: int64_assignments(&merged), from_secrets })
 }
 
 /// `ChartValuesFromReferences`' loop over sources already read; `masked`: every value a Secret
@@ -72,7 +75,7 @@ fn compose(
     sources: &[Source],
     dialect: Dialect,
     masked: bool,
-) -> Result<Value, NotRendered> {
+) -> Result<SharedMap, NotRendered> {
     let spec_values = match Node::from_json(spec_values) {
         Node::Map(map) => map,
         _ => new_map([]),
@@ -119,7 +122,7 @@ fn compose(
             }
         }
     }
-    Ok(map_to_json(&merge_maps(&result, &spec_values)))
+    Ok(merge_maps(&result, &spec_values))
 }
 
 /// A values document as Helm's `ReadValues` reads one (`sigs.k8s.io/yaml`: the first document,
@@ -252,7 +255,7 @@ mod tests {
             })
             .collect();
         match compose(&spec_values, &sources, Dialect::V4, false) {
-            Ok(values) => values,
+            Ok(values) => map_to_json(&values),
             Err(_) => panic!("compose failed"),
         }
     }
