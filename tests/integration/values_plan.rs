@@ -249,3 +249,29 @@ fn helm_set_opens(args: &[&str], name: &str) -> bool {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).contains(&format!("name: {name}"))
 }
+
+/// The `int64`s go to helm as `--set` arguments: a values text that makes more of them than a
+/// command line holds is a `source-limit`, named, never a crash or a silent float. The near miss,
+/// a thousand numbers, renders.
+#[test]
+fn too_many_set_numbers_are_a_source_limit() {
+    let _ = helm(4);
+    let list = |n: usize| (1..=n).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let repo = flux_fleet(TARGET_PATH, "  x: plain\n");
+    repo.write(
+        "apps/gate/values.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gate-values\n  namespace: data\ndata:\n  x: '{{{}}}'\n",
+            list(1000)
+        ),
+    );
+    repo.commit("a thousand numbers");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(unit_in(&plan, "HelmRelease", "data/gate")["status"], "changed", "{plan:#}");
+    assert!(!crate::fixture::alert_codes(&plan).iter().any(|(_, code)| code == "source-limit"), "{plan:#}");
+    let changes = plan_with_data(&repo, &format!("  x: '{{{}}}'\n", list(60_000)));
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let release = unit_in(&plan, "HelmRelease", "data/gate");
+    assert!(release["error"].to_string().contains("--set syntax"), "{release:#} {changes:?}");
+    assert!(crate::fixture::alert_codes(&plan).iter().any(|(_, code)| code == "source-limit"), "{plan:#}");
+}

@@ -38,6 +38,11 @@ pub struct Helm {
     pub memory_limit: u64,
 }
 
+/// The most bytes of `--set` arguments given to helm (Linux allows 2 MiB for all arguments and
+/// the environment, 128 KiB for one).
+const MAX_INT64_ARGUMENTS_BYTES: usize = 512 << 10;
+const MAX_ARGUMENT_BYTES: usize = 64 << 10;
+
 /// One `helm template` of a chart on disk.
 pub struct Template<'a> {
     /// The chart: a directory or a packaged archive.
@@ -134,6 +139,15 @@ impl Helm {
             "--values",
             "-",
         ]);
+        // On the command line: bounded below the kernel's limits on one argument and on all.
+        let length: usize = template.int64s.iter().map(|a| a.len() + 8).sum();
+        if length > MAX_INT64_ARGUMENTS_BYTES || template.int64s.iter().any(|a| a.len() > MAX_ARGUMENT_BYTES)
+        {
+            return Err(BuildError::Limit(format!(
+                "the values hold more numbers set with Helm's --set syntax than fluxplan passes to helm \
+                 ({length} bytes of --set arguments; at most {MAX_INT64_ARGUMENTS_BYTES}, {MAX_ARGUMENT_BYTES} each)"
+            )));
+        }
         for assignment in template.int64s {
             cmd.args(["--set", assignment]);
         }
