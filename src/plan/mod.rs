@@ -274,8 +274,9 @@ pub enum ReleaseFate {
     /// The HelmRelease is no longer in Git, yet its release stays installed: why.
     Orphaned(String),
     /// `spec.kubeConfig` changes: the release is installed in another cluster and the old one is
-    /// left there, unmanaged.
-    Moved { from: String, to: String },
+    /// left there, unmanaged. `retargeted`: what else changes of its release target, which
+    /// uninstalls the old release should the new kubeConfig reach the same cluster.
+    Moved { from: String, to: String, retargeted: Option<String> },
 }
 
 impl KustomizationPlan {

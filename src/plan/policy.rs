@@ -726,16 +726,16 @@ fn plan_alerts(
         Some(super::ReleaseFate::Orphaned(what)) => {
             alerts.extend(alert("helmrelease-orphaned", what.clone(), Vec::new()));
         }
-        Some(super::ReleaseFate::Moved { from, to }) => {
-            alerts.extend(alert(
-                "release-cluster-changed",
-                format!(
-                    "spec.kubeConfig changes, so helm-controller installs the release in {to}, and the Helm release \
-                     it installed in {from} stays there, managed by nothing (helm-controller compares only names \
-                     and namespaces before it reinstalls; it never uninstalls from the old cluster)"
-                ),
-                Vec::new(),
-            ));
+        Some(super::ReleaseFate::Moved { from, to, retargeted }) => {
+            let mut message = format!(
+                "spec.kubeConfig changes, so helm-controller installs the release in {to}, and the Helm release \
+                 it installed in {from} stays there, managed by nothing (helm-controller compares only names \
+                 and namespaces before it reinstalls; it never uninstalls from the old cluster)"
+            );
+            if let Some(retargeted) = retargeted {
+                message.push_str(&format!("; and {retargeted}"));
+            }
+            alerts.extend(alert("release-cluster-changed", message, Vec::new()));
         }
         _ => {}
     }

@@ -102,10 +102,15 @@ impl<'a> ClusterView<'a> {
     /// The reinstall the head asks for, if any. Not when the release moves to another cluster:
     /// the uninstall then looks for the old release where it never was.
     pub(super) fn reinstall(&self, reference: &UnitRef) -> Option<Reinstall> {
-        let head = self.head.get(reference)?.helm.as_deref()?;
         if self.cluster_move(reference).is_some() {
             return None;
         }
+        self.target_change(reference)
+    }
+
+    /// The release target the head asks for, when it differs from the installed one.
+    fn target_change(&self, reference: &UnitRef) -> Option<Reinstall> {
+        let head = self.head.get(reference)?.helm.as_deref()?;
         let installed = self.installed_target(reference)?;
         let wanted = target_of(head);
         let change = helm::target_change(&installed, &wanted, head.reinstalls_on_chart_rename)?;
@@ -183,7 +188,17 @@ impl<'a> ClusterView<'a> {
             "spec.kubeConfig changes: helm-controller installs the release in {to}; Helm release {release} stays \
              installed in {from}, managed by nothing"
         ));
-        plan.release_fate = Some(ReleaseFate::Moved { from, to });
+        // Whether the new kubeConfig reaches another cluster is the Secret's to say: should it be
+        // this one, the changed target uninstalls the old release here.
+        let retargeted = self.target_change(reference).map(|reinstall| {
+            format!(
+                "its {} too: should {to} be {from} after all, helm-controller uninstalls Helm release {} there \
+                 (every object of it deleted) before installing {}",
+                reinstall.change, reinstall.from, reinstall.to
+            )
+        });
+        plan.notes.extend(retargeted.clone());
+        plan.release_fate = Some(ReleaseFate::Moved { from, to, retargeted });
     }
 }
 

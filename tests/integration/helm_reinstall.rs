@@ -182,6 +182,22 @@ fn a_kube_config_change_leaves_the_old_release_behind() {
         "{message}"
     );
 
+    assert!(!message.contains("uninstalls Helm release"), "the target stays: {message}");
+
+    // A kubeConfig and a renamed release at once: should the new kubeConfig reach this cluster
+    // after all, the rename uninstalls the old release here. The danger says so.
+    edit(&repo, "apps/db/release.yaml", "name: remote-eu\n", "name: remote-us\n");
+    insert_before_values(&repo, "  releaseName: db2\n  values:\n");
+    repo.commit("another cluster and another name");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    let message = alert(&plan, "release-cluster-changed")["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("release name db → db2 too")
+            && message.contains("uninstalls Helm release data/db there"),
+        "{message}"
+    );
+
     // Near miss: the same kubeConfig, the values changed.
     scale_up(&repo);
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
