@@ -139,6 +139,16 @@ impl std::fmt::Display for TargetChange {
     }
 }
 
+/// The chart (name, version) of the latest release a live HelmRelease's status records.
+pub fn installed_chart(helm_release: &Value) -> Option<(String, String)> {
+    let latest = helm_release["status"]["history"]
+        .as_array()?
+        .iter()
+        .filter(|h| h["name"].as_str().is_some_and(|n| !n.is_empty()))
+        .max_by_key(|h| h["version"].as_i64().unwrap_or(0))?;
+    Some((text(latest, "/chartName")?.to_string(), text(latest, "/chartVersion")?.to_string()))
+}
+
 /// The release a live HelmRelease's status records: `status.storageNamespace` and the latest
 /// `status.history` entry (name, namespace, chart name). `None` when either is missing: the
 /// controller then sees nothing installed and no target to change.

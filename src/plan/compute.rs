@@ -596,6 +596,7 @@ impl<'a> ClusterView<'a> {
                 Some(reinstall) => self.note_reinstall(reference, reinstall, &mut plan),
                 None => self.note_cluster_move(reference, &mut plan),
             }
+            self.note_installed_chart(reference, &mut plan);
         }
         plan.desired = desired.iter().map(|id| id.to_string()).collect();
         plan.desired.sort();

@@ -180,6 +180,30 @@ impl<'a> ClusterView<'a> {
         plan.release_fate = Some(ReleaseFate::Reinstalled { change: reinstall.change.to_string(), what });
     }
 
+    /// A note when the cluster runs another chart version than base and head both render: the
+    /// source moved outside Git (an index that resolves a range anew, a tag pushed again), and
+    /// helm-controller upgrades at its next reconcile whether or not this merges. The plan
+    /// compares base with head, so that upgrade is not among its changes.
+    pub(super) fn note_installed_chart(&self, reference: &UnitRef, plan: &mut KustomizationPlan) {
+        let Live::Present(live) = self.live_helm_release(reference) else { return };
+        let Some((name, installed)) = helm::installed_chart(live) else { return };
+        let chart = |side: &BTreeMap<UnitRef, &crate::render::RenderedKustomization>| {
+            side.get(reference).and_then(|k| k.helm.as_deref()).and_then(|h| h.chart.clone())
+        };
+        let (Some(base), Some(head)) = (chart(&self.base), chart(&self.head)) else { return };
+        // Build metadata is the artifact digest helm-controller appends, not a version change.
+        let plain = |version: &str| version.split('+').next().unwrap_or(version).to_string();
+        if base != head || head.name != name || plain(&head.version) == plain(&installed) {
+            return;
+        }
+        plan.notes.push(format!(
+            "the cluster runs chart {name} {installed}, and its source gives {} {} now, before and after this \
+             merge alike: helm-controller upgrades to it at its next reconcile whether or not this merges, and \
+             that upgrade is not among this plan's changes",
+            head.name, head.version
+        ));
+    }
+
     /// The note and fate of a release sent to another cluster.
     pub(super) fn note_cluster_move(&self, reference: &UnitRef, plan: &mut KustomizationPlan) {
         let Some((from, to)) = self.cluster_move(reference) else { return };

@@ -961,6 +961,39 @@ fn a_generated_chart_is_loaded_as_the_archive_it_is() {
     assert!(text.contains("outside the chart's directory") && text.contains("@artifact/db-chart/"), "{text}");
 }
 
+/// The cluster runs another chart version than base and head both render (the source moved
+/// outside Git: a range resolved anew against an index, a tag pushed again): the release says
+/// helm-controller upgrades at its next reconcile whatever the merge, and that this upgrade is
+/// not among the changes. The near miss: the cluster runs the version both sides render.
+#[test]
+fn a_chart_version_moved_outside_git_is_said() {
+    let _ = helm(4);
+    let repo = fleet();
+    scale_up(&repo);
+    let release: Value =
+        serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
+            .unwrap();
+    let note_with_installed = |version: &str| -> String {
+        let mut live = release.clone();
+        live["status"] = json!({"storageNamespace": "data", "history": [
+            {"name": "db", "namespace": "data", "version": 3, "chartName": "db", "chartVersion": version}]});
+        let snapshot = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(snapshot.path(), json!({"kind": "ClusterSnapshot", "objects": [live]}).to_string())
+            .unwrap();
+        let (plan, _) =
+            plan_json(&repo, "HEAD~1", "HEAD", &["--cluster-snapshot", snapshot.path().to_str().unwrap()]);
+        unit_in(&plan, "HelmRelease", "data/db")["notes"].to_string()
+    };
+    let notes = note_with_installed("0.9.0");
+    assert!(
+        notes.contains("the cluster runs chart db 0.9.0, and its source gives db 1.0.0 now")
+            && notes.contains("not among this plan's changes"),
+        "{notes}"
+    );
+    assert!(!note_with_installed("1.0.0").contains("the cluster runs chart"));
+    assert!(!note_with_installed("1.0.0+0123456789ab").contains("the cluster runs chart"));
+}
+
 /// With its drift detection on, helm-controller puts back what was changed by hand on every
 /// reconcile: a live object that differs from the release shows as drift the merge reverts,
 /// without the paths its `ignore` rules name. Without it (or with `warn`), helm-controller leaves
