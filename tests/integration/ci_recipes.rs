@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 
 const APP: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.26\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  ports:\n  - port: 80\n";
 
-fn source_root() -> PathBuf {
+pub(crate) fn source_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -39,7 +39,7 @@ pub(crate) fn shallow_checkout(repo: &Repo, into: &Path) {
 }
 
 /// PATH with this build of fluxplan first.
-fn path_with_fluxplan(more: &[&Path]) -> String {
+pub(crate) fn path_with_fluxplan(more: &[&Path]) -> String {
     let mut dirs: Vec<PathBuf> = vec![fluxplan_bin().parent().unwrap().to_path_buf()];
     dirs.extend(more.iter().map(|p| p.to_path_buf()));
     dirs.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
@@ -63,7 +63,7 @@ pub(crate) fn key_values(file: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
@@ -99,6 +99,8 @@ pub(crate) struct ActionRun {
     pub(crate) tool_cache: PathBuf,
     /// The PATH the steps see.
     pub(crate) path: String,
+    /// More environment for every step (HOME, say).
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl ActionRun {
@@ -128,6 +130,7 @@ impl ActionRun {
             temp,
             tool_cache: tool_cache(),
             path: path_with_fluxplan(&[]),
+            env: Vec::new(),
         };
         for (name, spec) in run.action["inputs"].as_object().unwrap().clone() {
             let value = match given.get(name.as_str()) {
@@ -182,7 +185,7 @@ impl ActionRun {
             .env("RUNNER_TOOL_CACHE", &self.tool_cache)
             .env("PATH", &self.path)
             .env("FLUXPLAN_CACHE_DIR", self.temp.path().join("cache"));
-        cmd.envs(key_values(&job_env));
+        cmd.envs(self.env.iter().cloned()).envs(key_values(&job_env));
         for (name, value) in step["env"].as_object().into_iter().flatten() {
             cmd.env(name, self.eval(value.as_str().unwrap()));
         }
@@ -193,7 +196,7 @@ impl ActionRun {
         out
     }
 
-    fn output(&self, name: &str) -> String {
+    pub(crate) fn output(&self, name: &str) -> String {
         self.eval(self.action["outputs"][name]["value"].as_str().unwrap())
     }
 }
