@@ -286,9 +286,10 @@ fn action_yml_declares_what_it_uses_and_runs_scripts_that_exist() {
     let inputs = action["inputs"].as_object().unwrap();
     let steps = action["runs"]["steps"].as_array().unwrap();
     let ids: Vec<&str> = steps.iter().filter_map(|s| s["id"].as_str()).collect();
-    let scripts = ["examples/ci/install.sh", "examples/ci/install-renderers.sh", "examples/ci/fluxplan-ci.sh"]
-        .map(|script| std::fs::read_to_string(source_root().join(script)).unwrap())
-        .concat();
+    let scripts =
+        ["examples/ci/install.sh", "examples/ci/install-renderers.sh", "examples/ci/fluxplan-ci.sh"]
+            .map(|script| std::fs::read_to_string(source_root().join(script)).unwrap())
+            .concat();
 
     let text = std::fs::read_to_string(source_root().join("action.yml")).unwrap();
     for expression in expressions(&text) {
@@ -505,14 +506,18 @@ fn ci_plans_against_the_branch_merged_into_so_applications_tracking_it_by_name_r
     // The clone's origin is a path: the Applications' repoURL is this repository all the same.
     let this_repo = ("FLUXPLAN_CI_ARGS", "--repo-url https://github.com/acme/gitops.git");
     let plan_of = |dir: &Path| -> Value {
-        serde_json::from_str(&std::fs::read_to_string(dir.join("fluxplan-report/plan.json")).unwrap()).unwrap()
+        serde_json::from_str(&std::fs::read_to_string(dir.join("fluxplan-report/plan.json")).unwrap())
+            .unwrap()
     };
 
     // The near miss: the base commit alone (the action's default before) names no branch, and
     // `master` is nowhere in the clone.
     let checkout = tempfile::tempdir().unwrap();
     shallow_checkout_of_pr(&repo, checkout.path());
-    let out = ci_script(checkout.path(), &[("FLUXPLAN_CI_BASE", &base), ("FLUXPLAN_CI_FAIL_ON", "never"), this_repo]);
+    let out = ci_script(
+        checkout.path(),
+        &[("FLUXPLAN_CI_BASE", &base), ("FLUXPLAN_CI_FAIL_ON", "never"), this_repo],
+    );
     assert!(out.status.success(), "{}", text(&out));
     let plan = plan_of(checkout.path());
     assert!(plan.to_string().contains("no branch, tag or commit 'master'"), "{plan:#}");
@@ -520,8 +525,11 @@ fn ci_plans_against_the_branch_merged_into_so_applications_tracking_it_by_name_r
     // GitHub (what the action passes), and GitLab's variables of a merge request pipeline: the
     // branch by name, at the base commit.
     let github = [("GITHUB_BASE_REF", "master"), ("FLUXPLAN_CI_BASE_COMMIT", base.as_str()), this_repo];
-    let gitlab =
-        [("CI_MERGE_REQUEST_TARGET_BRANCH_NAME", "master"), ("CI_MERGE_REQUEST_DIFF_BASE_SHA", base.as_str()), this_repo];
+    let gitlab = [
+        ("CI_MERGE_REQUEST_TARGET_BRANCH_NAME", "master"),
+        ("CI_MERGE_REQUEST_DIFF_BASE_SHA", base.as_str()),
+        this_repo,
+    ];
     for forge in [&github[..], &gitlab[..]] {
         let checkout = tempfile::tempdir().unwrap();
         shallow_checkout_of_pr(&repo, checkout.path());
@@ -543,7 +551,11 @@ fn ci_plans_against_the_branch_merged_into_so_applications_tracking_it_by_name_r
     let ahead = repo.commit("master moves on");
     let checkout = tempfile::tempdir().unwrap();
     let url = format!("file://{}", repo.path().display());
-    let out = Command::new("git").args(["clone", "-q", "--branch", "pr", &url]).arg(checkout.path()).output().unwrap();
+    let out = Command::new("git")
+        .args(["clone", "-q", "--branch", "pr", &url])
+        .arg(checkout.path())
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let out = ci_script(checkout.path(), &github);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));

@@ -103,7 +103,10 @@ fn the_shell_the_release_the_action_and_the_ci_scripts_run_passes_shellcheck() {
         let blocks = run_blocks(doc);
         assert!(!blocks.is_empty(), "{name} runs nothing");
         for (i, block) in blocks.iter().enumerate() {
-            assert!(!block.contains("${{"), "{name}: inputs reach the shell through env, never spliced: {block}");
+            assert!(
+                !block.contains("${{"),
+                "{name}: inputs reach the shell through env, never spliced: {block}"
+            );
             let file = dir.path().join(format!("{name}-{i}.sh"));
             std::fs::write(&file, format!("#!/usr/bin/env bash\nset -eo pipefail\n{block}")).unwrap();
             files.push(file);
@@ -133,7 +136,12 @@ fn the_release_workflow_builds_both_architectures_and_publishes_what_the_action_
     for arch in arches {
         assert!(runs.contains(&format!("linux-{arch}=artifacts/fluxplan-linux-{arch}/fluxplan")), "{arch}");
     }
-    for needed in ["scripts/release.sh", "scripts/build-image.sh", "buildah --storage-driver vfs push", "gh release create"] {
+    for needed in [
+        "scripts/release.sh",
+        "scripts/build-image.sh",
+        "buildah --storage-driver vfs push",
+        "gh release create",
+    ] {
         assert!(runs.contains(needed), "the publish job runs no {needed}");
     }
 }
@@ -179,7 +187,10 @@ fn github_releases(tag: &str, files: &Path) -> Static {
         let entry = entry.unwrap();
         let name = entry.file_name().to_string_lossy().to_string();
         stored.push((format!("/storage/{tag}/{name}"), std::fs::read(entry.path()).unwrap()));
-        redirects.push((format!("/acme/fluxplan/releases/download/{tag}/{name}"), format!("/storage/{tag}/{name}")));
+        redirects.push((
+            format!("/acme/fluxplan/releases/download/{tag}/{name}"),
+            format!("/storage/{tag}/{name}"),
+        ));
     }
     Static::start(stored, redirects)
 }
@@ -273,7 +284,11 @@ fn the_action_installs_the_release_of_its_ref_checked_against_sha256sums_and_cac
     assert!(out.status.success(), "{}", text(&out));
     let cached = runner.tool_cache().join("fluxplan").join(VERSION).join(arch());
     assert_eq!(stdout(&out), cached.join("fluxplan").display().to_string());
-    assert!(text(&out).contains(&format!("using fluxplan {VERSION} (commit {BUILT_FROM})")), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("using fluxplan {VERSION} (commit {BUILT_FROM})")),
+        "{}",
+        text(&out)
+    );
     assert!(cached.with_extension("complete").is_file(), "marked complete, as actions/tool-cache does");
     let asked = server.asked();
     for file in ["SHA256SUMS".to_string(), format!("fluxplan-{tag}-linux-{}.tar.gz", arch())] {
@@ -330,7 +345,10 @@ fn a_release_whose_checksum_does_not_match_is_refused_and_never_replaced_by_a_bu
     assert!(text(&out).contains("its release's SHA256SUMS lists: not installed"), "{}", text(&out));
     assert_eq!(stdout(&out), "", "no binary is named");
     let cached = runner.tool_cache().join("fluxplan").join(VERSION);
-    assert!(!cached.join(arch()).join("fluxplan").exists() && !cached.join(format!("{}.complete", arch())).exists());
+    assert!(
+        !cached.join(arch()).join("fluxplan").exists()
+            && !cached.join(format!("{}.complete", arch())).exists()
+    );
     assert!(runner.cargo_runs().is_empty(), "a tampered download is never replaced by a build");
 }
 
@@ -338,7 +356,9 @@ fn a_release_whose_checksum_does_not_match_is_refused_and_never_replaced_by_a_bu
 fn without_a_matching_release_the_action_builds_its_own_source() {
     let server = Static::start(Vec::new(), Vec::new());
     // No release of this tag (404), and a ref that is no tag at all (nothing is asked).
-    for (reference, says) in [("v9.9.9", "acme/fluxplan has no release v9.9.9"), ("main", "not a release tag")] {
+    for (reference, says) in
+        [("v9.9.9", "acme/fluxplan has no release v9.9.9"), ("main", "not a release tag")]
+    {
         let runner = Runner::new(reference);
         let asked = server.asked().len();
         let out = runner.install(&server, &[]);
@@ -379,7 +399,11 @@ fn release_sh_lays_out_checked_reproducible_files_for_the_crates_version_only() 
             "gitlab-ci.yml".into()
         ]
     );
-    let check = Command::new("sha256sum").args(["--check", "--strict", "SHA256SUMS"]).current_dir(&dist).output().unwrap();
+    let check = Command::new("sha256sum")
+        .args(["--check", "--strict", "SHA256SUMS"])
+        .current_dir(&dist)
+        .output()
+        .unwrap();
     assert!(check.status.success(), "{}", text(&check));
     assert_eq!(String::from_utf8_lossy(&check.stdout).lines().count(), 3, "every other file is listed");
     let listing = Command::new("tar")
@@ -399,7 +423,8 @@ fn release_sh_lays_out_checked_reproducible_files_for_the_crates_version_only() 
     // The GitLab template of the release runs the release's image; nothing else differs.
     let template = std::fs::read_to_string(source_root().join("examples/ci/gitlab-ci.yml")).unwrap();
     let released = std::fs::read_to_string(dist.join("gitlab-ci.yml")).unwrap();
-    let differing: Vec<(&str, &str)> = template.lines().zip(released.lines()).filter(|(a, b)| a != b).collect();
+    let differing: Vec<(&str, &str)> =
+        template.lines().zip(released.lines()).filter(|(a, b)| a != b).collect();
     assert_eq!(differing.len(), 1, "{differing:?}");
     assert_eq!(differing[0].1, format!("    FLUXPLAN_IMAGE: ghcr.io/acme/fluxplan:{VERSION}"));
 
@@ -410,7 +435,11 @@ fn release_sh_lays_out_checked_reproducible_files_for_the_crates_version_only() 
     ] {
         let out_dir = dir.path().join(format!("out-{}", says.len()));
         let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        all.extend(["--out".into(), out_dir.display().to_string(), format!("linux-amd64={}", binary.display())]);
+        all.extend([
+            "--out".into(),
+            out_dir.display().to_string(),
+            format!("linux-amd64={}", binary.display()),
+        ]);
         let out = release_sh(&all);
         assert!(!out.status.success() && text(&out).contains(says), "{args:?}: {}", text(&out));
     }
@@ -442,8 +471,12 @@ fn the_action_renders_helm_releases_on_a_runner_without_helm() {
         let checkout = tempfile::tempdir().unwrap();
         shallow_checkout(&repo, checkout.path());
         let mut run = ActionRun::new(checkout.path(), &[], &[("github.event.pull_request.base.sha", &base)]);
-        run.env = vec![("HOME".into(), home.path().display().to_string()), ("XDG_CACHE_HOME".into(), String::new())];
-        let no_helm = Command::new("sh").arg("-c").arg("command -v helm").env("PATH", &run.path).output().unwrap();
+        run.env = vec![
+            ("HOME".into(), home.path().display().to_string()),
+            ("XDG_CACHE_HOME".into(), String::new()),
+        ];
+        let no_helm =
+            Command::new("sh").arg("-c").arg("command -v helm").env("PATH", &run.path).output().unwrap();
         assert!(!no_helm.status.success(), "helm is on PATH: {}", text(&no_helm));
         let mut log = String::new();
         for step in steps {
