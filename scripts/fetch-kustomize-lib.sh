@@ -3,7 +3,8 @@
 # kustomize workers: the pinned pykustomize wheel, fetched with pip (the ordinary package
 # client), checked against its pinned sha256, and its .so copied to
 #   ${FLUXPLAN_KUSTOMIZE_LIB:-${XDG_CACHE_HOME:-~/.cache}/fluxplan/lib/libpykustomize-0.1.4.so}
-# (FLUXPLAN_KUSTOMIZE_LIB=off, which turns the library off in fluxplan, means the default place)
+# (FLUXPLAN_KUSTOMIZE_LIB=off, which turns the library off in fluxplan, means the default place;
+# FLUXPLAN_KUSTOMIZE_LIB_DIR, when set, is the directory instead of that default's)
 # Idempotent: an installed library whose sha256 matches is left alone. Prints the path.
 set -euo pipefail
 
@@ -21,7 +22,7 @@ fi
 
 target=${FLUXPLAN_KUSTOMIZE_LIB:-}
 if [ -z "$target" ] || [ "$target" = off ]; then
-  target=${XDG_CACHE_HOME:-$HOME/.cache}/fluxplan/lib/libpykustomize-${version}.so
+  target=${FLUXPLAN_KUSTOMIZE_LIB_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/fluxplan/lib}/libpykustomize-${version}.so
 fi
 if [ -f "$target" ] && echo "$lib_sha256  $target" | sha256sum -c --quiet - 2>/dev/null; then
   echo "$target"

@@ -36,6 +36,13 @@ apt_need buildah buildah
 apt_need chromium chromium
 apt_need htpasswd apache2-utils
 
+# The release's and the CI recipes' files, validated by tests/integration/release.rs: the GitHub
+# workflows and action.yml against SchemaStore's schemas (check-jsonschema, pinned, from PyPI),
+# the shell they run with Debian's shellcheck.
+apt_need shellcheck shellcheck
+need check-jsonschema || pip install --quiet check-jsonschema==0.39.0 >/dev/null
+need check-jsonschema || { echo "check-jsonschema is required (pip install check-jsonschema)" >&2; exit 1; }
+
 
 # PostgreSQL on 127.0.0.1:5432 (trust auth): start the local cluster when it is not answering.
 if need pg_isready && ! pg_isready -h 127.0.0.1 -p 5432 -q; then

@@ -4,9 +4,15 @@
 # action.yml (GitHub Actions) and examples/ci/gitlab-ci.yml (GitLab CI) run it; docs/ci.md.
 #
 # Settings (environment, all optional):
-#   FLUXPLAN_CI_BASE     the revision merged into. Default: GitLab: the target branch's tip in a
-#                        merged results pipeline, else the merge request's diff base; GitHub:
-#                        origin/$GITHUB_BASE_REF (the action passes the pull request's base sha).
+#   FLUXPLAN_CI_BASE     the revision merged into, used as it is. Default: origin/BRANCH at COMMIT
+#                        (below): the plan names the branch, so Argo CD Applications and
+#                        GitRepositories that track it by name read the tree planned.
+#   FLUXPLAN_CI_BASE_BRANCH  the branch merged into. Default: GitLab's
+#                        CI_MERGE_REQUEST_TARGET_BRANCH_NAME, GitHub's GITHUB_BASE_REF.
+#   FLUXPLAN_CI_BASE_COMMIT  the commit the plan compares with. Default: GitLab: the target
+#                        branch's tip in a merged results pipeline, else the merge request's diff
+#                        base; GitHub: none (the action passes the pull request's base sha): the
+#                        branch's tip, fetched.
 #   FLUXPLAN_CI_HEAD     the revision being merged (default HEAD).
 #   FLUXPLAN_CI_REPO     the repository's checkout (default .).
 #   FLUXPLAN_CI_ARGS     more arguments for `fluxplan plan`, split on blanks (no quoting).
@@ -30,44 +36,79 @@ case $fail_on in
   *) say "FLUXPLAN_CI_FAIL_ON is '$fail_on': expected changes, blocked, failed or never"; exit 3 ;;
 esac
 
-# The base: what each forge says the request merges into.
-base=${FLUXPLAN_CI_BASE:-}
-if [ -z "$base" ]; then
-  if [ -n "${CI_MERGE_REQUEST_TARGET_BRANCH_SHA:-}" ]; then
-    # A merged results pipeline: HEAD is the merge, so the target's tip is what it merges into.
-    base=$CI_MERGE_REQUEST_TARGET_BRANCH_SHA
-  elif [ -n "${CI_MERGE_REQUEST_DIFF_BASE_SHA:-}" ]; then
-    base=$CI_MERGE_REQUEST_DIFF_BASE_SHA
-  elif [ -n "${CI_MERGE_REQUEST_TARGET_BRANCH_NAME:-}" ]; then
-    base=origin/$CI_MERGE_REQUEST_TARGET_BRANCH_NAME
-  elif [ -n "${GITHUB_BASE_REF:-}" ]; then
-    base=origin/$GITHUB_BASE_REF
+if ! command -v "$bin" >/dev/null 2>&1; then
+  say "cannot find '$bin': install fluxplan (examples/ci/install.sh) or set FLUXPLAN_BIN"
+  exit 3
+fi
+
+git_in() { git -C "$repo" "$@"; }
+has_commit() { git_in rev-parse --verify --quiet --end-of-options "$1^{commit}" >/dev/null 2>&1; }
+shallow=false
+[ "$(git_in rev-parse --is-shallow-repository 2>/dev/null)" = true ] && shallow=true
+# A shallow clone (actions/checkout's default, GitLab's GIT_DEPTH) may lack the base: fetch it,
+# one commit deep there. fetch WHAT REFSPEC
+fetch() {
+  if [ "$shallow" = true ]; then
+    say "the base $1 is not in this shallow clone: fetching it"
+    git_in fetch --quiet --no-tags --depth=1 origin "$2" || say "could not fetch $1"
+  else
+    say "the base $1 is not in this clone: fetching it"
+    git_in fetch --quiet --no-tags origin "$2" || say "could not fetch $1"
   fi
+}
+
+# The base. The forge names the branch merged into and the commit to compare with; the plan runs
+# against origin/BRANCH set at that commit, so that what tracks the branch by name (an Argo CD
+# Application's targetRevision: master) reads the tree planned, and the diff is the request's own
+# (a diff base, not a branch tip that moved on since).
+base=${FLUXPLAN_CI_BASE:-}
+branch=${FLUXPLAN_CI_BASE_BRANCH:-${CI_MERGE_REQUEST_TARGET_BRANCH_NAME:-${GITHUB_BASE_REF:-}}}
+commit=${FLUXPLAN_CI_BASE_COMMIT:-${CI_MERGE_REQUEST_TARGET_BRANCH_SHA:-${CI_MERGE_REQUEST_DIFF_BASE_SHA:-}}}
+if [ -z "$base" ] && [ -n "$branch" ]; then
+  case $branch in
+    -* | *[!A-Za-z0-9._/-]*) ok=false ;;
+    *) git check-ref-format --branch "$branch" >/dev/null 2>&1 && ok=true || ok=false ;;
+  esac
+  if [ "$ok" = false ]; then
+    say "the base branch '$branch' is not a branch name git accepts: set FLUXPLAN_CI_BASE"
+    exit 3
+  fi
+  tracking=refs/remotes/origin/$branch
+  if [ -n "$commit" ]; then
+    case $commit in
+      *[!0-9a-f]* | '') ok=false ;;
+      *) [ ${#commit} -eq 40 ] || [ ${#commit} -eq 64 ] && ok=true || ok=false ;;
+    esac
+    if [ "$ok" = false ]; then
+      say "the base commit '$commit' is not a full commit id: set FLUXPLAN_CI_BASE_COMMIT to one"
+      exit 3
+    fi
+    has_commit "$commit" || fetch "$commit" "$commit"
+    # The branch as the forge saw it: whatever origin/BRANCH said before is this job's clone's.
+    git_in update-ref "$tracking" "$commit" 2>/dev/null || {
+      say "could not point $tracking at the base commit $commit (is it in the clone?)"
+      exit 3
+    }
+  elif ! has_commit "$tracking"; then
+    fetch "origin/$branch" "+refs/heads/$branch:$tracking"
+  fi
+  base=origin/$branch
+elif [ -z "$base" ]; then
+  base=$commit
 fi
 if [ -z "$base" ]; then
   say "no base revision: this is not a pull or merge request pipeline; set FLUXPLAN_CI_BASE"
   exit 3
 fi
 
-if ! command -v "$bin" >/dev/null 2>&1; then
-  say "cannot find '$bin': install fluxplan (examples/ci/install.sh) or set FLUXPLAN_BIN"
-  exit 3
-fi
-
-# A shallow clone (actions/checkout's default, GitLab's GIT_DEPTH) may lack the base: fetch that
-# one commit. Revisions such as HEAD~1 are left to fluxplan, which says how to fetch them.
-git_in() { git -C "$repo" "$@"; }
-if ! git_in rev-parse --verify --quiet --end-of-options "$base^{commit}" >/dev/null 2>&1 \
-  && [ "$(git_in rev-parse --is-shallow-repository 2>/dev/null)" = true ]; then
+# A base given as it is: fetched when it is a commit id or origin/BRANCH. Revisions such as
+# HEAD~1 are left to fluxplan, which says how to fetch them.
+if ! has_commit "$base" && [ "$shallow" = true ]; then
   case $base in
-    origin/*) refspec="+refs/heads/${base#origin/}:refs/remotes/$base" ;;
-    *[!0-9a-f]*) refspec= ;;
-    *) refspec=$base ;;
+    origin/*) fetch "$base" "+refs/heads/${base#origin/}:refs/remotes/$base" ;;
+    *[!0-9a-f]*) ;;
+    *) fetch "$base" "$base" ;;
   esac
-  if [ -n "$refspec" ]; then
-    say "the base $base is not in this shallow clone: fetching it"
-    git_in fetch --quiet --no-tags --depth=1 origin "$refspec" || say "could not fetch $base"
-  fi
 fi
 
 # A job whose user cannot write the checkout (a runner that checks it out as another user, with

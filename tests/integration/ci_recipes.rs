@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 
 const APP: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.26\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  ports:\n  - port: 80\n";
 
-fn source_root() -> PathBuf {
+pub(crate) fn source_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -39,7 +39,7 @@ pub(crate) fn shallow_checkout(repo: &Repo, into: &Path) {
 }
 
 /// PATH with this build of fluxplan first.
-fn path_with_fluxplan(more: &[&Path]) -> String {
+pub(crate) fn path_with_fluxplan(more: &[&Path]) -> String {
     let mut dirs: Vec<PathBuf> = vec![fluxplan_bin().parent().unwrap().to_path_buf()];
     dirs.extend(more.iter().map(|p| p.to_path_buf()));
     dirs.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
@@ -63,7 +63,7 @@ pub(crate) fn key_values(file: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
@@ -76,23 +76,49 @@ fn expressions(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Where scripts/test.sh installs the pinned Helm and kustomize's library: the tool cache of the
+/// runner the tests play, so that the action's installs find them in place.
+pub(crate) fn tool_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"))
+}
+
 /// A composite action run as the runner runs its `run` steps: expressions substituted (only the
 /// plain context lookups the action uses: anything else fails the test), `shell: bash` as
-/// `bash --noprofile --norc -eo pipefail`, each step's outputs read from its GITHUB_OUTPUT.
-struct ActionRun {
+/// `bash --noprofile --norc -eo pipefail`, each step's outputs read from its GITHUB_OUTPUT, what
+/// a step appends to GITHUB_ENV in the environment of the steps after it.
+pub(crate) struct ActionRun {
     action: Value,
     context: BTreeMap<String, String>,
     workspace: PathBuf,
     temp: tempfile::TempDir,
     summary: PathBuf,
+    /// The runner's tool cache.
+    pub(crate) tool_cache: PathBuf,
+    /// The PATH the steps see.
+    pub(crate) path: String,
+    /// More environment for every step (HOME, say).
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl ActionRun {
-    fn new(workspace: &Path, inputs: &[(&str, &str)], github: &[(&str, &str)]) -> Self {
+    pub(crate) fn new(workspace: &Path, inputs: &[(&str, &str)], github: &[(&str, &str)]) -> Self {
         let action = parse_yaml("action.yml");
         let temp = tempfile::tempdir().unwrap();
-        let mut context: BTreeMap<String, String> =
-            github.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        // A pull_request event of a workflow that uses the action from its own checkout
+        // (`uses: ./`: no action repository or ref), unless the test says otherwise.
+        let mut context: BTreeMap<String, String> = [
+            ("github.action_repository", ""),
+            ("github.action_ref", ""),
+            ("github.base_ref", "main"),
+            ("github.event.pull_request.base.sha", ""),
+        ]
+        .into_iter()
+        .chain(github.iter().copied())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
         context.insert("github.action_path".into(), source_root().display().to_string());
         context.insert("runner.temp".into(), temp.path().display().to_string());
         let given: BTreeMap<&str, &str> = inputs.iter().copied().collect();
@@ -102,6 +128,9 @@ impl ActionRun {
             workspace: workspace.to_path_buf(),
             summary: temp.path().join("summary.md"),
             temp,
+            tool_cache: tool_cache(),
+            path: path_with_fluxplan(&[]),
+            env: Vec::new(),
         };
         for (name, spec) in run.action["inputs"].as_object().unwrap().clone() {
             let value = match given.get(name.as_str()) {
@@ -130,7 +159,7 @@ impl ActionRun {
     }
 
     /// Runs the `run` step `id`; its outputs join the context as `steps.<id>.outputs.*`.
-    fn step(&mut self, id: &str) -> Output {
+    pub(crate) fn step(&mut self, id: &str) -> Output {
         let step = self.action["runs"]["steps"]
             .as_array()
             .unwrap()
@@ -144,15 +173,19 @@ impl ActionRun {
         let outputs = self.temp.path().join(format!("{id}.output"));
         let mut cmd = Command::new("bash");
         cmd.args(["--noprofile", "--norc", "-eo", "pipefail"]).arg(&script).current_dir(&self.workspace);
+        let job_env = self.temp.path().join("env");
         cmd.env("GITHUB_ACTIONS", "true")
             .env("GITHUB_ACTION_PATH", source_root())
             .env("GITHUB_WORKSPACE", &self.workspace)
             .env("GITHUB_OUTPUT", &outputs)
             .env("GITHUB_STEP_SUMMARY", &self.summary)
             .env("GITHUB_PATH", self.temp.path().join("path"))
+            .env("GITHUB_ENV", &job_env)
             .env("RUNNER_TEMP", self.temp.path())
-            .env("PATH", path_with_fluxplan(&[]))
+            .env("RUNNER_TOOL_CACHE", &self.tool_cache)
+            .env("PATH", &self.path)
             .env("FLUXPLAN_CACHE_DIR", self.temp.path().join("cache"));
+        cmd.envs(self.env.iter().cloned()).envs(key_values(&job_env));
         for (name, value) in step["env"].as_object().into_iter().flatten() {
             cmd.env(name, self.eval(value.as_str().unwrap()));
         }
@@ -163,7 +196,7 @@ impl ActionRun {
         out
     }
 
-    fn output(&self, name: &str) -> String {
+    pub(crate) fn output(&self, name: &str) -> String {
         self.eval(self.action["outputs"][name]["value"].as_str().unwrap())
     }
 }
@@ -183,6 +216,8 @@ fn github_pull_request(
         fluxplan_bin().display().to_string(),
         "the fluxplan on PATH is used"
     );
+    let renderers = run.step("renderers");
+    assert!(renderers.status.success(), "{}", text(&renderers));
     let plan = run.step("plan");
     (run, plan, checkout)
 }
@@ -251,9 +286,10 @@ fn action_yml_declares_what_it_uses_and_runs_scripts_that_exist() {
     let inputs = action["inputs"].as_object().unwrap();
     let steps = action["runs"]["steps"].as_array().unwrap();
     let ids: Vec<&str> = steps.iter().filter_map(|s| s["id"].as_str()).collect();
-    let scripts = ["examples/ci/install.sh", "examples/ci/fluxplan-ci.sh"]
-        .map(|script| std::fs::read_to_string(source_root().join(script)).unwrap())
-        .concat();
+    let scripts =
+        ["examples/ci/install.sh", "examples/ci/install-renderers.sh", "examples/ci/fluxplan-ci.sh"]
+            .map(|script| std::fs::read_to_string(source_root().join(script)).unwrap())
+            .concat();
 
     let text = std::fs::read_to_string(source_root().join("action.yml")).unwrap();
     for expression in expressions(&text) {
@@ -426,4 +462,118 @@ fn install_script_downloads_a_binary_only_with_the_right_checksum() {
     let out = install(&[("FLUXPLAN_CI_INSTALL_DIR", target.to_str().unwrap())]);
     assert_eq!(out.status.code(), Some(3));
     assert!(text(&out).contains("set FLUXPLAN_CI_BINARY_URL"), "{}", text(&out));
+}
+
+/// An Argo CD repository shaped like argoproj/argocd-example-apps: the default branch is
+/// `master`, and the root Application and the Application it applies track it by name. A pull
+/// request (branch `pr`) bumps an image. Returns the repository and the base commit.
+fn argo_cd_on_master() -> (Repo, String) {
+    let repo = Repo::new("https://github.com/acme/gitops.git");
+    repo.git(&["symbolic-ref", "HEAD", "refs/heads/master"]);
+    let application = |name: &str, path: &str, namespace: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\n\
+             spec:\n  project: default\n  source:\n    repoURL: https://github.com/acme/gitops.git\n    \
+             targetRevision: master\n    path: {path}\n  destination:\n    server: https://kubernetes.default.svc\n    \
+             namespace: {namespace}\n"
+        )
+    };
+    repo.write("bootstrap/root.yaml", &application("root", "apps", "argocd"));
+    repo.write("apps/shop.yaml", &application("shop", "workloads/shop", "shop"));
+    repo.write("workloads/shop/shop.yaml", APP);
+    let base = repo.commit("base");
+    repo.git(&["checkout", "-q", "-b", "pr"]);
+    crate::fixture::edit(&repo, "workloads/shop/shop.yaml", "nginx:1.26", "nginx:1.27");
+    repo.commit("the pull request");
+    repo.git(&["checkout", "-q", "master"]);
+    (repo, base)
+}
+
+/// The pull request's head alone, as CI checks it out: `master` is not in the clone.
+fn shallow_checkout_of_pr(repo: &Repo, into: &Path) {
+    let url = format!("file://{}", repo.path().display());
+    let out = Command::new("git")
+        .args(["clone", "-q", "--depth", "1", "--branch", "pr", &url])
+        .arg(into)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn ci_plans_against_the_branch_merged_into_so_applications_tracking_it_by_name_resolve() {
+    let (repo, base) = argo_cd_on_master();
+    // The clone's origin is a path: the Applications' repoURL is this repository all the same.
+    let this_repo = ("FLUXPLAN_CI_ARGS", "--repo-url https://github.com/acme/gitops.git");
+    let plan_of = |dir: &Path| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join("fluxplan-report/plan.json")).unwrap())
+            .unwrap()
+    };
+
+    // The near miss: the base commit alone (the action's default before) names no branch, and
+    // `master` is nowhere in the clone.
+    let checkout = tempfile::tempdir().unwrap();
+    shallow_checkout_of_pr(&repo, checkout.path());
+    let out = ci_script(
+        checkout.path(),
+        &[("FLUXPLAN_CI_BASE", &base), ("FLUXPLAN_CI_FAIL_ON", "never"), this_repo],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let plan = plan_of(checkout.path());
+    assert!(plan.to_string().contains("no branch, tag or commit 'master'"), "{plan:#}");
+
+    // GitHub (what the action passes), and GitLab's variables of a merge request pipeline: the
+    // branch by name, at the base commit.
+    let github = [("GITHUB_BASE_REF", "master"), ("FLUXPLAN_CI_BASE_COMMIT", base.as_str()), this_repo];
+    let gitlab = [
+        ("CI_MERGE_REQUEST_TARGET_BRANCH_NAME", "master"),
+        ("CI_MERGE_REQUEST_DIFF_BASE_SHA", base.as_str()),
+        this_repo,
+    ];
+    for forge in [&github[..], &gitlab[..]] {
+        let checkout = tempfile::tempdir().unwrap();
+        shallow_checkout_of_pr(&repo, checkout.path());
+        let out = ci_script(checkout.path(), forge);
+        let log = text(&out);
+        assert_eq!(out.status.code(), Some(0), "changes pass: {log}");
+        assert!(log.contains(&format!("the base {base} is not in this shallow clone: fetching it")), "{log}");
+        let plan = plan_of(checkout.path());
+        assert_eq!(plan["verdict"], "changes", "{plan:#}");
+        assert!(!plan.to_string().contains("no branch, tag or commit"), "{plan:#}");
+        assert_eq!(plan["base"]["commit"], base.as_str(), "the diff is from the base commit");
+        assert_eq!(plan["base"]["rev"], "origin/master", "{:#}", plan["base"]);
+        let shop = crate::fixture::changes_of(&plan, "argocd/shop");
+        assert!(shop.contains(&("update".to_string(), "shop_web_apps_Deployment".to_string())), "{shop:?}");
+    }
+
+    // The branch moved on since the pull request's base: the plan still compares with the base
+    // commit the forge names (a full clone whose origin/master is ahead).
+    let ahead = repo.commit("master moves on");
+    let checkout = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", repo.path().display());
+    let out = Command::new("git")
+        .args(["clone", "-q", "--branch", "pr", &url])
+        .arg(checkout.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = ci_script(checkout.path(), &github);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let plan = plan_of(checkout.path());
+    assert_eq!(plan["base"]["commit"], base.as_str(), "not {ahead}");
+
+    // Names a forge would never send are refused before git sees them.
+    for (name, value, says) in [
+        ("GITHUB_BASE_REF", "--upload-pack=touch owned", "not a branch name git accepts"),
+        ("GITHUB_BASE_REF", "master..HEAD", "not a branch name git accepts"),
+        ("FLUXPLAN_CI_BASE_COMMIT", "HEAD~1", "not a full commit id"),
+    ] {
+        let mut env = vec![("GITHUB_BASE_REF", "master"), ("FLUXPLAN_CI_BASE_COMMIT", base.as_str())];
+        env.retain(|(n, _)| *n != name);
+        env.push((name, value));
+        let out = ci_script(checkout.path(), &env);
+        assert_eq!(out.status.code(), Some(3), "{value}: {}", text(&out));
+        assert!(text(&out).contains(says), "{value}: {}", text(&out));
+    }
+    assert!(!checkout.path().join("owned").exists());
 }

@@ -142,7 +142,7 @@ pub(crate) struct Static {
 }
 
 impl Static {
-    fn start(files: Vec<(String, Vec<u8>)>, redirects: Vec<(String, String)>) -> Self {
+    pub(crate) fn start(files: Vec<(String, Vec<u8>)>, redirects: Vec<(String, String)>) -> Self {
         Self::guarded(files, redirects, None)
     }
 

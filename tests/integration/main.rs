@@ -48,6 +48,7 @@ mod metrics;
 mod moved_sources;
 mod operator;
 mod plan;
+mod release;
 mod render_cli;
 mod render_engine;
 mod retention;
