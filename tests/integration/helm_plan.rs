@@ -728,6 +728,16 @@ fn live_cluster(release: Value) -> crate::fake_kube::FakeKube {
     ])
 }
 
+/// `spec.valuesFrom` of the Secret `db-auth`'s password, before `values:`.
+const SECRET_PASSWORD: &str =
+    "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: password\n  values:\n";
+
+/// The HelmRelease of `repo` as committed.
+fn release_object(repo: &Repo) -> Value {
+    serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
+        .unwrap()
+}
+
 /// `fluxplan plan --kube --read-secrets` of the last commit against `fake`, as JSON text.
 fn plan_live(repo: &Repo, fake: &crate::fake_kube::FakeKube) -> String {
     plan_live_with(repo, fake, &[])
@@ -766,15 +776,10 @@ fn plan_live_with(repo: &Repo, fake: &crate::fake_kube::FakeKube, extra: &[&str]
 fn secrets_outside_the_allowed_namespaces_are_never_read() {
     let _ = helm(4);
     let repo = fleet();
-    insert_before_values(
-        &repo,
-        "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: password\n  values:\n",
-    );
+    insert_before_values(&repo, SECRET_PASSWORD);
     repo.commit("values from a Secret");
     scale_up(&repo);
-    let release: Value =
-        serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
-            .unwrap();
+    let release = release_object(&repo);
     let fake = live_cluster(release);
     let text = plan_live_with(&repo, &fake, &["--secret-namespaces", "flux-system,apps"]);
     let plan: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
@@ -791,13 +796,8 @@ fn secrets_outside_the_allowed_namespaces_are_never_read() {
 fn a_pull_request_cannot_read_a_secret_no_live_flux_object_reads() {
     let _ = helm(4);
     let repo = fleet();
-    let release: Value =
-        serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
-            .unwrap();
-    insert_before_values(
-        &repo,
-        "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: password\n  values:\n",
-    );
+    let release = release_object(&repo);
+    insert_before_values(&repo, SECRET_PASSWORD);
     repo.commit("values from a Secret");
     let fake = live_cluster(release);
     let text = plan_live(&repo, &fake);
@@ -824,15 +824,10 @@ fn a_live_cluster_gives_secret_values_and_its_kubernetes_version() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: auth-kube-{{ .Capabilities.KubeVersion.Minor }}\ndata:\n  \
          password: {{ .Values.password | quote }}\n  replicas: {{ .Values.replicas | quote }}\n",
     );
-    insert_before_values(
-        &repo,
-        "  valuesFrom:\n  - kind: Secret\n    name: db-auth\n    valuesKey: password\n    targetPath: password\n  values:\n",
-    );
+    insert_before_values(&repo, SECRET_PASSWORD);
     repo.commit("values from a Secret");
     scale_up(&repo);
-    let release: Value =
-        serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
-            .unwrap();
+    let release = release_object(&repo);
     let fake = live_cluster(release);
     let text = plan_live(&repo, &fake);
     assert!(
@@ -970,9 +965,7 @@ fn a_chart_version_moved_outside_git_is_said() {
     let _ = helm(4);
     let repo = fleet();
     scale_up(&repo);
-    let release: Value =
-        serde_norway::from_str(&std::fs::read_to_string(repo.path().join("apps/db/release.yaml")).unwrap())
-            .unwrap();
+    let release = release_object(&repo);
     let note_with_installed = |version: &str| -> String {
         let mut live = release.clone();
         live["status"] = json!({"storageNamespace": "data", "history": [
