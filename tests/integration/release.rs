@@ -5,9 +5,7 @@
 //! missing release built from source); the pinned Helm the action installs, on a runner without
 //! one. Each tool a test drives is required: scripts/test.sh installs them.
 
-use crate::ci_recipes::{
-    key_values, parse_yaml, path_with_fluxplan, shallow_checkout, source_root, text, tool_cache, ActionRun,
-};
+use crate::ci_recipes::{key_values, parse_yaml, shallow_checkout, source_root, text, tool_cache, ActionRun};
 use crate::helm_fetch::Static;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
