@@ -156,6 +156,7 @@ const OTHER_PROGRAMS_FLAGS: &[(&str, &str)] = &[
     ("--rootfs", "scripts/build-image.sh"),
     ("--runroot", "buildah, scripts/build-image.sh"),
     ("--set", "helm template"),
+    ("--values", "helm template"),
     ("--set-file", "helm template"),
     ("--set-literal", "helm template"),
     ("--set-string", "helm template"),
