@@ -24,6 +24,10 @@ use std::sync::Mutex;
 const PAGE_SIZE: u32 = 500;
 /// Inventory entries not found by the labelled lists are looked up one by one, up to this many.
 const MAX_SINGLE_LOOKUPS: usize = 200;
+/// The label helm-controller puts on every object it renders: its HelmRelease's name.
+const HELM_OWNER_NAME_LABEL: &str = "helm.toolkit.fluxcd.io/name";
+/// Objects wanted from the cluster, by group, kind and namespace.
+type WantedKey = (String, String, String);
 
 /// Why the cluster could not be read; `label` names the failure for metrics.
 #[derive(Debug, thiserror::Error)]
@@ -301,7 +305,7 @@ impl KubeCluster {
         let input_providers = listed(input_providers)?;
 
         // What the inventories hold, by (group, kind, namespace).
-        let mut wanted: BTreeMap<(String, String, String), BTreeSet<ObjectId>> = BTreeMap::new();
+        let mut wanted: BTreeMap<WantedKey, BTreeSet<ObjectId>> = BTreeMap::new();
         for k in &kustomizations {
             for entry in k["status"]["inventory"]["entries"].as_array().into_iter().flatten() {
                 if let Some(id) = entry["id"].as_str().and_then(ObjectId::parse) {
@@ -350,56 +354,23 @@ impl KubeCluster {
         }
 
         let mut objects: BTreeMap<ObjectId, Value> = BTreeMap::new();
-        let mut secrets_left_out = 0;
-        for ((group, kind, namespace), ids) in &wanted {
-            // Secrets only with --read-secrets: their live state is then unknown, never read.
-            if group.is_empty() && kind == "Secret" && !self.options.may_read_secrets_in(namespace) {
-                secrets_left_out += ids.len();
-                unreadable.push(json!({"group": group, "kind": kind, "namespace": namespace}));
-                continue;
-            }
-            let Some((resource, caps)) = self.resource(group, kind) else {
-                warnings.push(format!("the cluster does not serve {kind} in group '{group}' any more"));
-                continue;
-            };
-            if !caps.supports_operation(verbs::LIST) {
-                continue;
-            }
-            let namespaced = caps.scope == Scope::Namespaced;
-            let ns = (!namespace.is_empty()).then_some(namespace.as_str());
-            let selector = if argo_kinds.contains(&(group.clone(), kind.clone(), namespace.clone())) {
-                None
-            } else {
-                Some(OWNER_NAME_LABEL)
-            };
-            match self.list_all(&resource, namespaced, ns, selector).await {
-                Ok(items) => {
-                    // Kinds listed whole (for Argo CD) keep only what an inventory holds.
-                    let whole = selector.is_none();
-                    for item in items {
-                        if let Some(id) = live_id(&item).filter(|id| !whole || ids.contains(id)) {
-                            objects.insert(id, strip_secret_values(item));
-                        }
-                    }
-                    // Entries not carrying owner labels any more, or gone: look them up one by one.
-                    let missing: Vec<&ObjectId> = ids.iter().filter(|id| !objects.contains_key(id)).collect();
-                    for id in missing.into_iter().take(MAX_SINGLE_LOOKUPS) {
-                        match self.get(&resource, namespaced, &id.namespace, &id.name).await {
-                            Ok(Some(item)) => {
-                                objects.insert(id.clone(), strip_secret_values(item));
-                            }
-                            Ok(None) => {}
-                            Err(e) => warnings.push(e.to_string()),
-                        }
-                    }
-                }
-                Err(e @ KubeError::Forbidden(_)) => {
-                    warnings.push(e.to_string());
-                    unreadable.push(json!({"group": group, "kind": kind, "namespace": namespace}));
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let selector = |key: &WantedKey| (!argo_kinds.contains(key)).then_some(OWNER_NAME_LABEL);
+        let mut secrets_left_out =
+            self.read_objects(&wanted, selector, &mut objects, &mut unreadable, &mut warnings).await?;
+        // What the live HelmReleases' `status.inventory` lists (helm-controller v1.5.0 and later):
+        // their live metadata says which objects `helm.sh/resource-policy: keep` keeps and which
+        // CRDs came from the chart's crds/ directory. helm-controller labels what it renders with
+        // its HelmRelease's name (internal/postrender/common_renderer.go).
+        let released = release_inventories(&objects);
+        secrets_left_out += self
+            .read_objects(
+                &released,
+                |_| Some(HELM_OWNER_NAME_LABEL),
+                &mut objects,
+                &mut unreadable,
+                &mut warnings,
+            )
+            .await?;
 
         if secrets_left_out > 0 {
             warnings.push(format!(
@@ -566,6 +537,66 @@ impl KubeCluster {
         Ok(snapshot)
     }
 
+    /// Reads the live objects `wanted` names, listed by kind and namespace with the label
+    /// `selector` gives (all of the kind without one, keeping only those named), then looked up
+    /// one by one. Returns how many Secrets were left unread (no --read-secrets).
+    async fn read_objects(
+        &self,
+        wanted: &BTreeMap<WantedKey, BTreeSet<ObjectId>>,
+        selector: impl Fn(&WantedKey) -> Option<&'static str>,
+        objects: &mut BTreeMap<ObjectId, Value>,
+        unreadable: &mut Vec<Value>,
+        warnings: &mut Vec<String>,
+    ) -> Result<usize, KubeError> {
+        let mut secrets_left_out = 0;
+        for ((group, kind, namespace), ids) in wanted {
+            // Secrets only with --read-secrets: their live state is then unknown, never read.
+            if group.is_empty() && kind == "Secret" && !self.options.may_read_secrets_in(namespace) {
+                secrets_left_out += ids.len();
+                unreadable.push(json!({"group": group, "kind": kind, "namespace": namespace}));
+                continue;
+            }
+            let Some((resource, caps)) = self.resource(group, kind) else {
+                warnings.push(format!("the cluster does not serve {kind} in group '{group}' any more"));
+                continue;
+            };
+            if !caps.supports_operation(verbs::LIST) {
+                continue;
+            }
+            let namespaced = caps.scope == Scope::Namespaced;
+            let ns = (!namespace.is_empty()).then_some(namespace.as_str());
+            let selector = selector(&(group.clone(), kind.clone(), namespace.clone()));
+            match self.list_all(&resource, namespaced, ns, selector).await {
+                Ok(items) => {
+                    // Kinds listed whole (for Argo CD) keep only what an inventory holds.
+                    let whole = selector.is_none();
+                    for item in items {
+                        if let Some(id) = live_id(&item).filter(|id| !whole || ids.contains(id)) {
+                            objects.insert(id, strip_secret_values(item));
+                        }
+                    }
+                    // Entries not carrying owner labels any more, or gone: look them up one by one.
+                    let missing: Vec<&ObjectId> = ids.iter().filter(|id| !objects.contains_key(id)).collect();
+                    for id in missing.into_iter().take(MAX_SINGLE_LOOKUPS) {
+                        match self.get(&resource, namespaced, &id.namespace, &id.name).await {
+                            Ok(Some(item)) => {
+                                objects.insert(id.clone(), strip_secret_values(item));
+                            }
+                            Ok(None) => {}
+                            Err(e) => warnings.push(e.to_string()),
+                        }
+                    }
+                }
+                Err(e @ KubeError::Forbidden(_)) => {
+                    warnings.push(e.to_string());
+                    unreadable.push(json!({"group": group, "kind": kind, "namespace": namespace}));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(secrets_left_out)
+    }
+
     /// Argo CD's tracking settings from `argocd-cm`: in `argocd`, else in a namespace that holds
     /// Applications; the defaults, with a warning, when there is none to read.
     async fn argocd_settings(&self, applications: &[Value], warnings: &mut Vec<String>) -> Value {
@@ -616,8 +647,8 @@ impl KubeCluster {
         }
     }
 
-    /// What uninstalling the release of each live HelmRelease would delete, read from Helm's
-    /// storage Secrets: one labelled list per storage namespace (a few releases per request),
+    /// What uninstalling the release of each live HelmRelease without a `status.inventory` would
+    /// delete, read from Helm's storage Secrets: one labelled list per storage namespace (a few releases per request),
     /// only the latest revision decoded, and only object ids kept, never the payload.
     async fn read_helm_storage(
         &self,
@@ -625,7 +656,9 @@ impl KubeCluster {
         warnings: &mut Vec<String>,
     ) -> Vec<StoredReleaseSummary> {
         let mut wanted: BTreeMap<String, BTreeSet<ReleaseRef>> = BTreeMap::new();
-        for object in objects.values().filter(|o| helm::is_helm_release(o)) {
+        // A release its HelmRelease's status.inventory lists needs no storage Secret.
+        let unlisted = |o: &&Value| helm::is_helm_release(o) && !o["status"]["inventory"].is_object();
+        for object in objects.values().filter(unlisted) {
             if let Some(helm::OnDeletion::Uninstalls(release)) = helm::on_deletion(object, true) {
                 if !valid_label_value(&release.name) {
                     warnings.push(format!(
@@ -925,6 +958,23 @@ fn with_type(mut object: Value, resource: &ApiResource) -> Value {
 /// A live object as fluxplan keeps it: a Secret without its values, and no object with the
 /// `last-applied-configuration` annotation, which repeats the whole object (a Secret's values
 /// too). Values never leave the process; a snapshot then reads them as only the cluster knows.
+/// What the live HelmReleases among `objects` list in `status.inventory` and `objects` lacks.
+fn release_inventories(objects: &BTreeMap<ObjectId, Value>) -> BTreeMap<WantedKey, BTreeSet<ObjectId>> {
+    let mut wanted: BTreeMap<WantedKey, BTreeSet<ObjectId>> = BTreeMap::new();
+    for release in objects.values().filter(|o| helm::is_helm_release(o)) {
+        for entry in release["status"]["inventory"]["entries"].as_array().into_iter().flatten() {
+            let Some(id) = entry["id"].as_str().and_then(ObjectId::parse) else { continue };
+            if !objects.contains_key(&id) {
+                wanted
+                    .entry((id.group.clone(), id.kind.clone(), id.namespace.clone()))
+                    .or_default()
+                    .insert(id);
+            }
+        }
+    }
+    wanted
+}
+
 fn strip_secret_values(mut object: Value) -> Value {
     if let Some(annotations) = object.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");

@@ -416,6 +416,16 @@ impl HelmReleaseSpec {
     }
 }
 
+/// What a live HelmRelease's `status.inventory` lists (helm-controller v1.5.0 and later, written on
+/// every install, upgrade and rollback: internal/reconcile/release.go `observeInventory`): the
+/// release manifest's objects, hooks left out, then the CRDs of the chart's crds/ directories.
+/// `None` when it has none.
+pub fn status_inventory(helm_release: &Value) -> Option<Vec<super::ObjectId>> {
+    let inventory = helm_release["status"]["inventory"].as_object()?;
+    let entries = inventory.get("entries").and_then(Value::as_array);
+    Some(entries.into_iter().flatten().filter_map(|e| super::ObjectId::parse(e["id"].as_str()?)).collect())
+}
+
 /// True when a manifest is a Flux HelmRelease.
 pub fn is_helm_release(object: &Value) -> bool {
     let (group, _) = super::split_api_version(object["apiVersion"].as_str().unwrap_or(""));

@@ -160,7 +160,7 @@ impl<'a> ClusterView<'a> {
                 .and_then(|s| s.kustomizations.get(&reference.reference()))
                 .map(|k| k.inventory.clone()),
             UnitKind::HelmRelease => {
-                self.helm_inventory(reference).or_else(|| self.helm_status_inventory(reference))
+                self.helm_status_inventory(reference).or_else(|| self.helm_inventory(reference))
             }
             // The operator's inventory, when the cluster's ResourceSets were read: one the cluster
             // does not have yet has none.
@@ -219,12 +219,11 @@ impl<'a> ClusterView<'a> {
         Some(stored.objects.iter().chain(&stored.kept).filter_map(|id| ObjectId::parse(id)).collect())
     }
 
-    /// The live HelmRelease's `status.inventory` (helm-controller v1.5.0 and later write it on
-    /// every install, upgrade and rollback): the release's manifest and the chart's CRDs.
-    fn helm_status_inventory(&self, reference: &UnitRef) -> Option<Vec<ObjectId>> {
+    /// The live HelmRelease's `status.inventory`: the release's manifest and the chart's CRDs.
+    /// Preferred to Helm's storage, which only `--read-secrets` reads.
+    pub(super) fn helm_status_inventory(&self, reference: &UnitRef) -> Option<Vec<ObjectId>> {
         let Live::Present(live) = self.live_helm_release(reference) else { return None };
-        let entries = live["status"]["inventory"]["entries"].as_array()?;
-        Some(entries.iter().filter_map(|e| ObjectId::parse(e["id"].as_str()?)).collect())
+        crate::flux::helm::status_inventory(live)
     }
 
     /// The nearest head ancestor of a Kustomization whose base render fails, if any.

@@ -161,18 +161,28 @@ impl ClusterView<'_> {
                 };
                 let Some(outcome) = helm::on_deletion(&manifest, live) else { continue };
                 let storage = self.helm_storage(&outcome);
-                let mut uninstall =
-                    uninstall(&id.namespace, &id.name, &outcome, UninstallSpec::of(&manifest), storage);
-                // A release rendered at base is a unit of the plan: its own plan lists what the
-                // uninstall deletes, from Helm's storage or else from that render.
                 let unit = UnitRef::new(UnitKind::HelmRelease, &id.namespace, &id.name);
+                let listed = live.then(|| helm::status_inventory(&manifest)).flatten();
+                let mut uninstall = match (&outcome, listed) {
+                    (OnDeletion::Uninstalls(release), Some(listed)) => {
+                        self.uninstall_listed(&unit, release, &listed)
+                    }
+                    _ => uninstall(&id.namespace, &id.name, &outcome, UninstallSpec::of(&manifest), storage),
+                };
+                // A release rendered at base is a unit of the plan: its own plan lists what the
+                // uninstall deletes, from its status.inventory, Helm's storage or else that render.
                 if let Some(base) = self.base.get(&unit) {
                     let rendered = base.status == crate::render::Status::Rendered;
-                    if let (OnDeletion::Uninstalls(release), Storage::Offline | Storage::NotRead, true) =
-                        (&outcome, storage, rendered)
-                    {
+                    let from = match storage {
+                        _ if live && helm::status_inventory(&manifest).is_some() => {
+                            Some("its status.inventory")
+                        }
+                        Storage::Offline | Storage::NotRead if rendered => Some("the base render"),
+                        _ => None,
+                    };
+                    if let (OnDeletion::Uninstalls(release), Some(from)) = (&outcome, from) {
                         uninstall.summary = format!(
-                            "uninstalls Helm release {release}: what it deletes is listed under {} (from the base render)",
+                            "uninstalls Helm release {release}: what it deletes is listed under {} (from {from})",
                             unit.label()
                         );
                     }
@@ -194,6 +204,31 @@ impl ClusterView<'_> {
             }
             plan.changes.extend(added);
         }
+    }
+
+    /// What uninstalling `release` deletes as its live HelmRelease's `status.inventory` lists it:
+    /// all of it but what `keep` keeps and the CRDs of the chart's crds/ (`helm_stale`).
+    fn uninstall_listed(&self, owner: &UnitRef, release: &ReleaseRef, listed: &[ObjectId]) -> Uninstall {
+        let cascade = format!("{HELM_RELEASE_KIND} {}/{}", owner.namespace, owner.name);
+        let changes: Vec<Change> = listed
+            .iter()
+            .map(|id| {
+                let mut change = new_change(Action::Delete, id);
+                change.cause = Some(Cause::Cascade);
+                change.cascade_from = Some(cascade.clone());
+                change.reason = Some(format!("uninstalled with Helm release {release}"));
+                self.helm_stale(change, owner, id)
+            })
+            .collect();
+        let deleted = changes.iter().filter(|c| c.action == Action::Delete).count();
+        let mut summary = format!(
+            "uninstalls Helm release {release}: deletes {deleted} object(s) (from the HelmRelease's status.inventory)"
+        );
+        if deleted < changes.len() {
+            let kept = changes.len() - deleted;
+            summary.push_str(&format!(", keeps {kept} (helm.sh/resource-policy: keep, the chart's crds/)"));
+        }
+        Uninstall { summary, changes }
     }
 
     fn helm_storage(&self, outcome: &OnDeletion) -> Storage<'_> {
@@ -272,7 +307,10 @@ impl ClusterView<'_> {
             _ => format!(
                 "helm-controller's finalizer uninstalls Helm release {release}: deletes {deleted} object(s) (from {})",
                 match source {
-                    InventorySource::Cluster => "the cluster's record of the release",
+                    InventorySource::Cluster if self.helm_status_inventory(reference).is_some() => {
+                        "the HelmRelease's status.inventory"
+                    }
+                    InventorySource::Cluster => "Helm's storage",
                     _ => "the base render",
                 }
             ),
@@ -305,6 +343,13 @@ impl ClusterView<'_> {
     }
 }
 
+/// True when Helm installed `object` from a release's manifest: Helm marks what it installs from
+/// templates with the release's name (pkg/action/install.go `setMetadataVisitor`), and creates the
+/// CRDs of crds/ as they are (`installCRDs`). A live CRD without the mark is from crds/.
+fn helm_installed(object: &serde_json::Value) -> bool {
+    object["metadata"]["annotations"]["meta.helm.sh/release-name"].is_string()
+}
+
 /// Why an upgrade or uninstall leaves a CRD of the chart's `crds/` directory alone.
 const CRDS_STAY: &str =
     "a CRD from the chart's crds/ directory: not part of the release's manifest, so Helm never deletes it";
@@ -315,12 +360,13 @@ impl ClusterView<'_> {
     /// chart's CRDs.
     pub(super) fn helm_stale(&self, mut change: Change, owner: &UnitRef, id: &ObjectId) -> Change {
         let is_chart_crd = id.kind == "CustomResourceDefinition"
-            && self.unit(owner).and_then(|k| k.helm.as_deref()).is_some_and(|h| h.crds.contains(&id.name))
-            || self
-                .base
-                .get(owner)
-                .and_then(|k| k.helm.as_deref())
-                .is_some_and(|h| h.crds.contains(&id.name));
+            && (self.unit(owner).and_then(|k| k.helm.as_deref()).is_some_and(|h| h.crds.contains(&id.name))
+                || self
+                    .base
+                    .get(owner)
+                    .and_then(|k| k.helm.as_deref())
+                    .is_some_and(|h| h.crds.contains(&id.name))
+                || matches!(self.live_object(id), Live::Present(crd) if !helm_installed(crd)));
         if let (Some(_), Some(helm)) =
             (&change.cascade_from, self.unit(owner).and_then(|k| k.helm.as_deref()))
         {
@@ -335,8 +381,9 @@ impl ClusterView<'_> {
             skip(&mut change, CRDS_STAY.into());
             return change;
         }
-        // A snapshot holds the live objects of Flux inventories, not of Helm releases: one it
-        // lacks is not known to be gone. Helm's storage says what the release keeps.
+        // A snapshot holds the live objects of Flux inventories and of HelmReleases' status
+        // inventories, not of releases without one: an object it lacks is not known to be gone.
+        // Helm's storage says what the release keeps.
         let stored_kept = self.helm_stored(owner).is_some_and(|s| s.kept.contains(&id.to_string()));
         match self.live_object(id) {
             Live::Present(object) if is_kept(object) => skip(&mut change, KEPT.into()),

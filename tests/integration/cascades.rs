@@ -481,8 +481,7 @@ fn removing_a_helm_release_lists_what_its_uninstall_deletes() {
     assert!(removed.get("related_codes").is_none(), "{removed}");
     assert!(
         removed["message"].as_str().unwrap().contains(
-            "uninstalls Helm release podinfo/podinfo: deletes 5 object(s) (from the cluster's record of the \
-             release), keeps 1 (helm.sh/resource-policy: keep, the chart's crds/), runs 1 delete hook(s)"
+            "uninstalls Helm release podinfo/podinfo: deletes 5 object(s) (from Helm's storage), keeps 1 (helm.sh/resource-policy: keep, the chart's crds/), runs 1 delete hook(s)"
         ),
         "{removed}"
     );

@@ -351,7 +351,7 @@ fn with_the_cluster_read_the_live_status_and_inventory_decide() {
         sorted_pairs(&[("delete", "data_db_apps_StatefulSet"), ("delete", "data_old-cron_batch_CronJob")])
     );
     let message = alert(&plan, "helmrelease-removed")["message"].as_str().unwrap().to_string();
-    assert!(message.contains("from the cluster's record of the release"), "{message}");
+    assert!(message.contains("from the HelmRelease's status.inventory"), "{message}");
 
     // The markdown comment says it too.
     let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &["--cluster-snapshot", &snapshot]);

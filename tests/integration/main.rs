@@ -33,6 +33,7 @@ mod helm;
 mod helm_archive;
 mod helm_fetch;
 mod helm_hooks;
+mod helm_inventory;
 mod helm_oci_auth;
 mod helm_plan;
 mod helm_reinstall;
