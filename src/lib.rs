@@ -12,6 +12,7 @@ pub mod git;
 pub mod go_path_match;
 pub mod go_yaml;
 pub mod jobs;
+pub mod mcp;
 pub(crate) mod memo;
 pub mod paths;
 pub mod plan;

@@ -5,6 +5,7 @@ pub mod bytes;
 mod completion;
 mod demo;
 mod forge_calls;
+mod mcp;
 pub mod plan;
 mod serve;
 mod snapshot;
@@ -93,6 +94,9 @@ pub enum Command {
     Migrate(serve::MigrateArgs),
     /// Plan the outage fluxplan exists to prevent, on the example fleet built into the binary.
     Demo(demo::DemoArgs),
+    /// Serve plans to agents over the Model Context Protocol (stdio): read-only tools `plan`,
+    /// `explain` and `runs`.
+    Mcp(Box<mcp::McpArgs>),
     /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
     #[command(after_help = completion::INSTALL_HELP)]
     Completion(completion::CompletionArgs),
@@ -369,6 +373,10 @@ pub fn run(cli: Cli) -> ExitCode {
             plan::run(args)
         }
         Command::Demo(args) => demo::run(args),
+        Command::Mcp(args) => {
+            start_rendering();
+            mcp::run(*args)
+        }
         Command::Completion(args) => completion::run(args),
         Command::Snapshot(args) => snapshot::run(args),
         Command::Serve(args) => serve::run(*args),

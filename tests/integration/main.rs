@@ -44,6 +44,7 @@ mod image;
 mod kube_view;
 mod leases;
 mod load;
+mod mcp;
 mod memory;
 mod metrics;
 mod moved_sources;

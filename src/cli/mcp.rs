@@ -1,0 +1,72 @@
+//! `fluxplan mcp`: the plan of a branch for agents, over the Model Context Protocol on stdio
+//! (src/mcp). Standard output carries the protocol only; messages go to standard error.
+
+use super::plan::LiveArgs;
+use super::{HelmArgs, LimitArgs};
+use crate::planner::{RenderSettings, DEFAULT_PLAN_TIMEOUT_SECS};
+use crate::render::cache::RenderCache;
+use anyhow::{Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// A directory whose git repositories agents may plan (repeatable; default: the current
+    /// directory). A repository outside all of them, symbolic links resolved, is refused.
+    #[arg(long = "allow", value_name = "DIR")]
+    pub allow: Vec<PathBuf>,
+    #[command(flatten)]
+    pub helm: HelmArgs,
+    #[command(flatten)]
+    pub cluster: LiveArgs,
+    /// Cluster snapshot file every plan reads (see docs/live-cluster.md).
+    #[arg(long, env = "FLUXPLAN_CLUSTER_SNAPSHOT")]
+    pub cluster_snapshot: Option<PathBuf>,
+    /// Where rendered outputs are cached across plans (default: as `plan`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Do not keep a cache on disk.
+    #[arg(long)]
+    pub no_cache: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Seconds one plan may take.
+    #[arg(long, default_value_t = DEFAULT_PLAN_TIMEOUT_SECS)]
+    pub plan_timeout: u64,
+    /// The bot's database (postgres://… or sqlite://…), read by the `runs` tool; without it
+    /// `runs` says so.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+}
+
+pub fn run(args: McpArgs) -> Result<u8> {
+    let dirs = if args.allow.is_empty() { vec![PathBuf::from(".")] } else { args.allow.clone() };
+    let allowed = dirs
+        .iter()
+        .map(|dir| std::fs::canonicalize(dir).with_context(|| format!("--allow {}", dir.display())))
+        .collect::<Result<Vec<_>>>()?;
+    let cache_dir =
+        if args.no_cache { None } else { args.cache_dir.clone().or_else(RenderCache::default_dir) };
+    let settings = crate::mcp::Settings {
+        allowed,
+        clusters: args.cluster.clusters(args.cluster_snapshot.as_ref()),
+        render: RenderSettings {
+            sources: Default::default(),
+            repo_urls: Vec::new(),
+            strict_substitution: true,
+            jobs: None,
+            cache_dir,
+            progress: false,
+            helm: args.helm.settings(),
+        },
+        limits: super::plan::limits(&args.limits, args.plan_timeout),
+        database_url: args.database_url,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the MCP server's runtime")?;
+    runtime.block_on(crate::mcp::serve_stdio(settings))?;
+    Ok(0)
+}

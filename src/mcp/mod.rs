@@ -1,0 +1,298 @@
+//! `fluxplan mcp`: the plan of a branch for agents, over the Model Context Protocol (stdio).
+//! Read-only tools: `plan` (the plan JSON and its markdown), `explain` (why one object is created,
+//! changed or deleted) and `runs` (the bot's stored runs of a pull request); the plan's JSON
+//! schema as a resource. The operator decides, when starting it, which directories hold
+//! repositories an agent may name and how clusters are read: an agent cannot widen either.
+
+pub mod explain;
+
+use crate::planner::{self, Clusters, PolicySource, RenderSettings};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The plan's JSON schema, as docs/plan.schema.json holds it.
+const SCHEMA_URI: &str = "fluxplan://plan.schema.json";
+const SCHEMA: &str = include_str!("../../docs/plan.schema.json");
+
+/// What the operator decided when starting the server.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Directories (canonical) whose repositories may be planned.
+    pub allowed: Vec<PathBuf>,
+    /// How clusters are read: the same for every plan.
+    pub clusters: Clusters,
+    pub render: RenderSettings,
+    pub limits: planner::Limits,
+    /// The bot's database, for `runs`.
+    pub database_url: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct Server {
+    settings: Arc<Settings>,
+    /// One plan at a time: a plan takes the machine's cores.
+    planning: Arc<tokio::sync::Semaphore>,
+    tool_router: ToolRouter<Self>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct PlanParams {
+    /// The repository: a git checkout inside a directory the server was started with (a path,
+    /// absolute or relative to the first of them).
+    pub repository: String,
+    /// The revision the change merges into (branch, tag or commit); its policy applies.
+    pub base: String,
+    /// The revision being merged (branch, tag or commit).
+    pub head: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct ExplainParams {
+    #[serde(flatten)]
+    pub plan: PlanParams,
+    /// The object: its inventory id (`shop_web_apps_Deployment`), `Kind namespace/name`, or
+    /// `Kind name` when cluster-scoped.
+    pub object: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct RunsParams {
+    /// `github` or `gitlab`.
+    pub forge: String,
+    /// The repository as the forge names it (`owner/name`, `group/project`).
+    pub repository: String,
+    /// The pull (merge) request's number.
+    pub number: i64,
+}
+
+#[tool_router]
+impl Server {
+    pub fn new(settings: Settings) -> Self {
+        Server {
+            settings: Arc::new(settings),
+            planning: Arc::new(tokio::sync::Semaphore::new(1)),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        description = "Plan a merge of a Flux (or Argo CD) GitOps repository: what merging head into base creates, \
+                       changes and deletes, the policy alerts and the verdict (no-changes, changes, blocked, failed). \
+                       Returns the plan as JSON (schema: resource fluxplan://plan.schema.json) and as the markdown \
+                       comment the bot posts.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn plan(&self, Parameters(params): Parameters<PlanParams>) -> Result<CallToolResult, ErrorData> {
+        let plan = match self.make_plan(&params).await {
+            Ok(plan) => plan,
+            Err(why) => return Ok(CallToolResult::error(vec![ContentBlock::text(why)])),
+        };
+        Ok(CallToolResult::success(vec![
+            ContentBlock::text(crate::report::json(&plan)),
+            ContentBlock::text(crate::report::markdown(&plan)),
+        ]))
+    }
+
+    #[tool(
+        description = "Explain why a merge creates, changes or deletes one object: its change in every unit, the \
+                       chain of deletions it cascades from up to the pull request's own change, and the alerts \
+                       naming it.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn explain(
+        &self,
+        Parameters(params): Parameters<ExplainParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let plan = match self.make_plan(&params.plan).await {
+            Ok(plan) => plan,
+            Err(why) => return Ok(CallToolResult::error(vec![ContentBlock::text(why)])),
+        };
+        let json: serde_json::Value = serde_json::from_str(&crate::report::json(&plan))
+            .map_err(|e| ErrorData::internal_error(format!("the plan is not JSON: {e}"), None))?;
+        let explained = explain::explain(&json, &params.object);
+        Ok(CallToolResult::success(vec![ContentBlock::text(explained.to_string())]))
+    }
+
+    #[tool(
+        description = "The bot's stored runs of one pull (merge) request, oldest first: revisions, status, verdict, \
+                       counts, alerts and who approved. Needs the server started with --database-url.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn runs(&self, Parameters(params): Parameters<RunsParams>) -> Result<CallToolResult, ErrorData> {
+        match self.stored_runs(&params).await {
+            Ok(runs) => Ok(CallToolResult::success(vec![ContentBlock::text(runs.to_string())])),
+            Err(why) => Ok(CallToolResult::error(vec![ContentBlock::text(why)])),
+        }
+    }
+}
+
+impl Server {
+    async fn make_plan(&self, params: &PlanParams) -> Result<crate::plan::Plan, String> {
+        let repo = allowed_repository(&self.settings.allowed, &params.repository)?;
+        let (base, head) = (revision("base", &params.base)?, revision("head", &params.head)?);
+        let request = planner::Request {
+            repo,
+            repo_name: None,
+            base,
+            head,
+            clusters: self.settings.clusters.clone(),
+            policy: PolicySource::BaseRevision,
+            render: self.settings.render.clone(),
+            limits: self.settings.limits.clone(),
+            cancel: Default::default(),
+        };
+        let _turn = self.planning.acquire().await.map_err(|e| e.to_string())?;
+        tokio::task::spawn_blocking(move || planner::plan(&request))
+            .await
+            .map_err(|e| format!("the plan stopped: {e}"))
+    }
+
+    async fn stored_runs(&self, params: &RunsParams) -> Result<serde_json::Value, String> {
+        let url = self.settings.database_url.as_deref().ok_or(
+            "no database: start `fluxplan mcp` with --database-url (or DATABASE_URL), the bot's database",
+        )?;
+        let store = crate::store::Store::connect(url).await.map_err(|e| format!("{e:#}"))?;
+        let runs = store
+            .runs_of(&params.forge, &params.repository, params.number)
+            .await
+            .map_err(|e| format!("cannot read the runs: {e:#}"))?;
+        // Never the page token (it opens the run's page) nor the whole stored plan.
+        Ok(runs
+            .into_iter()
+            .map(|run| {
+                let parsed = |text: Option<String>| {
+                    text.map(|t| serde_json::from_str::<serde_json::Value>(&t).unwrap_or(serde_json::Value::String(t)))
+                };
+                serde_json::json!({
+                    "id": run.id, "forge": run.forge, "repository": run.repo, "number": run.pr_number,
+                    "base_ref": run.base_ref, "base_sha": run.base_sha, "head_sha": run.head_sha,
+                    "trigger": run.trigger, "status": run.status, "verdict": run.verdict,
+                    "counts": parsed(run.counts), "alerts": parsed(run.alerts), "error": run.error,
+                    "approved_by": run.approved_by, "created_at": run.created_at, "finished_at": run.finished_at,
+                })
+            })
+            .collect())
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
+            .with_server_info(Implementation::new("fluxplan", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "fluxplan plans merges of Flux and Argo CD GitOps repositories: call `plan` with a repository and \
+                 two revisions before proposing a change, and `explain` for an object it deletes.",
+            )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let schema = Resource::new(SCHEMA_URI, "plan.schema.json")
+            .with_description("The JSON schema of the plan the `plan` tool returns")
+            .with_mime_type("application/schema+json");
+        Ok(ListResourcesResult::with_all_items(vec![schema]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri != SCHEMA_URI {
+            return Err(ErrorData::resource_not_found(format!("no resource {}", request.uri), None));
+        }
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(SCHEMA, request.uri)]).into())
+    }
+}
+
+/// The repository `given` names, when it lies inside one of the `allowed` directories once every
+/// symbolic link is resolved.
+fn allowed_repository(allowed: &[PathBuf], given: &str) -> Result<PathBuf, String> {
+    let first = allowed.first().ok_or("the server allows no directory")?;
+    let path = Path::new(given);
+    let joined = if path.is_absolute() { path.to_path_buf() } else { first.join(path) };
+    let real = std::fs::canonicalize(&joined).map_err(|e| format!("cannot open repository {given}: {e}"))?;
+    if allowed.iter().any(|dir| real.starts_with(dir)) {
+        return Ok(real);
+    }
+    let dirs: Vec<String> = allowed.iter().map(|d| d.display().to_string()).collect();
+    Err(format!(
+        "repository {given} is outside the directories this server may plan ({}): the operator starts `fluxplan mcp` \
+         with --allow DIR for each",
+        dirs.join(", ")
+    ))
+}
+
+/// A revision as git reads one: never an option (`--upload-pack=…`), never control characters.
+fn revision(what: &str, given: &str) -> Result<String, String> {
+    let valid = !given.is_empty()
+        && given.len() <= 256
+        && !given.starts_with('-')
+        && !given.chars().any(|c| c.is_control() || c.is_whitespace());
+    if valid {
+        Ok(given.to_string())
+    } else {
+        Err(format!("{what} {given:?} is not a revision: give a branch, tag or commit"))
+    }
+}
+
+/// Serves MCP on standard input and output until the client closes them.
+pub async fn serve_stdio(settings: Settings) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let service = Server::new(settings).serve(rmcp::transport::stdio()).await?;
+    service.waiting().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_repositories_inside_the_allowed_directories_are_planned() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let allowed = root.path().join("repos");
+        std::fs::create_dir_all(allowed.join("fleet")).unwrap();
+        let allowed = vec![std::fs::canonicalize(&allowed).unwrap()];
+        // Near miss: inside, by a relative or an absolute path.
+        assert!(allowed_repository(&allowed, "fleet").is_ok());
+        assert!(allowed_repository(&allowed, allowed[0].join("fleet").to_str().unwrap()).is_ok());
+        // Outside: another directory, `..`, a symbolic link inside that points out, a prefix
+        // that is not a parent (`repos-evil`).
+        assert!(allowed_repository(&allowed, outside.path().to_str().unwrap()).is_err());
+        assert!(allowed_repository(&allowed, "../").is_err());
+        std::os::unix::fs::symlink(outside.path(), allowed[0].join("link")).unwrap();
+        let refused = allowed_repository(&allowed, "link").unwrap_err();
+        assert!(refused.contains("--allow"), "{refused}");
+        std::fs::create_dir_all(root.path().join("repos-evil")).unwrap();
+        assert!(allowed_repository(&allowed, root.path().join("repos-evil").to_str().unwrap()).is_err());
+    }
+
+    #[test]
+    fn a_revision_is_never_an_option() {
+        for bad in ["--upload-pack=touch /tmp/x", "-c", "", "main\n--x", "a b"] {
+            assert!(revision("head", bad).is_err(), "{bad:?}");
+        }
+        for good in ["main", "origin/main", "HEAD~1", "v1.2.3", "0123abcd"] {
+            assert_eq!(revision("head", good).unwrap(), good);
+        }
+    }
+}
