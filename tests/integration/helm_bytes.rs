@@ -121,22 +121,28 @@ fn with_origin_labels(
     objects
 }
 
-fn release(post_renderers: &str) -> String {
-    format!(
-        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: bytes\n  namespace: data\nspec:\n  \
-         interval: 10m\n  chart:\n    spec:\n      chart: ./charts/bytes\n      sourceRef:\n        kind: GitRepository\n        \
-         name: flux-system\n        namespace: flux-system\n{post_renderers}"
-    )
+/// A cluster whose Kustomization applies the HelmRelease `data/bytes` of the chart, with
+/// `post_renderers` (spec lines), committed.
+fn fleet(post_renderers: &str) -> Repo {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/bytes.yaml", "bytes", "./apps/bytes", "");
+    write_chart(&repo, "charts/bytes");
+    repo.write(
+        "apps/bytes/release.yaml",
+        &format!(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: bytes\n  namespace: data\nspec:\n  \
+             interval: 10m\n  chart:\n    spec:\n      chart: ./charts/bytes\n      sourceRef:\n        kind: GitRepository\n        \
+             name: flux-system\n        namespace: flux-system\n{post_renderers}"
+        ),
+    );
+    repo.commit("base");
+    repo
 }
 
 #[test]
 fn block_scalars_that_end_a_template_keep_their_last_line_break_in_a_helm_release() {
     let _ = helm(4);
-    let repo = Repo::bootstrap("prod");
-    repo.kustomization("clusters/prod/bytes.yaml", "bytes", "./apps/bytes", "");
-    write_chart(&repo, "charts/bytes");
-    repo.write("apps/bytes/release.yaml", &release(""));
-    repo.commit("base");
+    let repo = fleet("");
     let expected = oracle(&repo.path().join("charts/bytes"), "bytes", "data", false);
     // The anchor of the comparison: Helm keeps the line break (and prints one for the keep
     // indicator, the trailing blank lines trimmed), cuts nothing at the indented `---`.
@@ -153,14 +159,10 @@ fn block_scalars_that_end_a_template_keep_their_last_line_break_in_a_helm_releas
 #[test]
 fn block_scalars_keep_their_last_line_break_through_a_kustomize_post_renderer() {
     let _ = helm(4);
-    let repo = Repo::bootstrap("prod");
-    repo.kustomization("clusters/prod/bytes.yaml", "bytes", "./apps/bytes", "");
-    write_chart(&repo, "charts/bytes");
     let patch = PATCH.lines().map(|l| format!("          {l}\n")).collect::<String>();
-    let post_renderers =
-        format!("  postRenderers:\n  - kustomize:\n      patches:\n      - target: {{kind: ConfigMap}}\n        patch: |\n{patch}");
-    repo.write("apps/bytes/release.yaml", &release(&post_renderers));
-    repo.commit("base");
+    let repo = fleet(&format!(
+        "  postRenderers:\n  - kustomize:\n      patches:\n      - target: {{kind: ConfigMap}}\n        patch: |\n{patch}"
+    ));
     let mut expected = oracle(&repo.path().join("charts/bytes"), "bytes", "data", true);
     assert_eq!(expected["literal"]["labels"]["patched"], "yes", "post-rendered: {expected:#?}");
     let mut objects = rendered(&repo, "data/bytes");

@@ -51,11 +51,14 @@ fn ownership_alerts(plan: &Value) -> Vec<(String, String)> {
     alert_codes(plan).into_iter().filter(|(_, code)| code.starts_with("ownership-move")).collect()
 }
 
-fn alert_message(plan: &Value) -> String {
+/// The plan's one `ownership-move-deletion` warning says each of `words`.
+fn assert_warning_says(plan: &Value, words: &[&str]) {
+    assert_eq!(ownership_alerts(plan), vec![("warning".to_string(), CODE.to_string())]);
     let alerts = plan["alerts"].as_array().unwrap();
-    let alert = alerts.iter().find(|a| a["code"] == CODE).unwrap_or_else(|| panic!("no {CODE}: {alerts:#?}"));
-    assert_eq!(alert["severity"], "warning");
-    alert["message"].as_str().unwrap().to_string()
+    let message = alerts.iter().find(|a| a["code"] == CODE).unwrap()["message"].as_str().unwrap();
+    for words in words {
+        assert!(message.contains(words), "{words:?} not in {message}");
+    }
 }
 
 /// Kustomization → HelmRelease: helm-controller adopts the ConfigMap and kustomize-controller's
@@ -77,15 +80,14 @@ fn an_object_moving_from_a_kustomization_into_a_helm_release_may_be_deleted_for_
     let release = unit_in(&plan, "HelmRelease", "data/web");
     assert_eq!(sorted_changes(release), sorted_pairs(&[("create", MOVED)]), "{release:#}");
     assert_eq!(release["changes"][0]["reason"], "moves here from Kustomization flux-system/apps");
-    let message = alert_message(&plan);
-    for words in [
-        "ConfigMap data/shared moves from Kustomization flux-system/apps to HelmRelease data/web",
-        "helm-controller adopts it",
-        "first mark it `kustomize.toolkit.fluxcd.io/prune: disabled`",
-    ] {
-        assert!(message.contains(words), "{words:?} not in {message}");
-    }
-    assert_eq!(ownership_alerts(&plan), vec![("warning".to_string(), CODE.to_string())]);
+    assert_warning_says(
+        &plan,
+        &[
+            "ConfigMap data/shared moves from Kustomization flux-system/apps to HelmRelease data/web",
+            "helm-controller adopts it",
+            "first mark it `kustomize.toolkit.fluxcd.io/prune: disabled`",
+        ],
+    );
 }
 
 /// Near misses: what the Kustomization keeps (the object marked `prune: disabled`, or its
@@ -154,13 +156,13 @@ fn an_object_moving_from_a_helm_release_into_a_kustomization_may_be_deleted_by_t
         }
         assert_eq!(sorted_changes(release), sorted_pairs(&[("delete", MOVED)]), "{release:#}");
         assert_eq!(release["changes"][0]["moved_to"], "flux-system/apps");
-        let message = alert_message(&plan);
-        for words in [
-            "ConfigMap data/shared moves from HelmRelease data/web to Kustomization flux-system/apps",
-            "Helm's upgrade deletes it",
-            "first annotate it `helm.sh/resource-policy: keep`",
-        ] {
-            assert!(message.contains(words), "{words:?} not in {message}");
-        }
+        assert_warning_says(
+            &plan,
+            &[
+                "ConfigMap data/shared moves from HelmRelease data/web to Kustomization flux-system/apps",
+                "Helm's upgrade deletes it",
+                "first annotate it `helm.sh/resource-policy: keep`",
+            ],
+        );
     }
 }
