@@ -32,15 +32,17 @@ pub(super) fn across_controllers(old: &UnitRef, new: &UnitRef) -> bool {
 
 /// The old owner's change for an object `new` takes over, from what the old owner's controller
 /// does to an object it no longer desires (`fate`): a deletion stays one, named as the possible
-/// lasting deletion it is; what the old owner keeps (prune off, `prune: disabled`, `keep`) is
-/// kept, and the new owner adopts it.
+/// lasting deletion it is; what the old owner keeps (prune off, `prune: disabled`, `keep`, gone
+/// already) is kept, its reason first, and the new owner takes it over.
 pub(super) fn moved(mut fate: Change, old: &UnitRef, new: &UnitRef) -> Change {
-    let kept_because = fate.reason.take().map(|why| format!("; {why}")).unwrap_or_default();
-    fate.reason = Some(if fate.action == Action::Delete {
-        fate.moved_to = Some(new.to_string());
-        format!("moves to {}: {}", new.label(), consequence(old, new))
-    } else {
-        format!("moves to {}, which takes it over{kept_because}", new.label())
+    let takes_over = format!("{} takes it over", new.label());
+    fate.reason = Some(match (fate.action, fate.reason.take()) {
+        (Action::Delete, _) => {
+            fate.moved_to = Some(new.to_string());
+            format!("moves to {}: {}", new.label(), consequence(old, new))
+        }
+        (_, Some(kept_because)) => format!("{kept_because}; {takes_over}"),
+        (_, None) => takes_over,
     });
     fate
 }
@@ -85,4 +87,32 @@ pub fn alert_message(change: &Change, old: &UnitRef) -> Option<String> {
             consequence(old, &new)
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::compute::{new_change, NOT_FOUND};
+
+    #[test]
+    fn a_kept_object_keeps_its_reason_first_and_only_a_deletion_warns() {
+        let id = crate::flux::ObjectId::parse("data_shared__ConfigMap").unwrap();
+        let kustomization = UnitRef::new(UnitKind::Kustomization, "flux-system", "apps");
+        let release = UnitRef::new(UnitKind::HelmRelease, "data", "web");
+        let mut gone = new_change(Action::Skip, &id);
+        gone.reason = Some(NOT_FOUND.into());
+        let gone = moved(gone, &kustomization, &release);
+        assert!(gone.reason.as_deref().unwrap().starts_with(NOT_FOUND), "{gone:?}");
+        assert_eq!(gone.moved_to, None);
+        assert_eq!(alert_message(&gone, &kustomization), None);
+        let deleted = moved(new_change(Action::Delete, &id), &release, &kustomization);
+        assert_eq!(deleted.moved_to.as_deref(), Some("flux-system/apps"));
+        let message = alert_message(&deleted, &release).unwrap();
+        assert!(
+            message.starts_with(
+                "ConfigMap data/shared moves from HelmRelease data/web to Kustomization flux-system/apps: "
+            ),
+            "{message}"
+        );
+    }
 }
