@@ -3,9 +3,7 @@
 //! owners and the safe way to move; objects the old owner keeps, and near misses (another
 //! namespace or kind), are not.
 
-use crate::fixture::{
-    alert_codes, edit, has_alert, helm, plan_json, sorted_changes, sorted_pairs, unit_in, Repo,
-};
+use crate::fixture::{alert_codes, edit, helm, plan_json, sorted_changes, sorted_pairs, unit_in, Repo};
 use serde_json::Value;
 
 const CODE: &str = "ownership-move-deletion";
