@@ -15,6 +15,29 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
     Ok(docs)
 }
 
+/// The documents of a YAML stream cut as Kubernetes cuts a manifest (apimachinery
+/// `pkg/util/yaml/decoder.go`, `YAMLReader.Read`) and kyaml reads a stream (`kio/byteio_reader.go`,
+/// `splitDocuments`): before each line that starts with `---` followed by nothing, spaces or a
+/// comment, that line dropped. A document keeps its last line break: it belongs to a block scalar
+/// that ends the document (`key: |`), whose value ends with it.
+pub fn split_stream(text: &str) -> Vec<&str> {
+    let mut documents = Vec::new();
+    let (mut start, mut offset) = (0, 0);
+    for line in text.split_inclusive('\n') {
+        let separator = line
+            .strip_prefix("---")
+            .map(str::trim)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('#'));
+        if separator {
+            documents.push(&text[start..offset]);
+            start = offset + line.len();
+        }
+        offset += line.len();
+    }
+    documents.push(&text[start..]);
+    documents
+}
+
 /// One value as a YAML document (without the leading `---`).
 pub fn to_yaml(value: &Value) -> String {
     serde_norway::to_string(value).unwrap_or_else(|e| format!("# unprintable: {e}\n"))
@@ -116,6 +139,17 @@ mod tests {
         let a: Value = serde_json::from_str(r#"{"b": 1, "a": {"y": 2, "x": [3]}}"#).unwrap();
         let b: Value = serde_json::from_str(r#"{"a": {"x": [3], "y": 2}, "b": 1}"#).unwrap();
         assert_eq!(canonical_json(&a), canonical_json(&b));
+    }
+
+    #[test]
+    fn a_stream_is_cut_on_separator_lines_and_each_document_keeps_its_last_line_break() {
+        let stream = "---\na: |\n  x\n--- # next\nb: 1\n---\n---\nc: >\n  y\n  ---\n";
+        assert_eq!(split_stream(stream), vec!["", "a: |\n  x\n", "b: 1\n", "", "c: >\n  y\n  ---\n"]);
+        let values: Vec<Value> =
+            split_stream(stream).into_iter().flat_map(|d| parse_documents(d).unwrap()).collect();
+        assert_eq!(values[0], serde_json::json!({"a": "x\n"}));
+        // Not separators: `----`, `---x`, a `---` inside a document.
+        assert_eq!(split_stream("a: 1\n----\n---x\n"), vec!["a: 1\n----\n---x\n"]);
     }
 
     #[test]

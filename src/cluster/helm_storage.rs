@@ -160,10 +160,10 @@ pub fn decode_release(helm_text: &[u8]) -> Result<DecodedRelease, DecodeError> {
     })
 }
 
-/// The objects of a multi-document manifest, split as Helm splits it (on `---` lines).
+/// The objects of a multi-document manifest, cut on `---` lines as Kubernetes cuts it.
 pub fn manifest_objects(manifest: &str) -> Result<Vec<ManifestObject>, DecodeError> {
     let mut objects = Vec::new();
-    for (index, document) in split_documents(manifest).into_iter().enumerate() {
+    for (index, document) in crate::yaml::split_stream(manifest).into_iter().enumerate() {
         if document.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
             continue;
         }
@@ -192,26 +192,6 @@ pub fn manifest_objects(manifest: &str) -> Result<Vec<ManifestObject>, DecodeErr
         });
     }
     Ok(objects)
-}
-
-/// Splits where a line starts with `---` followed by nothing or whitespace (what follows on that
-/// line, such as a comment, belongs to the next document, as in Helm).
-fn split_documents(manifest: &str) -> Vec<&str> {
-    let mut documents = Vec::new();
-    let mut start = 0;
-    let mut offset = 0;
-    for line in manifest.split_inclusive('\n') {
-        if line
-            .strip_prefix("---")
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace))
-        {
-            documents.push(&manifest[start..offset]);
-            start = offset + 3;
-        }
-        offset += line.len();
-    }
-    documents.push(&manifest[start..]);
-    documents
 }
 
 /// True when Helm keeps an object with this `helm.sh/resource-policy` on uninstall: Helm deletes

@@ -3,8 +3,8 @@
 //! with the cascades of deleted Kustomizations.
 
 use super::{
-    diff, live_diff, Action, Cause, Change, Counts, Drift, InventorySource, KustomizationPlan,
-    KustomizationStatus,
+    diff, live_diff, ownership_moves, Action, Cause, Change, Counts, Drift, InventorySource,
+    KustomizationPlan, KustomizationStatus,
 };
 use crate::argocd::sync_options::ObjectOptions;
 use crate::cluster::snapshot::ClusterSnapshot;
@@ -511,7 +511,7 @@ impl<'a> ClusterView<'a> {
                     change.reason = Some(format!("installed with Helm release {}", reinstall.to));
                 } else if let Some(from) = moved_from {
                     change.moved_from = Some(from.to_string());
-                    change.reason = Some(format!("moves here from Kustomization {from}"));
+                    change.reason = Some(format!("moves here from {}", from.label()));
                 }
                 plan.changes.push(change);
                 continue;
@@ -653,17 +653,29 @@ impl<'a> ClusterView<'a> {
 
     /// What happens to an object in `owner`'s inventory that it no longer desires.
     pub(super) fn stale(&self, id: &ObjectId, owner: &UnitRef, prune: bool, cascade: Option<&str>) -> Change {
+        match self.head_owner.get(id).filter(|o| *o != owner) {
+            // Another controller takes it over: what the old one does to it still happens.
+            Some(new_owner) if ownership_moves::across_controllers(owner, new_owner) => {
+                ownership_moves::moved(self.unowned_stale(id, owner, prune, cascade), owner, new_owner)
+            }
+            Some(new_owner) => {
+                let mut change = new_change(Action::Skip, id);
+                change.cascade_from = cascade.map(str::to_string);
+                change.moved_to = Some(new_owner.to_string());
+                change.reason = Some(format!(
+                    "moves to {}; if {owner} reconciles first it deletes the object and {new_owner} recreates it",
+                    new_owner.label()
+                ));
+                change
+            }
+            None => self.unowned_stale(id, owner, prune, cascade),
+        }
+    }
+
+    /// What `owner`'s controller does to an object it no longer desires, no other unit desiring it.
+    fn unowned_stale(&self, id: &ObjectId, owner: &UnitRef, prune: bool, cascade: Option<&str>) -> Change {
         let mut change = new_change(Action::Delete, id);
         change.cascade_from = cascade.map(str::to_string);
-        if let Some(new_owner) = self.head_owner.get(id).filter(|o| *o != owner) {
-            change.action = Action::Skip;
-            change.moved_to = Some(new_owner.to_string());
-            change.reason = Some(format!(
-                "moves to Kustomization {new_owner}; if {owner} reconciles first it deletes the object \
-                 and {new_owner} recreates it"
-            ));
-            return change;
-        }
         if !prune {
             change.action = Action::Orphan;
             change.reason = Some(match self.unit(owner).and_then(|k| k.argocd.as_deref()) {

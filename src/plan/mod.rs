@@ -18,6 +18,7 @@ mod helm_release;
 pub(crate) mod label_selector;
 pub mod live_diff;
 mod moved_sources;
+mod ownership_moves;
 pub mod policy;
 mod release_target;
 mod resourceset;

@@ -47,6 +47,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("suspend-changed", Severity::Warning),
     ("target-namespace-changed", Severity::Warning),
     ("ownership-move", Severity::Warning),
+    (super::ownership_moves::CODE, Severity::Warning),
     ("unreachable-kustomization", Severity::Warning),
     ("unresolved-substitution", Severity::Warning),
     ("policy-changed", Severity::Warning),
@@ -754,6 +755,10 @@ fn plan_alerts(
         ));
     }
     for change in plan.changes.iter().filter(|c| c.moved_to.is_some()) {
+        if let Some(message) = super::ownership_moves::alert_message(change, &plan.unit_ref()) {
+            alerts.extend(alert(super::ownership_moves::CODE, message, vec![change.id.clone()]));
+            continue;
+        }
         let to = change.moved_to.as_deref().unwrap_or("?");
         alerts.extend(alert(
             "ownership-move",

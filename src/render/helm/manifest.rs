@@ -24,10 +24,12 @@ pub struct Release {
 }
 
 /// Splits what `helm template` prints into CRDs, manifest, hooks and tests. Each document follows
-/// a `# Source: CHART/PATH` line; CRDs are those from a chart's (or a subchart's) `crds/`.
+/// a `# Source: CHART/PATH` line; CRDs are those from a chart's (or a subchart's) `crds/`. The
+/// stream is cut as Kubernetes cuts the release's manifest when Helm applies it: a document keeps
+/// its last line break, the end of a block scalar that ends a template.
 pub fn split_release(printed: &str) -> Result<Release, String> {
     let mut release = Release::default();
-    for chunk in printed.split("\n---") {
+    for chunk in crate::yaml::split_stream(printed) {
         let from_crds = chunk
             .lines()
             .find_map(|line| line.strip_prefix("# Source: "))

@@ -416,8 +416,9 @@ pub(super) fn template_key(helm: &Helm, template: &Template, chart: &Path) -> st
         "crds": template.include_crds, "upgrade": template.is_upgrade,
         "skip_schema": template.skip_schema_validation,
         // What a cached release holds (test hooks kept since format 2; hooks sorted as Helm's
-        // manifest sorter sorts them since format 3).
-        "format": 3,
+        // manifest sorter sorts them since format 3; a block scalar that ends a document keeps
+        // its last line break since format 4).
+        "format": 4,
     });
     hasher.update(inputs.to_string().as_bytes());
     if chart.is_file() {
