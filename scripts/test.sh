@@ -35,6 +35,9 @@ apt_need openssl openssl
 apt_need buildah buildah
 apt_need chromium chromium
 apt_need htpasswd apache2-utils
+# yq (PyYAML's reader, with jq) parses helm's own output in the byte-exactness tests
+# (tests/integration/helm_bytes.rs): an oracle that shares no code with fluxplan's YAML.
+apt_need yq yq
 
 # The release's and the CI recipes' files, validated by tests/integration/release.rs: the GitHub
 # workflows and action.yml against SchemaStore's schemas (check-jsonschema, pinned, from PyPI),
