@@ -6,6 +6,7 @@
 //! credential like its login: presented only to hosts the operator names, only to the origin
 //! asked for.
 
+use super::failed_hosts::{Contact, FailedHosts, HostFailed};
 use super::hosts::{HostPolicy, Refused};
 use super::tls::SourceTls;
 use reqwest::blocking::{Client, Response};
@@ -34,6 +35,19 @@ pub enum FetchError {
     Status { url: String, status: u16, www_authenticate: Option<String> },
     #[error("{url}: larger than {limit} bytes")]
     TooLarge { url: String, limit: u64 },
+    /// The host could not be resolved or gave no answer: said alike for every chart it serves,
+    /// and asked once (`failed_hosts`).
+    #[error(
+        "{host} failed: {message} (a host that failed is not asked again); supply the chart with --chart \
+         NAMESPACE/NAME=DIR|TGZ, a mirror with --registry-mirror HOST=MIRROR, or a reachable host with --chart-hosts"
+    )]
+    Unreachable { host: String, message: String },
+}
+
+impl From<HostFailed> for FetchError {
+    fn from(failed: HostFailed) -> Self {
+        FetchError::Unreachable { host: failed.host, message: failed.message }
+    }
 }
 
 /// True when a fetch's message says the server wants credentials it was not given or refused
@@ -106,6 +120,8 @@ pub struct Access {
     /// test registry).
     pub insecure: BTreeSet<String>,
     pub timeout: Option<Duration>,
+    /// Hosts that failed: not asked again.
+    pub failed_hosts: FailedHosts,
 }
 
 /// A client that fetches only what `Access` allows.
@@ -115,6 +131,8 @@ pub struct Fetcher {
     /// connection it opens (nor its TLS session) serves a request that must not present it.
     identified: Option<Client>,
     access: Arc<Access>,
+    /// What of the source's TLS settings a failed host is remembered with.
+    tls_settings: String,
 }
 
 impl Fetcher {
@@ -146,7 +164,8 @@ impl Fetcher {
             Some(identity) => Some(build(builder().identity(identity))?),
             None => None,
         };
-        Ok(Fetcher { client, identified, access })
+        let tls_settings = tls.map(SourceTls::fingerprint).unwrap_or_default();
+        Ok(Fetcher { client, identified, access, tls_settings })
     }
 
     /// The URL `url` is fetched from: the policy's (a mirror's when one is set) and plain HTTP
@@ -201,7 +220,8 @@ impl Fetcher {
         }
         let mut current = url.clone();
         for _ in 0..=MAX_REDIRECTS {
-            self.check_connection(&current)?;
+            let mut contact = self.contact(&current)?;
+            self.check_connection(&current, &mut contact)?;
             let client = match &self.identified {
                 Some(identified) if certificate && same_origin(&current, url) => identified,
                 _ => &self.client,
@@ -215,7 +235,13 @@ impl Fetcher {
             if let Some(value) = auth.filter(|_| same_origin(&current, url)).and_then(Auth::header) {
                 request = request.header(AUTHORIZATION, value);
             }
-            let response = request.send().map_err(|e| failed(&current, error_chain(&e)))?;
+            let response = match request.send() {
+                Ok(response) => response,
+                Err(e) if e.is_builder() => return Err(failed(&current, error_chain(&e))),
+                // No answer: said in words that name no URL, as every chart of this host will be.
+                Err(e) => return Err(contact.failed(error_chain(&e.without_url())).into()),
+            };
+            contact.answered();
             let status = response.status();
             if status.is_redirection() {
                 let location =
@@ -262,9 +288,22 @@ impl Fetcher {
         })
     }
 
+    /// Leave to send a request to `url`'s host, unless it failed before (with the same scheme,
+    /// port and TLS settings).
+    fn contact(&self, url: &Url) -> Result<Contact, FetchError> {
+        let host = url.host_str().unwrap_or_default();
+        let port = url.port_or_known_default().unwrap_or(443);
+        let key = format!("{}://{host}:{port} {}", url.scheme(), self.tls_settings);
+        let shown = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_string(),
+        };
+        Ok(self.access.failed_hosts.contact(&key, &shown)?)
+    }
+
     /// Every address `url`'s host has passes the address policy for its port (the resolver
-    /// checks again when the connection is made).
-    fn check_connection(&self, url: &Url) -> Result<(), FetchError> {
+    /// checks again when the connection is made). A name that does not resolve fails `contact`.
+    fn check_connection(&self, url: &Url, contact: &mut Contact) -> Result<(), FetchError> {
         let host = url.host_str().ok_or_else(|| Refused::Scheme(url.to_string()))?;
         let port = url.port_or_known_default().unwrap_or(443);
         let bare = host.trim_start_matches('[').trim_end_matches(']');
@@ -272,7 +311,7 @@ impl Fetcher {
             Ok(ip) => vec![ip],
             Err(_) => (bare, port)
                 .to_socket_addrs()
-                .map_err(|e| failed(url, format!("cannot resolve {host}: {e}")))?
+                .map_err(|e| contact.failed(format!("cannot resolve {host}: {e}")))?
                 .map(|a| a.ip())
                 .collect(),
         };
