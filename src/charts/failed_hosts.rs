@@ -104,12 +104,24 @@ impl FailedHosts {
                 State::Untried | State::Failed { .. } => {
                     *state = State::Trying;
                     drop(state);
-                    return Ok(Contact { shared: self.clone(), shown: host.to_string(), host: entry, first: true, settled: false });
+                    return Ok(Contact {
+                        shared: self.clone(),
+                        shown: host.to_string(),
+                        host: entry,
+                        first: true,
+                        settled: false,
+                    });
                 }
             }
         }
         drop(state);
-        Ok(Contact { shared: self.clone(), shown: host.to_string(), host: entry, first: false, settled: false })
+        Ok(Contact {
+            shared: self.clone(),
+            shown: host.to_string(),
+            host: entry,
+            first: false,
+            settled: false,
+        })
     }
 
     fn expired(&self, at: Instant) -> bool {
