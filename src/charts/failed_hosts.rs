@@ -124,6 +124,18 @@ impl FailedHosts {
         })
     }
 
+    /// The failure `key` is remembered for, if any (without waiting for a request in flight).
+    pub fn remembered(&self, key: &str, host: &str) -> Option<HostFailed> {
+        let entry = lock(&self.0.hosts).get(key)?.clone();
+        let state = lock(&entry.state);
+        match &*state {
+            State::Failed { at, message } if !self.expired(*at) => {
+                Some(HostFailed { host: host.to_string(), message: message.clone() })
+            }
+            _ => None,
+        }
+    }
+
     fn expired(&self, at: Instant) -> bool {
         self.0.memory.is_some_and(|memory| (self.0.clock)().saturating_duration_since(at) >= memory)
     }
