@@ -47,9 +47,14 @@ impl DeadHost {
 /// A HelmRepository `name` at `url` and a HelmRelease `name` of its chart `db`, in namespace
 /// `data`, with `replicas`.
 fn release_from(name: &str, url: &str, replicas: u32) -> String {
+    release_in("data", name, url, replicas)
+}
+
+/// The same in `namespace`.
+fn release_in(namespace: &str, name: &str, url: &str, replicas: u32) -> String {
     format!(
-        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: {name}\n  namespace: data\nspec:\n  \
-         url: {url}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: {name}\n  namespace: data\n\
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  \
+         url: {url}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: {name}\n  namespace: {namespace}\n\
          spec:\n  interval: 10m\n  chart:\n    spec:\n      chart: db\n      sourceRef:\n        kind: HelmRepository\n        \
          name: {name}\n  values:\n    replicas: {replicas}\n"
     )
@@ -57,8 +62,8 @@ fn release_from(name: &str, url: &str, replicas: u32) -> String {
 
 const DEAD_RELEASES: usize = 6;
 
-/// Six releases whose repositories (six URLs) are on one dead host, and one whose repository is
-/// on a live host at the same address (another port): a values change to each, planned.
+/// Six releases whose repositories (six URLs) are on one dead host, and two that name the same
+/// chart of a live host at the same address (another port): a values change to each, planned.
 #[test]
 fn a_dead_host_is_asked_once_per_plan_and_poisons_no_other_host() {
     let _ = helm(4);
@@ -73,7 +78,10 @@ fn a_dead_host_is_asked_once_per_plan_and_poisons_no_other_host() {
             let url = format!("http://{}/repository-{n}", dead.host());
             repo.write(&format!("apps/dead-{n}.yaml"), &release_from(&format!("dead-{n}"), &url, replicas));
         }
-        repo.write("apps/live.yaml", &release_from("live", &format!("{}/charts", live.url()), replicas));
+        for namespace in ["data", "more-data"] {
+            let release = release_in(namespace, "live", &format!("{}/charts", live.url()), replicas);
+            repo.write(&format!("apps/live-{namespace}.yaml"), &release);
+        }
     };
     write(2);
     repo.commit("base");
@@ -102,11 +110,18 @@ fn a_dead_host_is_asked_once_per_plan_and_poisons_no_other_host() {
         let reason = |note: &str| note.split(&format!("{dead_host} failed: ")).nth(1).map(str::to_string);
         assert_eq!(reason(note), reason(&notes[0]));
     }
-    // Near miss: the live host at the same address answers, and its release is planned.
-    let release = unit_in(&plan, "HelmRelease", "data/live");
-    assert_ne!(release["status"], "external", "{release:#}");
-    assert!(!release["notes"].to_string().contains(&format!("{live_host} failed")), "{release:#}");
-    assert!(live.asked().contains(&"/charts/index.yaml".to_string()), "{:?}", live.asked());
+    // Near miss: the live host at the same address answers, and its releases are planned.
+    for reference in ["data/live", "more-data/live"] {
+        let release = unit_in(&plan, "HelmRelease", reference);
+        assert_ne!(release["status"], "external", "{release:#}");
+        assert!(!release["notes"].to_string().contains(&format!("{live_host} failed")), "{release:#}");
+    }
+    // The same chart of the same repository, for two releases on two sides: resolved and fetched
+    // once.
+    let asked = live.asked();
+    for path in ["/charts/index.yaml", "/charts/db-1.0.0.tgz"] {
+        assert_eq!(asked.iter().filter(|p| *p == path).count(), 1, "{path}: {asked:?}");
+    }
 }
 
 /// Releases on hosts whose names do not resolve (`.invalid` never does): each says which host
