@@ -212,3 +212,30 @@ fn serve_asks_a_failed_host_again_once_its_failure_is_forgotten() {
     assert!(get(&fetcher, &dead_url(12)).is_err());
     assert_eq!(dead.connections(), 2);
 }
+
+/// A name that does not resolve is remembered after one attempt: later chart requests to the host
+/// stop before a client is made or the name is looked up again; another name is not.
+#[test]
+fn an_unresolvable_host_is_remembered_after_one_attempt() {
+    let known = ["https://charts.fluxplan.invalid/stable", "https://other.fluxplan.invalid/stable"];
+    let access = Access {
+        hosts: HostPolicy::new(known, [], []).unwrap(),
+        insecure: Default::default(),
+        timeout: None,
+        failed_hosts: FailedHosts::for_plan(),
+    };
+    let url = "https://charts.fluxplan.invalid/stable/index.yaml";
+    assert!(access.remembered_failure(url, None).is_none(), "nothing failed yet");
+    let error = get(&Fetcher::new(access.clone()).unwrap(), url).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("charts.fluxplan.invalid failed: cannot resolve charts.fluxplan.invalid"),
+        "{error}"
+    );
+    // Another chart of the same host: told the same, from memory.
+    let remembered = access.remembered_failure("https://charts.fluxplan.invalid/stable/db-1.0.0.tgz", None);
+    assert_eq!(remembered, Some(error));
+    // Near miss: another host.
+    assert!(access.remembered_failure("https://other.fluxplan.invalid/stable/index.yaml", None).is_none());
+}
