@@ -94,34 +94,21 @@ impl FailedHosts {
     pub fn contact(&self, key: &str, host: &str) -> Result<Contact, HostFailed> {
         let entry = lock(&self.0.hosts).entry(key.to_string()).or_default().clone();
         let mut state = lock(&entry.state);
-        loop {
+        let first = loop {
             match &*state {
                 State::Trying => state = entry.changed.wait(state).unwrap_or_else(|e| e.into_inner()),
-                State::Answered => break,
+                State::Answered => break false,
                 State::Failed { at, message } if !self.expired(*at) => {
                     return Err(HostFailed { host: host.to_string(), message: message.clone() })
                 }
                 State::Untried | State::Failed { .. } => {
                     *state = State::Trying;
-                    drop(state);
-                    return Ok(Contact {
-                        shared: self.clone(),
-                        shown: host.to_string(),
-                        host: entry,
-                        first: true,
-                        settled: false,
-                    });
+                    break true;
                 }
             }
-        }
+        };
         drop(state);
-        Ok(Contact {
-            shared: self.clone(),
-            shown: host.to_string(),
-            host: entry,
-            first: false,
-            settled: false,
-        })
+        Ok(Contact { shared: self.clone(), shown: host.to_string(), host: entry, first, settled: false })
     }
 
     /// The failure `key` is remembered for, if any (without waiting for a request in flight).
