@@ -28,6 +28,8 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == fluxplan::render::worker::SUBCOMMAND) {
         return ExitCode::from(fluxplan::render::worker::main(&args[2..]) as u8);
     }
+    // Workers run from this executable, whatever it is named.
+    fluxplan::render::kustomize::library::workers_run_this_executable();
     fluxplan::tls::install_crypto_provider();
     // Nothing this process starts (kustomize included) may read its memory or environment.
     fluxplan::sandbox::harden_process();

@@ -6,15 +6,17 @@
 //! credential like its login: presented only to hosts the operator names, only to the origin
 //! asked for.
 
+use super::failed_hosts::{Contact, FailedHosts, HostFailed};
 use super::hosts::{HostPolicy, Refused};
 use super::tls::SourceTls;
 use reqwest::blocking::{Client, Response};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, LOCATION};
+use reqwest::{Certificate, Identity};
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use url::Url;
 
@@ -34,6 +36,19 @@ pub enum FetchError {
     Status { url: String, status: u16, www_authenticate: Option<String> },
     #[error("{url}: larger than {limit} bytes")]
     TooLarge { url: String, limit: u64 },
+    /// The host could not be resolved or gave no answer: said alike for every chart it serves,
+    /// and asked once (`failed_hosts`).
+    #[error(
+        "{host} failed: {message} (a host that failed is not asked again); supply the chart with --chart \
+         NAMESPACE/NAME=DIR|TGZ, a mirror with --registry-mirror HOST=MIRROR, or a reachable host with --chart-hosts"
+    )]
+    Unreachable { host: String, message: String },
+}
+
+impl From<HostFailed> for FetchError {
+    fn from(failed: HostFailed) -> Self {
+        FetchError::Unreachable { host: failed.host, message: failed.message }
+    }
 }
 
 /// True when a fetch's message says the server wants credentials it was not given or refused
@@ -106,53 +121,15 @@ pub struct Access {
     /// test registry).
     pub insecure: BTreeSet<String>,
     pub timeout: Option<Duration>,
+    /// Hosts that failed: not asked again.
+    pub failed_hosts: FailedHosts,
 }
 
-/// A client that fetches only what `Access` allows.
-pub struct Fetcher {
-    client: Client,
-    /// The same, presenting the source's client certificate: a client of its own, so that no
-    /// connection it opens (nor its TLS session) serves a request that must not present it.
-    identified: Option<Client>,
-    access: Arc<Access>,
-}
-
-impl Fetcher {
-    pub fn new(access: Access) -> Result<Self, String> {
-        Self::for_source(access, None)
-    }
-
-    /// A client for one source: trusting its CA besides the system's roots (as source-controller
-    /// does), and able to present its client certificate.
-    pub fn for_source(access: Access, tls: Option<&SourceTls>) -> Result<Self, String> {
-        crate::tls::install_crypto_provider();
-        let access = Arc::new(access);
-        let roots = tls.map(SourceTls::roots).transpose()?.unwrap_or_default();
-        let builder = || {
-            Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .dns_resolver(Arc::new(CheckedResolver { access: access.clone() }))
-                .no_proxy()
-                .timeout(access.timeout.unwrap_or(DEFAULT_TIMEOUT))
-                .connect_timeout(Duration::from_secs(15))
-                .user_agent(concat!("fluxplan/", env!("CARGO_PKG_VERSION")))
-                .tls_certs_merge(roots.clone())
-        };
-        let build = |builder: reqwest::blocking::ClientBuilder| {
-            builder.build().map_err(|e| format!("cannot start an HTTP client: {}", error_chain(&e)))
-        };
-        let client = build(builder())?;
-        let identified = match tls.map(SourceTls::identity).transpose()?.flatten() {
-            Some(identity) => Some(build(builder().identity(identity))?),
-            None => None,
-        };
-        Ok(Fetcher { client, identified, access })
-    }
-
+impl Access {
     /// The URL `url` is fetched from: the policy's (a mirror's when one is set) and plain HTTP
     /// for an insecure registry.
     pub fn target(&self, url: &str) -> Result<Url, FetchError> {
-        let mut target = self.access.hosts.check(url)?;
+        let mut target = self.hosts.check(url)?;
         if target.scheme() == "oci" || self.is_insecure(&target) {
             let scheme = if self.is_insecure(&target) { "http" } else { "https" };
             let text = format!("{scheme}{}", &target.as_str()[target.scheme().len()..]);
@@ -167,7 +144,80 @@ impl Fetcher {
 
     fn is_insecure(&self, url: &Url) -> bool {
         let port = url.port().unwrap_or(if url.scheme() == "http" { 80 } else { 443 });
-        url.host_str().is_some_and(|host| self.access.insecure.contains(&format!("{host}:{port}")))
+        url.host_str().is_some_and(|host| self.insecure.contains(&format!("{host}:{port}")))
+    }
+
+    /// The failure `url`'s host is remembered for, asked with the TLS settings `tls`: known
+    /// before a client is made to fetch it.
+    pub fn remembered_failure(&self, url: &str, tls: Option<&SourceTls>) -> Option<FetchError> {
+        let target = self.target(url).ok()?;
+        let (key, shown) = host_key(&target, &tls_settings(tls));
+        self.failed_hosts.remembered(&key, &shown).map(FetchError::from)
+    }
+}
+
+/// A client that fetches only what `Access` allows.
+pub struct Fetcher {
+    /// Made on first use (a host that does not resolve needs none): each client loads the
+    /// system's roots and starts a thread.
+    client: OnceLock<Result<Client, String>>,
+    /// The same, presenting the source's client certificate: a client of its own, so that no
+    /// connection it opens (nor its TLS session) serves a request that must not present it.
+    identified: OnceLock<Result<Client, String>>,
+    /// The source's CA certificates and client certificate.
+    roots: Vec<Certificate>,
+    identity: Option<Identity>,
+    access: Arc<Access>,
+    /// What of the source's TLS settings a failed host is remembered with.
+    tls_settings: String,
+}
+
+impl Fetcher {
+    pub fn new(access: Access) -> Result<Self, String> {
+        Self::for_source(access, None)
+    }
+
+    /// A client for one source: trusting its CA besides the system's roots (as source-controller
+    /// does), and able to present its client certificate.
+    pub fn for_source(access: Access, tls: Option<&SourceTls>) -> Result<Self, String> {
+        Ok(Fetcher {
+            client: OnceLock::new(),
+            identified: OnceLock::new(),
+            roots: tls.map(SourceTls::roots).transpose()?.unwrap_or_default(),
+            identity: tls.map(SourceTls::identity).transpose()?.flatten(),
+            access: Arc::new(access),
+            tls_settings: tls_settings(tls),
+        })
+    }
+
+    /// The client for a request to `url`: the one presenting the client certificate when it
+    /// goes there.
+    fn client(&self, identified: bool, url: &Url) -> Result<&Client, FetchError> {
+        let (slot, identity) = match &self.identity {
+            Some(identity) if identified => (&self.identified, Some(identity)),
+            _ => (&self.client, None),
+        };
+        let build = || {
+            crate::tls::install_crypto_provider();
+            let mut builder = Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .dns_resolver(Arc::new(CheckedResolver { access: self.access.clone() }))
+                .no_proxy()
+                .timeout(self.access.timeout.unwrap_or(DEFAULT_TIMEOUT))
+                .connect_timeout(Duration::from_secs(15))
+                .user_agent(concat!("fluxplan/", env!("CARGO_PKG_VERSION")))
+                .tls_certs_merge(self.roots.clone());
+            if let Some(identity) = identity {
+                builder = builder.identity(identity.clone());
+            }
+            builder.build().map_err(|e| format!("cannot start an HTTP client: {}", error_chain(&e)))
+        };
+        slot.get_or_init(build).as_ref().map_err(|message| failed(url, message))
+    }
+
+    /// The URL `url` is fetched from (see `Access::target`).
+    pub fn target(&self, url: &str) -> Result<Url, FetchError> {
+        self.access.target(url)
     }
 
     /// GETs `url` (already a target: see `target`), at most `limit` bytes, following checked
@@ -182,8 +232,7 @@ impl Fetcher {
     ) -> Result<(Vec<u8>, HeaderMap), FetchError> {
         let auth = presented.auth;
         // Plain HTTP has no handshake to present a certificate in.
-        let certificate =
-            presented.client_certificate && self.identified.is_some() && url.scheme() == "https";
+        let certificate = presented.client_certificate && self.identity.is_some() && url.scheme() == "https";
         // A source's own credentials go only where the operator says; a token a registry handed
         // out goes back to that registry.
         if certificate {
@@ -192,7 +241,7 @@ impl Fetcher {
         if let Some(Auth::Basic { .. }) = auth {
             self.access.hosts.check_credentials(url.host_str().unwrap_or(""))?;
             // Never in clear text, but to a registry the operator says speaks plain HTTP.
-            if url.scheme() != "https" && !self.is_insecure(url) {
+            if url.scheme() != "https" && !self.access.is_insecure(url) {
                 return Err(FetchError::Failed {
                     url: url.to_string(),
                     message: "credentials are sent over https only (or to an --insecure-registry)".into(),
@@ -201,11 +250,9 @@ impl Fetcher {
         }
         let mut current = url.clone();
         for _ in 0..=MAX_REDIRECTS {
-            self.check_connection(&current)?;
-            let client = match &self.identified {
-                Some(identified) if certificate && same_origin(&current, url) => identified,
-                _ => &self.client,
-            };
+            let mut contact = self.contact(&current)?;
+            self.check_connection(&current, &mut contact)?;
+            let client = self.client(certificate && same_origin(&current, url), &current)?;
             let mut request = client.get(current.clone());
             if let Some(accept) = accept {
                 request = request.header(ACCEPT, accept);
@@ -215,7 +262,13 @@ impl Fetcher {
             if let Some(value) = auth.filter(|_| same_origin(&current, url)).and_then(Auth::header) {
                 request = request.header(AUTHORIZATION, value);
             }
-            let response = request.send().map_err(|e| failed(&current, error_chain(&e)))?;
+            let response = match request.send() {
+                Ok(response) => response,
+                Err(e) if e.is_builder() => return Err(failed(&current, error_chain(&e))),
+                // No answer: said in words that name no URL, as every chart of this host will be.
+                Err(e) => return Err(contact.failed(error_chain(&e.without_url())).into()),
+            };
+            contact.answered();
             let status = response.status();
             if status.is_redirection() {
                 let location =
@@ -262,9 +315,16 @@ impl Fetcher {
         })
     }
 
+    /// Leave to send a request to `url`'s host, unless it failed before (with the same scheme,
+    /// port and TLS settings).
+    fn contact(&self, url: &Url) -> Result<Contact, FetchError> {
+        let (key, shown) = host_key(url, &self.tls_settings);
+        Ok(self.access.failed_hosts.contact(&key, &shown)?)
+    }
+
     /// Every address `url`'s host has passes the address policy for its port (the resolver
-    /// checks again when the connection is made).
-    fn check_connection(&self, url: &Url) -> Result<(), FetchError> {
+    /// checks again when the connection is made). A name that does not resolve fails `contact`.
+    fn check_connection(&self, url: &Url, contact: &mut Contact) -> Result<(), FetchError> {
         let host = url.host_str().ok_or_else(|| Refused::Scheme(url.to_string()))?;
         let port = url.port_or_known_default().unwrap_or(443);
         let bare = host.trim_start_matches('[').trim_end_matches(']');
@@ -272,7 +332,7 @@ impl Fetcher {
             Ok(ip) => vec![ip],
             Err(_) => (bare, port)
                 .to_socket_addrs()
-                .map_err(|e| failed(url, format!("cannot resolve {host}: {e}")))?
+                .map_err(|e| contact.failed(format!("cannot resolve {host}: {e}")))?
                 .map(|a| a.ip())
                 .collect(),
         };
@@ -281,6 +341,22 @@ impl Fetcher {
         }
         Ok(())
     }
+}
+
+/// What a failed host is remembered by (scheme, host, port and TLS settings), and how a message
+/// names it.
+fn host_key(url: &Url, tls_settings: &str) -> (String, String) {
+    let host = url.host_str().unwrap_or_default();
+    let port = url.port_or_known_default().unwrap_or(443);
+    let shown = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    };
+    (format!("{}://{host}:{port} {tls_settings}", url.scheme()), shown)
+}
+
+fn tls_settings(tls: Option<&SourceTls>) -> String {
+    tls.map(SourceTls::fingerprint).unwrap_or_default()
 }
 
 fn failed(url: &Url, e: impl std::fmt::Display) -> FetchError {

@@ -5,6 +5,7 @@
 pub mod archive;
 pub mod chart_files;
 pub mod credentials;
+pub mod failed_hosts;
 pub mod fetch;
 pub mod helmignore;
 pub mod hosts;
@@ -47,6 +48,9 @@ pub struct Settings {
     pub known_urls: Option<Vec<String>>,
     /// Fetch nothing: every chart from a repository or registry is unavailable.
     pub offline: bool,
+    /// Hosts that failed, shared by every clone of these settings: asked once per plan (the CLI
+    /// makes one per process), or once a minute in `serve`.
+    pub failed_hosts: failed_hosts::FailedHosts,
 }
 
 impl Settings {
@@ -61,6 +65,11 @@ impl Settings {
             self.allowed_hosts.iter().map(String::as_str),
             self.mirrors.iter().map(String::as_str),
         )?;
-        Ok(fetch::Access { hosts, insecure: self.insecure.iter().cloned().collect(), timeout: None })
+        Ok(fetch::Access {
+            hosts,
+            insecure: self.insecure.iter().cloned().collect(),
+            timeout: None,
+            failed_hosts: self.failed_hosts.clone(),
+        })
     }
 }

@@ -106,6 +106,11 @@ impl ChartStore {
         credentials: &SourceCredentials,
     ) -> Result<Fetched, String> {
         self.resolved.get(&(request.clone(), credentials.clone()), || {
+            // A host that failed is not asked again: no client is made for it.
+            let (ChartRequest::Repository { url, .. } | ChartRequest::Oci { url, .. }) = request;
+            if let Some(failed) = access.remembered_failure(url, credentials.tls.as_ref()) {
+                return Err(failed.to_string());
+            }
             Fetcher::for_source(access.clone(), credentials.tls.as_ref())
                 .and_then(|fetcher| self.fetch(request, &fetcher, credentials))
         })

@@ -73,6 +73,18 @@ impl SourceTls {
         Ok(SourceTls { ca: ca.map(|(_, ca)| ca), identity })
     }
 
+    /// A digest that tells these settings from others (what a failed host is remembered with),
+    /// and shows nothing of them.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        for part in [&self.ca, &self.identity] {
+            hash.update(part.as_deref().map_or(0, str::len).to_le_bytes());
+            hash.update(part.as_deref().unwrap_or("").as_bytes());
+        }
+        hex::encode(hash.finalize())
+    }
+
     /// Whether it presents a client certificate (a credential: sent only where the operator says).
     pub fn has_identity(&self) -> bool {
         self.identity.is_some()

@@ -201,6 +201,7 @@ impl HelmArgs {
                 insecure: self.insecure_registries.clone(),
                 known_urls: None,
                 offline: self.no_chart_fetch,
+                failed_hosts: Default::default(),
             },
         }
     }

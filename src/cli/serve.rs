@@ -219,7 +219,12 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         comment_limit: args.comment_limit,
         clusters: args.live.clusters(args.cluster_snapshot.as_ref()),
         limits: super::plan::limits(&args.limits, args.plan_timeout),
-        helm: args.helm.settings(),
+        helm: {
+            // Many plans, one memory: a failed host is asked again once it has been forgotten.
+            let mut helm = args.helm.settings();
+            helm.fetch.failed_hosts = crate::charts::failed_hosts::FailedHosts::serving();
+            helm
+        },
         roles: CommandRoles { approve: args.approve_role, plan: args.plan_role, help: args.help_role },
         reply_window: Duration::from_secs(args.reply_window_secs),
         runs_token: args.runs_token,

@@ -5,6 +5,7 @@
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Points at the library; `off` turns it off (the kustomize binary is used).
@@ -214,12 +215,23 @@ pub fn choice() -> Choice {
     }
 }
 
+/// Set by fluxplan's `main`: this process is the fluxplan binary, whatever its file is named.
+static HOSTS_WORKERS: AtomicBool = AtomicBool::new(false);
+
+/// Says that this process's own executable hosts kustomize workers (fluxplan's `main` says it
+/// first): installed under another name, or started through a symlink, it still runs them.
+pub fn workers_run_this_executable() {
+    HOSTS_WORKERS.store(true, Ordering::Relaxed);
+}
+
 /// The fluxplan binary that hosts workers: this process's own executable, or (when this is a
 /// test harness or another program linking the crate) the `fluxplan` built beside it.
 pub fn worker_program() -> Option<PathBuf> {
+    // What the kernel ran (`/proc/self/exe`), not the name or symlink it was started by.
     let me = std::env::current_exe().ok()?;
-    if me.file_name().is_some_and(|n| n == "fluxplan") {
-        return Some(me);
+    if HOSTS_WORKERS.load(Ordering::Relaxed) {
+        // Replaced on disk since it started (an upgrade): the link still reaches this very binary.
+        return Some(if me.is_file() { me } else { PathBuf::from("/proc/self/exe") });
     }
     me.ancestors().skip(1).take(2).map(|dir| dir.join("fluxplan")).find(|p| p.is_file())
 }

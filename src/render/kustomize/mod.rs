@@ -209,22 +209,20 @@ enum Fallback {
 }
 
 impl Fallback {
-    /// Says once per process, as one plain line on stderr, that builds run the slower binary and
-    /// how to get the library; why it could not be used only with `-v`.
+    /// Says once per process, as one plain line on stderr, that builds run the slower binary,
+    /// why (a missing library, one that is not the pinned one, a worker that did not start or
+    /// that the sandbox refused) and how to get the library.
     fn announce(&self, found: Option<&Kustomize>) {
         static ONCE: OnceLock<()> = OnceLock::new();
         ONCE.get_or_init(|| {
             crate::console::note(&self.line(found));
-            match self {
-                Fallback::Unusable(_, why) => {
-                    crate::console::detail(&format!("the kustomize library cannot be used: {why}"))
-                }
-                Fallback::Missing(_) => crate::console::detail(&format!(
+            if let Fallback::Missing(_) = self {
+                crate::console::detail(&format!(
                     "{}=/path/to/{} uses a library elsewhere; {}=off uses the binary without this note",
                     library::LIB_ENV,
                     library::FILE_NAME,
                     library::LIB_ENV
-                )),
+                ));
             }
             tracing::debug!(line = %self.line(found), "kustomize library not used");
         });
@@ -236,7 +234,11 @@ impl Fallback {
             Fallback::Missing(None) => {
                 "kustomize library not found (no $XDG_CACHE_HOME or $HOME to look in)".to_string()
             }
-            Fallback::Unusable(path, _) => format!("kustomize library at {} cannot be used", path.display()),
+            Fallback::Unusable(path, why) => {
+                // One line, however many a worker printed.
+                let why: Vec<&str> = why.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+                format!("kustomize library at {} cannot be used ({})", path.display(), why.join("; "))
+            }
         };
         let using = match found.map(|k| &k.engine) {
             Some(Engine::Binary { program, subcommand }) => {
