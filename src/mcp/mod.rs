@@ -151,7 +151,7 @@ impl Server {
             clusters: self.settings.clusters.clone(),
             policy: PolicySource::BaseRevision,
             render: self.settings.render.clone(),
-            limits: self.settings.limits.clone(),
+            limits: self.settings.limits,
             cancel: Default::default(),
         };
         let _turn = self.planning.acquire().await.map_err(|e| e.to_string())?;
