@@ -6,6 +6,7 @@ mod completion;
 mod demo;
 mod forge_calls;
 pub mod plan;
+mod secret_file;
 mod serve;
 mod snapshot;
 

@@ -443,9 +443,13 @@ impl Renderer {
             .filter(|k| k.kind == super::UnitKind::Kustomization && k.status == Status::Rendered)
             .filter(|k| sources.is_this_repo(&k.source))
             .filter_map(|k| {
-                let path = crate::paths::normalize(Path::new(k.path.trim_start_matches('/')))?;
                 let key = format!("{}/{}", k.source.namespace, k.source.name);
-                Some((path.to_string_lossy().into_owned(), sources.this_repo_keys.get(&key)?.ignore.clone()))
+                let repo = sources.this_repo_keys.get(&key)?;
+                // A directory of the repository as the artifact: its paths start there.
+                let path =
+                    Path::new(repo.subpath.as_deref().unwrap_or("")).join(k.path.trim_start_matches('/'));
+                let path = crate::paths::normalize(&path)?;
+                Some((path.to_string_lossy().into_owned(), repo.ignore.clone()))
             })
             .collect();
         let builds = progress.done.load(Ordering::Relaxed);
@@ -466,6 +470,8 @@ impl Renderer {
                 Some((c.name.clone(), own.or_else(|| opts.kube_version.clone())?))
             })
             .collect();
+        let read_by_builds =
+            read_by_builds(&self.builder, &opts.explain, &clusters_for_explain, &clusters, &sources);
         Ok(Render {
             revision: this_repo.commit.clone(),
             clusters,
@@ -479,6 +485,8 @@ impl Renderer {
             untrusted_syncs: sources.untrusted.clone(),
             syncs,
             not_read: not_read(&opts.explain, &clusters_for_explain, &sources),
+            read_by_builds,
+            ignored: ignored(&opts.explain, &clusters_for_explain, &sources),
         })
     }
 }
@@ -514,6 +522,70 @@ fn not_read(
         }
     }
     reasons
+}
+
+/// The files of `files` outside every path of `units` (Kustomizations rendered from this
+/// repository) that the build of a rendered Kustomization reads: a base it reaches with `../`, a
+/// file an ArtifactGenerator copies into the artifact it builds from. Their builds are prepared
+/// again (their files' hashes are known by then) only when such files are left to look for.
+fn read_by_builds(
+    builder: &Builder,
+    files: &[String],
+    units: &[(String, Option<String>)],
+    clusters: &[Cluster],
+    sources: &Sources,
+) -> BTreeSet<String> {
+    let rendered: Vec<&RenderedKustomization> = clusters
+        .iter()
+        .flat_map(|c| &c.kustomizations)
+        .filter(|k| k.kind == super::UnitKind::Kustomization && k.status == Status::Rendered)
+        .collect();
+    let origins: BTreeSet<&str> =
+        rendered.iter().flat_map(|k| &k.objects).filter_map(|o| o.origin.as_deref()).collect();
+    let under = |file: &str, path: &str| {
+        path.is_empty() || file.strip_prefix(path).is_some_and(|rest| rest.starts_with('/'))
+    };
+    let mut wanted: BTreeSet<&str> = files
+        .iter()
+        .map(String::as_str)
+        .filter(|file| !origins.contains(file) && !units.iter().any(|(path, _)| under(file, path)))
+        .collect();
+    let mut found = BTreeSet::new();
+    for unit in rendered {
+        if wanted.is_empty() {
+            break;
+        }
+        let Some(spec) = &unit.spec else { continue };
+        let Ok(Some(root)) = sources.tree(&spec.source_ref, unit.file.as_deref()) else { continue };
+        let Ok(request) = builder.prepare(&root, spec, None) else { continue };
+        for input in &request.inputs {
+            let file = if spec.source_ref.kind == artifacts::KIND {
+                sources.repo_origin(&root, input)
+            } else {
+                sources.this_repo.repo_path(&root.join(input))
+            };
+            if let Some(file) = file.filter(|f| wanted.remove(f.as_str())) {
+                found.insert(file);
+            }
+        }
+    }
+    found
+}
+
+/// The files of `files` that every source of `units` (Kustomizations rendered from this
+/// repository) leaves out of its artifact; none when no such Kustomization is rendered.
+fn ignored(files: &[String], units: &[(String, Option<String>)], sources: &Sources) -> BTreeSet<String> {
+    let ignores: BTreeSet<&Option<String>> = units.iter().map(|(_, ignore)| ignore).collect();
+    let rules: Vec<_> =
+        ignores.iter().filter_map(|ignore| sources.this_repo.ignore_rules(ignore.as_deref()).ok()).collect();
+    if rules.is_empty() || rules.len() < ignores.len() {
+        return BTreeSet::new();
+    }
+    files
+        .iter()
+        .filter(|file| rules.iter().all(|rules| sources.this_repo.would_leave_out(rules, file)))
+        .cloned()
+        .collect()
 }
 
 /// Why the generated kustomization of `path` does not read `file` (under it), if it does not.
