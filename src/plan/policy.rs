@@ -1006,18 +1006,19 @@ mod tests {
              severty: info\n  severity: warning\n",
         )
         .unwrap();
+        // Unknown keys where they are found (the top level first), then unknown codes.
         assert_eq!(
             policy.warnings,
             [
+                "unknown key 'root' is left out (the nearest known key is 'roots'); the rest of the file applies",
                 "unknown key 'massDeletion.maxObject' is left out (the nearest known key is 'massDeletion.maxObjects'); \
                  the rest of the file applies",
-                "unknown key 'root' is left out (the nearest known key is 'roots'); the rest of the file applies",
+                "unknown key 'alertRules[1].severty' is left out (the nearest known key is 'alertRules[1].severity'); \
+                 the rest of the file applies",
                 "unknown key 'roots[0].nmae' is left out (the nearest known key is 'roots[0].name'); the rest of the \
                  file applies",
                 "unknown key 'sources[0].pth' is left out (the nearest known key is 'sources[0].path'); the rest of \
                  the file applies",
-                "unknown key 'alertRules[1].severty' is left out (the nearest known key is 'alertRules[1].severity'); \
-                 the rest of the file applies",
                 "alerts: unknown alert code 'mass-delition' is left out (the nearest code is 'mass-deletion'); the \
                  rest of the file applies",
                 "alertRules[0]: unknown alert code 'empty-rendr' is left out (the nearest code is 'empty-render'); the \
