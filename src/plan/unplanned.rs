@@ -38,17 +38,24 @@ impl UnitRef {
 }
 
 /// What a unit reads in this repository. A Flux Kustomization whose source may be this
-/// repository (this repository's GitRepository or a source declared as it, or a Bucket or
-/// artifact that may be built from it) reads its path; one on another repository's
-/// GitRepository or an OCI artifact not declared as this repository reads nothing here, its
-/// `path` naming a directory of that source.
+/// repository (this repository's GitRepository or a source declared as it, or an OCIRepository,
+/// Bucket or artifact that may be built from it) reads its path; one on another repository's
+/// GitRepository reads nothing here, nor does one at the top (`path: ./`) of an OCIRepository
+/// not declared as this repository: that names a whole artifact (kyverno's manifests), and a
+/// directory CI pushes from here (`./tenants`) is matched by its name.
 pub(super) fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String> {
     if let Some(argo) = &unit.argocd {
         return argo.reads.clone();
     }
     let key = format!("{}/{}", unit.source.namespace, unit.source.name);
-    let elsewhere = matches!(unit.source.kind.as_str(), "GitRepository" | "OCIRepository")
-        && !render.this_repo_sources.contains(&key);
+    let undeclared = !render.this_repo_sources.contains(&key);
+    let at_the_top = repo_path(&unit.path).is_some_and(|path| path.is_empty() || path == ".");
+    let elsewhere = undeclared
+        && match unit.source.kind.as_str() {
+            "GitRepository" => true,
+            "OCIRepository" => at_the_top,
+            _ => false,
+        };
     // A HelmRelease reads its chart and values files when they are in this repository.
     if let Some(helm) = &unit.helm {
         let here = matches!(unit.source.kind.as_str(), "GitRepository" | "Bucket") && !elsewhere;

@@ -56,8 +56,9 @@ fn a_kustomization_of_an_external_oci_artifact_at_the_top_reads_none_of_this_rep
     assert_eq!(unplanned(&plan), unread(&["README.md", "apps/base/notes.txt"]));
 }
 
-/// The near miss: a Kustomization at `path: ./` of a source that is this repository (and more:
-/// `spec.include`, so it is not rendered) still reads every file of it.
+/// The near misses: a Kustomization at `path: ./` of a source that is this repository (and more:
+/// `spec.include`, so it is not rendered) still reads every file of it; one of an OCI artifact at
+/// a directory of this repository (CI pushes it) reads that directory (argo_reach.rs).
 #[test]
 fn a_kustomization_of_this_repository_at_the_top_still_reads_every_file() {
     let this_repo_and_more = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: fleet\n  \
