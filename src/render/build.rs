@@ -57,8 +57,8 @@ pub struct BuildRequest {
     unchecked: Option<Vec<Reference>>,
     /// git's ids of everything the build reads (see `remember_inputs`), when git knows them all.
     pub input_ids: Option<BTreeMap<String, String>>,
-    /// The files the build reads, relative to the root, when they were read to key it (not
-    /// taken from git's ids of an earlier build).
+    /// The files the build reads, relative to the root, when they were read to key it (else
+    /// `input_ids` names them).
     pub inputs: Vec<String>,
 }
 

@@ -7,7 +7,7 @@ use super::artifacts::{self, Generators};
 use super::build::Builder;
 use super::cache::RenderCache;
 use super::engine::{Engine, Node, Pending, PendingSet};
-use super::kustomize::unit::{is_self, KustomizationEngine};
+use super::kustomize::unit::{is_self, BuildInputs, KustomizationEngine};
 use super::kustomize::Kustomize;
 use super::local_sources::{
     adds_to_its_tree, learned_adds, DiskGitRepository, KnownSources, Sources, BOOTSTRAP_SOURCE,
@@ -175,12 +175,14 @@ impl Renderer {
 
         progress.set_total(disk_kustomizations.len());
         let memo = Default::default();
+        let inputs = BuildInputs::default();
         let kustomizations = KustomizationEngine {
             builder: &self.builder,
             opts,
             sources: &sources,
             progress: &progress,
             memo: &memo,
+            inputs: &inputs,
         };
 
         // Local candidates, rendered once with their spec as written (those that may be roots or
@@ -304,6 +306,7 @@ impl Renderer {
                     sources: &sources,
                     progress: &progress,
                     memo: &memo,
+                    inputs: &inputs,
                 },
                 resourcesets: ResourceSetEngine { opts, generated: AtomicUsize::new(0) },
             };
@@ -471,7 +474,7 @@ impl Renderer {
             })
             .collect();
         let read_by_builds =
-            read_by_builds(&self.builder, &opts.explain, &clusters_for_explain, &clusters, &sources);
+            read_by_builds(&opts.explain, &clusters, &inputs.into_inner().unwrap_or_default());
         Ok(Render {
             revision: this_repo.commit.clone(),
             clusters,
@@ -524,52 +527,22 @@ fn not_read(
     reasons
 }
 
-/// The files of `files` outside every path of `units` (Kustomizations rendered from this
-/// repository) that the build of a rendered Kustomization reads: a base it reaches with `../`, a
-/// file an ArtifactGenerator copies into the artifact it builds from. Their builds are prepared
-/// again (their files' hashes are known by then) only when such files are left to look for.
+/// The files of `files` that the build of a rendered Kustomization reads (`inputs`, recorded as
+/// each was built): a base it reaches with `../`, a file an ArtifactGenerator copies into the
+/// artifact it builds from.
 fn read_by_builds(
-    builder: &Builder,
     files: &[String],
-    units: &[(String, Option<String>)],
     clusters: &[Cluster],
-    sources: &Sources,
+    inputs: &BTreeMap<(String, String), BTreeSet<String>>,
 ) -> BTreeSet<String> {
-    let rendered: Vec<&RenderedKustomization> = clusters
+    let read: BTreeSet<&String> = clusters
         .iter()
         .flat_map(|c| &c.kustomizations)
         .filter(|k| k.kind == super::UnitKind::Kustomization && k.status == Status::Rendered)
+        .filter_map(|k| inputs.get(&(k.namespace.clone(), k.name.clone())))
+        .flatten()
         .collect();
-    let origins: BTreeSet<&str> =
-        rendered.iter().flat_map(|k| &k.objects).filter_map(|o| o.origin.as_deref()).collect();
-    let under = |file: &str, path: &str| {
-        path.is_empty() || file.strip_prefix(path).is_some_and(|rest| rest.starts_with('/'))
-    };
-    let mut wanted: BTreeSet<&str> = files
-        .iter()
-        .map(String::as_str)
-        .filter(|file| !origins.contains(file) && !units.iter().any(|(path, _)| under(file, path)))
-        .collect();
-    let mut found = BTreeSet::new();
-    for unit in rendered {
-        if wanted.is_empty() {
-            break;
-        }
-        let Some(spec) = &unit.spec else { continue };
-        let Ok(Some(root)) = sources.tree(&spec.source_ref, unit.file.as_deref()) else { continue };
-        let Ok(request) = builder.prepare(&root, spec, None) else { continue };
-        for input in &request.inputs {
-            let file = if spec.source_ref.kind == artifacts::KIND {
-                sources.repo_origin(&root, input)
-            } else {
-                sources.this_repo.repo_path(&root.join(input))
-            };
-            if let Some(file) = file.filter(|f| wanted.remove(f.as_str())) {
-                found.insert(file);
-            }
-        }
-    }
-    found
+    files.iter().filter(|file| read.contains(file)).cloned().collect()
 }
 
 /// The files of `files` that every source of `units` (Kustomizations rendered from this

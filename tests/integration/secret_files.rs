@@ -54,7 +54,15 @@ fn migrate_reads_the_database_url_from_its_file() {
     assert_eq!(code, 0, "{output}");
     assert!(db.is_file(), "{output}");
     // Both ways: refused.
-    let (output, code) = run(&["migrate", "--database-url", "sqlite://x.db"], &[("DATABASE_URL_FILE", file.to_str().unwrap())]);
+    let (output, code) = run(
+        &["migrate", "--database-url", "sqlite://x.db"],
+        &[("DATABASE_URL_FILE", file.to_str().unwrap())],
+    );
     assert_eq!(code, 3, "{output}");
-    assert!(output.contains("--database-url (DATABASE_URL) and --database-url-file (DATABASE_URL_FILE) are both set"), "{output}");
+    assert!(
+        output.contains(
+            "--database-url (DATABASE_URL) and --database-url-file (DATABASE_URL_FILE) are both set"
+        ),
+        "{output}"
+    );
 }

@@ -14,7 +14,8 @@ fn unplanned(plan: &Value) -> Vec<(String, Vec<String>)> {
         .unwrap_or_else(|| panic!("no unplanned_changes: {plan:#}"))
         .iter()
         .map(|u| {
-            let readers = u["read_by"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string());
+            let readers =
+                u["read_by"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string());
             (u["file"].as_str().unwrap().to_string(), readers.collect())
         })
         .collect()
