@@ -317,18 +317,13 @@ fn collect_keys(
     prefix: &str,
     keys: &mut std::collections::BTreeSet<String>,
 ) {
-    // Follow `$ref`s, `items` of lists, and the branches of an `Option`.
-    if let Some(reference) = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/$defs/")) {
-        return collect_keys(root, &root["$defs"][reference], prefix, keys);
+    let (mut properties, mut items) = (BTreeMap::new(), None);
+    shape(root, schema, &mut properties, &mut items);
+    if let Some(items) = items {
+        collect_keys(root, items, prefix, keys);
     }
-    for branch in ["anyOf", "oneOf", "allOf"].iter().filter_map(|k| schema[k].as_array()).flatten() {
-        collect_keys(root, branch, prefix, keys);
-    }
-    if schema["items"].is_object() {
-        collect_keys(root, &schema["items"], prefix, keys);
-    }
-    for (name, property) in schema["properties"].as_object().into_iter().flatten() {
-        let key = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+    for (name, property) in properties {
+        let key = if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
         collect_keys(root, property, &key, keys);
         keys.insert(key);
     }

@@ -4,22 +4,8 @@
 //! ignore rules leave out of the artifact. Shapes from fluxcd/flux2-multi-tenancy (its kyverno
 //! Kustomization of an OCI artifact at `path: ./`) and flux2-kustomize-helm-example.
 
+use crate::argo_reach::unplanned;
 use crate::fixture::{alert_codes, has_alert, plan_json, Repo};
-use serde_json::Value;
-
-/// (file, units that read it) of the plan's unplanned changes.
-fn unplanned(plan: &Value) -> Vec<(String, Vec<String>)> {
-    plan["unplanned_changes"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no unplanned_changes: {plan:#}"))
-        .iter()
-        .map(|u| {
-            let readers =
-                u["read_by"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string());
-            (u["file"].as_str().unwrap().to_string(), readers.collect())
-        })
-        .collect()
-}
 
 fn unread(files: &[&str]) -> Vec<(String, Vec<String>)> {
     files.iter().map(|f| (f.to_string(), Vec::new())).collect()
@@ -72,7 +58,10 @@ fn a_kustomization_of_this_repository_at_the_top_still_reads_every_file() {
     repo.commit("docs");
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert!(has_alert(&plan, "warning", "unplanned-change"), "{:?}", alert_codes(&plan));
-    assert_eq!(unplanned(&plan), [("README.md".to_string(), vec!["everything".to_string()])]);
+    assert_eq!(
+        unplanned(&plan),
+        [("README.md".to_string(), vec!["Kustomization flux-system/everything".to_string()])]
+    );
 }
 
 #[test]
