@@ -479,6 +479,42 @@ fn unit_heading(plan: &Plan) -> &'static str {
 mod tests {
     use super::*;
 
+    /// A removed HelmRelease is labelled by what becomes of it, as its plan says.
+    #[test]
+    fn a_removed_release_is_labelled_by_what_becomes_of_it() {
+        let removed = |kind: UnitKind, fate: Option<ReleaseFate>| KustomizationPlan {
+            cluster: "prod".into(),
+            engine: kind.engine(),
+            kind,
+            namespace: "data".into(),
+            name: "db".into(),
+            status: KustomizationStatus::Removed,
+            path: None,
+            changes: Vec::new(),
+            counts: Default::default(),
+            inventory_size: 0,
+            inventory_source: crate::plan::InventorySource::None,
+            error: None,
+            drift: Vec::new(),
+            notes: Vec::new(),
+            desired: Vec::new(),
+            unmanaged: Vec::new(),
+            parent: None,
+            chart: None,
+            release_status: None,
+            base_unknown: false,
+            release_fate: fate,
+        };
+        let release = UnitKind::HelmRelease;
+        assert_eq!(
+            status_label(&removed(release, Some(ReleaseFate::Orphaned("kept".into())))),
+            "release kept"
+        );
+        assert_eq!(status_label(&removed(release, None)), "not deleted");
+        assert_eq!(status_label(&removed(release, Some(ReleaseFate::Uninstalled("gone".into())))), "removed");
+        assert_eq!(status_label(&removed(UnitKind::Kustomization, None)), "removed");
+    }
+
     #[test]
     fn repository_text_cannot_open_links_images_or_html() {
         let shown = escape_markdown("./x [login](https://evil) ![](https://evil/t.png) <b> @team \\[".into());
