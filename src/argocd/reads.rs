@@ -171,4 +171,25 @@ mod tests {
         assert!(!covers("charts/web", "charts/website/Chart.yaml"));
         assert!(covers("", "README.md"));
     }
+
+    /// An Application of an OCI artifact or another repository at `path: .` reads none of this
+    /// repository; one of this repository at `.` reads all of it.
+    #[test]
+    fn a_source_elsewhere_at_the_top_reads_nothing_here() {
+        let here = |url: &str| url == "https://github.com/acme/fleet";
+        for url in ["oci://ghcr.io/acme/manifests", "https://github.com/acme/other"] {
+            let app = Application::from_value(
+                &json!({"metadata": {"name": "a"}, "spec": {"source": {"repoURL": url, "path": "."}}}),
+                "argocd",
+            )
+            .unwrap();
+            assert!(of_application(&app, &here).is_empty(), "{url}");
+        }
+        let app = Application::from_value(
+            &json!({"metadata": {"name": "a"}, "spec": {"source": {"repoURL": "https://github.com/acme/fleet", "path": "."}}}),
+            "argocd",
+        )
+        .unwrap();
+        assert_eq!(of_application(&app, &here), [""]);
+    }
 }

@@ -53,6 +53,9 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
             crate::console::warning(&format!("{e:#}; rendering without its crdScopes and roots"));
             Default::default()
         });
+    for warning in &policy.warnings {
+        crate::console::warning(&format!("{}: {warning}", crate::plan::policy::POLICY_FILE));
+    }
     opts.declared_scopes = policy.crd_scopes;
     opts.declared_roots = policy.roots;
     opts.declared_sources = policy.sources;

@@ -7,6 +7,7 @@ mod demo;
 mod forge_calls;
 mod mcp;
 pub mod plan;
+mod secret_file;
 mod serve;
 mod snapshot;
 

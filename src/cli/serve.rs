@@ -2,6 +2,7 @@
 
 use super::bytes::ByteSize;
 use super::plan::LiveArgs;
+use super::secret_file;
 use super::LimitArgs;
 use crate::forge::roles::{CommandRoles, Role};
 use crate::service::{self, ServiceConfig};
@@ -18,6 +19,9 @@ pub struct DatabaseArgs {
     /// postgres://… (production) or sqlite://…; default: an embedded SQLite file in the data directory.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// A file holding the database URL (a mounted Secret), instead of --database-url.
+    #[arg(long, env = "DATABASE_URL_FILE", value_name = "FILE")]
+    pub database_url_file: Option<PathBuf>,
     /// Where the embedded database, git mirrors and the render cache live.
     #[arg(long, env = "FLUXPLAN_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
@@ -25,6 +29,7 @@ pub struct DatabaseArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// The address webhooks, pages, `/healthz` and `/readyz` are served on.
     #[arg(long, env = "FLUXPLAN_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: String,
     /// Serve `/metrics` on this address of its own (e.g. `0.0.0.0:9090`), and no longer on
@@ -37,25 +42,47 @@ pub struct ServeArgs {
     /// This service's external URL, for links from comments and statuses to full plans.
     #[arg(long, env = "FLUXPLAN_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// GitHub's API (GitHub Enterprise: https://HOST/api/v3).
     #[arg(long, env = "FLUXPLAN_GITHUB_API_URL", default_value = "https://api.github.com")]
     pub github_api_url: String,
+    /// A GitHub token for comments and statuses.
     #[arg(long, env = "FLUXPLAN_GITHUB_TOKEN", hide_env_values = true)]
     pub github_token: Option<String>,
+    /// A file holding the GitHub token (a mounted Secret), instead of --github-token.
+    #[arg(long, env = "FLUXPLAN_GITHUB_TOKEN_FILE", value_name = "FILE")]
+    pub github_token_file: Option<PathBuf>,
     /// GitHub App id (with the private key, instead of a token).
     #[arg(long, env = "FLUXPLAN_GITHUB_APP_ID")]
     pub github_app_id: Option<u64>,
+    /// The GitHub App's private key (PEM).
     #[arg(long, env = "FLUXPLAN_GITHUB_APP_PRIVATE_KEY", hide_env_values = true)]
     pub github_app_private_key: Option<String>,
+    /// A file holding the GitHub App's private key (PEM), instead of --github-app-private-key.
+    #[arg(long, env = "FLUXPLAN_GITHUB_APP_PRIVATE_KEY_FILE", value_name = "FILE")]
+    pub github_app_private_key_file: Option<PathBuf>,
     /// Webhook secrets; several (comma-separated) while rotating.
     #[arg(long, env = "FLUXPLAN_GITHUB_WEBHOOK_SECRET", hide_env_values = true, value_delimiter = ',')]
     pub github_webhook_secret: Vec<String>,
+    /// A file holding the webhook secrets (comma-separated or one per line), instead of
+    /// --github-webhook-secret.
+    #[arg(long, env = "FLUXPLAN_GITHUB_WEBHOOK_SECRET_FILE", value_name = "FILE")]
+    pub github_webhook_secret_file: Option<PathBuf>,
+    /// The GitLab instance.
     #[arg(long, env = "FLUXPLAN_GITLAB_URL", default_value = "https://gitlab.com")]
     pub gitlab_url: String,
+    /// A GitLab token for notes and statuses.
     #[arg(long, env = "FLUXPLAN_GITLAB_TOKEN", hide_env_values = true)]
     pub gitlab_token: Option<String>,
+    /// A file holding the GitLab token (a mounted Secret), instead of --gitlab-token.
+    #[arg(long, env = "FLUXPLAN_GITLAB_TOKEN_FILE", value_name = "FILE")]
+    pub gitlab_token_file: Option<PathBuf>,
     /// Webhook tokens; several (comma-separated) while rotating.
     #[arg(long, env = "FLUXPLAN_GITLAB_WEBHOOK_TOKEN", hide_env_values = true, value_delimiter = ',')]
     pub gitlab_webhook_token: Vec<String>,
+    /// A file holding the webhook tokens (comma-separated or one per line), instead of
+    /// --gitlab-webhook-token.
+    #[arg(long, env = "FLUXPLAN_GITLAB_WEBHOOK_TOKEN_FILE", value_name = "FILE")]
+    pub gitlab_webhook_token_file: Option<PathBuf>,
     /// Jobs planned at once by this replica.
     #[arg(long, env = "FLUXPLAN_WORKERS", default_value_t = 2)]
     pub workers: usize,
@@ -105,6 +132,9 @@ pub struct ServeArgs {
     /// in comments and statuses carry.
     #[arg(long, env = "FLUXPLAN_RUNS_TOKEN", hide_env_values = true)]
     pub runs_token: Option<String>,
+    /// A file holding the runs token, instead of --runs-token.
+    #[arg(long, env = "FLUXPLAN_RUNS_TOKEN_FILE", value_name = "FILE")]
+    pub runs_token_file: Option<PathBuf>,
     /// Open connections at once. At the cap the longest idle connection is closed to make room,
     /// else one of the client holding the most (requests waiting for their body included), or the
     /// new one when its client holds the most (counted in `fluxplan_connections_refused_total`).
@@ -144,6 +174,7 @@ pub struct ServeArgs {
     /// doubles after each read, up to --followup-poll-max-ms.
     #[arg(long, env = "FLUXPLAN_FOLLOWUP_POLL_MS", default_value_t = 10_000)]
     pub followup_poll_ms: u64,
+    /// The longest wait between two reads of a Kustomization during a rollout.
     #[arg(long, env = "FLUXPLAN_FOLLOWUP_POLL_MAX_MS", default_value_t = 120_000)]
     pub followup_poll_max_ms: u64,
     /// Reads of one cluster in flight at once, across this replica's follow-ups.
@@ -172,6 +203,9 @@ pub struct MigrateArgs {
     /// postgres://… (production) or sqlite://….
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// A file holding the database URL (a mounted Secret), instead of --database-url.
+    #[arg(long, env = "DATABASE_URL_FILE", value_name = "FILE")]
+    pub database_url_file: Option<PathBuf>,
     /// Migrate the embedded SQLite file in this data directory (what `serve` uses without a
     /// database URL; its default is ./fluxplan-data).
     #[arg(long, env = "FLUXPLAN_DATA_DIR")]
@@ -179,7 +213,9 @@ pub struct MigrateArgs {
 }
 
 pub fn migrate(args: MigrateArgs) -> Result<u8> {
-    let (database_url, data_dir) = match (args.database_url, args.data_dir) {
+    let database_url =
+        secret_file::DATABASE_URL.read(args.database_url, args.database_url_file.as_deref())?;
+    let (database_url, data_dir) = match (database_url, args.data_dir) {
         (None, None) => anyhow::bail!(
             "no database given: pass --database-url postgres://… (or set DATABASE_URL), or --data-dir DIR \
              for the embedded SQLite file `serve` uses (its default is --data-dir fluxplan-data)"
@@ -196,20 +232,57 @@ pub fn migrate(args: MigrateArgs) -> Result<u8> {
     })
 }
 
-pub fn run(args: ServeArgs) -> Result<u8> {
+/// The secret settings of `serve`, each given as a value or read from its file.
+#[derive(Debug, PartialEq)]
+struct Secrets {
+    database_url: Option<String>,
+    github_token: Option<String>,
+    github_app_private_key: Option<String>,
+    github_webhook_secrets: Vec<String>,
+    gitlab_token: Option<String>,
+    gitlab_webhook_tokens: Vec<String>,
+    runs_token: Option<String>,
+}
+
+impl ServeArgs {
+    /// Takes the secrets out of the arguments, reading the files given for them.
+    fn secrets(&mut self) -> Result<Secrets> {
+        use secret_file::*;
+        Ok(Secrets {
+            database_url: DATABASE_URL
+                .read(self.database.database_url.take(), self.database.database_url_file.as_deref())?,
+            github_token: GITHUB_TOKEN.read(self.github_token.take(), self.github_token_file.as_deref())?,
+            github_app_private_key: GITHUB_APP_PRIVATE_KEY
+                .read(self.github_app_private_key.take(), self.github_app_private_key_file.as_deref())?,
+            github_webhook_secrets: GITHUB_WEBHOOK_SECRET.read_list(
+                std::mem::take(&mut self.github_webhook_secret),
+                self.github_webhook_secret_file.as_deref(),
+            )?,
+            gitlab_token: GITLAB_TOKEN.read(self.gitlab_token.take(), self.gitlab_token_file.as_deref())?,
+            gitlab_webhook_tokens: GITLAB_WEBHOOK_TOKEN.read_list(
+                std::mem::take(&mut self.gitlab_webhook_token),
+                self.gitlab_webhook_token_file.as_deref(),
+            )?,
+            runs_token: RUNS_TOKEN.read(self.runs_token.take(), self.runs_token_file.as_deref())?,
+        })
+    }
+}
+
+pub fn run(mut args: ServeArgs) -> Result<u8> {
+    let secrets = args.secrets()?;
     service::run(ServiceConfig {
         listen: args.listen,
         metrics_listen: args.metrics_listen,
-        database_url: args.database.database_url,
+        database_url: secrets.database_url,
         data_dir: args.database.data_dir,
         public_url: args.public_url,
         github_api_url: args.github_api_url,
-        github_token: args.github_token,
-        github_app: args.github_app_id.zip(args.github_app_private_key),
-        github_webhook_secrets: args.github_webhook_secret,
+        github_token: secrets.github_token,
+        github_app: args.github_app_id.zip(secrets.github_app_private_key),
+        github_webhook_secrets: secrets.github_webhook_secrets,
         gitlab_url: args.gitlab_url,
-        gitlab_token: args.gitlab_token,
-        gitlab_webhook_tokens: args.gitlab_webhook_token,
+        gitlab_token: secrets.gitlab_token,
+        gitlab_webhook_tokens: secrets.gitlab_webhook_tokens,
         forge_calls: args.forge_calls.settings(),
         workers: args.workers,
         allow_forks: args.allow_forks,
@@ -227,7 +300,7 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         },
         roles: CommandRoles { approve: args.approve_role, plan: args.plan_role, help: args.help_role },
         reply_window: Duration::from_secs(args.reply_window_secs),
-        runs_token: args.runs_token,
+        runs_token: secrets.runs_token,
         max_connections: args.max_connections,
         max_connections_per_client: args.max_connections_per_client,
         header_timeout: Duration::from_secs(args.header_timeout_secs),
@@ -248,4 +321,70 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         },
     })?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use clap::{CommandFactory, Parser};
+
+    fn serve_args(args: &[&str]) -> super::ServeArgs {
+        match Cli::try_parse_from([&["fluxplan", "serve"], args].concat()).unwrap().command {
+            Command::Serve(args) => *args,
+            _ => unreachable!("serve parses as serve"),
+        }
+    }
+
+    #[test]
+    fn every_secret_setting_reads_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path.to_str().unwrap().to_string()
+        };
+        let files = [
+            ("--database-url-file", file("db", "postgres://u:p@db/fluxplan\n")),
+            ("--github-token-file", file("gh", "ghp_token\n")),
+            ("--github-app-private-key-file", file("key", "-----BEGIN KEY-----\nabc\n-----END KEY-----\n")),
+            ("--github-webhook-secret-file", file("hook", "old\nnew\n")),
+            ("--gitlab-token-file", file("gl", "glpat-token")),
+            ("--gitlab-webhook-token-file", file("glhook", "one,two\n")),
+            ("--runs-token-file", file("runs", "runs-token\n")),
+        ];
+        let args: Vec<&str> = files.iter().flat_map(|(flag, path)| [*flag, path.as_str()]).collect();
+        let secrets = serve_args(&args).secrets().unwrap();
+        assert_eq!(
+            secrets,
+            super::Secrets {
+                database_url: Some("postgres://u:p@db/fluxplan".into()),
+                github_token: Some("ghp_token".into()),
+                github_app_private_key: Some("-----BEGIN KEY-----\nabc\n-----END KEY-----".into()),
+                github_webhook_secrets: vec!["old".into(), "new".into()],
+                gitlab_token: Some("glpat-token".into()),
+                gitlab_webhook_tokens: vec!["one".into(), "two".into()],
+                runs_token: Some("runs-token".into()),
+            }
+        );
+        // Each with its value too: refused, naming the setting, never the secret.
+        for (flag, path) in &files {
+            let value_flag = flag.trim_end_matches("-file");
+            let error =
+                serve_args(&[flag, path, value_flag, "zq7-secret"]).secrets().unwrap_err().to_string();
+            assert!(error.starts_with(&format!("{value_flag} (")), "{error}");
+            assert!(error.contains("are both set") && !error.contains("zq7-secret"), "{error}");
+        }
+    }
+
+    #[test]
+    fn serve_help_documents_every_flag() {
+        let cli = Cli::command();
+        let serve = cli.find_subcommand("serve").unwrap();
+        let undocumented: Vec<String> = serve
+            .get_arguments()
+            .filter(|a| a.get_long().is_some() && a.get_help().is_none())
+            .map(|a| format!("--{}", a.get_long().unwrap_or_default()))
+            .collect();
+        assert!(undocumented.is_empty(), "serve --help says nothing of {undocumented:?}");
+    }
 }

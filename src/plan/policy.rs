@@ -107,6 +107,9 @@ pub struct Policy {
     /// Severities for a code in part of the fleet (`alertRules:`), the last that matches winning
     /// over `severities`.
     pub rules: Vec<AlertRule>,
+    /// What the file said that was left out (unknown keys and alert codes, each with the nearest
+    /// known one): the rest of the file applies.
+    pub warnings: Vec<String>,
 }
 
 /// A code rated otherwise where an alert is about one cluster, namespace or kind.
@@ -167,6 +170,7 @@ impl Default for Policy {
             sources: Vec::new(),
             crd_scopes: Vec::new(),
             rules: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -195,10 +199,117 @@ struct MassDeletionFile {
 /// Every key `.fluxplan.yaml` takes, nested ones as `parent.key` (`massDeletion.maxObjects`),
 /// from the types that read it.
 pub fn file_keys() -> std::collections::BTreeSet<String> {
-    let schema = serde_json::to_value(schemars::schema_for!(PolicyFile)).expect("schemas serialize");
+    let schema = file_schema();
     let mut keys = std::collections::BTreeSet::new();
-    collect_keys(&schema, &schema, "", &mut keys);
+    collect_keys(schema, schema, "", &mut keys);
     keys
+}
+
+/// The JSON Schema of `.fluxplan.yaml`, from the types that read it.
+fn file_schema() -> &'static serde_json::Value {
+    static SCHEMA: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| serde_json::to_value(schemars::schema_for!(PolicyFile)).expect("schemas serialize"))
+}
+
+/// The property schemas an object of `schema` takes (through `$ref`s and the branches of an
+/// `Option` or a flattened struct), and the schema of a list's items.
+fn shape<'s>(
+    root: &'s serde_json::Value,
+    schema: &'s serde_json::Value,
+    properties: &mut BTreeMap<&'s str, &'s serde_json::Value>,
+    items: &mut Option<&'s serde_json::Value>,
+) {
+    if let Some(reference) = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/$defs/")) {
+        return shape(root, &root["$defs"][reference], properties, items);
+    }
+    for branch in ["anyOf", "oneOf", "allOf"].iter().filter_map(|k| schema[k].as_array()).flatten() {
+        shape(root, branch, properties, items);
+    }
+    if schema["items"].is_object() {
+        *items = Some(&schema["items"]);
+    }
+    for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+        properties.insert(name, property);
+    }
+}
+
+/// The known name nearest `typed`, to say what a typo meant.
+fn nearest<'k>(typed: &str, known: impl IntoIterator<Item = &'k str>) -> Option<&'k str> {
+    known
+        .into_iter()
+        .map(|k| (strsim::jaro_winkler(&typed.to_lowercase(), &k.to_lowercase()), k))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+/// Removes the keys of `value` that `.fluxplan.yaml` does not take (`at`: where `value` is), one
+/// warning each naming it and the nearest known key: a typo must not cost the rest of the file.
+fn drop_unknown_keys(
+    value: &mut serde_json::Value,
+    schema: &serde_json::Value,
+    at: &str,
+    warnings: &mut Vec<String>,
+) {
+    let root = file_schema();
+    let (mut properties, mut items) = (BTreeMap::new(), None);
+    shape(root, schema, &mut properties, &mut items);
+    match value {
+        serde_json::Value::Object(map) if !properties.is_empty() => {
+            let unknown: Vec<String> =
+                map.keys().filter(|k| !properties.contains_key(k.as_str())).cloned().collect();
+            for key in unknown {
+                map.remove(&key);
+                let near = nearest(&key, properties.keys().copied()).unwrap_or_default();
+                warnings.push(format!(
+                    "unknown key '{at}{key}' is left out (the nearest known key is '{at}{near}'); the rest of the \
+                     file applies"
+                ));
+            }
+            for (key, inner) in map.iter_mut() {
+                drop_unknown_keys(inner, properties[key.as_str()], &format!("{at}{key}."), warnings);
+            }
+        }
+        serde_json::Value::Array(list) => {
+            if let Some(items) = items {
+                let parent = at.trim_end_matches('.');
+                for (i, inner) in list.iter_mut().enumerate() {
+                    drop_unknown_keys(inner, items, &format!("{parent}[{i}]."), warnings);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Removes the alert codes fluxplan does not have from `alerts:` and `alertRules:`, one warning
+/// each naming the nearest code.
+fn drop_unknown_codes(file: &mut PolicyFile, warnings: &mut Vec<String>) {
+    let known = || DEFAULT_SEVERITIES.iter().map(|(code, _)| *code);
+    let is_known = |code: &str| known().any(|k| k == code);
+    let mut unknown = |code: &str, at: String| {
+        let near = nearest(code, known()).unwrap_or_default();
+        warnings.push(format!(
+            "{at}: unknown alert code '{code}' is left out (the nearest code is '{near}'); the rest of the file applies"
+        ));
+    };
+    if let Some(alerts) = &mut file.alerts {
+        alerts.retain(|code, _| {
+            is_known(code) || {
+                unknown(code, "alerts".into());
+                false
+            }
+        });
+    }
+    if let Some(rules) = &mut file.alert_rules {
+        let mut i = 0;
+        rules.retain(|rule| {
+            i += 1;
+            is_known(&rule.code) || {
+                unknown(&rule.code, format!("alertRules[{}]", i - 1));
+                false
+            }
+        });
+    }
 }
 
 fn collect_keys(
@@ -207,18 +318,13 @@ fn collect_keys(
     prefix: &str,
     keys: &mut std::collections::BTreeSet<String>,
 ) {
-    // Follow `$ref`s, `items` of lists, and the branches of an `Option`.
-    if let Some(reference) = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/$defs/")) {
-        return collect_keys(root, &root["$defs"][reference], prefix, keys);
+    let (mut properties, mut items) = (BTreeMap::new(), None);
+    shape(root, schema, &mut properties, &mut items);
+    if let Some(items) = items {
+        collect_keys(root, items, prefix, keys);
     }
-    for branch in ["anyOf", "oneOf", "allOf"].iter().filter_map(|k| schema[k].as_array()).flatten() {
-        collect_keys(root, branch, prefix, keys);
-    }
-    if schema["items"].is_object() {
-        collect_keys(root, &schema["items"], prefix, keys);
-    }
-    for (name, property) in schema["properties"].as_object().into_iter().flatten() {
-        let key = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+    for (name, property) in properties {
+        let key = if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
         collect_keys(root, property, &key, keys);
         keys.insert(key);
     }
@@ -226,12 +332,18 @@ fn collect_keys(
 
 impl Policy {
     /// Reads a policy file; what it leaves out keeps its default.
+    /// Unknown keys and alert codes are left out with a warning each (`warnings`).
     pub fn parse(text: &str) -> Result<Self, String> {
-        let file: PolicyFile = match crate::yaml::parse_documents(text)?.pop() {
-            Some(doc) => serde_json::from_value(doc).map_err(|e| e.to_string())?,
+        let mut warnings = Vec::new();
+        let mut file: PolicyFile = match crate::yaml::parse_documents(text)?.pop() {
+            Some(mut doc) => {
+                drop_unknown_keys(&mut doc, file_schema(), "", &mut warnings);
+                serde_json::from_value(doc).map_err(|e| e.to_string())?
+            }
             None => return Ok(Policy::default()),
         };
-        let mut policy = Policy::default();
+        drop_unknown_codes(&mut file, &mut warnings);
+        let mut policy = Policy { warnings, ..Policy::default() };
         if let Some(mass) = file.mass_deletion {
             policy.max_deletions = mass.max_objects.unwrap_or(policy.max_deletions);
             policy.max_deletion_percent = mass.max_percent.unwrap_or(policy.max_deletion_percent);
@@ -268,16 +380,10 @@ impl Policy {
             policy.crd_scopes.push((group.to_string(), kind.to_string(), scope));
         }
         for (code, severity) in file.alerts.unwrap_or_default() {
-            if !policy.severities.contains_key(&code) {
-                return Err(format!("alerts: unknown alert code '{code}'"));
-            }
             let severity = parse_severity(&severity, &format!("alerts.{code}"))?;
             policy.severities.insert(code, severity);
         }
         for (i, rule) in file.alert_rules.unwrap_or_default().into_iter().enumerate() {
-            if !policy.severities.contains_key(&rule.code) {
-                return Err(format!("alertRules[{i}]: unknown alert code '{}'", rule.code));
-            }
             parse_severity(&rule.severity, &format!("alertRules[{i}].severity"))?;
             policy.rules.push(rule);
         }
@@ -884,12 +990,56 @@ mod tests {
     }
 
     #[test]
-    fn rejects_unknown_keys_and_codes() {
-        assert!(Policy::parse("massDeletion:\n  maxObject: 5\n").is_err());
-        assert!(Policy::parse("alerts:\n  no-such-code: danger\n").is_err());
+    fn rejects_invalid_values() {
         assert!(Policy::parse("alerts:\n  build-failed: fatal\n").is_err());
         assert!(Policy::parse("roots:\n- path: ''\n").is_err());
-        assert!(Policy::parse("roots:\n- path: a\n  cluster: b\n").is_err());
+        assert!(Policy::parse("massDeletion:\n  maxObjects: many\n").is_err());
         assert_eq!(Policy::parse("").unwrap(), Policy::default());
+    }
+
+    #[test]
+    fn a_typo_leaves_out_its_key_with_the_nearest_known_one_and_keeps_the_rest() {
+        let policy = Policy::parse(
+            "massDeletion:\n  maxObject: 5\n  maxPercent: 20\nroot:\n- path: clusters/x\nroots:\n- path: clusters/prod\n  \
+             nmae: production\nsources:\n- kind: OCIRepository\n  name: apps\n  pth: apps\nalerts:\n  mass-delition: warning\n  \
+             build-failed: warning\nalertRules:\n- code: empty-rendr\n  severity: info\n- code: empty-render\n  \
+             severty: info\n  severity: warning\n",
+        )
+        .unwrap();
+        // Unknown keys where they are found (the top level first), then unknown codes.
+        assert_eq!(
+            policy.warnings,
+            [
+                "unknown key 'root' is left out (the nearest known key is 'roots'); the rest of the file applies",
+                "unknown key 'massDeletion.maxObject' is left out (the nearest known key is 'massDeletion.maxObjects'); \
+                 the rest of the file applies",
+                "unknown key 'alertRules[1].severty' is left out (the nearest known key is 'alertRules[1].severity'); \
+                 the rest of the file applies",
+                "unknown key 'roots[0].nmae' is left out (the nearest known key is 'roots[0].name'); the rest of the \
+                 file applies",
+                "unknown key 'sources[0].pth' is left out (the nearest known key is 'sources[0].path'); the rest of \
+                 the file applies",
+                "alerts: unknown alert code 'mass-delition' is left out (the nearest code is 'mass-deletion'); the \
+                 rest of the file applies",
+                "alertRules[0]: unknown alert code 'empty-rendr' is left out (the nearest code is 'empty-render'); the \
+                 rest of the file applies",
+            ]
+        );
+        // The rest applies: the roots above all.
+        assert_eq!(policy.max_deletions, Policy::default().max_deletions);
+        assert_eq!(policy.max_deletion_percent, 20.0);
+        assert_eq!(
+            policy.roots,
+            Some(vec![DeclaredRoot { path: "clusters/prod".into(), name: None, source: None }])
+        );
+        assert_eq!(policy.sources.len(), 1);
+        assert_eq!(policy.sources[0].path, None);
+        assert_eq!(policy.severities["build-failed"], Some(Severity::Warning));
+        assert_eq!(policy.severities["mass-deletion"], Some(Severity::Danger));
+        assert_eq!(policy.rules.len(), 1);
+        assert_eq!(policy.rules[0].severity, "warning");
+        // Maps of free names keep every name: a CRD's kind is no typo.
+        let scopes = Policy::parse("crdScopes:\n  Widget.example.io: Cluster\n").unwrap();
+        assert!(scopes.warnings.is_empty(), "{:?}", scopes.warnings);
     }
 }

@@ -294,6 +294,8 @@ mod tests {
             untrusted_syncs: Default::default(),
             kube_versions: Default::default(),
             not_read: Default::default(),
+            read_by_builds: Default::default(),
+            ignored: Default::default(),
         }
     }
 

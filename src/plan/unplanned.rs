@@ -38,25 +38,34 @@ impl UnitRef {
 }
 
 /// What a unit reads in this repository. A Flux Kustomization whose source may be this
-/// repository (this repository's GitRepository, or an OCIRepository, Bucket or artifact that
-/// may be built from it) reads its path; one on another repository's GitRepository reads
-/// nothing here.
+/// repository (this repository's GitRepository or a source declared as it, or an OCIRepository,
+/// Bucket or artifact that may be built from it) reads its path; one on another repository's
+/// GitRepository reads nothing here, nor does one at the top (`path: ./`) of an OCIRepository
+/// not declared as this repository: that names a whole artifact (kyverno's manifests), and a
+/// directory CI pushes from here (`./tenants`) is matched by its name.
 pub(super) fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String> {
     if let Some(argo) = &unit.argocd {
         return argo.reads.clone();
     }
     let key = format!("{}/{}", unit.source.namespace, unit.source.name);
-    let another_repository = unit.source.kind == "GitRepository" && !render.this_repo_sources.contains(&key);
+    let undeclared = !render.this_repo_sources.contains(&key);
+    let at_the_top = repo_path(&unit.path).is_some_and(|path| path.is_empty() || path == ".");
+    let elsewhere = undeclared
+        && match unit.source.kind.as_str() {
+            "GitRepository" => true,
+            "OCIRepository" => at_the_top,
+            _ => false,
+        };
     // A HelmRelease reads its chart and values files when they are in this repository.
     if let Some(helm) = &unit.helm {
-        let here = matches!(unit.source.kind.as_str(), "GitRepository" | "Bucket") && !another_repository;
+        let here = matches!(unit.source.kind.as_str(), "GitRepository" | "Bucket") && !elsewhere;
         return if here {
             helm.reads.iter().filter_map(|path| repo_path(path)).collect()
         } else {
             Vec::new()
         };
     }
-    if another_repository && unit.status == Status::External {
+    if elsewhere {
         return Vec::new();
     }
     // A path substituted from Secrets is shown masked: it reads somewhere below what precedes the
@@ -118,9 +127,17 @@ pub fn account(
         if symlinks.contains(file) && readers(&argo_rendered).is_empty() {
             why = Some("a symlink: Flux never archives symlinks, so it never reads it".to_string());
         }
-        let planned =
-            origins.contains(file.as_str()) || (why.is_none() && reached.iter().any(|r| covers(r, file)));
+        let read_by_builds = [base, head].iter().any(|r| r.read_by_builds.contains(file));
+        let planned = origins.contains(file.as_str())
+            || read_by_builds
+            || (why.is_none() && reached.iter().any(|r| covers(r, file)));
         if read_by.is_empty() && planned {
+            continue;
+        }
+        // Left out of the artifact by the source's ignore rules at base and at head (a pull
+        // request cannot hide its own files by adding a rule), and under no path: Flux never
+        // reads it, and it says nothing a reader needs (CI files, docs).
+        if read_by.is_empty() && why.is_none() && [base, head].iter().all(|r| r.ignored.contains(file)) {
             continue;
         }
         unplanned.push(UnplannedChange { file: file.clone(), read_by: read_by.into_iter().collect(), why });

@@ -25,7 +25,8 @@ impl PolicySource {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read policy {}", path.display()))?;
         let policy = Policy::parse(&text).map_err(|e| anyhow::anyhow!("policy {}: {e}", path.display()))?;
-        Ok((policy, path.display().to_string(), Vec::new()))
+        let alerts = left_out(&policy, &path.display().to_string());
+        Ok((policy, path.display().to_string(), alerts))
     }
 }
 
@@ -55,7 +56,10 @@ fn from_base_revision(repo: &Path, base: &Render, head: &Render) -> Result<(Poli
     let (policy, source) = match &base_text {
         None => (Policy::default(), "built-in defaults".to_string()),
         Some(text) => match Policy::parse(text) {
-            Ok(policy) => (policy, format!("{POLICY_FILE} at base")),
+            Ok(policy) => {
+                alerts.extend(left_out(&policy, &format!("{POLICY_FILE} at base")));
+                (policy, format!("{POLICY_FILE} at base"))
+            }
             Err(e) => {
                 alerts.extend(Policy::default().general_alert(
                     "policy-invalid",
@@ -75,4 +79,13 @@ fn from_base_revision(repo: &Path, base: &Render, head: &Render) -> Result<(Poli
         ));
     }
     Ok((policy, source, alerts))
+}
+
+/// A `policy-invalid` warning for each part of the policy file that was left out (a typo).
+fn left_out(policy: &Policy, file: &str) -> Vec<Alert> {
+    policy
+        .warnings
+        .iter()
+        .filter_map(|warning| policy.general_alert("policy-invalid", format!("{file}: {warning}")))
+        .collect()
 }

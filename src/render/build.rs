@@ -57,6 +57,9 @@ pub struct BuildRequest {
     unchecked: Option<Vec<Reference>>,
     /// git's ids of everything the build reads (see `remember_inputs`), when git knows them all.
     pub input_ids: Option<BTreeMap<String, String>>,
+    /// The files the build reads, relative to the root, when they were read to key it (else
+    /// `input_ids` names them).
+    pub inputs: Vec<String>,
 }
 
 /// True when every input has the same git id in `tree`.
@@ -167,6 +170,7 @@ impl Builder {
             keep_origin_annotations: prepared.wants_origin_annotations,
             unchecked: None,
             input_ids: None,
+            inputs: Vec::new(),
         };
         let inputs_key = tree.map(|tree| self.inputs_key(&here, &request.kustomization, &tree.salt));
         // Inputs git says are unchanged since a checked build of this kustomization: its key,
@@ -185,6 +189,7 @@ impl Builder {
         if let Some((at, tree)) = inputs_key.as_deref().zip(tree) {
             request.input_ids = self.remember_inputs(at, tree, &here, &inputs, &request.key);
         }
+        request.inputs = inputs.into_keys().collect();
         Ok(request)
     }
 

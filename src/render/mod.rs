@@ -442,6 +442,15 @@ pub struct Render {
     /// ignore rule, not a manifest file of a generated kustomization).
     #[serde(skip)]
     pub not_read: BTreeMap<String, String>,
+    /// Files of `RenderOptions::explain` outside the path of every Kustomization rendered from
+    /// this repository that one's build reads all the same (`../base`, files an ArtifactGenerator
+    /// copies into its artifact).
+    #[serde(skip)]
+    pub read_by_builds: BTreeSet<String>,
+    /// Files of `RenderOptions::explain` that every source of this repository a rendered
+    /// Kustomization reads leaves out of its artifact (`.github/`, `.sourceignore`, `spec.ignore`).
+    #[serde(skip)]
+    pub ignored: BTreeSet<String>,
 }
 
 impl Render {

@@ -398,6 +398,12 @@ impl ExportedSource {
         path.is_file().then(|| rules.why_ignored(&self.raw, &path)).flatten()
     }
 
+    /// True when `rules` would leave the repository file `file` out of the artifact, whether or
+    /// not this revision has it (a pull request adds and deletes files).
+    pub fn would_leave_out(&self, rules: &SourceIgnore, file: &str) -> bool {
+        rules.why_ignored(&self.raw, &self.raw.join(file)).is_some()
+    }
+
     /// The content identity of `tree`, one of this export's trees, when the export is of a commit.
     pub fn tree_ids(&self, tree: &Path) -> Option<TreeIds> {
         let (ids, sourceignores) = self.object_ids.as_ref()?;

@@ -7,7 +7,7 @@ use super::artifacts::{self, Generators};
 use super::build::Builder;
 use super::cache::RenderCache;
 use super::engine::{Engine, Node, Pending, PendingSet};
-use super::kustomize::unit::{is_self, KustomizationEngine};
+use super::kustomize::unit::{is_self, BuildInputs, KustomizationEngine};
 use super::kustomize::Kustomize;
 use super::local_sources::{
     adds_to_its_tree, learned_adds, DiskGitRepository, KnownSources, Sources, BOOTSTRAP_SOURCE,
@@ -175,12 +175,14 @@ impl Renderer {
 
         progress.set_total(disk_kustomizations.len());
         let memo = Default::default();
+        let inputs = BuildInputs::default();
         let kustomizations = KustomizationEngine {
             builder: &self.builder,
             opts,
             sources: &sources,
             progress: &progress,
             memo: &memo,
+            inputs: &inputs,
         };
 
         // Local candidates, rendered once with their spec as written (those that may be roots or
@@ -304,6 +306,7 @@ impl Renderer {
                     sources: &sources,
                     progress: &progress,
                     memo: &memo,
+                    inputs: &inputs,
                 },
                 resourcesets: ResourceSetEngine { opts, generated: AtomicUsize::new(0) },
             };
@@ -443,9 +446,13 @@ impl Renderer {
             .filter(|k| k.kind == super::UnitKind::Kustomization && k.status == Status::Rendered)
             .filter(|k| sources.is_this_repo(&k.source))
             .filter_map(|k| {
-                let path = crate::paths::normalize(Path::new(k.path.trim_start_matches('/')))?;
                 let key = format!("{}/{}", k.source.namespace, k.source.name);
-                Some((path.to_string_lossy().into_owned(), sources.this_repo_keys.get(&key)?.ignore.clone()))
+                let repo = sources.this_repo_keys.get(&key)?;
+                // A directory of the repository as the artifact: its paths start there.
+                let path =
+                    Path::new(repo.subpath.as_deref().unwrap_or("")).join(k.path.trim_start_matches('/'));
+                let path = crate::paths::normalize(&path)?;
+                Some((path.to_string_lossy().into_owned(), repo.ignore.clone()))
             })
             .collect();
         let builds = progress.done.load(Ordering::Relaxed);
@@ -466,6 +473,8 @@ impl Renderer {
                 Some((c.name.clone(), own.or_else(|| opts.kube_version.clone())?))
             })
             .collect();
+        let read_by_builds =
+            read_by_builds(&opts.explain, &clusters, &inputs.into_inner().unwrap_or_default());
         Ok(Render {
             revision: this_repo.commit.clone(),
             clusters,
@@ -479,6 +488,8 @@ impl Renderer {
             untrusted_syncs: sources.untrusted.clone(),
             syncs,
             not_read: not_read(&opts.explain, &clusters_for_explain, &sources),
+            read_by_builds,
+            ignored: ignored(&opts.explain, &clusters_for_explain, &sources),
         })
     }
 }
@@ -514,6 +525,40 @@ fn not_read(
         }
     }
     reasons
+}
+
+/// The files of `files` that the build of a rendered Kustomization reads (`inputs`, recorded as
+/// each was built): a base it reaches with `../`, a file an ArtifactGenerator copies into the
+/// artifact it builds from.
+fn read_by_builds(
+    files: &[String],
+    clusters: &[Cluster],
+    inputs: &BTreeMap<(String, String), BTreeSet<String>>,
+) -> BTreeSet<String> {
+    let read: BTreeSet<&String> = clusters
+        .iter()
+        .flat_map(|c| &c.kustomizations)
+        .filter(|k| k.kind == super::UnitKind::Kustomization && k.status == Status::Rendered)
+        .filter_map(|k| inputs.get(&(k.namespace.clone(), k.name.clone())))
+        .flatten()
+        .collect();
+    files.iter().filter(|file| read.contains(file)).cloned().collect()
+}
+
+/// The files of `files` that every source of `units` (Kustomizations rendered from this
+/// repository) leaves out of its artifact; none when no such Kustomization is rendered.
+fn ignored(files: &[String], units: &[(String, Option<String>)], sources: &Sources) -> BTreeSet<String> {
+    let ignores: BTreeSet<&Option<String>> = units.iter().map(|(_, ignore)| ignore).collect();
+    let rules: Vec<_> =
+        ignores.iter().filter_map(|ignore| sources.this_repo.ignore_rules(ignore.as_deref()).ok()).collect();
+    if rules.is_empty() || rules.len() < ignores.len() {
+        return BTreeSet::new();
+    }
+    files
+        .iter()
+        .filter(|file| rules.iter().all(|rules| sources.this_repo.would_leave_out(rules, file)))
+        .cloned()
+        .collect()
 }
 
 /// Why the generated kustomization of `path` does not read `file` (under it), if it does not.

@@ -8,8 +8,10 @@ mod way_out;
 
 use crate::flux::ObjectId;
 use crate::plan::{
-    Action, Alert, Cause, Change, KustomizationPlan, KustomizationStatus, Plan, Severity, Verdict,
+    Action, Alert, Cause, Change, KustomizationPlan, KustomizationStatus, Plan, ReleaseFate, Severity,
+    Verdict,
 };
+use crate::render::UnitKind;
 use minijinja::{Environment, State};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
@@ -210,9 +212,16 @@ fn phrase(counts: &crate::plan::Counts, deletes: String) -> String {
     }
 }
 
-fn status_label(status: KustomizationStatus) -> &'static str {
-    match status {
+fn status_label(k: &KustomizationPlan) -> &'static str {
+    match k.status {
         KustomizationStatus::Added => "added",
+        // A HelmRelease no longer in Git that nothing deletes, or whose release stays installed:
+        // the plan says so, and so does its label.
+        KustomizationStatus::Removed if k.kind == UnitKind::HelmRelease => match &k.release_fate {
+            Some(ReleaseFate::Orphaned(_)) => "release kept",
+            None if !k.changes.iter().any(|c| c.action == Action::Delete) => "not deleted",
+            _ => "removed",
+        },
         KustomizationStatus::Removed => "removed",
         KustomizationStatus::Failed => "render fails",
         KustomizationStatus::Suspended => "suspended",
@@ -238,9 +247,8 @@ fn alerts_of<'a>(plan: &'a Plan, k: &KustomizationPlan) -> Vec<&'a Alert> {
 /// knows, is shown when this merge changes it (its `chart-unavailable` or `resourceset-unknown`
 /// alert), not on every plan.
 fn noteworthy(plan: &Plan, k: &KustomizationPlan) -> bool {
-    let quiet_release =
-        matches!(k.kind, crate::render::UnitKind::HelmRelease | crate::render::UnitKind::ResourceSet)
-            && k.status == KustomizationStatus::External;
+    let quiet_release = matches!(k.kind, UnitKind::HelmRelease | UnitKind::ResourceSet)
+        && k.status == KustomizationStatus::External;
     (k.status != KustomizationStatus::Unchanged && !quiet_release)
         || !k.changes.is_empty()
         || !alerts_of(plan, k).is_empty()
@@ -322,7 +330,7 @@ fn view(plan: &Plan, color: bool) -> Value {
                 .collect();
             json!({
                 "cluster": k.cluster, "reference": k.reference(),
-                "status_suffix": format!("{}{}", match (k.base_unknown, status_label(k.status)) { (true, _) => " *base unknown*".to_string(), (_, "") => String::new(), (_, label) => format!(" *{label}*") },
+                "status_suffix": format!("{}{}", match (k.base_unknown, status_label(k)) { (true, _) => " *base unknown*".to_string(), (_, "") => String::new(), (_, label) => format!(" *{label}*") },
                     k.chart.as_ref().map(|c| format!(" · {c}")).unwrap_or_default()),
                 "create": k.counts.create, "update": k.counts.update, "delete": k.counts.delete,
                 "alerts": codes.join(", "),
@@ -351,7 +359,7 @@ fn view(plan: &Plan, color: bool) -> Value {
         .iter()
         .map(|k| {
             let mut summary = count_phrase(&k.counts);
-            if let label @ ("added" | "removed" | "render fails" | "suspended" | "external") = status_label(k.status) {
+            if let label @ ("added" | "removed" | "release kept" | "not deleted" | "render fails" | "suspended" | "external") = status_label(k) {
                 summary = format!("{label}; {summary}");
             }
             if k.base_unknown {
@@ -470,6 +478,42 @@ fn unit_heading(plan: &Plan) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A removed HelmRelease is labelled by what becomes of it, as its plan says.
+    #[test]
+    fn a_removed_release_is_labelled_by_what_becomes_of_it() {
+        let removed = |kind: UnitKind, fate: Option<ReleaseFate>| KustomizationPlan {
+            cluster: "prod".into(),
+            engine: kind.engine(),
+            kind,
+            namespace: "data".into(),
+            name: "db".into(),
+            status: KustomizationStatus::Removed,
+            path: None,
+            changes: Vec::new(),
+            counts: Default::default(),
+            inventory_size: 0,
+            inventory_source: crate::plan::InventorySource::None,
+            error: None,
+            drift: Vec::new(),
+            notes: Vec::new(),
+            desired: Vec::new(),
+            unmanaged: Vec::new(),
+            parent: None,
+            chart: None,
+            release_status: None,
+            base_unknown: false,
+            release_fate: fate,
+        };
+        let release = UnitKind::HelmRelease;
+        assert_eq!(
+            status_label(&removed(release, Some(ReleaseFate::Orphaned("kept".into())))),
+            "release kept"
+        );
+        assert_eq!(status_label(&removed(release, None)), "not deleted");
+        assert_eq!(status_label(&removed(release, Some(ReleaseFate::Uninstalled("gone".into())))), "removed");
+        assert_eq!(status_label(&removed(UnitKind::Kustomization, None)), "removed");
+    }
 
     #[test]
     fn repository_text_cannot_open_links_images_or_html() {

@@ -199,7 +199,8 @@ fn fleet_with_external_app(name: &str, path: &str, files: &[(&str, &str)]) -> Re
     repo
 }
 
-fn unplanned(plan: &Value) -> Vec<(String, Vec<String>)> {
+/// (file, units that read it as `Kind namespace/name`) of the plan's unplanned changes.
+pub(crate) fn unplanned(plan: &Value) -> Vec<(String, Vec<String>)> {
     plan["unplanned_changes"]
         .as_array()
         .unwrap_or_else(|| panic!("no unplanned_changes: {plan:#}"))

@@ -94,3 +94,30 @@ fn the_deployment_runs_the_bot_with_its_service_account_and_secret_references() 
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(find(&objects, "Service")["spec"]["ports"][0]["targetPort"], "http");
 }
+
+/// With the secret-files component, the GitHub secrets come from the mounted Secret's files: no
+/// environment variable holds them.
+#[test]
+fn the_secret_files_component_reads_the_github_secrets_from_mounted_files() {
+    let objects = built("deploy/kubernetes-secret-files");
+    let pod = &find(&objects, "Deployment")["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let env: std::collections::BTreeMap<&str, &Value> =
+        container["env"].as_array().unwrap().iter().map(|e| (e["name"].as_str().unwrap(), e)).collect();
+    assert!(
+        !env.contains_key("FLUXPLAN_GITHUB_TOKEN") && !env.contains_key("FLUXPLAN_GITHUB_WEBHOOK_SECRET")
+    );
+    assert_eq!(env["FLUXPLAN_GITHUB_TOKEN_FILE"]["value"], "/etc/fluxplan/secrets/github-token");
+    assert_eq!(
+        env["FLUXPLAN_GITHUB_WEBHOOK_SECRET_FILE"]["value"],
+        "/etc/fluxplan/secrets/github-webhook-secret"
+    );
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    assert!(mounts.iter().any(|m| m["name"] == "secrets"
+        && m["mountPath"] == "/etc/fluxplan/secrets"
+        && m["readOnly"] == true));
+    let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "secrets").unwrap();
+    assert_eq!(volume["secret"]["secretName"], "fluxplan");
+    // The other settings stay as they were.
+    assert!(env.contains_key("DATABASE_URL") && env.contains_key("FLUXPLAN_GITLAB_TOKEN"));
+}

@@ -163,7 +163,7 @@ fn alert_rules_rate_a_code_in_one_namespace_kind_or_cluster() {
     let (plan, _) = plan_head(&repo, &[]);
     assert_eq!(plan["findings"], json!([]));
 
-    // A rule naming a code fluxplan does not have is refused, as `alerts:` are.
+    // A rule naming a code fluxplan does not have is left out with a warning, as `alerts:` are.
     let repo = fleet("", Some("alertRules:\n- code: immutable-feild\n  severity: off\n"), &files);
     relabel(&repo);
     let (plan, _) = plan_head(&repo, &[]);

@@ -27,6 +27,10 @@ const ROOT_FIXPOINT_ROUNDS: usize = 3;
 /// A Kustomization's objects and the variables left unresolved, or why it did not build.
 pub(in crate::render) type Rendered = Result<(Vec<RenderedObject>, Vec<String>), RenderError>;
 
+/// The repository files each Kustomization's build reads, by namespace and name (see
+/// `Render::read_by_builds`).
+pub(in crate::render) type BuildInputs = Mutex<BTreeMap<(String, String), BTreeSet<String>>>;
+
 /// Renders Kustomizations for one walk.
 pub(in crate::render) struct KustomizationEngine<'a> {
     pub builder: &'a Builder,
@@ -36,6 +40,7 @@ pub(in crate::render) struct KustomizationEngine<'a> {
     /// Results by identity and spec: a child whose rendered spec is the one written in its file
     /// reuses the render made while looking for roots.
     pub memo: &'a Mutex<BTreeMap<String, Rendered>>,
+    pub inputs: &'a BuildInputs,
 }
 
 impl KustomizationEngine<'_> {
@@ -93,12 +98,17 @@ impl KustomizationEngine<'_> {
             .as_ref()
             .and_then(|key| serde_json::from_str::<finished::Warm>(&builder.cache.get(key)?).ok())
             .filter(|warm| tree.as_ref().is_some_and(|tree| build::unchanged(&warm.ids, tree)))
-            .and_then(|warm| finished::decode(&builder.cache.get(&warm.finished)?));
-        if let Some(hit) = warm_hit {
+            .and_then(|warm| Some((finished::decode(&builder.cache.get(&warm.finished)?)?, warm.ids)));
+        if let Some((hit, ids)) = warm_hit {
+            self.record_inputs(root, spec, ids.keys());
             self.progress.tick(true);
             return Ok((hit.objects, hit.unresolved.into_iter().collect()));
         }
         let request = builder.prepare(root, spec, tree.as_ref())?;
+        match &request.input_ids {
+            Some(ids) => self.record_inputs(root, spec, ids.keys()),
+            None => self.record_inputs(root, spec, request.inputs.iter()),
+        }
         // An artifact's origins depend on its generator's layout, not only on the build.
         let finished_key = vars
             .as_ref()
@@ -151,6 +161,17 @@ impl KustomizationEngine<'_> {
 }
 
 impl KustomizationEngine<'_> {
+    /// Records the inputs of the build of `spec` (paths relative to `root`) as repository files.
+    fn record_inputs<'p>(&self, root: &Path, spec: &Kustomization, inputs: impl Iterator<Item = &'p String>) {
+        let artifact = spec.source_ref.kind == artifacts::KIND;
+        let files = inputs.filter_map(|input| match artifact {
+            true => self.sources.repo_origin(root, input),
+            false => self.sources.this_repo.repo_path(&root.join(input)),
+        });
+        let mut recorded = self.inputs.lock().unwrap_or_else(|e| e.into_inner());
+        recorded.entry((spec.namespace.clone(), spec.name.clone())).or_default().extend(files);
+    }
+
     /// The root the Flux Operator generates, with its FluxInstance's `kustomize.patches` applied
     /// as the operator applies them to all it generates. The patches for its controllers find
     /// nothing here: a targeted one matches nothing, and one without a target is left out unless
