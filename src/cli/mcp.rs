@@ -37,9 +37,14 @@ pub struct McpArgs {
     /// `runs` says so.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// A file holding the database URL (a mounted Secret), instead of --database-url.
+    #[arg(long, env = "DATABASE_URL_FILE", value_name = "FILE")]
+    pub database_url_file: Option<PathBuf>,
 }
 
 pub fn run(args: McpArgs) -> Result<u8> {
+    let database_url =
+        super::secret_file::DATABASE_URL.read(args.database_url, args.database_url_file.as_deref())?;
     let dirs = if args.allow.is_empty() { vec![PathBuf::from(".")] } else { args.allow.clone() };
     let allowed = dirs
         .iter()
@@ -60,7 +65,7 @@ pub fn run(args: McpArgs) -> Result<u8> {
             helm: args.helm.settings(),
         },
         limits: super::plan::limits(&args.limits, args.plan_timeout),
-        database_url: args.database_url,
+        database_url,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

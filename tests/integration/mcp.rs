@@ -24,6 +24,7 @@ impl Client {
             .arg("mcp")
             .args(args)
             .env_remove("DATABASE_URL")
+            .env_remove("DATABASE_URL_FILE")
             .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
