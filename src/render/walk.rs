@@ -343,6 +343,7 @@ impl Renderer {
             helm: self.helm.helm(opts.helm_major),
             fetching: access.as_ref().map(|access| (&self.helm.store, access)).map_err(Clone::clone),
             templates: &templates,
+            prepared: &self.helm.prepared,
             kube_version: opts.kube_version.as_deref(),
             api_versions: &opts.api_versions,
         };
