@@ -75,6 +75,12 @@ impl Renderer {
     pub fn kustomize_version(&self) -> &str {
         &self.builder.kustomize.version
     }
+
+    /// What the chart store did for this renderer: parts it wrote, and chart archives it read
+    /// and decompressed (each once per digest when cold, none when warm).
+    pub fn chart_store_counts(&self) -> (usize, usize) {
+        (self.helm.prepared.store.written(), self.helm.prepared.loaded())
+    }
 }
 
 /// Renders with a fresh renderer (no on-disk cache).

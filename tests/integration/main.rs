@@ -13,6 +13,7 @@ mod bot;
 mod boundaries;
 mod cascades;
 mod catch_up;
+mod chart_store;
 mod ci_recipes;
 mod cli_output;
 mod completion;
