@@ -32,15 +32,23 @@ hosts=(--chart-hosts "127.0.0.1:$port")
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 # A non-zero exit (plan: 1 for changes) adds a line before the times: the last line is kept.
-timed() { /usr/bin/time -f "%e %M" -o "$work/time" "$@" > /dev/null 2>&1 || true; tail -1 "$work/time"; }
+# Wall seconds, then CPU seconds (user + system, children included: every helm run).
+timed() {
+  /usr/bin/time -f "%e %U %S" -o "$work/time" "$@" > /dev/null 2>&1 || true
+  tail -1 "$work/time" | awk '{ printf "%s %.2f\n", $1, $2 + $3 }'
+}
+cpu() { awk '{ print $2 }' | median; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 load_before=$(load)
 cold=$(for _ in $(seq "$runs"); do timed "$bin" build --repo "$fleet" --rev HEAD --format ids --no-cache "${hosts[@]}"; done)
 cold_s=$(echo "$cold" | median)
-floor=$(for _ in $(seq "$runs"); do
+cold_cpu=$(echo "$cold" | cpu)
+floors=$(for _ in $(seq "$runs"); do
   timed xargs -P2 -L1 sh -c 'HOME=/nonexistent "$0" template "$1" "$2" --namespace "$3" --values "$4" --include-crds' "$helm" < "$work/floor.txt"
-done | median)
+done)
+floor=$(echo "$floors" | median)
+floor_cpu=$(echo "$floors" | cpu)
 peak=$(python3 bench/peak-rss.py "$bin" build --repo "$fleet" --rev HEAD --format ids --no-cache "${hosts[@]}")
 units=$("$bin" build --repo "$fleet" --rev HEAD --format json --no-cache "${hosts[@]}" 2>/dev/null \
   | python3 -c 'import json,sys; r=json.load(sys.stdin); print(sum(1 for c in r["clusters"] for k in c["kustomizations"] if k["kind"]=="HelmRelease" and k["status"]=="rendered"))')
@@ -50,14 +58,15 @@ base=$(git -C "$fleet" rev-parse HEAD)
 "$bin" build --repo "$fleet" --rev HEAD --format ids --cache-dir "$work/cache" "${hosts[@]}" > /dev/null 2>&1
 sed -i 's/replicas: 1$/replicas: 9/' "$fleet/apps/app-0.yaml"
 git -C "$fleet" -c user.email=b@example.com -c user.name=bench commit -qam "app-0: 9 replicas"
-plan() { "$bin" plan --repo "$fleet" --base "$base" --head HEAD --cache-dir "$work/cache" --format json "${hosts[@]}"; }
-plan > /dev/null 2>&1 || true
+plan=("$bin" plan --repo "$fleet" --base "$base" --head HEAD --cache-dir "$work/cache" --format json "${hosts[@]}")
+"${plan[@]}" > /dev/null 2>&1 || true
 entries=$(find "$work/cache/unpacked" -mindepth 2 -maxdepth 2 | sort | md5sum)
-warm=$(for _ in $(seq "$runs"); do timed plan; done | median)
+warm=$(for _ in $(seq "$runs"); do timed "${plan[@]}"; done | awk '{ print $1 }' | median)
 unchanged=$([ "$entries" = "$(find "$work/cache/unpacked" -mindepth 2 -maxdepth 2 | sort | md5sum)" ] && echo yes || echo no)
 load_after=$(load)
 
 ratio=$(awk -v a="$cold_s" -v b="$floor" 'BEGIN { printf "%.2f", a / b }')
+cpu_ratio=$(awk -v a="$cold_cpu" -v b="$floor_cpu" 'BEGIN { printf "%.2f", a / b }')
 mkdir -p bench/out
 report=$(cat <<REPORT
 ## Real-shaped charts ($(date -u +%F), $(nproc) cores, $($bin --version | head -1), $($helm version --template '{{.Version}}'))
@@ -65,16 +74,17 @@ report=$(cat <<REPORT
 Fleet: bench/gen-helm-library.py, $releases HelmReleases of one chart whose library subchart holds
 $library template files, with different values, plus a chart with a 1 MB CRD and one of 20 CRDs
 from templates, fetched from a Helm repository on loopback ($units rendered). Reproduce:
-\`bench/helm-library.sh $releases $library $runs\` (medians of $runs runs; binary: $bin).
+\`bench/helm-library.sh $releases $library $runs\` (medians of $runs runs; binary: $(realpath --relative-to="$PWD" "$bin")).
 
-| what | wall (s) |
-|---|---|
-| \`fluxplan build --no-cache\` (cold: every chart fetched, prepared, rendered) | $cold_s |
-| \`helm template\` of each release's archive, 2 in parallel (floor) | $floor |
-| cold / floor (target ≤ 1.0) | $ratio |
-| \`fluxplan plan\` of a one-release values change, warm cache (target < 0.3) | $warm |
-| peak memory of the cold build, whole process tree (MiB, bench/peak-rss.py) | $peak |
-| chart store unchanged by the warm plans | $unchanged |
+| what | wall (s) | CPU (s, helm included) |
+|---|---|---|
+| \`fluxplan build --no-cache\` (cold: every chart fetched, prepared, rendered) | $cold_s | $cold_cpu |
+| \`helm template\` of each release's archive, 2 in parallel (floor) | $floor | $floor_cpu |
+| cold / floor (target ≤ 1.0) | $ratio | $cpu_ratio |
+| \`fluxplan plan\` of a one-release values change, warm cache (target < 0.3) | $warm | |
+
+Peak memory of the cold build, whole process tree (bench/peak-rss.py): $peak MiB. Chart store
+unchanged by the warm plans: $unchanged.
 
 Load average (1, 5, 15 min) before: $load_before; after: $load_after. The machine is shared with
 other engineers' builds while measured: the figures move with the load.
