@@ -60,9 +60,10 @@ sed -i 's/replicas: 1$/replicas: 9/' "$fleet/apps/app-0.yaml"
 git -C "$fleet" -c user.email=b@example.com -c user.name=bench commit -qam "app-0: 9 replicas"
 plan=("$bin" plan --repo "$fleet" --base "$base" --head HEAD --cache-dir "$work/cache" --format json "${hosts[@]}")
 "${plan[@]}" > /dev/null 2>&1 || true
-entries=$(find "$work/cache/unpacked" -mindepth 2 -maxdepth 2 | sort | md5sum)
+store() { { find "$work/cache/unpacked" -mindepth 2 -maxdepth 2 2> /dev/null || true; } | sort | md5sum; }
+entries=$(store)
 warm=$(for _ in $(seq "$runs"); do timed "${plan[@]}"; done | awk '{ print $1 }' | median)
-unchanged=$([ "$entries" = "$(find "$work/cache/unpacked" -mindepth 2 -maxdepth 2 | sort | md5sum)" ] && echo yes || echo no)
+unchanged=$([ "$entries" = "$(store)" ] && echo yes || echo no)
 load_after=$(load)
 
 ratio=$(awk -v a="$cold_s" -v b="$floor" 'BEGIN { printf "%.2f", a / b }')
