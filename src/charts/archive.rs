@@ -12,14 +12,8 @@ pub const MAX_UNPACKED_BYTES: u64 = 64 << 20;
 /// The most entries an archive may hold.
 const MAX_ENTRIES: usize = 20_000;
 
-/// Unpacks `archive` into `into` and returns the chart's directory: the archive's one top-level
-/// directory that holds a `Chart.yaml`.
-pub fn unpack(archive: &Path, into: &Path) -> Result<PathBuf, String> {
-    let file = std::fs::File::open(archive).map_err(|e| format!("cannot open {}: {e}", archive.display()))?;
-    unpack_from(file, into)
-}
-
-/// Unpacks a gzip-compressed tar stream into `into` (see `unpack`).
+/// Unpacks a gzip-compressed tar stream into `into` and returns the chart's directory: the
+/// archive's one top-level directory that holds a `Chart.yaml`.
 pub fn unpack_from(reader: impl Read, into: &Path) -> Result<PathBuf, String> {
     let mut tar = tar::Archive::new(GzDecoder::new(reader));
     let mut total: u64 = 0;

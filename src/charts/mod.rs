@@ -14,6 +14,7 @@ pub mod oci;
 pub mod pack;
 pub mod store;
 pub mod tls;
+pub mod unpacked;
 pub mod version;
 
 /// The URLs written in the Flux source manifests of `commit` (`url:` lines of files naming

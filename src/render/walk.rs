@@ -75,6 +75,12 @@ impl Renderer {
     pub fn kustomize_version(&self) -> &str {
         &self.builder.kustomize.version
     }
+
+    /// What the chart store did for this renderer: parts it wrote, and chart archives it read
+    /// and decompressed (each once per digest when cold, none when warm).
+    pub fn chart_store_counts(&self) -> (usize, usize) {
+        (self.helm.prepared.store.written(), self.helm.prepared.loaded())
+    }
 }
 
 /// Renders with a fresh renderer (no on-disk cache).
@@ -346,6 +352,7 @@ impl Renderer {
             helm: self.helm.helm(opts.helm_major),
             fetching: access.as_ref().map(|access| (&self.helm.store, access)).map_err(Clone::clone),
             templates: &templates,
+            prepared: &self.helm.prepared,
             kube_version: opts.kube_version.as_deref(),
             api_versions: &opts.api_versions,
         };

@@ -179,6 +179,7 @@ fn a_helm_release_renders_its_chart_with_the_controllers_values_and_labels() {
         templates: &|_, run| run(),
         upgrade: false,
         fetch: &|_, _| Err("no fetching here".into()),
+        prepared: &fluxplan::render::helm::prepared::PreparedCharts::new(None),
         kube_version: None,
         api_versions: &[],
     };

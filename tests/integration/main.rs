@@ -14,6 +14,7 @@ mod boundaries;
 mod cascades;
 mod catch_up;
 mod chart_hosts;
+mod chart_store;
 mod ci_recipes;
 mod cli_output;
 mod completion;

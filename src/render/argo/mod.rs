@@ -581,6 +581,7 @@ impl<'a> ArgoWalk<'a> {
         app: &Application,
         dir: &Path,
         root: &Path,
+        digest: Option<&str>,
         options: &argocd::application::HelmOptions,
     ) -> Result<Vec<super::build::BuiltObject>, Unrendered> {
         let read = |file: &str| -> Result<Option<String>, super::helm::argo::NotRendered> {
@@ -619,6 +620,7 @@ impl<'a> ArgoWalk<'a> {
         };
         let source = super::helm::argo::Source {
             chart: dir,
+            digest,
             options,
             application: &app.name,
             namespace: app.destination.namespace.as_deref(),
@@ -661,21 +663,24 @@ impl<'a> ArgoWalk<'a> {
                 auth: credentials.auth().cloned(),
                 tls: None,
             };
-            let archive = self.charts.fetch(&request, &login).map_err(|why| {
+            let fetched = self.charts.fetch_chart(&request, &login).map_err(|why| {
                 Unrendered::External(format!(
                     "Helm chart {chart} from {url} could not be had ({request}): {}; this Application is not planned",
                     credentials.explain(&why)
                 ))
             })?;
-            let scratch = tempfile::tempdir()
-                .map_err(|e| RenderError::InvalidSource(format!("cannot unpack the chart {chart}: {e}")))?;
-            let dir = crate::charts::archive::unpack(&archive, scratch.path())
+            // Unpacked once per digest, in the chart store: the repo-server renders the directory.
+            let dir = self
+                .charts
+                .prepared
+                .store
+                .unpacked(&fetched.archive, &fetched.digest)
                 .map_err(|e| RenderError::InvalidSource(format!("the chart {chart} from {url}: {e}")))?;
             let options = match &source.kind {
                 SourceKind::Helm(options) => options.as_ref().clone(),
                 _ => Default::default(),
             };
-            return self.render_helm(app, &dir, &dir, &options);
+            return self.render_helm(app, &dir, &dir, Some(&fetched.digest), &options);
         }
         if !self.is_this_repo(&source.repo_url) {
             return Err(Unrendered::External(format!(
@@ -726,7 +731,7 @@ impl<'a> ArgoWalk<'a> {
             declared => declared.clone(),
         };
         match kind {
-            SourceKind::Helm(options) => self.render_helm(app, &dir, tree, &options),
+            SourceKind::Helm(options) => self.render_helm(app, &dir, tree, None, &options),
             SourceKind::Plugin => Err(Unrendered::External(format!(
                 "'{path}' is rendered by a config management plugin: not rendered by fluxplan, so this Application \
                  is not planned"

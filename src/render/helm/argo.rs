@@ -5,7 +5,7 @@
 //! `releaseName` says otherwise. Same engine, sandbox, fetch rules and cache as HelmReleases.
 
 use super::engine::Template;
-use super::release::template_key;
+use super::release::{template_key, ChartIdentity};
 use super::shared::{int64_assignments, map_to_json, merge_maps, new_map, SharedMap};
 use super::strvals::{parse_into, Budget, Dialect, Reader};
 use super::values::values_file;
@@ -29,6 +29,8 @@ pub enum NotRendered {
 pub struct Source<'a> {
     /// The chart's directory.
     pub chart: &'a Path,
+    /// The digest of the archive it was unpacked from (in the chart store), when it was.
+    pub digest: Option<&'a str>,
     pub options: &'a HelmOptions,
     /// The Application's name and destination namespace.
     pub application: &'a str,
@@ -84,7 +86,11 @@ pub fn render(charts: &Charts, source: &Source, cancel: &CancelToken) -> Result<
         // The repo-server fetches what a schema refers to; the sandbox cannot.
         skip_schema_validation: super::schema::remote_reference(source.chart).is_some(),
     };
-    let key = template_key(helm, &template, source.chart)
+    let identity = match source.digest {
+        Some(digest) => ChartIdentity::Unpacked(digest.to_string()),
+        None => ChartIdentity::Directory(source.chart.to_path_buf()),
+    };
+    let key = template_key(helm, &template, &identity)
         .map_err(|e| NotRendered::Failed(format!("cannot read the chart: {e}")))?;
     let printed = (charts.templates)(&key, &|| helm.template(&template, cancel)).map_err(|e| match e {
         // Dependencies the repo-server would fetch (`helm dependency build`): not a failure.

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod installed;
 pub mod manifest;
 pub mod origin;
+pub mod prepared;
 pub mod release;
 pub mod schema;
 pub mod shared;
@@ -35,6 +36,8 @@ pub struct Toolkit {
     helm: [OnceLock<Result<Helm, String>>; 2],
     /// Fetched charts, kept under the cache directory when there is one.
     pub store: ChartStore,
+    /// Packaged charts prepared for `helm template`, once per digest (the chart store).
+    pub prepared: prepared::PreparedCharts,
     /// `helm template` runs, by key: each runs once per renderer.
     templates: crate::memo::Memo<String, Result<Release, BuildError>>,
     /// The memory limit of each `helm template` (bytes, `--max-render-memory`).
@@ -45,7 +48,8 @@ impl Toolkit {
     pub fn new(cache_dir: Option<PathBuf>) -> Self {
         Toolkit {
             helm: Default::default(),
-            store: ChartStore::new(cache_dir),
+            store: ChartStore::new(cache_dir.clone()),
+            prepared: prepared::PreparedCharts::new(cache_dir),
             templates: Default::default(),
             memory_limit: crate::sandbox::DEFAULT_MEMORY_LIMIT,
         }
@@ -105,21 +109,14 @@ pub struct Charts<'a> {
     pub fetching: Result<(&'a ChartStore, &'a Access), String>,
     /// `helm template` through the render cache.
     pub templates: &'a release::Templates<'a>,
+    /// Packaged charts prepared once per digest.
+    pub prepared: &'a prepared::PreparedCharts,
     /// `.Capabilities` by default.
     pub kube_version: Option<&'a str>,
     pub api_versions: &'a [String],
 }
 
 impl Charts<'_> {
-    /// The archive of the chart `request` names, or why it cannot be had.
-    pub fn fetch(
-        &self,
-        request: &ChartRequest,
-        credentials: &crate::charts::credentials::SourceCredentials,
-    ) -> Result<std::path::PathBuf, String> {
-        self.fetch_chart(request, credentials).map(|fetched| fetched.archive)
-    }
-
     /// The chart `request` names, with its digest and (from a registry) its revision.
     pub fn fetch_chart(
         &self,

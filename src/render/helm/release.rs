@@ -53,6 +53,8 @@ pub struct Inputs<'a> {
     /// Gets a chart from a Helm repository or an OCI registry, with its source's credentials;
     /// `Err` says why it cannot.
     pub fetch: &'a FetchChart<'a>,
+    /// Packaged charts prepared once per digest (the chart store).
+    pub prepared: &'a super::prepared::PreparedCharts,
     /// The release is installed (its storage says so): rendered as an upgrade.
     pub upgrade: bool,
     /// `.Capabilities`: the cluster's Kubernetes version and extra API versions.
@@ -97,10 +99,10 @@ pub fn render(
     inputs: &Inputs,
     cancel: &CancelToken,
 ) -> Result<Rendered, NotRendered> {
-    // fluxplan's own scratch space failing says nothing of what the controller does.
-    let scratch = tempfile::tempdir().map_err(|e| unprepared(&e))?;
+    // Made only for a chart directory that must be copied; removed after the render.
+    let mut scratch = None;
     let chart = match inputs.given_chart {
-        Some(given) => chart_on_disk(given, spec, "the chart given with --chart")?,
+        Some(given) => chart_on_disk(given, None, spec, "the chart given with --chart", inputs)?,
         None => {
             let release = format!("{namespace}/{name}");
             locate_chart(spec.chart.as_ref(), spec, inputs, &release, 0)?
@@ -110,16 +112,15 @@ pub fn render(
     let merged = super::values::merged(spec, namespace, inputs, dialect)?;
     let prepared = match &chart.form {
         ChartForm::Directory { dir, root } => {
-            prepare_directory(dir, root, chart.values_files.as_ref(), inputs, scratch.path(), cancel)?
+            prepare_directory(dir, root, chart.values_files.as_ref(), inputs, &mut scratch, cancel)?
         }
-        ChartForm::Archive(archive) => prepare_archive(archive, chart.values_files.as_ref(), scratch.path())?,
+        ChartForm::Archive(archive) => prepare_archive(archive, chart.values_files.as_ref(), inputs)?,
     };
-    let (chart_dir, readable) = (prepared.chart, prepared.readable);
-    let version = prepared.version;
+    let (chart_dir, readable) = (&prepared.chart, &prepared.readable);
     // The controller skips validation when the spec says so for the action it takes; a schema
     // that needs the network is validated by the controller only, never here.
     let disabled = if inputs.upgrade { spec.upgrade_skips_schema } else { spec.install_skips_schema };
-    let remote = if disabled { None } else { super::schema::remote_reference(&chart_dir) };
+    let remote = if disabled { None } else { prepared.remote_schema.clone() };
     let warnings: Vec<String> = remote
         .iter()
         .map(|(schema, url)| {
@@ -134,8 +135,8 @@ pub fn render(
     // nothing the plan says (objects, status, errors, timing) can depend on a Secret's value.
     let super::values::Merged { values, int64s, from_secrets } = merged;
     let template = Template {
-        chart: &chart_dir,
-        readable: &readable,
+        chart: chart_dir,
+        readable,
         release: &spec.release.name,
         namespace: &spec.release.namespace,
         values: &values,
@@ -146,20 +147,18 @@ pub fn render(
         is_upgrade: inputs.upgrade,
         skip_schema_validation: disabled || remote.is_some(),
     };
-    let key = template_key(helm, &template, &chart_dir)
+    let key = template_key(helm, &template, &prepared.identity)
         .map_err(|e| failed(format!("cannot read the chart: {e}")))?;
     let mut release = (inputs.templates)(&key, &|| helm.template(&template, cancel))
         .map_err(|e| masked_not_rendered(e, from_secrets))?;
     finish(&mut release, spec, namespace, name, inputs, helm.major() != Some(3))
         .map_err(|e| masked_not_rendered(e, from_secrets))?;
     // What the templates ask of the cluster, read from the chart as it is rendered (an archive
-    // with the controller's names); a chart too large to read was refused before.
-    let files = crate::charts::chart_files::chart_files(&chart_dir).unwrap_or_default();
-    let calls =
-        super::template_calls::scan(files.iter().map(|f| (f.path.as_str(), f.text.as_str())), &values);
+    // with the controller's names).
+    let calls = prepared.calls.with_values(&values);
     Ok(Rendered {
         release,
-        chart: version,
+        chart: prepared.version,
         from_secrets,
         calls,
         inputs_digest: key,
@@ -180,13 +179,26 @@ fn masked_not_rendered(error: BuildError, from_secrets: bool) -> NotRendered {
     }
 }
 
-/// A chart ready for `helm template`: the path to give it, the directory it may read, and what
-/// its `Chart.yaml` says.
+/// A chart ready for `helm template`: the path to give it, the directory it may read, what
+/// identifies it in the render cache's key, and what the render needs to know of it.
 struct Prepared {
     chart: PathBuf,
     readable: PathBuf,
+    identity: ChartIdentity,
     version: Option<ChartVersion>,
     differences: Vec<String>,
+    remote_schema: Option<(String, String)>,
+    calls: super::template_calls::ChartCalls,
+}
+
+/// What a chart is, for the render cache's key.
+pub(super) enum ChartIdentity {
+    /// A directory: every file of it.
+    Directory(PathBuf),
+    /// An archive `helm template` reads, by digest (of it, or of the original and the changes).
+    Archive(String),
+    /// The archive of this digest unpacked (rendered by Helm's directory loader).
+    Unpacked(String),
 }
 
 /// A chart directory of this repository, loaded by Helm's directory loader (source-controller
@@ -197,22 +209,19 @@ fn prepare_directory(
     root: &Path,
     values_files: Option<&Value>,
     inputs: &Inputs,
-    scratch: &Path,
+    scratch: &mut Option<tempfile::TempDir>,
     cancel: &CancelToken,
 ) -> Result<Prepared, NotRendered> {
     let missing = super::dependencies::missing(dir, root)
         .map_err(|why| NotRendered::External(format!("its chart's dependencies cannot be had: {why}")))?;
     let version = chart_version(dir);
     if values_files.is_none() && missing.is_empty() {
-        return Ok(Prepared {
-            chart: dir.to_path_buf(),
-            readable: dir.to_path_buf(),
-            version,
-            differences: Vec::new(),
-        });
+        return Ok(directory_prepared(dir.to_path_buf(), dir.to_path_buf(), version));
     }
-    let copy = scratch.join("chart");
     let prepare = |e: std::io::Error| unprepared(&e);
+    // fluxplan's own scratch space failing says nothing of what the controller does.
+    let scratch = scratch.insert(tempfile::tempdir().map_err(prepare)?).path();
+    let copy = scratch.join("chart");
     copy_chart(dir, &copy).map_err(prepare)?;
     if let Some(values) = values_files {
         std::fs::write(copy.join("values.yaml"), crate::yaml::to_yaml(values)).map_err(prepare)?;
@@ -238,7 +247,24 @@ fn prepare_directory(
             }
         }
     }
-    Ok(Prepared { chart: copy, readable: scratch.to_path_buf(), version, differences: Vec::new() })
+    Ok(directory_prepared(copy, scratch.to_path_buf(), version))
+}
+
+/// A chart directory ready: what its files call and its schemas refer to, read from them.
+fn directory_prepared(chart: PathBuf, readable: PathBuf, version: Option<ChartVersion>) -> Prepared {
+    // A chart too large to read fails in Helm, which says so.
+    let files = crate::charts::chart_files::chart_files(&chart).unwrap_or_default();
+    Prepared {
+        calls: super::template_calls::ChartCalls::of(
+            files.iter().map(|f| (f.path.as_str(), f.text.as_str())),
+        ),
+        remote_schema: super::schema::remote_reference(&chart),
+        identity: ChartIdentity::Directory(chart.clone()),
+        chart,
+        readable,
+        version,
+        differences: Vec::new(),
+    }
 }
 
 /// A packaged chart, rendered as helm-controller loads it: `helm template` of the archive itself
@@ -249,40 +275,28 @@ fn prepare_directory(
 fn prepare_archive(
     archive: &Archive,
     values_files: Option<&Value>,
-    scratch: &Path,
+    inputs: &Inputs,
 ) -> Result<Prepared, NotRendered> {
+    let facts = &archive.facts;
     let changes = crate::charts::loader::Changes {
         values_yaml: values_files.map(|v| crate::yaml::to_yaml(v).into_bytes()),
         version: archive.version.clone(),
-        drop_dependencies: archive.chart.unvendored_dependencies(),
+        drop_dependencies: facts.unvendored.clone(),
     };
-    let unchanged =
-        changes.values_yaml.is_none() && changes.version.is_none() && changes.drop_dependencies.is_empty();
-    let rewritten;
-    let bytes = if unchanged {
-        &archive.bytes
-    } else {
-        rewritten =
-            archive.chart.rewrite(&changes).map_err(|e| failed(format!("cannot prepare the chart: {e}")))?;
-        &rewritten
-    };
-    let readable = scratch.join("archive");
-    let path = readable.join("chart.tgz");
-    std::fs::create_dir_all(&readable)
-        .and_then(|_| std::fs::write(&path, bytes))
-        .map_err(|e| unprepared(&e))?;
-    let metadata = archive.chart.metadata().ok();
-    let version = metadata.as_ref().and_then(|m| {
-        Some(ChartVersion {
-            name: m["name"].as_str()?.to_string(),
-            // As its Chart.yaml says: the digest helm-controller appends is not a version change.
-            version: match &m["version"] {
-                Value::String(version) => version.clone(),
-                other => other.to_string(),
-            },
-        })
-    });
-    Ok(Prepared { chart: path, readable, version, differences: archive.chart.loader_differences() })
+    let (path, identity) = inputs.prepared.for_helm(&archive.packaged, &changes, &archive.whose)?;
+    let mut calls = facts.calls.clone();
+    if let Some(values) = &changes.values_yaml {
+        calls.values_file("values.yaml", &String::from_utf8_lossy(values));
+    }
+    Ok(Prepared {
+        readable: path.parent().map_or_else(|| path.clone(), Path::to_path_buf),
+        chart: path,
+        identity: ChartIdentity::Archive(identity),
+        version: facts.chart.clone(),
+        differences: facts.loader_differences.clone(),
+        remote_schema: facts.remote_schema.clone(),
+        calls,
+    })
 }
 
 /// Why `helm template` gave nothing, as the plan says it.
@@ -407,7 +421,11 @@ fn post_render(
 
 /// What a `helm template` run depends on, hashed: the Helm, every file of the chart, the values,
 /// the release and the capabilities. The same key prints the same release.
-pub(super) fn template_key(helm: &Helm, template: &Template, chart: &Path) -> std::io::Result<String> {
+pub(super) fn template_key(
+    helm: &Helm,
+    template: &Template,
+    chart: &ChartIdentity,
+) -> std::io::Result<String> {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     let inputs = serde_json::json!({
@@ -421,13 +439,17 @@ pub(super) fn template_key(helm: &Helm, template: &Template, chart: &Path) -> st
         "format": 4,
     });
     hasher.update(inputs.to_string().as_bytes());
-    if chart.is_file() {
-        // An archive: its bytes are the chart (never unpacked for the key).
-        let content = std::fs::read(chart)?;
-        hasher.update(b"archive\0");
-        hasher.update(Sha256::digest(&content));
-        return Ok(format!("helm-template:{}", hex::encode(hasher.finalize())));
-    }
+    let chart = match chart {
+        // By digest: nothing of the chart is read for the key.
+        ChartIdentity::Archive(digest) | ChartIdentity::Unpacked(digest) => {
+            let form: &[u8] =
+                if matches!(chart, ChartIdentity::Archive(_)) { b"archive\0" } else { b"unpacked\0" };
+            hasher.update(form);
+            hasher.update(digest.as_bytes());
+            return Ok(format!("helm-template:{}", hex::encode(hasher.finalize())));
+        }
+        ChartIdentity::Directory(dir) => dir,
+    };
     let mut files = Vec::new();
     crate::tree::walk(chart, |entry, kind| -> Result<crate::tree::Descend, crate::tree::Unreadable> {
         if kind.is_file() {
@@ -460,9 +482,15 @@ fn chart_version(dir: &Path) -> Option<ChartVersion> {
     })
 }
 
-/// A chart on disk (given with `--chart`, or fetched): a directory, or an archive. Values files
-/// are paths in the chart, as in a chart from a Helm repository.
-fn chart_on_disk(given: &Path, spec: &HelmReleaseSpec, whose: &str) -> Result<Chart, NotRendered> {
+/// A chart on disk (given with `--chart`, or fetched: kept by `digest`): a directory, or an
+/// archive. Values files are paths in the chart, as in a chart from a Helm repository.
+fn chart_on_disk(
+    given: &Path,
+    digest: Option<&str>,
+    spec: &HelmReleaseSpec,
+    whose: &str,
+    inputs: &Inputs,
+) -> Result<Chart, NotRendered> {
     let (values_files, ignore_missing) = match &spec.chart {
         Some(ChartSource::Template { values_files, ignore_missing_values_files, .. }) => {
             (values_files.clone(), *ignore_missing_values_files)
@@ -477,8 +505,21 @@ fn chart_on_disk(given: &Path, spec: &HelmReleaseSpec, whose: &str) -> Result<Ch
         let form = ChartForm::Directory { dir: given.to_path_buf(), root: given.to_path_buf() };
         return Ok(Chart { form, values_files });
     }
-    let archive = Archive::read(given, None, whose)?;
-    let values_files = archive_values_files(&archive.chart, &values_files, ignore_missing, whose)?;
+    let archive = match digest {
+        Some(digest) => {
+            let packaged = super::prepared::Packaged::kept(given.to_path_buf(), digest.to_string());
+            Archive::of(packaged, None, whose, inputs)?
+        }
+        None => Archive::read(given, whose, inputs)?,
+    };
+    // Only values files need the archive's own files.
+    let values_files = match values_files.is_empty() {
+        true => None,
+        false => {
+            let chart = inputs.prepared.load(&archive.packaged, whose)?;
+            archive_values_files(&chart, &values_files, ignore_missing, whose)?
+        }
+    };
     Ok(Chart { form: ChartForm::Archive(archive), values_files })
 }
 
@@ -497,18 +538,19 @@ enum ChartForm {
     Archive(Archive),
 }
 
-/// A chart archive as the archive loader reads it.
+/// A chart archive, and what its loader reads of it (learned once per digest).
 struct Archive {
-    bytes: Vec<u8>,
-    chart: crate::charts::loader::ChartArchive,
+    packaged: super::prepared::Packaged,
+    facts: std::sync::Arc<super::prepared::ChartFacts>,
     /// `.Chart.Version` as helm-controller sets it (a chartRef to an OCIRepository).
     version: Option<String>,
+    /// How messages name it.
+    whose: String,
 }
 
 impl Archive {
-    /// Reads the archive at `path`; `revision`: the OCIRepository artifact revision whose digest
-    /// helm-controller appends to the chart's version.
-    fn read(path: &Path, revision: Option<&str>, whose: &str) -> Result<Archive, NotRendered> {
+    /// Reads the archive at `path` (a chart given, or in a source tree).
+    fn read(path: &Path, whose: &str, inputs: &Inputs) -> Result<Archive, NotRendered> {
         use crate::charts::loader::MAX_LOADED_BYTES;
         let size =
             std::fs::metadata(path).map_err(|e| failed(format!("{whose}: cannot read it: {e}")))?.len();
@@ -519,22 +561,23 @@ impl Archive {
             ))));
         }
         let bytes = std::fs::read(path).map_err(|e| failed(format!("{whose}: cannot read it: {e}")))?;
-        Self::from_bytes(bytes, revision, whose)
+        Self::of(super::prepared::Packaged::in_memory(bytes), None, whose, inputs)
     }
 
-    /// Loads the archive `bytes` (see `read`).
-    fn from_bytes(bytes: Vec<u8>, revision: Option<&str>, whose: &str) -> Result<Archive, NotRendered> {
-        use crate::charts::loader::{ChartArchive, LoadError};
-        let chart = ChartArchive::read(&bytes).map_err(|e| match e {
-            LoadError::Refused(why) => failed(format!("{whose}: {why}")),
-            LoadError::Limit(why) => NotRendered::Failed(RenderError::Limit(format!("{whose}: {why}"))),
-        })?;
-        let metadata = chart.metadata().map_err(|why| failed(format!("{whose}: {why}")))?;
+    /// The archive `packaged`; `revision`: the OCIRepository artifact revision whose digest
+    /// helm-controller appends to the chart's version.
+    fn of(
+        packaged: super::prepared::Packaged,
+        revision: Option<&str>,
+        whose: &str,
+        inputs: &Inputs,
+    ) -> Result<Archive, NotRendered> {
+        let facts = inputs.prepared.facts(&packaged, whose)?;
         let version = match revision {
-            Some(revision) => Some(digest_version(&metadata["version"], revision).map_err(failed)?),
+            Some(revision) => Some(digest_version(&facts.version, revision).map_err(failed)?),
             None => None,
         };
-        Ok(Archive { bytes, chart, version })
+        Ok(Archive { packaged, facts, version, whose: whose.to_string() })
     }
 }
 
@@ -647,7 +690,8 @@ fn locate_chart(
                     let whose = format!("the chart in {reference}");
                     let bytes = crate::charts::pack::pack_dir(&tree, crate::charts::loader::MAX_LOADED_BYTES)
                         .map_err(|why| failed(format!("{whose}: {why}")))?;
-                    let archive = Archive::from_bytes(bytes, None, &whose).map_err(|e| match e {
+                    let packaged = super::prepared::Packaged::in_memory(bytes);
+                    let archive = Archive::of(packaged, None, &whose, inputs).map_err(|e| match e {
                         NotRendered::Failed(RenderError::InvalidSource(why)) if why.contains("chart's directory") => {
                             failed(format!(
                                 "{why} (helm-controller loads the artifact as a chart archive, whose files sit \
@@ -696,7 +740,7 @@ fn locate_chart(
         // A packaged chart at the path: source-controller copies it, loaded as an archive, and
         // builds no dependency for it.
         let archive =
-            Archive::read(&dir, None, &format!("the chart archive '{chart}' in the source {source}"))?;
+            Archive::read(&dir, &format!("the chart archive '{chart}' in the source {source}"), inputs)?;
         return Ok(Chart { form: ChartForm::Archive(archive), values_files });
     }
     if !dir.join("Chart.yaml").is_file() {
@@ -740,10 +784,11 @@ fn fetched(
     })?;
     let whose = format!("the chart fetched for {request}");
     if tracked {
-        let archive = Archive::read(&fetched.archive, fetched.revision.as_deref(), &whose)?;
+        let packaged = super::prepared::Packaged::kept(fetched.archive, fetched.digest);
+        let archive = Archive::of(packaged, fetched.revision.as_deref(), &whose, inputs)?;
         return Ok(Chart { form: ChartForm::Archive(archive), values_files: None });
     }
-    chart_on_disk(&fetched.archive, spec, &whose)
+    chart_on_disk(&fetched.archive, Some(&fetched.digest), spec, &whose, inputs)
 }
 
 /// A source object of the render with its credentials, and the Secret whose login they hold; or

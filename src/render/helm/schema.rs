@@ -25,6 +25,12 @@ pub fn remote_reference(chart: &Path) -> Option<(String, String)> {
     in_chart(chart, "", 0, &mut budget)
 }
 
+/// The same for a chart archive in memory.
+pub fn remote_reference_in_archive(archive: &[u8]) -> Option<(String, String)> {
+    let mut budget = MAX_SCHEMA_BYTES;
+    in_archive_stream(archive, "", &mut budget)
+}
+
 fn in_chart(dir: &Path, prefix: &str, depth: usize, budget: &mut u64) -> Option<(String, String)> {
     let schema = dir.join("values.schema.json");
     if let Some(url) = read_bounded(&schema, budget).and_then(|text| remote_in_text(&text)) {
@@ -55,8 +61,11 @@ fn in_chart(dir: &Path, prefix: &str, depth: usize, budget: &mut u64) -> Option<
 
 /// Every `values.schema.json` inside a chart archive (its subcharts' included).
 fn in_archive(archive: &Path, prefix: &str, budget: &mut u64) -> Option<(String, String)> {
+    in_archive_stream(std::fs::File::open(archive).ok()?, prefix, budget)
+}
+
+fn in_archive_stream(file: impl std::io::Read, prefix: &str, budget: &mut u64) -> Option<(String, String)> {
     use std::io::Read;
-    let file = std::fs::File::open(archive).ok()?;
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
     for entry in tar.entries().ok()? {
         let Ok(entry) = entry else { return None };

@@ -44,37 +44,66 @@ const MAX_DEPTH: usize = 4;
 /// `charts/NAME/templates/…`). Values files (the charts' `values.yaml`) and the release's own
 /// `values` count only when a template calls `tpl`, which renders a string as a template.
 pub fn scan<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>, values: &Value) -> TemplateCalls {
-    let mut found = TemplateCalls::default();
-    let mut values_files = Vec::new();
-    let mut tpl = false;
-    for (path, text) in files {
-        if is_values_file(path) {
-            values_files.push((path, text));
-            continue;
-        }
-        if !is_template(path) {
-            continue;
-        }
-        let calls = scan_text(text, 0);
-        tpl |= calls.tpl;
-        if calls.lookup {
-            found.lookup.insert(path.to_string());
-        }
-        if calls.capabilities {
-            found.capabilities.insert(path.to_string());
-        }
-    }
-    if tpl {
-        for (path, text) in values_files {
-            if scan_text(text, 0).lookup {
+    ChartCalls::of(files).with_values(values)
+}
+
+/// What a chart's own files call, whatever the values: learned once per chart.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChartCalls {
+    /// Templates that call `lookup`, and those that read `.Capabilities`.
+    lookup: BTreeSet<String>,
+    capabilities: BTreeSet<String>,
+    /// Some template calls `tpl`.
+    tpl: bool,
+    /// Values files whose strings call `lookup` (counted only through `tpl`).
+    values_lookup: BTreeSet<String>,
+}
+
+impl ChartCalls {
+    /// What the templates and values files among `files` call.
+    pub fn of<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut found = ChartCalls::default();
+        for (path, text) in files {
+            if is_values_file(path) {
+                found.values_file(path, text);
+                continue;
+            }
+            if !is_template(path) {
+                continue;
+            }
+            let calls = scan_text(text, 0);
+            found.tpl |= calls.tpl;
+            if calls.lookup {
                 found.lookup.insert(path.to_string());
             }
+            if calls.capabilities {
+                found.capabilities.insert(path.to_string());
+            }
         }
-        if strings_of(values).any(|text| scan_text(text, 0).lookup) {
-            found.lookup.insert("values".to_string());
+        found
+    }
+
+    /// The values file `path` is (now) `text`: a `values.yaml` fluxplan writes in place of the
+    /// chart's.
+    pub fn values_file(&mut self, path: &str, text: &str) {
+        self.values_lookup.remove(path);
+        if scan_text(text, 0).lookup {
+            self.values_lookup.insert(path.to_string());
         }
     }
-    found
+
+    /// What a render with the release's `values` calls.
+    pub fn with_values(&self, values: &Value) -> TemplateCalls {
+        let mut found =
+            TemplateCalls { lookup: self.lookup.clone(), capabilities: self.capabilities.clone() };
+        if self.tpl {
+            found.lookup.extend(self.values_lookup.iter().cloned());
+            if strings_of(values).any(|text| scan_text(text, 0).lookup) {
+                found.lookup.insert("values".to_string());
+            }
+        }
+        found
+    }
 }
 
 /// `templates/x.yaml`, `charts/db/templates/_helpers.tpl`, `charts/a/charts/b/templates/y`.

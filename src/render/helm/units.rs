@@ -142,7 +142,7 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ChartVersion {
     pub name: String,
     pub version: String,
@@ -391,6 +391,7 @@ fn render_unit(
             releases.cluster.values_secret_refused(namespace, name)
         },
         fetch: &fetch,
+        prepared: releases.charts.prepared,
         upgrade: releases.installed.is_installed(&(
             cluster.to_string(),
             spec.release.storage_namespace.clone(),
