@@ -26,4 +26,5 @@ pub mod stack;
 pub mod store;
 pub mod tls;
 pub mod tree;
+pub mod words;
 pub mod yaml;

@@ -529,15 +529,16 @@ impl<'a> ClusterView<'a> {
                 plan.base_unknown = true;
                 format!(
                     "base unknown: its chart at base could not be had ({why}), so what the release \
-                     holds before the merge is unknown offline; the {} object(s) its head renders are not listed as \
+                     holds before the merge is unknown offline; the {} its head renders are not listed as \
                      creates (plan with a cluster read with --read-secrets to compare with Helm's storage)",
-                    desired.len()
+                    crate::words::count(desired.len(), "object", "objects")
                 )
             } else {
                 format!(
-                    "base unknown: its chart at base could not be had ({why}); {not_compared} object(s) \
+                    "base unknown: its chart at base could not be had ({why}); {} \
                      the release holds now are not compared with the head render (listed neither as updated nor \
-                     as unchanged)"
+                     as unchanged)",
+                    crate::words::count(not_compared, "object", "objects")
                 )
             });
         }

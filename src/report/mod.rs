@@ -7,6 +7,7 @@ pub mod split;
 mod way_out;
 
 use crate::flux::ObjectId;
+use crate::words::count as plural;
 use crate::plan::{
     Action, Alert, Cause, Change, KustomizationPlan, KustomizationStatus, Plan, Severity, Verdict,
 };
@@ -183,10 +184,6 @@ fn headline_counts(plan: &Plan) -> String {
     phrase(&plan.summary, deletes.join(", "))
 }
 
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
 /// "1 to create, 2 to update, DELETES, ..." for the counts that are not zero.
 fn phrase(counts: &crate::plan::Counts, deletes: String) -> String {
     let mut parts = Vec::new();
@@ -297,7 +294,10 @@ fn view(plan: &Plan, color: bool) -> Value {
         ));
     }
     if dangers > 0 {
-        headline.push_str(&format!("; {dangers} dangerous alert(s) block the merge"));
+        headline.push_str(&format!(
+            "; {} the merge",
+            plural(dangers, "dangerous alert blocks", "dangerous alerts block")
+        ));
     }
     if plan.verdict == Verdict::Failed {
         headline = "the plan could not be made".into();
@@ -342,6 +342,7 @@ fn view(plan: &Plan, color: bool) -> Value {
             json!({
                 "icon": icon, "style": style, "severity": a.severity, "code": a.code,
                 "kustomization": a.kustomization, "cluster": a.cluster, "message": a.message, "objects": objects,
+                "object_count": plural(a.objects.len(), "object", "objects"),
                 // The plan's cause is shown once, under the verdict.
                 "cause": a.cause.as_ref().filter(|c| Some(*c) != plan.cause.as_ref()),
             })
@@ -355,7 +356,7 @@ fn view(plan: &Plan, color: bool) -> Value {
                 summary = format!("{label}; {summary}");
             }
             if k.base_unknown {
-                summary = format!("base unknown; {} object(s) at head, not compared", k.desired.len());
+                summary = format!("base unknown; {} at head, not compared", plural(k.desired.len(), "object", "objects"));
             }
             let changes: Vec<Value> = k
                 .changes
@@ -415,6 +416,7 @@ fn view(plan: &Plan, color: bool) -> Value {
         "rows": rows,
         "unchanged_count": plan.kustomizations.len() - visible.len(),
         "unit": unit_heading(plan),
+        "units": units_heading(plan),
         "alerts": alert_view(news),
         "findings": findings_view(plan),
         "standing": alert_view(standing),
@@ -453,6 +455,15 @@ fn drift_controller(plan: &Plan) -> &'static str {
     match controllers.len() {
         1 => controllers.into_iter().next().unwrap_or("Flux"),
         _ => "each controller",
+    }
+}
+
+/// The plural of `unit_heading`.
+fn units_heading(plan: &Plan) -> &'static str {
+    match unit_heading(plan) {
+        "Kustomization / Application" => "Kustomizations / Applications",
+        "Application" => "Applications",
+        _ => "Kustomizations",
     }
 }
 

@@ -669,7 +669,7 @@ fn a_release_whose_base_chart_could_not_be_had_is_base_unknown() {
     );
     let (text, _) = crate::fixture::plan_cli(&repo, "HEAD~1", "HEAD", "text", &access);
     assert!(
-        text.contains("(asked for, not rendered); base unknown; 2 object(s) at head, not compared"),
+        text.contains("(asked for, not rendered); base unknown; 2 objects at head, not compared"),
         "{text}"
     );
     assert!(!text.contains("create StatefulSet data/db"), "{text}");
