@@ -106,6 +106,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
 /// Warnings of the whole render, one line each, for stderr; a line clusters share is said once.
 fn warning_lines(render: &Render) -> Vec<String> {
     let mut lines = render.warnings.clone();
+    // What was assumed first: the roots every other line depends on.
+    lines.splice(0..0, render.clusters.iter().filter_map(crate::render::roots::assumed));
     lines.extend(render.source_limits.iter().map(|breach| format!("source-limit: {breach}")));
     for k in render.clusters.iter().flat_map(|c| &c.kustomizations) {
         lines.extend(k.warnings.iter().map(|w| format!("{}/{}: {w}", k.namespace, k.name)));

@@ -61,6 +61,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("unplanned-change", Severity::Warning),
     ("root-failed", Severity::Danger),
     ("roots-changed", Severity::Danger),
+    ("roots-assumed", Severity::Info),
     ("source-pinned", Severity::Info),
     ("external-artifact", Severity::Warning),
     ("chart-unavailable", Severity::Warning),

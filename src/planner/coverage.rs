@@ -1,6 +1,6 @@
 //! What the request covers and what it does not: a repository with nothing to plan, roots no
-//! cluster in the clusters file stands for, a repository rendered from a subdirectory whose paths
-//! are read from the top.
+//! cluster in the clusters file stands for, roots fluxplan had to assume, a repository rendered
+//! from a subdirectory whose paths are read from the top.
 
 use super::{Clusters, Request};
 use crate::cluster::snapshot::ClusterSnapshot;
@@ -64,5 +64,20 @@ pub fn alerts(
             ));
         }
     }
+    alerts.extend(assumed_roots(policy, base, head));
     alerts
+}
+
+/// A cluster whose root fluxplan took by the fallback: the plan says so, and how to declare it.
+/// Head's root when head has the cluster, else base's.
+fn assumed_roots(policy: &Policy, base: &Render, head: &Render) -> Vec<Alert> {
+    let base_only = base.clusters.iter().filter(|b| head.clusters.iter().all(|h| h.name != b.name));
+    head.clusters
+        .iter()
+        .chain(base_only)
+        .filter_map(|cluster| {
+            let message = crate::render::roots::assumed(cluster)?;
+            policy.alert("roots-assumed", &cluster.name, Some(cluster.root.to_string()), message, Vec::new())
+        })
+        .collect()
 }

@@ -31,6 +31,7 @@ fn environment() -> &'static Environment<'static> {
         env.add_filter("fenced", fenced);
         env.add_filter("paint", paint);
         env.add_filter("diff_style", diff_style);
+        env.add_filter("wrap", wrap);
         env
     })
 }
@@ -134,6 +135,21 @@ fn paint(state: &State, text: String, style: String) -> String {
         _ => return text,
     };
     format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+/// Width the text report's long lines wrap at, for terminals and CI logs alike.
+const TEXT_WIDTH: usize = 100;
+
+/// A long line of prose (an alert, a note) on several lines: the first opens with `first`, the
+/// others with `rest`. Words are never broken: an id or a path longer than a line stays whole.
+/// Colour codes take no width.
+fn wrap(text: String, first: String, rest: String) -> String {
+    let options = textwrap::Options::new(TEXT_WIDTH)
+        .initial_indent(&first)
+        .subsequent_indent(&rest)
+        .break_words(false)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
+    textwrap::fill(&text, options)
 }
 
 fn diff_style(line: String) -> &'static str {
@@ -268,6 +284,32 @@ fn short(commit: &Option<String>) -> String {
     commit.as_ref().map(|c| format!(" ({})", c.chars().take(8).collect::<String>())).unwrap_or_default()
 }
 
+/// "1 dangerous alert blocks the merge".
+fn blocks(dangers: usize) -> String {
+    format!("{} the merge", plural(dangers, "dangerous alert blocks", "dangerous alerts block"))
+}
+
+/// The dangerous alerts by code and cluster, each once: `roots-changed (clusters/prod)`.
+fn blocking_alerts(plan: &Plan) -> String {
+    let mut named: Vec<String> = Vec::new();
+    for alert in plan.alerts.iter().filter(|a| a.severity == Severity::Danger) {
+        let name = match &alert.cluster {
+            Some(cluster) => format!("{} ({cluster})", alert.code),
+            None => alert.code.clone(),
+        };
+        if !named.contains(&name) {
+            named.push(name);
+        }
+    }
+    const SHOWN: usize = 3;
+    let more = named.len().saturating_sub(SHOWN);
+    named.truncate(SHOWN);
+    if more > 0 {
+        named.push(format!("{more} more"));
+    }
+    named.join(", ")
+}
+
 /// The template context.
 fn view(plan: &Plan, color: bool) -> Value {
     let (icon, title, style) = match plan.verdict {
@@ -293,11 +335,11 @@ fn view(plan: &Plan, color: bool) -> Value {
             plural(unseen, "release", "releases")
         ));
     }
-    if dangers > 0 {
-        headline.push_str(&format!(
-            "; {} the merge",
-            plural(dangers, "dangerous alert blocks", "dangerous alerts block")
-        ));
+    if dangers > 0 && headline == "no changes" {
+        // Nothing counted is no "no changes": say what blocks, and where.
+        headline = format!("{}: {}; no object change is counted", blocks(dangers), blocking_alerts(plan));
+    } else if dangers > 0 {
+        headline.push_str(&format!("; {}", blocks(dangers)));
     }
     if plan.verdict == Verdict::Failed {
         headline = "the plan could not be made".into();

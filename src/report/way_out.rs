@@ -15,6 +15,7 @@ const STANDING_CODES: &[&str] = &[
     "capabilities-assumed",
     "chart-archive-hidden",
     "failing-before",
+    "roots-assumed",
 ];
 
 /// True for a warning or note about how a unit this pull request leaves as it is stands (a
