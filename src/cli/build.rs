@@ -138,9 +138,11 @@ pub fn format_ids(render: &Render) -> String {
                 (Some(error), _) => {
                     out.push_str(&format!("! {}: {}\n", error.code, one_line(&error.message)))
                 }
-                (None, Status::External) => {
-                    out.push_str(&format!("! external: source {} is not local\n", k.source))
-                }
+                // Its own reason (a chart not fetched, another repository), else the source's.
+                (None, Status::External) => out.push_str(&format!(
+                    "! external: {}\n",
+                    k.warnings.first().map_or_else(|| format!("source {} is not local", k.source), |w| one_line(w))
+                )),
                 _ => {}
             }
             for id in k.ids() {

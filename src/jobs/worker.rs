@@ -505,7 +505,7 @@ impl Worker {
             repo.forge.pull_noun(),
             short(&target.head_sha)
         );
-        let mut comment = report::markdown_with_approval(&plan, &approve);
+        let mut comment = report::markdown_with_approval(&plan, &approve, repo.forge.pull_noun());
         if let Some(url) = run_url {
             comment.push_str(&format!("\n\n{}({url})\n", super::RUN_PAGE_LINK));
         }

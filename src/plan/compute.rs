@@ -458,8 +458,9 @@ impl<'a> ClusterView<'a> {
             match self.ancestor_failed_at_base(reference) {
                 // Its parent's base render failing says nothing of whether it runs now.
                 Some(ancestor) => plan.notes.push(format!(
-                    "{ancestor} fails to build at base, so whether this Kustomization runs in the cluster is unknown \
-                     offline: every object is listed as created (plan with a cluster snapshot or --kube to know)"
+                    "{ancestor} fails to build at base, so whether this {} runs in the cluster is unknown \
+                     offline: every object is listed as created (plan with a cluster snapshot or --kube to know)",
+                    plan.kind.as_str()
                 )),
                 None => plan.status = KustomizationStatus::Added,
             }
@@ -512,7 +513,7 @@ impl<'a> ClusterView<'a> {
                     change.reason = Some(format!("installed with Helm release {}", reinstall.to));
                 } else if let Some(from) = moved_from {
                     change.moved_from = Some(from.to_string());
-                    change.reason = Some(format!("moves here from Kustomization {from}"));
+                    change.reason = Some(format!("moves here from {}", from.label()));
                 }
                 plan.changes.push(change);
                 continue;
@@ -661,8 +662,8 @@ impl<'a> ClusterView<'a> {
             change.action = Action::Skip;
             change.moved_to = Some(new_owner.to_string());
             change.reason = Some(format!(
-                "moves to Kustomization {new_owner}; if {owner} reconciles first it deletes the object \
-                 and {new_owner} recreates it"
+                "moves to {}; if {owner} reconciles first it deletes the object and {new_owner} recreates it",
+                new_owner.label()
             ));
             return change;
         }

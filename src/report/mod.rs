@@ -36,20 +36,54 @@ fn environment() -> &'static Environment<'static> {
     })
 }
 
+/// What the reports call a pull request unless a forge names it otherwise.
+pub const PULL_REQUEST: &str = "pull request";
+
 /// The markdown comment.
 pub fn markdown(plan: &Plan) -> String {
-    render("plan.md", plan, false, None)
+    render("plan.md", plan, false, None, PULL_REQUEST)
 }
 
 /// The markdown comment the bot posts: a blocked plan also says who may approve it and how
-/// (`approve`, e.g. "someone with write access comments `/fluxplan approve`").
-pub fn markdown_with_approval(plan: &Plan, approve: &str) -> String {
-    render("plan.md", plan, false, Some(approve))
+/// (`approve`, e.g. "someone with write access comments `/fluxplan approve`"), and the comment
+/// speaks of pull requests in the forge's words (`pull_noun`: "merge request" on GitLab).
+pub fn markdown_with_approval(plan: &Plan, approve: &str, pull_noun: &str) -> String {
+    render("plan.md", plan, false, Some(approve), pull_noun)
 }
 
 /// The compact terminal report; `color` adds ANSI colours.
 pub fn text(plan: &Plan, color: bool) -> String {
-    render("plan.txt", plan, color, None)
+    render("plan.txt", plan, color, None, PULL_REQUEST)
+}
+
+/// `text` in a forge's words: "pull request" becomes `pull_noun`, and "PR" its initials
+/// ("merge request", "MR"). GitHub's words are fluxplan's own.
+pub fn in_forge_words(text: &str, pull_noun: &str) -> String {
+    if pull_noun == PULL_REQUEST {
+        return text.to_string();
+    }
+    let mut capitalized = pull_noun.to_string();
+    if let Some(first) = capitalized.get_mut(..1) {
+        first.make_ascii_uppercase();
+    }
+    text.replace(PULL_REQUEST, pull_noun)
+        .replace("Pull request", &capitalized)
+        .replace("this PR", &format!("this {}", initials(pull_noun)))
+}
+
+/// "PR" for "pull request", "MR" for "merge request".
+fn initials(noun: &str) -> String {
+    noun.split(' ').filter_map(|w| w.chars().next()).collect::<String>().to_uppercase()
+}
+
+/// Every string of the report's context in the forge's words (see `in_forge_words`).
+fn reword(value: &mut Value, pull_noun: &str) {
+    match value {
+        Value::String(text) => *text = in_forge_words(text, pull_noun),
+        Value::Array(items) => items.iter_mut().for_each(|v| reword(v, pull_noun)),
+        Value::Object(map) => map.values_mut().for_each(|v| reword(v, pull_noun)),
+        _ => {}
+    }
 }
 
 /// The plan as pretty JSON.
@@ -57,9 +91,14 @@ pub fn json(plan: &Plan) -> String {
     serde_json::to_string_pretty(plan).expect("plans serialize") + "\n"
 }
 
-fn render(template: &str, plan: &Plan, color: bool, approve: Option<&str>) -> String {
+fn render(template: &str, plan: &Plan, color: bool, approve: Option<&str>, pull_noun: &str) -> String {
     let mut view = view(plan, color);
     view["unblock"] = json!(way_out::unblock(plan, approve));
+    view["pull"] = json!(pull_noun);
+    view["pr"] = json!(initials(pull_noun));
+    if pull_noun != PULL_REQUEST {
+        reword(&mut view, pull_noun);
+    }
     without_control_characters(&mut view);
     let context = minijinja::Value::from_serialize(view);
     environment()
@@ -523,6 +562,30 @@ fn unit_heading(plan: &Plan) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gitlab_speaks_of_merge_requests_and_github_as_before() {
+        let text = "in a pull request of its own; 2 deletions caused by this PR; Pull request #4";
+        assert_eq!(
+            in_forge_words(text, "merge request"),
+            "in a merge request of its own; 2 deletions caused by this MR; Merge request #4"
+        );
+        assert_eq!(in_forge_words(text, PULL_REQUEST), text);
+    }
+
+    #[test]
+    fn long_lines_wrap_at_words_and_never_inside_one() {
+        let id = format!("apps/{}", "x".repeat(120));
+        let line = format!("WARNING code: {} then {id} and more", "word ".repeat(30).trim_end());
+        let wrapped = wrap(line.clone(), String::new(), "    ".into());
+        let lines: Vec<&str> = wrapped.lines().collect();
+        assert!(lines.len() > 2, "{wrapped}");
+        assert!(lines[1..].iter().all(|l| l.starts_with("    ")), "{wrapped}");
+        assert!(lines.iter().all(|l| l.chars().count() <= TEXT_WIDTH || l.trim() == id), "{wrapped}");
+        assert_eq!(wrapped.split_whitespace().collect::<Vec<_>>(), line.split_whitespace().collect::<Vec<_>>());
+        // A short line is left as it is.
+        assert_eq!(wrap("INFO x: y".into(), "  ".into(), "    ".into()), "  INFO x: y");
+    }
 
     #[test]
     fn repository_text_cannot_open_links_images_or_html() {

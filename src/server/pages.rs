@@ -303,7 +303,7 @@ fn run_view(run: &RunRow) -> Value {
         "finished": run.finished_at.map(display_time),
         "finished_iso": run.finished_at.map(iso_time),
         "duration": run.finished_at.map(|end| duration(end - run.created_at)),
-        "error": run.error,
+        "error": run.error.as_deref().map(|e| crate::report::in_forge_words(e, pull_noun)),
         "followup_outcome": run.followup_outcome,
         "plan_json_url": plan_json_url,
     })

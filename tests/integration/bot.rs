@@ -752,6 +752,10 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
     assert_eq!(running, 2, "one `running` per plan: the retry did not post it again");
     let notes = gitlab.notes(project, 1);
     assert_eq!(notes.iter().filter(|(_, b)| b.starts_with("<!-- fluxplan -->")).count(), 1);
+    // GitLab's words, everywhere in the note: merge request, MR.
+    let plan_note = &notes.iter().find(|(_, b)| b.starts_with("<!-- fluxplan -->")).unwrap().1;
+    assert!(plan_note.contains("caused by this MR"), "{plan_note}");
+    assert!(!plan_note.contains("pull request") && !plan_note.contains(" PR"), "{plan_note}");
     // A note asking for help.
     let note_id = gitlab.add_note(project, 1, 7, "dev", "/fluxplan help");
     let mut note: Value =

@@ -44,6 +44,7 @@ mod kube_view;
 mod leases;
 mod load;
 mod memory;
+mod messages;
 mod metrics;
 mod moved_sources;
 mod operator;
