@@ -90,6 +90,13 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
             crate::console::warning(&line);
         }
     }
+    // The output names each failure; redirected to a file or a program, stderr names them too
+    // (when none rendered, the error below lists them).
+    if nothing_rendered.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        for line in error_lines(&render) {
+            eprintln!("error: {line}");
+        }
+    }
     // Kustomizations exist and none rendered: the empty output must not pass for a success.
     if let Some(reason) = nothing_rendered {
         eprintln!("error: {reason}");
@@ -121,6 +128,21 @@ fn warning_lines(render: &Render) -> Vec<String> {
     let mut seen = std::collections::BTreeSet::new();
     lines.retain(|line| seen.insert(line.clone()));
     lines
+}
+
+/// Each unit that failed to render, with why, one line each (`cluster` named when several).
+fn error_lines(render: &Render) -> Vec<String> {
+    let many = render.clusters.len() > 1;
+    render
+        .clusters
+        .iter()
+        .flat_map(|c| c.kustomizations.iter().map(move |k| (c, k)))
+        .filter_map(|(c, k)| {
+            let error = k.error.as_ref()?;
+            let cluster = if many { format!(" ({})", c.name) } else { String::new() };
+            Some(format!("{} {}/{}{cluster}: {}", k.kind.as_str(), k.namespace, k.name, one_line(&error.described())))
+        })
+        .collect()
 }
 
 /// Per Kustomization: a `# NAMESPACE/NAME` line, then its inventory ids, sorted; errors under

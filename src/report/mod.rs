@@ -32,6 +32,7 @@ fn environment() -> &'static Environment<'static> {
         env.add_filter("paint", paint);
         env.add_filter("diff_style", diff_style);
         env.add_filter("wrap", wrap);
+        env.add_filter("count", |n: usize, one: String, many: String| plural(n, &one, &many));
         env
     })
 }

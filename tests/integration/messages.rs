@@ -81,3 +81,25 @@ fn messages_removing_the_apps_file_of_an_assumed_cluster_says_what_blocks() {
     let (markdown, _) = plan_cli(&repo, "main", "change", "markdown", &[]);
     assert!(markdown.contains("1 dangerous alert blocks the merge: roots-changed (clusters/prod)"), "{markdown}");
 }
+
+#[test]
+fn messages_build_errors_reach_stderr_when_stdout_is_redirected_and_are_said_once() {
+    let repo = placeholder_fleet();
+    repo.write(
+        "apps/prod/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- settings.yaml\npatches:\n- target:\n    kind: ConfigMap\n  patch: |-\n    - op: replace\n      path: /data/missing/key\n      value: x\n",
+    );
+    repo.commit("a patch that does not apply");
+    // Stdout is a pipe here: the error is in the output, and on stderr.
+    let (ids, stderr, code) = build(&repo, "HEAD", "ids");
+    assert_eq!(code, 1, "{ids}\n{stderr}");
+    assert!(ids.contains("! kustomize-failed: "), "{ids}");
+    let said = stderr.lines().find(|l| l.starts_with("error: Kustomization flux-system/apps: ")).unwrap_or_else(|| panic!("{stderr}"));
+    // The message opens with what failed, once: no "kustomize-failed: kustomize build failed".
+    assert!(said.contains(": kustomize build failed: "), "{said}");
+    assert!(!said.contains("kustomize-failed"), "{said}");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let root_failed = plan["alerts"].as_array().unwrap().iter().find(|a| a["code"] == "root-failed").expect("root-failed");
+    let message = root_failed["message"].as_str().unwrap();
+    assert!(message.contains("(kustomize build failed: ") && !message.contains("kustomize-failed"), "{message}");
+}
