@@ -272,6 +272,10 @@ fn group_alert(
     }
     let mut alert = policy.alert(code, &root.cluster, Some(root.reference()), message, ids)?;
     alert.related_codes = codes.iter().filter(|c| **c != code).map(|c| c.to_string()).collect();
+    alert.also_blocking = (alert.related_codes.iter())
+        .filter(|c| policy.severity_in(c, &root.cluster, &alert.objects) == Some(super::Severity::Danger))
+        .cloned()
+        .collect();
     alert.cause = cause_line(inputs, root, deletes);
     Some(alert)
 }

@@ -358,6 +358,10 @@ pub struct Alert {
     /// version change's (in the version table).
     #[serde(skip)]
     pub shown_elsewhere: bool,
+    /// Of `related_codes`, those the policy rates danger too: rated lower, this alert's code
+    /// leaves them blocking (the way out names them all at once).
+    #[serde(skip)]
+    pub also_blocking: Vec<String>,
 }
 
 /// Deletions counted by cause.

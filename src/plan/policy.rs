@@ -304,6 +304,7 @@ impl Policy {
             related_codes: Vec::new(),
             cause: None,
             shown_elsewhere: false,
+            also_blocking: Vec::new(),
         })
     }
 

@@ -103,3 +103,35 @@ fn messages_build_errors_reach_stderr_when_stdout_is_redirected_and_are_said_onc
     let message = root_failed["message"].as_str().unwrap();
     assert!(message.contains("(kustomize build failed: ") && !message.contains("kustomize-failed"), "{message}");
 }
+
+#[test]
+fn messages_the_first_unblock_hint_names_every_code_that_blocks_and_following_it_unblocks() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.write("apps/namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n");
+    repo.config_map("apps/settings.yaml", "settings", "shop");
+    repo.commit("base");
+    repo.remove("clusters/prod/apps.yaml");
+    repo.commit("remove the apps");
+    let (text, code) = plan_cli(&repo, "HEAD~1", "HEAD", "text", &[]);
+    assert_eq!(code, 2, "{text}");
+    // One alert for the cause; the hint names every code it carries that blocks.
+    let hint = text
+        .split("`alerts: {")
+        .nth(1)
+        .and_then(|rest| rest.split("}`").next())
+        .unwrap_or_else(|| panic!("no policy hint:\n{text}"))
+        .replace("\n    ", " ");
+    assert!(hint.contains("kustomization-removed: warning"), "{hint}");
+    assert!(hint.contains("protected-kind-deletion: warning"), "{hint}");
+    // The policy the hint names unblocks at once.
+    let policy = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(policy.path(), format!("alerts: {{{hint}}}\n")).unwrap();
+    let (text, code) = plan_cli(&repo, "HEAD~1", "HEAD", "text", &["--policy", policy.path().to_str().unwrap()]);
+    assert_eq!(code, 1, "one policy change, no danger left:\n{text}");
+    // Near miss: rating only the first code down leaves the plan blocked.
+    let first = hint.split(", ").next().unwrap();
+    std::fs::write(policy.path(), format!("alerts: {{{first}}}\n")).unwrap();
+    let (text, code) = plan_cli(&repo, "HEAD~1", "HEAD", "text", &["--policy", policy.path().to_str().unwrap()]);
+    assert_eq!(code, 2, "{text}");
+}
