@@ -140,7 +140,13 @@ fn error_lines(render: &Render) -> Vec<String> {
         .filter_map(|(c, k)| {
             let error = k.error.as_ref()?;
             let cluster = if many { format!(" ({})", c.name) } else { String::new() };
-            Some(format!("{} {}/{}{cluster}: {}", k.kind.as_str(), k.namespace, k.name, one_line(&error.described())))
+            Some(format!(
+                "{} {}/{}{cluster}: {}",
+                k.kind.as_str(),
+                k.namespace,
+                k.name,
+                one_line(&error.described())
+            ))
         })
         .collect()
 }
@@ -163,7 +169,9 @@ pub fn format_ids(render: &Render) -> String {
                 // Its own reason (a chart not fetched, another repository), else the source's.
                 (None, Status::External) => out.push_str(&format!(
                     "! external: {}\n",
-                    k.warnings.first().map_or_else(|| format!("source {} is not local", k.source), |w| one_line(w))
+                    k.warnings
+                        .first()
+                        .map_or_else(|| format!("source {} is not local", k.source), |w| one_line(w))
                 )),
                 _ => {}
             }

@@ -202,9 +202,10 @@ fn compare_masked(result: &mut KustomizationResult, predicted: &PredictedKustomi
         ));
     }
     if unchecked > 0 {
-        result
-            .notes
-            .push(format!("{} to remove named from Secret values not checked", crate::words::count(unchecked, "object", "objects")));
+        result.notes.push(format!(
+            "{} to remove named from Secret values not checked",
+            crate::words::count(unchecked, "object", "objects")
+        ));
     }
 }
 
@@ -450,11 +451,7 @@ mod tests {
         let result = compare(&predicted_with_a_secret_name(), &surprise);
         assert_eq!(result.outcome, Outcome::Differs);
         assert!(result.unexpected.is_empty());
-        assert!(
-            result.notes.iter().any(|n| n.contains("1 object in the inventory")),
-            "{:?}",
-            result.notes
-        );
+        assert!(result.notes.iter().any(|n| n.contains("1 object in the inventory")), "{:?}", result.notes);
         assert!(!format!("{result:?}").contains("s3cr3t"), "{result:?}");
     }
 

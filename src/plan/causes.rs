@@ -201,7 +201,10 @@ fn group_alert(
             _ => String::new(),
         },
         Some(_) => {
-            format!("is removed, and its finalizer deletes its whole inventory: {}", crate::words::count(finalized, "object", "objects"))
+            format!(
+                "is removed, and its finalizer deletes its whole inventory: {}",
+                crate::words::count(finalized, "object", "objects")
+            )
         }
         None => format!(
             "deletes {} of the {} in its inventory",

@@ -131,13 +131,13 @@ fn read_release(
     }
     match (stored.delete_hooks, spec.disable_hooks) {
         (0, _) => {}
-        (hooks, false) => summary.push_str(&format!(", runs {}", crate::words::count(hooks, "delete hook", "delete hooks"))),
-        (hooks, true) => {
-            summary.push_str(&format!(
-                ", skips {} (spec.uninstall.disableHooks)",
-                crate::words::count(hooks, "delete hook", "delete hooks")
-            ))
+        (hooks, false) => {
+            summary.push_str(&format!(", runs {}", crate::words::count(hooks, "delete hook", "delete hooks")))
         }
+        (hooks, true) => summary.push_str(&format!(
+            ", skips {} (spec.uninstall.disableHooks)",
+            crate::words::count(hooks, "delete hook", "delete hooks")
+        )),
     }
     summary
 }

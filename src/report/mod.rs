@@ -7,10 +7,10 @@ pub mod split;
 mod way_out;
 
 use crate::flux::ObjectId;
-use crate::words::count as plural;
 use crate::plan::{
     Action, Alert, Cause, Change, KustomizationPlan, KustomizationStatus, Plan, Severity, Verdict,
 };
+use crate::words::count as plural;
 use minijinja::{Environment, State};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
@@ -583,7 +583,10 @@ mod tests {
         assert!(lines.len() > 2, "{wrapped}");
         assert!(lines[1..].iter().all(|l| l.starts_with("    ")), "{wrapped}");
         assert!(lines.iter().all(|l| l.chars().count() <= TEXT_WIDTH || l.trim() == id), "{wrapped}");
-        assert_eq!(wrapped.split_whitespace().collect::<Vec<_>>(), line.split_whitespace().collect::<Vec<_>>());
+        assert_eq!(
+            wrapped.split_whitespace().collect::<Vec<_>>(),
+            line.split_whitespace().collect::<Vec<_>>()
+        );
         // A short line is left as it is.
         assert_eq!(wrap("INFO x: y".into(), "  ".into(), "    ".into()), "  INFO x: y");
     }

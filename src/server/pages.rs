@@ -339,7 +339,8 @@ async fn run_page(
     };
     let (alerts, counts, timings, notes) =
         (parse(&run.alerts), parse(&run.counts), parse(&run.timings), parse(&run.notes));
-    let plan_html = run.comment.as_deref().map(|c| crate::report::html::markdown_to_html(&without_link_here(c)));
+    let plan_html =
+        run.comment.as_deref().map(|c| crate::report::html::markdown_to_html(&without_link_here(c)));
     page(
         "run.html",
         json!({
