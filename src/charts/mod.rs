@@ -15,9 +15,13 @@ pub mod store;
 pub mod tls;
 pub mod version;
 
-/// The ways to give fluxplan a chart it could not fetch for HelmRelease `release`
-/// (`NAMESPACE/NAME`): the flags of `plan` and `build` (docs/helm.md).
-pub fn ways_to_supply(release: &str) -> String {
+/// The ways to give fluxplan a chart it could not fetch (`why`) for HelmRelease `release`
+/// (`NAMESPACE/NAME`): the flags of `plan` and `build` (docs/helm.md). With fetching off, only
+/// the chart itself.
+pub fn ways_to_supply(release: &str, why: &str) -> String {
+    if why.contains("--no-chart-fetch") {
+        return format!("give it with --chart {release}=DIR|TGZ");
+    }
     format!(
         "give it with --chart {release}=DIR|TGZ, fetch it through a mirror with --registry-mirror HOST=MIRROR, \
          or allow its host with --chart-hosts HOST"

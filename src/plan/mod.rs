@@ -28,6 +28,7 @@ pub mod versions;
 
 pub use compute::compute;
 pub use policy::Policy;
+pub use roots::without_phantom_roots;
 
 pub use crate::cluster::BlastRadius;
 use crate::render::ErrorReport;

@@ -69,8 +69,10 @@ pub fn alerts(
 }
 
 /// A cluster whose root fluxplan took by the fallback: the plan says so, and how to declare it.
-/// Head's root when head has the cluster, else base's.
+/// Head's root when head has the cluster, else base's; never a phantom (a child one side no
+/// longer includes).
 fn assumed_roots(policy: &Policy, base: &Render, head: &Render) -> Vec<Alert> {
+    let (base, head) = crate::plan::without_phantom_roots(base, head);
     let base_only = base.clusters.iter().filter(|b| head.clusters.iter().all(|h| h.name != b.name));
     head.clusters
         .iter()

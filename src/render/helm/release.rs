@@ -740,7 +740,7 @@ fn fetched(
         NotRendered::External(format!(
             "its chart could not be had ({request}): {}; {}",
             sourced.explain(&why),
-            crate::charts::ways_to_supply(release)
+            crate::charts::ways_to_supply(release, &why)
         ))
     })?;
     let whose = format!("the chart fetched for {request}");
