@@ -62,6 +62,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("root-failed", Severity::Danger),
     ("roots-changed", Severity::Danger),
     ("roots-assumed", Severity::Info),
+    ("tracked-branch-differs", Severity::Warning),
     ("source-pinned", Severity::Info),
     ("external-artifact", Severity::Warning),
     ("chart-unavailable", Severity::Warning),

@@ -150,3 +150,39 @@ fn messages_the_first_unblock_hint_names_every_code_that_blocks_and_following_it
         plan_cli(&repo, "HEAD~1", "HEAD", "text", &["--policy", policy.path().to_str().unwrap()]);
     assert_eq!(code, 2, "{text}");
 }
+
+#[test]
+fn messages_a_root_application_tracking_another_branch_than_the_base_says_so() {
+    let repo = crate::argocd::fleet();
+    let root = std::fs::read_to_string(repo.path().join("bootstrap/root.yaml")).unwrap();
+    repo.write("bootstrap/root.yaml", &root.replace("targetRevision: main", "targetRevision: production"));
+    repo.commit("the root tracks production");
+    repo.git(&["branch", "production", "HEAD~1"]);
+    repo.git(&["checkout", "-q", "-b", "change"]);
+    repo.write(
+        "workloads/guestbook/extra.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: guestbook\ndata:\n  k: v\n",
+    );
+    repo.commit("a change");
+    let (plan, _) = plan_json(&repo, "main", "change", &[]);
+    let alert = plan["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["code"] == "tracked-branch-differs")
+        .unwrap_or_else(|| panic!("{plan:#}"));
+    assert_eq!(alert["severity"], "warning");
+    let message = alert["message"].as_str().unwrap();
+    assert!(
+        message.contains("tracks branch 'production'") && message.contains("merges into 'main'"),
+        "{message}"
+    );
+    assert!(message.contains("--base production"), "{message}");
+    // Near miss: planned against the branch the root tracks, nothing to say; nor for a base
+    // given as a commit, which names no branch.
+    let (plan, _) = plan_json(&repo, "production", "change", &[]);
+    assert!(!has_alert(&plan, "warning", "tracked-branch-differs"), "{plan:#}");
+    let main = repo.git(&["rev-parse", "main"]);
+    let (plan, _) = plan_json(&repo, main.trim(), "change", &[]);
+    assert!(!has_alert(&plan, "warning", "tracked-branch-differs"), "{plan:#}");
+}
