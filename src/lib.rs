@@ -27,4 +27,5 @@ pub mod stack;
 pub mod store;
 pub mod tls;
 pub mod tree;
+pub mod words;
 pub mod yaml;

@@ -17,6 +17,19 @@ pub mod tls;
 pub mod unpacked;
 pub mod version;
 
+/// The ways to give fluxplan a chart it could not fetch (`why`) for HelmRelease `release`
+/// (`NAMESPACE/NAME`): the flags of `plan` and `build` (docs/helm.md). With fetching off, only
+/// the chart itself.
+pub fn ways_to_supply(release: &str, why: &str) -> String {
+    if why.contains("--no-chart-fetch") {
+        return format!("give it with --chart {release}=DIR|TGZ");
+    }
+    format!(
+        "give it with --chart {release}=DIR|TGZ, fetch it through a mirror with --registry-mirror HOST=MIRROR, \
+         or allow its host with --chart-hosts HOST"
+    )
+}
+
 /// The URLs written in the Flux source manifests of `commit` (`url:` lines of files naming
 /// source.toolkit.fluxcd.io) and its charts' dependencies (`repository:`): the hosts a plan of a
 /// pull request onto `commit` may fetch from.

@@ -93,6 +93,13 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
             crate::console::warning(&line);
         }
     }
+    // The output names each failure; redirected to a file or a program, stderr names them too
+    // (when none rendered, the error below lists them).
+    if nothing_rendered.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        for line in error_lines(&render) {
+            eprintln!("error: {line}");
+        }
+    }
     // Kustomizations exist and none rendered: the empty output must not pass for a success.
     if let Some(reason) = nothing_rendered {
         eprintln!("error: {reason}");
@@ -109,6 +116,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
 /// Warnings of the whole render, one line each, for stderr; a line clusters share is said once.
 fn warning_lines(render: &Render) -> Vec<String> {
     let mut lines = render.warnings.clone();
+    // What was assumed first: the roots every other line depends on.
+    lines.splice(0..0, render.clusters.iter().filter_map(crate::render::roots::assumed));
     lines.extend(render.source_limits.iter().map(|breach| format!("source-limit: {breach}")));
     for k in render.clusters.iter().flat_map(|c| &c.kustomizations) {
         lines.extend(k.warnings.iter().map(|w| format!("{}/{}: {w}", k.namespace, k.name)));
@@ -122,6 +131,27 @@ fn warning_lines(render: &Render) -> Vec<String> {
     let mut seen = std::collections::BTreeSet::new();
     lines.retain(|line| seen.insert(line.clone()));
     lines
+}
+
+/// Each unit that failed to render, with why, one line each (`cluster` named when several).
+fn error_lines(render: &Render) -> Vec<String> {
+    let many = render.clusters.len() > 1;
+    render
+        .clusters
+        .iter()
+        .flat_map(|c| c.kustomizations.iter().map(move |k| (c, k)))
+        .filter_map(|(c, k)| {
+            let error = k.error.as_ref()?;
+            let cluster = if many { format!(" ({})", c.name) } else { String::new() };
+            Some(format!(
+                "{} {}/{}{cluster}: {}",
+                k.kind.as_str(),
+                k.namespace,
+                k.name,
+                one_line(&error.described())
+            ))
+        })
+        .collect()
 }
 
 /// Per Kustomization: a `# NAMESPACE/NAME` line, then its inventory ids, sorted; errors under
@@ -139,9 +169,13 @@ pub fn format_ids(render: &Render) -> String {
                 (Some(error), _) => {
                     out.push_str(&format!("! {}: {}\n", error.code, one_line(&error.message)))
                 }
-                (None, Status::External) => {
-                    out.push_str(&format!("! external: source {} is not local\n", k.source))
-                }
+                // Its own reason (a chart not fetched, another repository), else the source's.
+                (None, Status::External) => out.push_str(&format!(
+                    "! external: {}\n",
+                    k.warnings
+                        .first()
+                        .map_or_else(|| format!("source {} is not local", k.source), |w| one_line(w))
+                )),
                 _ => {}
             }
             for id in k.ids() {

@@ -28,6 +28,9 @@ use crate::forge::{ForgeKind, RepoInfo};
 use crate::store::NewJob;
 use serde::{Deserialize, Serialize};
 
+/// How the posted comment's link to its run page opens (the run page leaves that line out).
+pub const RUN_PAGE_LINK: &str = "[Full plan and run history]";
+
 /// What a job does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]

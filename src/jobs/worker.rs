@@ -505,9 +505,9 @@ impl Worker {
             repo.forge.pull_noun(),
             short(&target.head_sha)
         );
-        let mut comment = report::markdown_with_approval(&plan, &approve);
+        let mut comment = report::markdown_with_approval(&plan, &approve, repo.forge.pull_noun());
         if let Some(url) = run_url {
-            comment.push_str(&format!("\n\n[Full plan and run history]({url})\n"));
+            comment.push_str(&format!("\n\n{}({url})\n", super::RUN_PAGE_LINK));
         }
         // A re-plan of a head whose plan was posted says why it differs (base moved, cluster changed).
         let previous = self.store.latest_run(key.0, key.1, key.2, &target.head_sha).await?;

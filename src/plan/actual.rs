@@ -195,14 +195,17 @@ fn compare_masked(result: &mut KustomizationResult, predicted: &PredictedKustomi
     if differing + unexpected > 0 {
         result.outcome = Outcome::Differs;
         result.notes.push(format!(
-            "names from Secret values: {differing} predicted object(s) not as planned, {unexpected} object(s) in \
-             the inventory the plan did not expect (not listed)"
+            "names from Secret values: {} not as planned, {} in \
+             the inventory the plan did not expect (not listed)",
+            crate::words::count(differing, "predicted object", "predicted objects"),
+            crate::words::count(unexpected, "object", "objects")
         ));
     }
     if unchecked > 0 {
-        result
-            .notes
-            .push(format!("{unchecked} object(s) to remove named from Secret values were not checked"));
+        result.notes.push(format!(
+            "{} to remove named from Secret values not checked",
+            crate::words::count(unchecked, "object", "objects")
+        ));
     }
 }
 
@@ -448,11 +451,7 @@ mod tests {
         let result = compare(&predicted_with_a_secret_name(), &surprise);
         assert_eq!(result.outcome, Outcome::Differs);
         assert!(result.unexpected.is_empty());
-        assert!(
-            result.notes.iter().any(|n| n.contains("1 object(s) in the inventory")),
-            "{:?}",
-            result.notes
-        );
+        assert!(result.notes.iter().any(|n| n.contains("1 object in the inventory")), "{:?}", result.notes);
         assert!(!format!("{result:?}").contains("s3cr3t"), "{result:?}");
     }
 

@@ -201,15 +201,18 @@ fn group_alert(
             _ => String::new(),
         },
         Some(_) => {
-            format!("is removed, and its finalizer deletes its whole inventory: {finalized} object(s)")
+            format!(
+                "is removed, and its finalizer deletes its whole inventory: {}",
+                crate::words::count(finalized, "object", "objects")
+            )
         }
         None => format!(
-            "deletes {} of the {} object(s) in its inventory",
+            "deletes {} of the {} in its inventory",
             root.changes
                 .iter()
                 .filter(|c| c.action == Action::Delete && c.cause == Some(Cause::PullRequest))
                 .count(),
-            root.inventory_size
+            crate::words::count(root.inventory_size, "object", "objects")
         ),
     };
     for plan in members.iter().filter(|p| p.reference() != root.reference()) {
@@ -221,8 +224,9 @@ fn group_alert(
             .count();
         if n > 0 {
             message.push_str(&format!(
-                "; {} goes with it and its finalizer deletes its {n} object(s)",
-                plan.label()
+                "; {} goes with it and its finalizer deletes its {}",
+                plan.label(),
+                crate::words::count(n, "object", "objects")
             ));
         }
     }
@@ -271,6 +275,10 @@ fn group_alert(
     }
     let mut alert = policy.alert(code, &root.cluster, Some(root.reference()), message, ids)?;
     alert.related_codes = codes.iter().filter(|c| **c != code).map(|c| c.to_string()).collect();
+    alert.also_blocking = (alert.related_codes.iter())
+        .filter(|c| policy.severity_in(c, &root.cluster, &alert.objects) == Some(super::Severity::Danger))
+        .cloned()
+        .collect();
     alert.cause = cause_line(inputs, root, deletes);
     Some(alert)
 }
@@ -440,9 +448,10 @@ fn stale_alert(policy: &Policy, plan: &KustomizationPlan) -> Option<Alert> {
         &plan.cluster,
         Some(plan.reference()),
         format!(
-            "{} object(s) in the cluster's inventory are not in the base render either: {} prunes them on its \
+            "{} in the cluster's inventory {} not in the base render either: {} prunes them on its \
              next reconcile whether or not this merges (not caused by this pull request): {}",
-            stale.len(),
+            crate::words::count(stale.len(), "object", "objects"),
+            if stale.len() == 1 { "is" } else { "are" },
             plan.controller(),
             names.join(", ")
         ),

@@ -457,8 +457,9 @@ impl<'a> ClusterView<'a> {
             match self.ancestor_failed_at_base(reference) {
                 // Its parent's base render failing says nothing of whether it runs now.
                 Some(ancestor) => plan.notes.push(format!(
-                    "{ancestor} fails to build at base, so whether this Kustomization runs in the cluster is unknown \
-                     offline: every object is listed as created (plan with a cluster snapshot or --kube to know)"
+                    "{ancestor} fails to build at base, so whether this {} runs in the cluster is unknown \
+                     offline: every object is listed as created (plan with a cluster snapshot or --kube to know)",
+                    plan.kind.as_str()
                 )),
                 None => plan.status = KustomizationStatus::Added,
             }
@@ -528,15 +529,16 @@ impl<'a> ClusterView<'a> {
                 plan.base_unknown = true;
                 format!(
                     "base unknown: its chart at base could not be had ({why}), so what the release \
-                     holds before the merge is unknown offline; the {} object(s) its head renders are not listed as \
+                     holds before the merge is unknown offline; the {} its head renders are not listed as \
                      creates (plan with a cluster read with --read-secrets to compare with Helm's storage)",
-                    desired.len()
+                    crate::words::count(desired.len(), "object", "objects")
                 )
             } else {
                 format!(
-                    "base unknown: its chart at base could not be had ({why}); {not_compared} object(s) \
+                    "base unknown: its chart at base could not be had ({why}); {} \
                      the release holds now are not compared with the head render (listed neither as updated nor \
-                     as unchanged)"
+                     as unchanged)",
+                    crate::words::count(not_compared, "object", "objects")
                 )
             });
         }

@@ -48,14 +48,16 @@ pub fn alerts(policy: &Policy, plans: &[KustomizationPlan], base: &Render, head:
         }
         for (namespace, n) in in_namespace {
             reasons.push(format!(
-                "it applies {n} object(s) into Namespace {namespace}, which this merge deletes: its apply fails \
-                 while the Namespace terminates and once it is gone"
+                "it applies {} into Namespace {namespace}, which this merge deletes: its apply fails \
+                 while the Namespace terminates and once it is gone",
+                crate::words::count(n, "object", "objects")
             ));
         }
         for (crd, n) in of_crd {
             reasons.push(format!(
-                "it applies {n} custom resource(s) of CustomResourceDefinition {crd}, which this merge deletes: \
-                 their kind is no longer served"
+                "it applies {} of CustomResourceDefinition {crd}, which this merge deletes: \
+                 their kind is no longer served",
+                crate::words::count(n, "custom resource", "custom resources")
             ));
         }
         if !reasons.is_empty() {

@@ -122,19 +122,22 @@ fn read_release(
         changes.push(change);
     }
     let mut summary = format!(
-        "uninstalls Helm release {release} (revision {}): deletes {} object(s)",
+        "uninstalls Helm release {release} (revision {}): deletes {}",
         stored.version,
-        deleted.len()
+        crate::words::count(deleted.len(), "object", "objects")
     );
     if !kept.is_empty() {
         summary.push_str(&format!(", keeps {} (helm.sh/resource-policy)", kept.len()));
     }
     match (stored.delete_hooks, spec.disable_hooks) {
         (0, _) => {}
-        (hooks, false) => summary.push_str(&format!(", runs {hooks} delete hook(s)")),
-        (hooks, true) => {
-            summary.push_str(&format!(", skips {hooks} delete hook(s) (spec.uninstall.disableHooks)"))
+        (hooks, false) => {
+            summary.push_str(&format!(", runs {}", crate::words::count(hooks, "delete hook", "delete hooks")))
         }
+        (hooks, true) => summary.push_str(&format!(
+            ", skips {} (spec.uninstall.disableHooks)",
+            crate::words::count(hooks, "delete hook", "delete hooks")
+        )),
     }
     summary
 }
@@ -222,7 +225,8 @@ impl ClusterView<'_> {
             .collect();
         let deleted = changes.iter().filter(|c| c.action == Action::Delete).count();
         let mut summary = format!(
-            "uninstalls Helm release {release}: deletes {deleted} object(s) (from the HelmRelease's status.inventory)"
+            "uninstalls Helm release {release}: deletes {} (from the HelmRelease's status.inventory)",
+            crate::words::count(deleted, "object", "objects")
         );
         if deleted < changes.len() {
             let kept = changes.len() - deleted;
@@ -305,7 +309,8 @@ impl ClusterView<'_> {
                 if self.live.is_some() { ", and Helm's storage was not read: plan with --read-secrets" } else { "" }
             ),
             _ => format!(
-                "helm-controller's finalizer uninstalls Helm release {release}: deletes {deleted} object(s) (from {})",
+                "helm-controller's finalizer uninstalls Helm release {release}: deletes {} (from {})",
+                crate::words::count(deleted, "object", "objects"),
                 match source {
                     InventorySource::Cluster if self.helm_status_inventory(reference).is_some() => {
                         "the HelmRelease's status.inventory"
@@ -560,7 +565,7 @@ mod tests {
         );
         assert!(out.changes.iter().all(|c| c.cascade_from.as_deref() == Some("HelmRelease flux-system/web")));
         assert!(
-            out.summary.contains("revision 4") && out.summary.contains("deletes 2 object(s)"),
+            out.summary.contains("revision 4") && out.summary.contains("deletes 2 objects"),
             "{}",
             out.summary
         );
@@ -572,7 +577,7 @@ mod tests {
         let no_hooks = UninstallSpec { disable_hooks: true };
         let uninstalls = OnDeletion::Uninstalls(release());
         let out = uninstall("flux-system", "web", &uninstalls, no_hooks, Storage::Read(Some(&summary)));
-        assert!(out.summary.contains("skips 1 delete hook(s)"), "{}", out.summary);
+        assert!(out.summary.contains("skips 1 delete hook "), "{}", out.summary);
     }
 
     #[test]

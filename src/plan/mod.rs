@@ -29,6 +29,7 @@ pub mod versions;
 
 pub use compute::compute;
 pub use policy::Policy;
+pub use roots::without_phantom_roots;
 
 pub use crate::cluster::BlastRadius;
 use crate::render::ErrorReport;
@@ -359,6 +360,10 @@ pub struct Alert {
     /// version change's (in the version table).
     #[serde(skip)]
     pub shown_elsewhere: bool,
+    /// Of `related_codes`, those the policy rates danger too: rated lower, this alert's code
+    /// leaves them blocking (the way out names them all at once).
+    #[serde(skip)]
+    pub also_blocking: Vec<String>,
 }
 
 /// Deletions counted by cause.

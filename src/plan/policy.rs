@@ -62,6 +62,8 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("unplanned-change", Severity::Warning),
     ("root-failed", Severity::Danger),
     ("roots-changed", Severity::Danger),
+    ("roots-assumed", Severity::Info),
+    ("tracked-branch-differs", Severity::Warning),
     ("source-pinned", Severity::Info),
     ("external-artifact", Severity::Warning),
     ("chart-unavailable", Severity::Warning),
@@ -410,6 +412,7 @@ impl Policy {
             related_codes: Vec::new(),
             cause: None,
             shown_elsewhere: false,
+            also_blocking: Vec::new(),
         })
     }
 

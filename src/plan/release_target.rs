@@ -52,8 +52,9 @@ pub(super) fn delete_hooks(hooks: &[String]) -> Vec<&str> {
 pub(super) fn delete_hooks_phrase(listed: &[&str], stored: Option<usize>, disabled: bool) -> Option<String> {
     let what = match (listed, stored) {
         ([], None | Some(0)) => return None,
-        ([], Some(n)) => format!("{n} delete hook(s)"),
-        (hooks, _) => format!("its delete hook(s) {}", hooks.join("; ")),
+        ([], Some(n)) => crate::words::count(n, "delete hook", "delete hooks"),
+        ([hook], _) => format!("its delete hook {hook}"),
+        (hooks, _) => format!("its delete hooks {}", hooks.join("; ")),
     };
     Some(match disabled {
         false => format!("runs {what}"),
@@ -245,11 +246,11 @@ mod tests {
         );
         assert_eq!(
             delete_hooks_phrase(&delete_hooks(&hooks), Some(5), false).as_deref(),
-            Some("runs its delete hook(s) Job data/cleanup on pre-delete; ConfigMap data/bye on post-upgrade,post-delete")
+            Some("runs its delete hooks Job data/cleanup on pre-delete; ConfigMap data/bye on post-upgrade,post-delete")
         );
         assert_eq!(
             delete_hooks_phrase(&[], Some(2), true).as_deref(),
-            Some("skips 2 delete hook(s) (spec.uninstall.disableHooks)")
+            Some("skips 2 delete hooks (spec.uninstall.disableHooks)")
         );
         assert_eq!(delete_hooks_phrase(&[], Some(0), false), None);
         assert_eq!(delete_hooks_phrase(&[], None, false), None);

@@ -184,7 +184,7 @@ pub fn alerts(policy: &Policy, problems: &BTreeMap<String, RootProblem>) -> Vec<
                 "root-failed",
                 cluster,
                 Some(root.clone()),
-                format!("root {root} fails to build at {sides} ({}: {}): {}", error.code, error.message, consequence(sides)),
+                format!("root {root} fails to build at {sides} ({}): {}", error.described(), consequence(sides)),
                 Vec::new(),
             ),
             RootProblem::Changed { base, head } => policy.alert(

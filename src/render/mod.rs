@@ -101,6 +101,19 @@ pub struct ErrorReport {
     pub message: String,
 }
 
+impl ErrorReport {
+    /// `code: message` for prose, the code left out when the message opens saying it already
+    /// (`kustomize-failed` and "kustomize build failed: ..."): no doubled prefix.
+    pub fn described(&self) -> String {
+        let opening = self.message.split(':').next().unwrap_or_default().to_lowercase();
+        if self.code.split('-').all(|word| opening.contains(word)) {
+            self.message.clone()
+        } else {
+            format!("{}: {}", self.code, self.message)
+        }
+    }
+}
+
 impl From<&RenderError> for ErrorReport {
     fn from(e: &RenderError) -> Self {
         ErrorReport { code: e.code(), message: e.to_string() }

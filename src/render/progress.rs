@@ -138,10 +138,14 @@ impl Lane {
         });
     }
 
-    /// The render is over: its numbers stay on the line while other renders run; the line goes
-    /// when none runs.
+    /// The render is over: its numbers stay on the line while other renders run, its total then
+    /// what it rendered (units the files define that no root reaches are not rendered; units only
+    /// renders define are); the line goes when none runs.
     pub fn finish(&self) {
-        self.board.update(&self.label, |lane| lane.running = false);
+        self.board.update(&self.label, |lane| {
+            lane.running = false;
+            lane.total = Some(lane.done);
+        });
     }
 }
 
@@ -215,6 +219,10 @@ mod tests {
         }
         base.finish();
         assert_eq!(board.line(), "rendering base 42/42, head 9/40 Kustomizations (15 from cache)");
+        // A render that ends short of its files' total (Kustomizations no root reaches) ends at
+        // what it rendered.
+        head.finish();
+        assert_eq!(board.line(), "rendering base 42/42, head 9/9 Kustomizations (15 from cache)");
         // Head rendered again: its part starts over, in its place.
         head.start();
         assert_eq!(board.line(), "rendering base 42/42, head 0/? Kustomizations (12 from cache)");

@@ -13,7 +13,13 @@ const FLUX_KUSTOMIZE_GROUP: &str = "kustomize.toolkit.fluxcd.io";
 /// revision rendered (`None`: the working tree); `shown` names `dir` in the message.
 pub fn nothing_found(dir: &Path, shown: &str, rev: Option<&str>, render: &Render) -> String {
     let mut message = if render.unreachable.is_empty() {
-        format!("no Flux Kustomization or Argo CD Application under {shown}; is this the repository root?")
+        format!(
+            "no Flux Kustomization or Argo CD Application under {shown}; is this the repository root? If Argo CD \
+             syncs it through a root Application kept elsewhere (applied by hand, or in another repository), \
+             commit that Application here (bootstrap/root.yaml, its source's repoURL this repository, or another \
+             URL of it given with --repo-url): fluxplan plans from the Applications the repository holds \
+             (docs/argocd.md)"
+        )
     } else {
         format!(
             "no Flux Kustomization under {shown} renders from this repository: the {} found use sources that \

@@ -51,6 +51,24 @@ impl RootKind {
     }
 }
 
+/// What fluxplan assumed of a cluster whose root it took by the fallback, and how to declare it
+/// instead; `None` for a root the repository or `.fluxplan.yaml` declares.
+pub fn assumed(cluster: &super::Cluster) -> Option<String> {
+    if cluster.found_by != RootKind::Fallback {
+        return None;
+    }
+    let file = cluster.root_file.as_deref().map(|f| format!(" in {f}")).unwrap_or_default();
+    let path = cluster.root_file.as_deref().and_then(|f| Path::new(f).parent()).map(|d| d.to_string_lossy());
+    let path = path.filter(|p| !p.is_empty()).unwrap_or(".".into());
+    Some(format!(
+        "no sync declares cluster {}: no `flux bootstrap` Kustomization that renders its own definition (a \
+         placeholder gotk-sync.yaml declares none) and no FluxInstance, so fluxplan took {}{file}, which no \
+         other Kustomization produces, as its root; if Flux starts elsewhere, declare the cluster in \
+         .fluxplan.yaml: `roots: [{{path: {path}}}]` (docs/build.md#how-fluxplan-finds-your-clusters)",
+        cluster.name, cluster.root
+    ))
+}
+
 /// A root declared in `.fluxplan.yaml`: `roots: [{path: clusters/prod, name: production}]`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

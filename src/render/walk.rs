@@ -179,7 +179,6 @@ impl Renderer {
         };
         let sources = known.with_syncs(&discovered.syncs, &BTreeMap::new());
 
-        progress.set_total(disk_kustomizations.len());
         let memo = Default::default();
         let inputs = BuildInputs::default();
         let kustomizations = KustomizationEngine {
@@ -208,6 +207,9 @@ impl Renderer {
                     )
             })
             .collect();
+        // The Kustomizations that can render here: those of sources fluxplan has, not every one
+        // the files define (a Kustomization of another repository is listed, never rendered).
+        progress.set_total(candidates.len());
         // What each candidate of this repository includes by its kustomization files, read
         // without kustomize: a parent whose build fails still claims its children, so they never
         // pass for roots.

@@ -12,6 +12,7 @@ use crate::plan::{
     Verdict,
 };
 use crate::render::UnitKind;
+use crate::words::count as plural;
 use minijinja::{Environment, State};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
@@ -32,24 +33,60 @@ fn environment() -> &'static Environment<'static> {
         env.add_filter("fenced", fenced);
         env.add_filter("paint", paint);
         env.add_filter("diff_style", diff_style);
+        env.add_filter("wrap", wrap);
+        env.add_filter("count", |n: usize, one: String, many: String| plural(n, &one, &many));
         env
     })
 }
 
+/// What the reports call a pull request unless a forge names it otherwise.
+pub const PULL_REQUEST: &str = "pull request";
+
 /// The markdown comment.
 pub fn markdown(plan: &Plan) -> String {
-    render("plan.md", plan, false, None)
+    render("plan.md", plan, false, None, PULL_REQUEST)
 }
 
 /// The markdown comment the bot posts: a blocked plan also says who may approve it and how
-/// (`approve`, e.g. "someone with write access comments `/fluxplan approve`").
-pub fn markdown_with_approval(plan: &Plan, approve: &str) -> String {
-    render("plan.md", plan, false, Some(approve))
+/// (`approve`, e.g. "someone with write access comments `/fluxplan approve`"), and the comment
+/// speaks of pull requests in the forge's words (`pull_noun`: "merge request" on GitLab).
+pub fn markdown_with_approval(plan: &Plan, approve: &str, pull_noun: &str) -> String {
+    render("plan.md", plan, false, Some(approve), pull_noun)
 }
 
 /// The compact terminal report; `color` adds ANSI colours.
 pub fn text(plan: &Plan, color: bool) -> String {
-    render("plan.txt", plan, color, None)
+    render("plan.txt", plan, color, None, PULL_REQUEST)
+}
+
+/// `text` in a forge's words: "pull request" becomes `pull_noun`, and "PR" its initials
+/// ("merge request", "MR"). GitHub's words are fluxplan's own.
+pub fn in_forge_words(text: &str, pull_noun: &str) -> String {
+    if pull_noun == PULL_REQUEST {
+        return text.to_string();
+    }
+    let mut capitalized = pull_noun.to_string();
+    if let Some(first) = capitalized.get_mut(..1) {
+        first.make_ascii_uppercase();
+    }
+    text.replace(PULL_REQUEST, pull_noun)
+        .replace("Pull request", &capitalized)
+        .replace("this PR", &format!("this {}", initials(pull_noun)))
+}
+
+/// "PR" for "pull request", "MR" for "merge request".
+fn initials(noun: &str) -> String {
+    noun.split(' ').filter_map(|w| w.chars().next()).collect::<String>().to_uppercase()
+}
+
+/// Every string of the report's context in the forge's words (see `in_forge_words`).
+fn reword(value: &mut Value, pull_noun: &str) {
+    match value {
+        Value::String(text) => *text = in_forge_words(text, pull_noun),
+        Value::Array(items) => items.iter_mut().for_each(|v| reword(v, pull_noun)),
+        Value::Object(map) => map.values_mut().for_each(|v| reword(v, pull_noun)),
+        _ => {}
+    }
 }
 
 /// The plan as pretty JSON.
@@ -57,9 +94,14 @@ pub fn json(plan: &Plan) -> String {
     serde_json::to_string_pretty(plan).expect("plans serialize") + "\n"
 }
 
-fn render(template: &str, plan: &Plan, color: bool, approve: Option<&str>) -> String {
+fn render(template: &str, plan: &Plan, color: bool, approve: Option<&str>, pull_noun: &str) -> String {
     let mut view = view(plan, color);
     view["unblock"] = json!(way_out::unblock(plan, approve));
+    view["pull"] = json!(pull_noun);
+    view["pr"] = json!(initials(pull_noun));
+    if pull_noun != PULL_REQUEST {
+        reword(&mut view, pull_noun);
+    }
     without_control_characters(&mut view);
     let context = minijinja::Value::from_serialize(view);
     environment()
@@ -137,6 +179,21 @@ fn paint(state: &State, text: String, style: String) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
+/// Width the text report's long lines wrap at, for terminals and CI logs alike.
+const TEXT_WIDTH: usize = 100;
+
+/// A long line of prose (an alert, a note) on several lines: the first opens with `first`, the
+/// others with `rest`. Words are never broken: an id or a path longer than a line stays whole.
+/// Colour codes take no width.
+fn wrap(text: String, first: String, rest: String) -> String {
+    let options = textwrap::Options::new(TEXT_WIDTH)
+        .initial_indent(&first)
+        .subsequent_indent(&rest)
+        .break_words(false)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
+    textwrap::fill(&text, options)
+}
+
 fn diff_style(line: String) -> &'static str {
     if line.starts_with("+++") || line.starts_with("---") {
         "bold"
@@ -183,10 +240,6 @@ fn headline_counts(plan: &Plan) -> String {
         ));
     }
     phrase(&plan.summary, deletes.join(", "))
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// "1 to create, 2 to update, DELETES, ..." for the counts that are not zero.
@@ -279,6 +332,32 @@ fn short(commit: &Option<String>) -> String {
     commit.as_ref().map(|c| format!(" ({})", c.chars().take(8).collect::<String>())).unwrap_or_default()
 }
 
+/// "1 dangerous alert blocks the merge".
+fn blocks(dangers: usize) -> String {
+    format!("{} the merge", plural(dangers, "dangerous alert blocks", "dangerous alerts block"))
+}
+
+/// The dangerous alerts by code and cluster, each once: `roots-changed (clusters/prod)`.
+fn blocking_alerts(plan: &Plan) -> String {
+    let mut named: Vec<String> = Vec::new();
+    for alert in plan.alerts.iter().filter(|a| a.severity == Severity::Danger) {
+        let name = match &alert.cluster {
+            Some(cluster) => format!("{} ({cluster})", alert.code),
+            None => alert.code.clone(),
+        };
+        if !named.contains(&name) {
+            named.push(name);
+        }
+    }
+    const SHOWN: usize = 3;
+    let more = named.len().saturating_sub(SHOWN);
+    named.truncate(SHOWN);
+    if more > 0 {
+        named.push(format!("{more} more"));
+    }
+    named.join(", ")
+}
+
 /// The template context.
 fn view(plan: &Plan, color: bool) -> Value {
     let (icon, title, style) = match plan.verdict {
@@ -304,8 +383,11 @@ fn view(plan: &Plan, color: bool) -> Value {
             plural(unseen, "release", "releases")
         ));
     }
-    if dangers > 0 {
-        headline.push_str(&format!("; {dangers} dangerous alert(s) block the merge"));
+    if dangers > 0 && headline == "no changes" {
+        // Nothing counted is no "no changes": say what blocks, and where.
+        headline = format!("{}: {}; no object change is counted", blocks(dangers), blocking_alerts(plan));
+    } else if dangers > 0 {
+        headline.push_str(&format!("; {}", blocks(dangers)));
     }
     if plan.verdict == Verdict::Failed {
         headline = "the plan could not be made".into();
@@ -350,6 +432,7 @@ fn view(plan: &Plan, color: bool) -> Value {
             json!({
                 "icon": icon, "style": style, "severity": a.severity, "code": a.code,
                 "kustomization": a.kustomization, "cluster": a.cluster, "message": a.message, "objects": objects,
+                "object_count": plural(a.objects.len(), "object", "objects"),
                 // The plan's cause is shown once, under the verdict.
                 "cause": a.cause.as_ref().filter(|c| Some(*c) != plan.cause.as_ref()),
             })
@@ -363,7 +446,7 @@ fn view(plan: &Plan, color: bool) -> Value {
                 summary = format!("{label}; {summary}");
             }
             if k.base_unknown {
-                summary = format!("base unknown; {} object(s) at head, not compared", k.desired.len());
+                summary = format!("base unknown; {} at head, not compared", plural(k.desired.len(), "object", "objects"));
             }
             let changes: Vec<Value> = k
                 .changes
@@ -423,6 +506,7 @@ fn view(plan: &Plan, color: bool) -> Value {
         "rows": rows,
         "unchanged_count": plan.kustomizations.len() - visible.len(),
         "unit": unit_heading(plan),
+        "units": units_heading(plan),
         "alerts": alert_view(news),
         "findings": findings_view(plan),
         "standing": alert_view(standing),
@@ -461,6 +545,15 @@ fn drift_controller(plan: &Plan) -> &'static str {
     match controllers.len() {
         1 => controllers.into_iter().next().unwrap_or("Flux"),
         _ => "each controller",
+    }
+}
+
+/// The plural of `unit_heading`.
+fn units_heading(plan: &Plan) -> &'static str {
+    match unit_heading(plan) {
+        "Kustomization / Application" => "Kustomizations / Applications",
+        "Application" => "Applications",
+        _ => "Kustomizations",
     }
 }
 
@@ -513,6 +606,33 @@ mod tests {
         assert_eq!(status_label(&removed(release, None)), "not deleted");
         assert_eq!(status_label(&removed(release, Some(ReleaseFate::Uninstalled("gone".into())))), "removed");
         assert_eq!(status_label(&removed(UnitKind::Kustomization, None)), "removed");
+    }
+
+    #[test]
+    fn gitlab_speaks_of_merge_requests_and_github_as_before() {
+        let text = "in a pull request of its own; 2 deletions caused by this PR; Pull request #4";
+        assert_eq!(
+            in_forge_words(text, "merge request"),
+            "in a merge request of its own; 2 deletions caused by this MR; Merge request #4"
+        );
+        assert_eq!(in_forge_words(text, PULL_REQUEST), text);
+    }
+
+    #[test]
+    fn long_lines_wrap_at_words_and_never_inside_one() {
+        let id = format!("apps/{}", "x".repeat(120));
+        let line = format!("WARNING code: {} then {id} and more", "word ".repeat(30).trim_end());
+        let wrapped = wrap(line.clone(), String::new(), "    ".into());
+        let lines: Vec<&str> = wrapped.lines().collect();
+        assert!(lines.len() > 2, "{wrapped}");
+        assert!(lines[1..].iter().all(|l| l.starts_with("    ")), "{wrapped}");
+        assert!(lines.iter().all(|l| l.chars().count() <= TEXT_WIDTH || l.trim() == id), "{wrapped}");
+        assert_eq!(
+            wrapped.split_whitespace().collect::<Vec<_>>(),
+            line.split_whitespace().collect::<Vec<_>>()
+        );
+        // A short line is left as it is.
+        assert_eq!(wrap("INFO x: y".into(), "  ".into(), "    ".into()), "  INFO x: y");
     }
 
     #[test]

@@ -15,6 +15,7 @@ const STANDING_CODES: &[&str] = &[
     "capabilities-assumed",
     "chart-archive-hidden",
     "failing-before",
+    "roots-assumed",
 ];
 
 /// True for a warning or note about how a unit this pull request leaves as it is stands (a
@@ -53,11 +54,19 @@ pub fn unblock(plan: &Plan, approve: Option<&str>) -> Vec<String> {
     if plan.verdict != Verdict::Blocked {
         return Vec::new();
     }
-    let codes: BTreeSet<&str> =
-        plan.alerts.iter().filter(|a| a.severity == Severity::Danger).map(|a| a.code.as_str()).collect();
+    // Every code that blocks, those a rated-down alert would leave blocking included: one policy
+    // change unblocks, not one code at a time.
+    let codes: BTreeSet<&str> = plan
+        .alerts
+        .iter()
+        .filter(|a| a.severity == Severity::Danger)
+        .flat_map(|a| std::iter::once(&a.code).chain(&a.also_blocking))
+        .map(String::as_str)
+        .collect();
     let mut lines = vec!["fix what the dangerous alerts name and push: the plan runs again".to_string()];
     lines.extend(approve.map(|how| format!("or, if the changes are intended, {how}")));
-    let mut keys: Vec<String> = codes.iter().map(|code| format!("`alerts: {{{code}: warning}}`")).collect();
+    let rated: Vec<String> = codes.iter().map(|code| format!("{code}: warning")).collect();
+    let mut keys = vec![format!("`alerts: {{{}}}`", rated.join(", "))];
     if codes.contains("mass-deletion") {
         keys.push("`massDeletion.maxObjects` / `massDeletion.maxPercent` (the limits)".into());
     }

@@ -303,7 +303,7 @@ fn run_view(run: &RunRow) -> Value {
         "finished": run.finished_at.map(display_time),
         "finished_iso": run.finished_at.map(iso_time),
         "duration": run.finished_at.map(|end| duration(end - run.created_at)),
-        "error": run.error,
+        "error": run.error.as_deref().map(|e| crate::report::in_forge_words(e, pull_noun)),
         "followup_outcome": run.followup_outcome,
         "plan_json_url": plan_json_url,
     })
@@ -339,7 +339,8 @@ async fn run_page(
     };
     let (alerts, counts, timings, notes) =
         (parse(&run.alerts), parse(&run.counts), parse(&run.timings), parse(&run.notes));
-    let plan_html = run.comment.as_deref().map(crate::report::html::markdown_to_html);
+    let plan_html =
+        run.comment.as_deref().map(|c| crate::report::html::markdown_to_html(&without_link_here(c)));
     page(
         "run.html",
         json!({
@@ -347,6 +348,16 @@ async fn run_page(
             "notes": notes, "plan_html": plan_html,
         }),
     )
+}
+
+/// The posted comment without its link to the run page: on that page, the link would be itself.
+/// Repository text in a comment has its brackets escaped, so only the bot's own line starts so.
+fn without_link_here(comment: &str) -> String {
+    comment
+        .lines()
+        .filter(|line| !line.starts_with(crate::jobs::RUN_PAGE_LINK))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 async fn run_json(

@@ -859,7 +859,8 @@ impl Store {
         anyhow::bail!("run {run_id}: {MAX_CAS_ATTEMPTS} conflicting writes in a row")
     }
 
-    /// Records an approval of `head_sha`, bound to the run it approves and that plan's digest.
+    /// Records an approval of `head_sha`, bound to the run it approves and that plan's digest; the
+    /// run approved names its approver (its page shows who).
     #[allow(clippy::too_many_arguments)]
     pub async fn approve(
         &self,
@@ -871,6 +872,7 @@ impl Store {
         run_id: i64,
         plan_digest: Option<&str>,
     ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO approvals (forge, repo, pr_number, head_sha, approved_by, approved_at, run_id, plan_digest) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -883,8 +885,14 @@ impl Store {
         .bind(now_ms())
         .bind(run_id)
         .bind(plan_digest)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        sqlx::query("UPDATE runs SET approved_by = $1 WHERE id = $2")
+            .bind(user)
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
         Ok(())
     }
 

@@ -317,7 +317,8 @@ fn signed_pull_request_webhook_posts_a_sticky_comment_and_a_status() {
     assert!(last["target_url"].as_str().unwrap().ends_with(&format!("/runs/{}?token={token}", run.id)));
     let (status, page) = bot.get(&format!("/runs/{}?token={token}", run.id));
     assert_eq!(status, 200);
-    assert!(page.contains("Full plan") && page.contains("fluxplan: changes"), "{page}");
+    // The plan as posted, without its link to this very page.
+    assert!(!page.contains("Full plan") && page.contains("fluxplan: changes"), "{page}");
     assert_eq!(bot.get(&format!("/runs/{}/plan.json?token={token}", run.id)).0, 200);
     for guess in [
         format!("/runs/{}", run.id),
@@ -752,6 +753,10 @@ fn gitlab_merge_requests_get_a_note_and_a_commit_status() {
     assert_eq!(running, 2, "one `running` per plan: the retry did not post it again");
     let notes = gitlab.notes(project, 1);
     assert_eq!(notes.iter().filter(|(_, b)| b.starts_with("<!-- fluxplan -->")).count(), 1);
+    // GitLab's words, everywhere in the note: merge request, MR.
+    let plan_note = &notes.iter().find(|(_, b)| b.starts_with("<!-- fluxplan -->")).unwrap().1;
+    assert!(plan_note.contains("caused by this MR"), "{plan_note}");
+    assert!(!plan_note.contains("pull request") && !plan_note.contains(" PR"), "{plan_note}");
     // A note asking for help.
     let note_id = gitlab.add_note(project, 1, 7, "dev", "/fluxplan help");
     let mut note: Value =

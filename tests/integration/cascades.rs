@@ -481,7 +481,8 @@ fn removing_a_helm_release_lists_what_its_uninstall_deletes() {
     assert!(removed.get("related_codes").is_none(), "{removed}");
     assert!(
         removed["message"].as_str().unwrap().contains(
-            "uninstalls Helm release podinfo/podinfo: deletes 5 object(s) (from Helm's storage), keeps 1 (helm.sh/resource-policy: keep, the chart's crds/), runs 1 delete hook(s)"
+            "uninstalls Helm release podinfo/podinfo: deletes 5 objects (from Helm's storage), keeps 1 \
+             (helm.sh/resource-policy: keep, the chart's crds/), runs 1 delete hook"
         ),
         "{removed}"
     );
@@ -511,7 +512,7 @@ fn removing_a_helm_release_lists_what_its_uninstall_deletes() {
     assert_eq!(
         helm_release["reason"],
         "no longer rendered (it came from apps/podinfo.yaml); uninstalls Helm release podinfo/podinfo (revision 2): \
-         deletes 5 object(s), keeps 1 (helm.sh/resource-policy), runs 1 delete hook(s)");
+         deletes 5 objects, keeps 1 (helm.sh/resource-policy), runs 1 delete hook");
     // One labelled list of the storage namespace, for this release only; nothing but GETs.
     let lists = storage_lists(&fake);
     assert_eq!(lists.len(), 1, "{lists:?}");

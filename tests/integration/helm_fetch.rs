@@ -626,7 +626,7 @@ fn assert_unseen_bump(repo: &Repo, flags: &[&str], case: &str) {
     assert!(text.contains("1 release whose chart fluxplan could not have or render"), "{case}: {text}");
     // Not among the unchanged: its own section says it is external.
     assert!(text.contains("HelmRelease data/db (clusters/prod) — db 1.0.0 → 2.0.0"), "{case}: {text}");
-    assert!(text.contains("1 other Kustomization(s) unchanged."), "{case}: only flux-system: {text}");
+    assert!(text.contains("1 other Kustomization unchanged."), "{case}: only flux-system: {text}");
 
     let (markdown, _) = crate::fixture::plan_cli(repo, "HEAD~1", "HEAD", "markdown", flags);
     assert!(markdown.contains("**chart-unavailable** `HelmRelease data/db`"), "{case}: {markdown}");
@@ -669,7 +669,7 @@ fn a_release_whose_base_chart_could_not_be_had_is_base_unknown() {
     );
     let (text, _) = crate::fixture::plan_cli(&repo, "HEAD~1", "HEAD", "text", &access);
     assert!(
-        text.contains("(asked for, not rendered); base unknown; 2 object(s) at head, not compared"),
+        text.contains("(asked for, not rendered); base unknown; 2 objects at head, not compared"),
         "{text}"
     );
     assert!(!text.contains("create StatefulSet data/db"), "{text}");

@@ -175,7 +175,7 @@ fn an_uninstall_is_listed_from_the_status_inventory_without_secrets() {
         "{release:#}"
     );
     let message = removed_alert(&plan);
-    assert!(message.contains("deletes 5 object(s) (from the HelmRelease's status.inventory)"), "{message}");
+    assert!(message.contains("deletes 5 objects (from the HelmRelease's status.inventory)"), "{message}");
     assert_eq!(secret_requests(&fake), Vec::<String>::new());
     // A snapshot file of the same cluster plans the same uninstall.
     let dir = tempfile::tempdir().unwrap();
@@ -218,7 +218,7 @@ fn helms_storage_is_read_only_for_a_release_without_an_inventory() {
     let release = unit_in(&plan, "HelmRelease", "data/db");
     assert_eq!(sorted_changes(release), sorted_pairs(&[("delete", "data_legacy__ConfigMap")]), "{release:#}");
     let message = removed_alert(&plan);
-    assert!(message.contains("deletes 1 object(s) (from Helm's storage)"), "{message}");
+    assert!(message.contains("deletes 1 object (from Helm's storage)"), "{message}");
 
     // Without the inventory and without --read-secrets: the base render, and the alert says so.
     let fake = cluster(None);

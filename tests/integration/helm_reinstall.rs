@@ -234,10 +234,10 @@ fn a_removed_release_blocks_and_lists_its_uninstall_offline() {
     assert_eq!(removed["cause"], "apps/db/release.yaml: HelmRelease data/db removed");
     let message = removed["message"].as_str().unwrap();
     assert!(
-        message.contains("uninstalls Helm release data/db: deletes 3 object(s) (from the base render)"),
+        message.contains("uninstalls Helm release data/db: deletes 3 objects (from the base render)"),
         "{message}"
     );
-    assert!(message.contains("runs its delete hook(s) Job data/db-cleanup on pre-delete"), "{message}");
+    assert!(message.contains("runs its delete hook Job data/db-cleanup on pre-delete"), "{message}");
     assert!(message.contains("protected kinds among them: StatefulSet data/db"), "{message}");
 
     // The base revision's policy rates it, as it rates kustomization-removed: turned off, the

@@ -50,6 +50,7 @@ mod leases;
 mod load;
 mod mcp;
 mod memory;
+mod messages;
 mod metrics;
 mod moved_sources;
 mod operator;

@@ -150,6 +150,31 @@ fn the_run_page_shows_a_hostile_plan_safely_in_a_browser() {
     assert!(dom.contains("href=\"https://github.com/acme/fleet/pull/7\""), "{dom}");
     assert!(dom.contains(&format!("href=\"https://github.com/acme/fleet/commit/{head}\"")), "{dom}");
     assert!(dom.contains(&format!("href=\"/runs/{}/plan.json?token={token}\"", run.id)), "{dom}");
+    // The posted comment links to this page; shown on it, that link would be the page itself.
+    assert!(
+        run.comment.as_deref().is_some_and(|c| c.contains("[Full plan and run history](")),
+        "{:?}",
+        run.comment
+    );
+    assert!(!dom.contains("Full plan and run history"), "{dom}");
+    assert!(!dom.contains(&format!("/runs/{}?token=", run.id)), "{dom}");
+    // Each alert once: in the posted plan, not again in a list of its own beside it.
+    assert!(!dom.contains("<h2>Alerts</h2>"), "{dom}");
+    // Who approved the plan, once someone has: the run approved names them.
+    assert!(!dom.contains("Approved by"), "{dom}");
+    runtime
+        .block_on(store.approve(
+            "github",
+            REPO,
+            7,
+            &head,
+            "octo-reviewer",
+            run.id,
+            run.plan_digest.as_deref(),
+        ))
+        .unwrap();
+    let dom = dump_dom(&page_url);
+    assert!(dom.contains("<dt>Approved by</dt><dd>octo-reviewer</dd>"), "{dom}");
 
     // Opened with the index credential, the page still names only the run's own token.
     let dom = dump_dom(&format!("{}/runs/{}?token={RUNS_TOKEN}", bot.url, run.id));

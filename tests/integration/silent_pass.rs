@@ -68,6 +68,8 @@ fn build_without_any_kustomization_fails_with_exit_3_and_says_so() {
             )),
             "{stderr}"
         );
+        // An Argo CD repository whose root Application is kept elsewhere: how to declare one.
+        assert!(stderr.contains("commit that Application here") && stderr.contains("--repo-url"), "{stderr}");
     }
 }
 

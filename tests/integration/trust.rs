@@ -269,7 +269,7 @@ fn namespace_deletion_warns_the_kustomizations_that_will_fail() {
     assert_eq!(warnings[0]["kustomization"], "flux-system/shop-config");
     let message = warnings[0]["message"].as_str().unwrap();
     assert!(message.contains("depends on Kustomization flux-system/apps"), "{message}");
-    assert!(message.contains("1 object(s) into Namespace shop"), "{message}");
+    assert!(message.contains("1 object into Namespace shop"), "{message}");
     let removed: Vec<&Value> =
         plan["alerts"].as_array().unwrap().iter().filter(|a| a["severity"] == "danger").collect();
     assert_eq!(removed.len(), 1, "{:#}", plan["alerts"]);

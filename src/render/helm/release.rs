@@ -716,7 +716,7 @@ fn locate_chart(
             // helm-controller appends the artifact's digest to the version of a chart it gets
             // from an OCIRepository.
             let tracked = reference.kind == "OCIRepository";
-            return fetched(&request, spec, inputs, tracked);
+            return fetched(&request, spec, inputs, tracked, release);
         }
         Some(ChartSource::Template { chart, source, version, values_files, ignore_missing_values_files }) => {
             (chart, source, version, values_files, *ignore_missing_values_files)
@@ -724,7 +724,7 @@ fn locate_chart(
     };
     if source.kind == "HelmRepository" {
         let request = helm_repository(source, chart, version.as_deref(), inputs, release)?;
-        return fetched(&request, spec, inputs, false);
+        return fetched(&request, spec, inputs, false, release);
     }
     if !matches!(source.kind.as_str(), "GitRepository" | "Bucket") {
         return Err(NotRendered::External(format!(
@@ -772,15 +772,21 @@ impl Sourced {
 }
 
 /// The chart `sourced` names, fetched; `tracked`: its version carries the artifact's digest.
+/// Not fetched, the reason names the ways to supply it (`release`: `NAMESPACE/NAME`).
 fn fetched(
     sourced: &Sourced,
     spec: &HelmReleaseSpec,
     inputs: &Inputs,
     tracked: bool,
+    release: &str,
 ) -> Result<Chart, NotRendered> {
     let request = &sourced.request;
     let fetched = (inputs.fetch)(request, &sourced.credentials).map_err(|why| {
-        NotRendered::External(format!("its chart could not be had ({request}): {}", sourced.explain(&why)))
+        NotRendered::External(format!(
+            "its chart could not be had ({request}): {}; {}",
+            sourced.explain(&why),
+            crate::charts::ways_to_supply(release, &why)
+        ))
     })?;
     let whose = format!("the chart fetched for {request}");
     if tracked {
