@@ -38,10 +38,7 @@ pub enum FetchError {
     TooLarge { url: String, limit: u64 },
     /// The host could not be resolved or gave no answer: said alike for every chart it serves,
     /// and asked once (`failed_hosts`).
-    #[error(
-        "{host} failed: {message} (a host that failed is not asked again); supply the chart with --chart \
-         NAMESPACE/NAME=DIR|TGZ, a mirror with --registry-mirror HOST=MIRROR, or a reachable host with --chart-hosts"
-    )]
+    #[error("{host} failed: {message} (a host that failed is not asked again)")]
     Unreachable { host: String, message: String },
 }
 

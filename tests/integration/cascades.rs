@@ -336,7 +336,7 @@ fn manifest() -> String {
 }
 
 /// A storage Secret's `data.release`: base64 of Helm's base64(gzip(JSON)).
-fn storage_value(json: &[u8]) -> String {
+pub(crate) fn storage_value(json: &[u8]) -> String {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     gz.write_all(json).unwrap();
     B64.encode(B64.encode(gz.finish().unwrap()))

@@ -6,10 +6,7 @@
 use crate::fake_kube::FakeKube;
 use crate::fixture::{alert_codes, fluxplan_bin, helm, sorted_changes, sorted_pairs, unit_in, Repo};
 use crate::helm_plan::{fleet, RELEASE};
-use base64::engine::general_purpose::STANDARD as B64;
-use base64::Engine;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::process::Command;
 
 /// The release's objects as helm-controller leaves them: its origin label, and (for what Helm
@@ -93,12 +90,10 @@ fn storage_secret(manifest: &str) -> Value {
     let record = json!({"name": "db", "namespace": "data", "version": 1,
         "info": {"status": "deployed"}, "chart": {"metadata": {"name": "db", "version": "1.0.0"}},
         "manifest": manifest});
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    gz.write_all(&serde_json::to_vec(&record).unwrap()).unwrap();
     json!({"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
         "metadata": {"name": "sh.helm.release.v1.db.v1", "namespace": "data",
             "labels": {"owner": "helm", "name": "db", "status": "deployed", "version": "1"}},
-        "data": {"release": B64.encode(B64.encode(gz.finish().unwrap()))}})
+        "data": {"release": crate::cascades::storage_value(&serde_json::to_vec(&record).unwrap())}})
 }
 
 /// The fleet with its HelmRelease removed, committed.
@@ -115,26 +110,7 @@ fn removed() -> Repo {
 
 /// `fluxplan plan --kube` of the last commit against `fake`, with `extra` flags.
 fn plan_live(repo: &Repo, fake: &FakeKube, extra: &[&str]) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(fluxplan_bin())
-        .args([
-            "plan",
-            "--no-cache",
-            "--kube",
-            "--base",
-            "HEAD~1",
-            "--head",
-            "HEAD",
-            "--format",
-            "json",
-            "--repo",
-        ])
-        .arg(repo.path())
-        .args(extra)
-        .env("KUBECONFIG", fake.kubeconfig(dir.path()))
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = crate::helm_plan::plan_kube(repo, fake, extra);
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 

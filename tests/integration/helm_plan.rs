@@ -745,13 +745,17 @@ fn plan_live(repo: &Repo, fake: &crate::fake_kube::FakeKube) -> String {
 
 /// `plan_live` with `extra` flags.
 fn plan_live_with(repo: &Repo, fake: &crate::fake_kube::FakeKube, extra: &[&str]) -> String {
+    plan_kube(repo, fake, &[&["--read-secrets"], extra].concat())
+}
+
+/// `fluxplan plan --kube` of the last commit against `fake`, with `flags`, as JSON text.
+pub(crate) fn plan_kube(repo: &Repo, fake: &crate::fake_kube::FakeKube, flags: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(fluxplan_bin())
         .args([
             "plan",
             "--no-cache",
             "--kube",
-            "--read-secrets",
             "--base",
             "HEAD~1",
             "--head",
@@ -761,7 +765,7 @@ fn plan_live_with(repo: &Repo, fake: &crate::fake_kube::FakeKube, extra: &[&str]
             "--repo",
         ])
         .arg(repo.path())
-        .args(extra)
+        .args(flags)
         .env("KUBECONFIG", fake.kubeconfig(dir.path()))
         .output()
         .unwrap();
