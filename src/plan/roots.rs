@@ -294,6 +294,7 @@ mod tests {
             untrusted_syncs: Default::default(),
             kube_versions: Default::default(),
             not_read: Default::default(),
+            units: Default::default(),
         }
     }
 

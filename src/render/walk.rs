@@ -479,6 +479,7 @@ impl Renderer {
             untrusted_syncs: sources.untrusted.clone(),
             syncs,
             not_read: not_read(&opts.explain, &clusters_for_explain, &sources),
+            units: Default::default(),
         })
     }
 }
