@@ -474,6 +474,26 @@ impl std::fmt::Debug for UnitIndex {
 }
 
 impl Render {
+    /// A render of these clusters and nothing else.
+    #[cfg(test)]
+    pub(crate) fn with_clusters(clusters: Vec<Cluster>) -> Render {
+        Render {
+            revision: None,
+            clusters,
+            unreachable: Vec::new(),
+            warnings: Vec::new(),
+            source_limits: Vec::new(),
+            kustomize: String::new(),
+            stats: Default::default(),
+            this_repo_sources: Default::default(),
+            syncs: Default::default(),
+            kube_versions: Default::default(),
+            untrusted_syncs: Default::default(),
+            not_read: Default::default(),
+            units: Default::default(),
+        }
+    }
+
     /// The units of a cluster named `namespace/name` (a Kustomization and a HelmRelease may share
     /// it), in render order.
     fn units_named(&self, cluster: &str, namespace: &str, name: &str) -> Vec<&RenderedKustomization> {
@@ -733,21 +753,7 @@ mod unit_index_tests {
                 kustomizations,
             })
             .collect();
-        Render {
-            revision: None,
-            clusters,
-            unreachable: Vec::new(),
-            warnings: Vec::new(),
-            source_limits: Vec::new(),
-            kustomize: String::new(),
-            stats: Default::default(),
-            this_repo_sources: Default::default(),
-            syncs: Default::default(),
-            kube_versions: Default::default(),
-            untrusted_syncs: Default::default(),
-            not_read: Default::default(),
-            units: Default::default(),
-        }
+        Render::with_clusters(clusters)
     }
 
     /// The answer of a scan through every unit, as lookups were made before the index.
