@@ -60,7 +60,7 @@ for n in "${sizes[@]}"; do
   done | sort -n | sed -n 2p)
   # The plan of the last change (base and head both rendered before: warm on both sides).
   plan=$(for _ in 1 2 3; do
-    /usr/bin/time -o "$out/time" -f "%e %M" "$bin" plan --repo "$fleet" --base HEAD~1 --head HEAD --cache-dir "$cache" > "$out/plan-$n.md" 2>/dev/null || true
+    /usr/bin/time -o "$out/time" -f "%e %M" "$bin" plan --repo "$fleet" --base HEAD~1 --head HEAD --cache-dir "$cache" > "$out/plan-$n.txt" 2>/dev/null || true
     tail -1 "$out/time"
   done | sort -n | sed -n 2p)
   runs=$(grep -o 'kustomize_runs=[0-9]*' "$out/warm.log" | tail -1 || true)
