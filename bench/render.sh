@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Render benchmark: synthetic fleets of N Kustomizations x M objects, cold and warm cache (medians
-# of 3 runs each), and peak memory. The fleet is packed (git gc), as a clone is. Writes bench/out/render.md (bench/out/render-binary.md with
+# of 3 runs each), peak memory, and the warm plan of the change. The fleet is packed (git gc), as a clone is. Writes bench/out/render.md (bench/out/render-binary.md with
 # FLUXPLAN_KUSTOMIZE_LIB=off: the kustomize binary per build). Usage: bench/render.sh [M] [N ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +25,8 @@ engine=$(FLUXPLAN_LOG=fluxplan=info "$bin" build --repo examples/fleet --no-cach
   echo
   echo "kustomize: $engine. Reproduce: \`${FLUXPLAN_KUSTOMIZE_LIB:+FLUXPLAN_KUSTOMIZE_LIB=$FLUXPLAN_KUSTOMIZE_LIB }bench/render.sh $objects ${sizes[*]}\`"
   echo
-  echo "| Kustomizations | objects | cold (s) | cold peak RSS, largest process (MiB) | cold peak memory with workers, PSS (MiB) | in-process floor, apps only (s) | warm, 1 changed (s) | kustomize runs warm |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| Kustomizations | objects | cold (s) | cold peak RSS, largest process (MiB) | cold peak memory with workers, PSS (MiB) | in-process floor, apps only (s) | warm, 1 changed (s) | kustomize runs warm | warm plan of the change (s) | warm plan peak RSS (MiB) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
 } > "$report"
 for n in "${sizes[@]}"; do
   fleet=$(mktemp -d)
@@ -58,11 +58,17 @@ for n in "${sizes[@]}"; do
     FLUXPLAN_LOG=fluxplan=info /usr/bin/time -o "$out/time" -f "%e %M" "$bin" build --repo "$fleet" --rev HEAD --format ids --cache-dir "$cache" > /dev/null 2> "$out/warm.log" || true
     tail -1 "$out/time"
   done | sort -n | sed -n 2p)
+  # The plan of the last change (base and head both rendered before: warm on both sides).
+  plan=$(for _ in 1 2 3; do
+    /usr/bin/time -o "$out/time" -f "%e %M" "$bin" plan --repo "$fleet" --base HEAD~1 --head HEAD --cache-dir "$cache" > "$out/plan-$n.txt" 2>/dev/null || true
+    tail -1 "$out/time"
+  done | sort -n | sed -n 2p)
   runs=$(grep -o 'kustomize_runs=[0-9]*' "$out/warm.log" | tail -1 || true)
   total=$(grep -vc '^#' "$out/ids-$n.txt" || true)
   read -r cold_s cold_kb <<< "$cold"
   read -r warm_s _ <<< "$warm"
-  echo "| $n | $total | $cold_s | $((cold_kb / 1024)) | $summed | $floor | $warm_s | ${runs#kustomize_runs=} |" >> "$report"
+  read -r plan_s plan_kb <<< "$plan"
+  echo "| $n | $total | $cold_s | $((cold_kb / 1024)) | $summed | $floor | $warm_s | ${runs#kustomize_runs=} | $plan_s | $((plan_kb / 1024)) |" >> "$report"
   unset FLUXPLAN_WORKDIR
   rm -rf "$fleet" "$cache" "$scratch"
 done

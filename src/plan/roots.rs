@@ -281,22 +281,7 @@ mod tests {
     }
 
     fn render(clusters: Vec<Cluster>) -> Render {
-        Render {
-            revision: None,
-            clusters,
-            unreachable: Vec::new(),
-            warnings: Vec::new(),
-            source_limits: Vec::new(),
-            stats: Default::default(),
-            kustomize: String::new(),
-            this_repo_sources: Default::default(),
-            syncs: Default::default(),
-            untrusted_syncs: Default::default(),
-            kube_versions: Default::default(),
-            not_read: Default::default(),
-            read_by_builds: Default::default(),
-            ignored: Default::default(),
-        }
+        Render::with_clusters(clusters)
     }
 
     #[test]

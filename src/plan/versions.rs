@@ -3,10 +3,11 @@
 //! by default, a step up across major versions).
 
 use super::{Action, Alert, KustomizationPlan, Policy, Severity};
+use crate::flux::ObjectId;
 use crate::render::Render;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// One version change, however many objects or releases make it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -27,10 +28,15 @@ pub struct VersionChange {
 /// Every version the plan's updates change, sorted by kind and name.
 pub fn changes(plans: &[KustomizationPlan], base: &Render, head: &Render) -> Vec<VersionChange> {
     let mut found: BTreeMap<(&'static str, String, String, String), Vec<String>> = BTreeMap::new();
-    // Every object by cluster and id, once (and only when something is updated): an update is
-    // not a search through every object.
-    let updates = plans.iter().flat_map(|p| &p.changes).any(|c| c.action == Action::Update);
-    let (before_index, after_index) = if updates { (index(base), index(head)) } else { Default::default() };
+    // The objects updated, by cluster and id, indexed once: an update is not a search through
+    // every object, and objects nothing updates are not indexed.
+    let mut updated: BTreeMap<&str, BTreeSet<ObjectId>> = BTreeMap::new();
+    for plan in plans {
+        for change in plan.changes.iter().filter(|c| c.action == Action::Update) {
+            updated.entry(plan.cluster.as_str()).or_default().extend(ObjectId::parse(&change.id));
+        }
+    }
+    let (before_index, after_index) = (index(base, &updated), index(head, &updated));
     for plan in plans {
         for change in plan.changes.iter().filter(|c| c.action == Action::Update) {
             let key = (plan.cluster.as_str(), change.id.clone());
@@ -108,14 +114,20 @@ pub fn alerts(policy: &Policy, changes: &[VersionChange]) -> Vec<Alert> {
         .collect()
 }
 
-fn index(render: &Render) -> HashMap<(&str, String), &Value> {
+/// The objects of `render` among `wanted`, by cluster and id.
+fn index<'r>(
+    render: &'r Render,
+    wanted: &BTreeMap<&str, BTreeSet<ObjectId>>,
+) -> HashMap<(&'r str, String), &'r Value> {
     render
         .clusters
         .iter()
-        .flat_map(|c| {
-            render
-                .objects_of(&c.name)
-                .filter_map(move |o| Some(((c.name.as_str(), o.id.as_ref()?.to_string()), &o.object)))
+        .filter_map(|c| Some((c, wanted.get(c.name.as_str())?)))
+        .flat_map(|(c, ids)| {
+            render.objects_of(&c.name).filter_map(move |o| {
+                let id = o.id.as_ref().filter(|id| ids.contains(*id))?;
+                Some(((c.name.as_str(), id.to_string()), &o.object))
+            })
         })
         .collect()
 }

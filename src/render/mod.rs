@@ -464,9 +464,89 @@ pub struct Render {
     /// Kustomization reads leaves out of its artifact (`.github/`, `.sourceignore`, `spec.ignore`).
     #[serde(skip)]
     pub ignored: BTreeSet<String>,
+    /// Where each unit sits, built on the first lookup (see `UnitIndex`).
+    #[serde(skip)]
+    pub units: UnitIndex,
+}
+
+/// Where each unit of a render sits, by cluster, namespace and name: a plan looks up units once
+/// per unit and pass, and a scan each time made a plan of 2,000 Kustomizations quadratic. Built
+/// on the first lookup; a clone indexes itself anew, and a render whose units were added or
+/// removed since is scanned as before (`Render::units_named`).
+#[derive(Default)]
+pub struct UnitIndex(std::sync::OnceLock<Positions>);
+
+struct Positions {
+    /// The number of units of each cluster when indexed.
+    shape: Vec<usize>,
+    /// (cluster, namespace, name) → (cluster index, unit index), in render order.
+    at: std::collections::HashMap<(String, String, String), Vec<(usize, usize)>>,
+}
+
+impl Clone for UnitIndex {
+    fn clone(&self) -> Self {
+        UnitIndex::default()
+    }
+}
+
+impl std::fmt::Debug for UnitIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UnitIndex")
+    }
 }
 
 impl Render {
+    /// A render of these clusters and nothing else.
+    #[cfg(test)]
+    pub(crate) fn with_clusters(clusters: Vec<Cluster>) -> Render {
+        Render {
+            revision: None,
+            clusters,
+            unreachable: Vec::new(),
+            warnings: Vec::new(),
+            source_limits: Vec::new(),
+            kustomize: String::new(),
+            stats: Default::default(),
+            this_repo_sources: Default::default(),
+            syncs: Default::default(),
+            kube_versions: Default::default(),
+            untrusted_syncs: Default::default(),
+            not_read: Default::default(),
+            read_by_builds: Default::default(),
+            ignored: Default::default(),
+            units: Default::default(),
+        }
+    }
+
+    /// The units of a cluster named `namespace/name` (a Kustomization and a HelmRelease may share
+    /// it), in render order.
+    fn units_named(&self, cluster: &str, namespace: &str, name: &str) -> Vec<&RenderedKustomization> {
+        let shape = || self.clusters.iter().map(|c| c.kustomizations.len());
+        let positions = self.units.0.get_or_init(|| {
+            let mut at: std::collections::HashMap<_, Vec<_>> = Default::default();
+            for (i, c) in self.clusters.iter().enumerate() {
+                for (j, k) in c.kustomizations.iter().enumerate() {
+                    at.entry((c.name.clone(), k.namespace.clone(), k.name.clone())).or_default().push((i, j));
+                }
+            }
+            Positions { shape: shape().collect(), at }
+        });
+        let named = |c: &Cluster, k: &RenderedKustomization| {
+            c.name == cluster && k.namespace == namespace && k.name == name
+        };
+        if !positions.shape.iter().copied().eq(shape()) {
+            return self.kustomizations().filter(|(c, k)| named(c, k)).map(|(_, k)| k).collect();
+        }
+        let key = (cluster.to_string(), namespace.to_string(), name.to_string());
+        let found = positions.at.get(&key).map(Vec::as_slice).unwrap_or_default();
+        found
+            .iter()
+            .map(|&(i, j)| (&self.clusters[i], &self.clusters[i].kustomizations[j]))
+            .filter(|(c, k)| named(c, k))
+            .map(|(_, k)| k)
+            .collect()
+    }
+
     /// Every Kustomization of every cluster.
     pub fn kustomizations(&self) -> impl Iterator<Item = (&Cluster, &RenderedKustomization)> {
         self.clusters.iter().flat_map(|c| c.kustomizations.iter().map(move |k| (c, k)))
@@ -480,19 +560,12 @@ impl Render {
         namespace: &str,
         name: &str,
     ) -> Option<&RenderedKustomization> {
-        self.kustomizations()
-            .find(|(c, k)| {
-                c.name == cluster
-                    && k.kind != UnitKind::HelmRelease
-                    && k.namespace == namespace
-                    && k.name == name
-            })
-            .map(|(_, k)| k)
+        self.units_named(cluster, namespace, name).into_iter().find(|k| k.kind != UnitKind::HelmRelease)
     }
 
     /// The unit `unit` of a cluster.
     pub fn unit(&self, cluster: &str, unit: &UnitRef) -> Option<&RenderedKustomization> {
-        self.kustomizations().find(|(c, k)| c.name == cluster && k.unit_ref() == *unit).map(|(_, k)| k)
+        self.units_named(cluster, &unit.namespace, &unit.name).into_iter().find(|k| k.kind == unit.kind)
     }
 
     /// Every object a cluster's Kustomizations render.
@@ -679,5 +752,83 @@ impl RenderOptions {
             progress: None,
             cancel: crate::cancel::CancelToken::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod unit_index_tests {
+    use super::*;
+
+    fn unit(kind: UnitKind, name: &str, path: &str) -> RenderedKustomization {
+        let reference = KustomizationRef { namespace: "flux-system".into(), name: name.into() };
+        let source =
+            SourceRef { kind: "GitRepository".into(), namespace: "flux-system".into(), name: "fs".into() };
+        RenderedKustomization::new(kind, reference, path.into(), source, None, None)
+    }
+
+    fn render(clusters: Vec<(&str, Vec<RenderedKustomization>)>) -> Render {
+        let clusters = clusters
+            .into_iter()
+            .map(|(name, kustomizations)| Cluster {
+                name: name.into(),
+                root: kustomizations[0].reference(),
+                found_by: RootKind::Bootstrap,
+                root_file: None,
+                kustomizations,
+            })
+            .collect();
+        Render::with_clusters(clusters)
+    }
+
+    /// The answer of a scan through every unit, as lookups were made before the index.
+    fn scanned<'r>(render: &'r Render, cluster: &str, unit: &UnitRef) -> Option<&'r RenderedKustomization> {
+        render.kustomizations().find(|(c, k)| c.name == cluster && k.unit_ref() == *unit).map(|(_, k)| k)
+    }
+
+    #[test]
+    fn lookups_answer_as_a_scan_does_before_and_after_the_units_change() {
+        let (ks, hr) = (UnitKind::Kustomization, UnitKind::HelmRelease);
+        let mut render = render(vec![
+            ("a", vec![unit(ks, "root", "a"), unit(hr, "app", "release"), unit(ks, "app", "apps")]),
+            // The same names in another cluster, and a unit listed twice (the first wins).
+            ("b", vec![unit(ks, "root", "b"), unit(ks, "app", "first"), unit(ks, "app", "second")]),
+        ]);
+        let asked: Vec<(&str, UnitRef)> = ["a", "b", "c"]
+            .into_iter()
+            .flat_map(|c| {
+                [ks, hr].into_iter().flat_map(move |kind| {
+                    ["root", "app", "gone"].map(|name| (c, UnitRef::new(kind, "flux-system", name)))
+                })
+            })
+            .collect();
+        let check = |render: &Render| {
+            for (cluster, unit) in &asked {
+                let path = |k: Option<&RenderedKustomization>| k.map(|k| k.path.clone());
+                assert_eq!(
+                    path(render.unit(cluster, unit)),
+                    path(scanned(render, cluster, unit)),
+                    "{cluster} {unit:?}"
+                );
+                let not_release = render
+                    .kustomizations()
+                    .find(|(c, k)| c.name == *cluster && k.kind != hr && k.reference() == unit.reference());
+                assert_eq!(
+                    path(render.kustomization(cluster, &unit.namespace, &unit.name)),
+                    path(not_release.map(|(_, k)| k))
+                );
+            }
+        };
+        check(&render);
+        assert_eq!(render.unit("a", &UnitRef::new(hr, "flux-system", "app")).unwrap().path, "release");
+        assert_eq!(render.kustomization("a", "flux-system", "app").unwrap().path, "apps");
+        assert_eq!(render.kustomization("b", "flux-system", "app").unwrap().path, "first");
+        // Units removed and added after the first lookup: answered from the units as they are.
+        render.clusters[0].kustomizations.remove(2);
+        render.clusters[1].kustomizations.insert(0, unit(ks, "app", "zeroth"));
+        check(&render);
+        assert!(render.kustomization("a", "flux-system", "app").is_none());
+        assert_eq!(render.kustomization("b", "flux-system", "app").unwrap().path, "zeroth");
+        let copy = render.clone();
+        check(&copy);
     }
 }

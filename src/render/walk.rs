@@ -499,6 +499,7 @@ impl Renderer {
             not_read: not_read(&opts.explain, &clusters_for_explain, &sources),
             read_by_builds,
             ignored: ignored(&opts.explain, &clusters_for_explain, &sources),
+            units: Default::default(),
         })
     }
 }

@@ -160,16 +160,29 @@ impl<'a> Subject<'a> {
 /// Every create and update of a cluster's plans, reviewed; plus what concerns a unit as a whole
 /// (changes under a suspended one).
 pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Candidate> {
-    let mut head_objects: BTreeMap<&ObjectId, &RenderedObject> =
-        view.head.values().flat_map(|k| &k.objects).filter_map(|o| Some((o.id.as_ref()?, o))).collect();
-    // A hook's binding may name a hook's role: the release's objects win where both name one.
-    for hook in view.head.values().flat_map(|k| hooks_of(k)) {
-        if let Some(id) = &hook.id {
-            head_objects.entry(id).or_insert(hook);
-        }
-    }
+    // Every object of the cluster, indexed only when some unit creates or updates one: a plan
+    // that changes one unit does no work for the others.
+    let head_objects = std::cell::OnceCell::new();
+    let head_objects = || {
+        head_objects.get_or_init(|| {
+            let mut head_objects: BTreeMap<&ObjectId, &RenderedObject> = view
+                .head
+                .values()
+                .flat_map(|k| &k.objects)
+                .filter_map(|o| Some((o.id.as_ref()?, o)))
+                .collect();
+            // A hook's binding may name a hook's role: the release's objects win where both name one.
+            for hook in view.head.values().flat_map(|k| hooks_of(k)) {
+                if let Some(id) = &hook.id {
+                    head_objects.entry(id).or_insert(hook);
+                }
+            }
+            head_objects
+        })
+    };
     let mut found = Vec::new();
-    for plan in plans {
+    let reviewed = |c: &&super::Change| matches!(c.action, Action::Create | Action::Update);
+    for plan in plans.iter().filter(|p| p.changes.iter().any(|c| reviewed(&c))) {
         let reference = plan.unit_ref();
         let Some(unit) = view.head.get(&reference).copied() else { continue };
         let objects: BTreeMap<&ObjectId, &RenderedObject> =
@@ -182,7 +195,7 @@ pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Can
                 hooks.entry(id).or_default().push(hook);
             }
         }
-        for change in plan.changes.iter().filter(|c| matches!(c.action, Action::Create | Action::Update)) {
+        for change in plan.changes.iter().filter(reviewed) {
             let Some(id) = ObjectId::parse(&change.id) else { continue };
             if change.hook.is_some() {
                 // A hook created (new, or run for the first time) is reviewed whole, whatever
@@ -195,7 +208,7 @@ pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Can
                     .flat_map(|k| hooks_of(k))
                     .find(|hook| hook.id.as_ref() == Some(&id));
                 for after in hooks.get(&id).into_iter().flatten().copied() {
-                    review_hook(plan, unit, id.clone(), after, base, &head_objects, &mut found);
+                    review_hook(plan, unit, id.clone(), after, base, head_objects(), &mut found);
                 }
                 continue;
             }
@@ -219,7 +232,7 @@ pub(super) fn review(view: &ClusterView, plans: &[KustomizationPlan]) -> Vec<Can
                 _ if change.moved_from.is_some() => view.base_object(&reference, &id),
                 _ => None,
             };
-            let subject = Subject { plan, id, after, base, live, unit, head_objects: &head_objects };
+            let subject = Subject { plan, id, after, base, live, unit, head_objects: head_objects() };
             if !applied(&subject) {
                 continue;
             }
