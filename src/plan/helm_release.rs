@@ -166,9 +166,9 @@ impl ClusterView<'_> {
                 let storage = self.helm_storage(&outcome);
                 let unit = UnitRef::new(UnitKind::HelmRelease, &id.namespace, &id.name);
                 let listed = live.then(|| helm::status_inventory(&manifest)).flatten();
-                let mut uninstall = match (&outcome, listed) {
+                let mut uninstall = match (&outcome, &listed) {
                     (OnDeletion::Uninstalls(release), Some(listed)) => {
-                        self.uninstall_listed(&unit, release, &listed)
+                        self.uninstall_listed(&unit, release, listed)
                     }
                     _ => uninstall(&id.namespace, &id.name, &outcome, UninstallSpec::of(&manifest), storage),
                 };
@@ -177,9 +177,7 @@ impl ClusterView<'_> {
                 if let Some(base) = self.base.get(&unit) {
                     let rendered = base.status == crate::render::Status::Rendered;
                     let from = match storage {
-                        _ if live && helm::status_inventory(&manifest).is_some() => {
-                            Some("its status.inventory")
-                        }
+                        _ if listed.is_some() => Some("its status.inventory"),
                         Storage::Offline | Storage::NotRead if rendered => Some("the base render"),
                         _ => None,
                     };
