@@ -87,7 +87,7 @@ impl Drop for Client {
 }
 
 /// A fleet whose last commit removes the Kustomization `apps` (a Namespace and its Deployment).
-fn fleet() -> Repo {
+pub(crate) fn fleet() -> Repo {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
     repo.write(
