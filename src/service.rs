@@ -399,8 +399,7 @@ fn mcp_endpoint(config: &ServiceConfig) -> Result<Option<crate::server::mcp::End
         .iter()
         .map(|dir| std::fs::canonicalize(dir).with_context(|| format!("--mcp-allow {}", dir.display())))
         .collect::<Result<Vec<_>>>()?;
-    let database_url =
-        config.database_url.clone().unwrap_or_else(|| Store::default_url(&config.data_dir));
+    let database_url = config.database_url.clone().unwrap_or_else(|| Store::default_url(&config.data_dir));
     let settings = crate::mcp::Settings {
         allowed,
         allow_hint: "`fluxplan serve` with --mcp-allow DIR",

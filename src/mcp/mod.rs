@@ -229,9 +229,9 @@ impl ServerHandler for Server {
 /// The repository `given` names, when it lies inside one of the `allowed` directories once every
 /// symbolic link is resolved; `hint` says how the operator allows a directory.
 fn allowed_repository(allowed: &[PathBuf], hint: &str, given: &str) -> Result<PathBuf, String> {
-    let first = allowed
-        .first()
-        .ok_or_else(|| format!("this server plans no repository: the operator starts {hint} for each directory"))?;
+    let first = allowed.first().ok_or_else(|| {
+        format!("this server plans no repository: the operator starts {hint} for each directory")
+    })?;
     let path = Path::new(given);
     let joined = if path.is_absolute() { path.to_path_buf() } else { first.join(path) };
     let real = std::fs::canonicalize(&joined).map_err(|e| format!("cannot open repository {given}: {e}"))?;

@@ -55,8 +55,12 @@ fn tool(bot: &Bot, name: &str, arguments: Value) -> (bool, Vec<String>) {
     let message = message.unwrap_or_else(|| panic!("{name}: HTTP {status} without a JSON-RPC answer"));
     assert_eq!(status, 200, "{message:#}");
     let result = &message["result"];
-    let texts =
-        result["content"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap().to_string()).collect();
+    let texts = result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_string())
+        .collect();
     (result["isError"] == true, texts)
 }
 
@@ -88,8 +92,14 @@ fn an_agent_with_the_token_gets_the_plan_over_http_and_no_one_else_gets_anything
     let shorter = &TOKEN[..TOKEN.len() - 1];
     let longer = format!("{TOKEN}0");
     let wrong_same_length = TOKEN.replace('7', "8");
-    for token in [None, Some("wrong"), Some(wrong_same_length.as_str()), Some(shorter), Some(longer.as_str()), Some("")]
-    {
+    for token in [
+        None,
+        Some("wrong"),
+        Some(wrong_same_length.as_str()),
+        Some(shorter),
+        Some(longer.as_str()),
+        Some(""),
+    ] {
         for body in [initialize(), plan_call(".")] {
             let (status, message) = post(&bot, token, &[], body);
             assert_eq!(status, 401, "{token:?}: {message:?}");
@@ -149,11 +159,15 @@ fn mcp_is_off_without_a_token_and_plans_nothing_without_mcp_allow() {
     let file = data.path().join("mcp-token");
     std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
     let bot = Bot::start(data.path(), &[("FLUXPLAN_MCP_TOKEN_FILE", file.to_str().unwrap().to_string())]);
-    let (error, texts) =
-        tool(&bot, "plan", json!({"repository": repo.path().to_str().unwrap(), "base": "HEAD~1", "head": "HEAD"}));
+    let (error, texts) = tool(
+        &bot,
+        "plan",
+        json!({"repository": repo.path().to_str().unwrap(), "base": "HEAD~1", "head": "HEAD"}),
+    );
     assert!(error, "{texts:?}");
     assert!(texts[0].contains("plans no repository") && texts[0].contains("--mcp-allow"), "{texts:?}");
-    let (error, texts) = tool(&bot, "runs", json!({"forge": "github", "repository": "acme/fleet", "number": 7}));
+    let (error, texts) =
+        tool(&bot, "runs", json!({"forge": "github", "repository": "acme/fleet", "number": 7}));
     assert!(!error, "{texts:?}");
     assert_eq!(serde_json::from_str::<Value>(&texts[0]).unwrap(), json!([]));
 }
