@@ -158,10 +158,15 @@ impl Server {
             limits: self.settings.limits,
             cancel: Default::default(),
         };
-        let _turn = self.planning.acquire().await.map_err(|e| e.to_string())?;
-        tokio::task::spawn_blocking(move || planner::plan(&request))
-            .await
-            .map_err(|e| format!("the plan stopped: {e}"))
+        // The turn goes with the plan: a request dropped while it plans (a client gone) does not
+        // let another plan start beside it.
+        let turn = self.planning.clone().acquire_owned().await.map_err(|e| e.to_string())?;
+        tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            planner::plan(&request)
+        })
+        .await
+        .map_err(|e| format!("the plan stopped: {e}"))
     }
 
     async fn stored_runs(&self, params: &RunsParams) -> Result<serde_json::Value, String> {
