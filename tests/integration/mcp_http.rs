@@ -4,10 +4,8 @@
 //! configured `/mcp` is not there.
 
 use crate::bot::Bot;
-use crate::fixture::fluxplan_bin;
-use crate::mcp::fleet;
+use crate::mcp::{assert_is_the_cli_plan, fleet, tool_result};
 use serde_json::{json, Value};
-use std::process::Command;
 
 const TOKEN: &str = "mcp-token-7f3a9c";
 
@@ -54,14 +52,7 @@ fn tool(bot: &Bot, name: &str, arguments: Value) -> (bool, Vec<String>) {
         post(bot, Some(TOKEN), &[], rpc(2, "tools/call", json!({"name": name, "arguments": arguments})));
     let message = message.unwrap_or_else(|| panic!("{name}: HTTP {status} without a JSON-RPC answer"));
     assert_eq!(status, 200, "{message:#}");
-    let result = &message["result"];
-    let texts = result["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["text"].as_str().unwrap().to_string())
-        .collect();
-    (result["isError"] == true, texts)
+    tool_result(&message["result"])
 }
 
 fn plan_call(repository: &str) -> String {
@@ -122,16 +113,7 @@ fn an_agent_with_the_token_gets_the_plan_over_http_and_no_one_else_gets_anything
     assert_eq!((status, &info["result"]["serverInfo"]["name"]), (200, &json!("fluxplan")), "{info:#}");
     let (error, texts) = tool(&bot, "plan", json!({"repository": ".", "base": "HEAD~1", "head": "HEAD"}));
     assert!(!error, "{texts:?}");
-    let plan: Value = serde_json::from_str(&texts[0]).unwrap();
-    let cli = Command::new(fluxplan_bin())
-        .args(["plan", "--no-cache", "--base", "HEAD~1", "--head", "HEAD", "--format", "json", "--repo"])
-        .arg(repo.path())
-        .output()
-        .unwrap();
-    let expected: Value = serde_json::from_slice(&cli.stdout).unwrap();
-    assert_eq!(plan["verdict"], "blocked");
-    assert_eq!(plan, expected);
-    assert!(texts[1].contains("kustomization-removed"), "{}", texts[1]);
+    assert_is_the_cli_plan(&repo, &texts);
     assert!(cache.exists(), "the plan did not go through the render cache: the check above proves nothing");
 
     // Outside --mcp-allow: refused, saying how the operator allows a directory.
