@@ -283,6 +283,9 @@ impl ServeArgs {
 
 pub fn run(mut args: ServeArgs) -> Result<u8> {
     let secrets = args.secrets()?;
+    if !args.mcp_allow.is_empty() && secrets.mcp_token.as_deref().is_none_or(str::is_empty) {
+        tracing::warn!("--mcp-allow is set but no MCP token (--mcp-token, FLUXPLAN_MCP_TOKEN or their file): /mcp is off");
+    }
     service::run(ServiceConfig {
         listen: args.listen,
         metrics_listen: args.metrics_listen,
