@@ -60,6 +60,8 @@ pub struct ServiceConfig {
     pub roles: CommandRoles,
     pub reply_window: Duration,
     pub runs_token: Option<String>,
+    /// `/mcp`: its token and the directories whose repositories agents may plan; `None`: off.
+    pub mcp: Option<McpConfig>,
     pub max_connections: usize,
     /// Connections one client may hold; `None`: an eighth of `max_connections`.
     pub max_connections_per_client: Option<usize>,
@@ -77,6 +79,13 @@ pub struct ServiceConfig {
     pub retry_later: crate::jobs::recovery::RetryLater,
     /// What is older is pruned from the database; zero keeps everything.
     pub retention: Duration,
+}
+
+/// MCP over HTTP inside the bot.
+pub struct McpConfig {
+    pub token: String,
+    /// Directories whose repositories may be planned; none: every repository is refused.
+    pub allowed: Vec<PathBuf>,
 }
 
 /// How the forges are called.
@@ -300,6 +309,7 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         state.metrics.unverified_bytes.clone(),
     );
     state.runs_token = config.runs_token.clone().filter(|t| !t.is_empty()).map(Arc::new);
+    state.mcp = mcp_endpoint(&config)?;
     state.no_forge = no_forge;
     state.recovery = recovery.clone();
     state.token_watch =
@@ -378,6 +388,34 @@ async fn serve(config: ServiceConfig) -> Result<()> {
         tracing::warn!(released, "running jobs released to the queue after {}s", grace.as_secs());
     }
     Ok(())
+}
+
+/// `/mcp` as the bot serves it: its clusters, charts, limits and database, the operator's
+/// directories; `None` without a token.
+fn mcp_endpoint(config: &ServiceConfig) -> Result<Option<crate::server::mcp::Endpoint>> {
+    let Some(mcp) = config.mcp.as_ref().filter(|mcp| !mcp.token.is_empty()) else { return Ok(None) };
+    let allowed = mcp
+        .allowed
+        .iter()
+        .map(|dir| std::fs::canonicalize(dir).with_context(|| format!("--mcp-allow {}", dir.display())))
+        .collect::<Result<Vec<_>>>()?;
+    let database_url = config.database_url.clone().unwrap_or_else(|| Store::default_url(&config.data_dir));
+    let settings = crate::mcp::Settings {
+        allowed,
+        allow_hint: "`fluxplan serve` with --mcp-allow DIR",
+        clusters: config.clusters.clone(),
+        render: planner::RenderSettings {
+            cache_dir: Some(config.data_dir.join("cache")),
+            helm: config.helm.clone(),
+            ..Default::default()
+        },
+        limits: config.limits,
+        database_url: Some(database_url),
+    };
+    Ok(Some(crate::server::mcp::Endpoint {
+        token: Arc::new(mcp.token.clone()),
+        service: crate::mcp::http::service(settings),
+    }))
 }
 
 /// Takes over the jobs of workers that stopped (their lease expired, or they were this replica's

@@ -54,16 +54,9 @@ pub fn run(args: McpArgs) -> Result<u8> {
         if args.no_cache { None } else { args.cache_dir.clone().or_else(RenderCache::default_dir) };
     let settings = crate::mcp::Settings {
         allowed,
+        allow_hint: "`fluxplan mcp` with --allow DIR",
         clusters: args.cluster.clusters(args.cluster_snapshot.as_ref()),
-        render: RenderSettings {
-            sources: Default::default(),
-            repo_urls: Vec::new(),
-            strict_substitution: true,
-            jobs: None,
-            cache_dir,
-            progress: false,
-            helm: args.helm.settings(),
-        },
+        render: RenderSettings { cache_dir, helm: args.helm.settings(), ..Default::default() },
         limits: super::plan::limits(&args.limits, args.plan_timeout),
         database_url,
     };

@@ -68,6 +68,7 @@ pub const GITLAB_TOKEN: Secret = Secret { flag: "--gitlab-token", env: "FLUXPLAN
 pub const GITLAB_WEBHOOK_TOKEN: Secret =
     Secret { flag: "--gitlab-webhook-token", env: "FLUXPLAN_GITLAB_WEBHOOK_TOKEN" };
 pub const RUNS_TOKEN: Secret = Secret { flag: "--runs-token", env: "FLUXPLAN_RUNS_TOKEN" };
+pub const MCP_TOKEN: Secret = Secret { flag: "--mcp-token", env: "FLUXPLAN_MCP_TOKEN" };
 
 #[cfg(test)]
 mod tests {

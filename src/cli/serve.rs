@@ -135,6 +135,17 @@ pub struct ServeArgs {
     /// A file holding the runs token, instead of --runs-token.
     #[arg(long, env = "FLUXPLAN_RUNS_TOKEN_FILE", value_name = "FILE")]
     pub runs_token_file: Option<PathBuf>,
+    /// The credential agents send (`Authorization: Bearer`) to use MCP at `/mcp` (see
+    /// docs/mcp.md); without it `/mcp` is off (404).
+    #[arg(long, env = "FLUXPLAN_MCP_TOKEN", hide_env_values = true)]
+    pub mcp_token: Option<String>,
+    /// A file holding the MCP token, instead of --mcp-token.
+    #[arg(long, env = "FLUXPLAN_MCP_TOKEN_FILE", value_name = "FILE")]
+    pub mcp_token_file: Option<PathBuf>,
+    /// A directory whose git repositories agents may plan over MCP (repeatable; no default:
+    /// without it every repository is refused). Clusters and charts are read as for the bot.
+    #[arg(long = "mcp-allow", value_name = "DIR")]
+    pub mcp_allow: Vec<PathBuf>,
     /// Open connections at once. At the cap the longest idle connection is closed to make room,
     /// else one of the client holding the most (requests waiting for their body included), or the
     /// new one when its client holds the most (counted in `fluxplan_connections_refused_total`).
@@ -242,6 +253,7 @@ struct Secrets {
     gitlab_token: Option<String>,
     gitlab_webhook_tokens: Vec<String>,
     runs_token: Option<String>,
+    mcp_token: Option<String>,
 }
 
 impl ServeArgs {
@@ -264,12 +276,16 @@ impl ServeArgs {
                 self.gitlab_webhook_token_file.as_deref(),
             )?,
             runs_token: RUNS_TOKEN.read(self.runs_token.take(), self.runs_token_file.as_deref())?,
+            mcp_token: MCP_TOKEN.read(self.mcp_token.take(), self.mcp_token_file.as_deref())?,
         })
     }
 }
 
 pub fn run(mut args: ServeArgs) -> Result<u8> {
     let secrets = args.secrets()?;
+    if !args.mcp_allow.is_empty() && secrets.mcp_token.as_deref().is_none_or(str::is_empty) {
+        tracing::warn!("--mcp-allow is set but no MCP token (--mcp-token, FLUXPLAN_MCP_TOKEN or their file): /mcp is off");
+    }
     service::run(ServiceConfig {
         listen: args.listen,
         metrics_listen: args.metrics_listen,
@@ -301,6 +317,7 @@ pub fn run(mut args: ServeArgs) -> Result<u8> {
         roles: CommandRoles { approve: args.approve_role, plan: args.plan_role, help: args.help_role },
         reply_window: Duration::from_secs(args.reply_window_secs),
         runs_token: secrets.runs_token,
+        mcp: secrets.mcp_token.map(|token| service::McpConfig { token, allowed: args.mcp_allow }),
         max_connections: args.max_connections,
         max_connections_per_client: args.max_connections_per_client,
         header_timeout: Duration::from_secs(args.header_timeout_secs),
@@ -351,6 +368,7 @@ mod tests {
             ("--gitlab-token-file", file("gl", "glpat-token")),
             ("--gitlab-webhook-token-file", file("glhook", "one,two\n")),
             ("--runs-token-file", file("runs", "runs-token\n")),
+            ("--mcp-token-file", file("mcp", "mcp-token\n")),
         ];
         let args: Vec<&str> = files.iter().flat_map(|(flag, path)| [*flag, path.as_str()]).collect();
         let secrets = serve_args(&args).secrets().unwrap();
@@ -364,6 +382,7 @@ mod tests {
                 gitlab_token: Some("glpat-token".into()),
                 gitlab_webhook_tokens: vec!["one".into(), "two".into()],
                 runs_token: Some("runs-token".into()),
+                mcp_token: Some("mcp-token".into()),
             }
         );
         // Each with its value too: refused, naming the setting, never the secret.

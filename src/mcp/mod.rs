@@ -1,10 +1,12 @@
-//! `fluxplan mcp`: the plan of a branch for agents, over the Model Context Protocol (stdio).
+//! `fluxplan mcp`: the plan of a branch for agents, over the Model Context Protocol (stdio, and
+//! streamable HTTP inside `serve`: [`http`]).
 //! Read-only tools: `plan` (the plan JSON and its markdown), `explain` (why one object is created,
 //! changed or deleted) and `runs` (the bot's stored runs of a pull request); the plan's JSON
 //! schema as a resource. The operator decides, when starting it, which directories hold
 //! repositories an agent may name and how clusters are read: an agent cannot widen either.
 
 pub mod explain;
+pub mod http;
 
 use crate::planner::{self, Clusters, PolicySource, RenderSettings};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -29,6 +31,8 @@ const SCHEMA: &str = include_str!("../../docs/plan.schema.json");
 pub struct Settings {
     /// Directories (canonical) whose repositories may be planned.
     pub allowed: Vec<PathBuf>,
+    /// How the operator allows a directory, for the refusal: "`fluxplan mcp` with --allow DIR".
+    pub allow_hint: &'static str,
     /// How clusters are read: the same for every plan.
     pub clusters: Clusters,
     pub render: RenderSettings,
@@ -141,7 +145,7 @@ impl Server {
 
 impl Server {
     async fn make_plan(&self, params: &PlanParams) -> Result<crate::plan::Plan, String> {
-        let repo = allowed_repository(&self.settings.allowed, &params.repository)?;
+        let repo = allowed_repository(&self.settings.allowed, self.settings.allow_hint, &params.repository)?;
         let (base, head) = (revision("base", &params.base)?, revision("head", &params.head)?);
         let request = planner::Request {
             repo,
@@ -154,10 +158,15 @@ impl Server {
             limits: self.settings.limits,
             cancel: Default::default(),
         };
-        let _turn = self.planning.acquire().await.map_err(|e| e.to_string())?;
-        tokio::task::spawn_blocking(move || planner::plan(&request))
-            .await
-            .map_err(|e| format!("the plan stopped: {e}"))
+        // The turn goes with the plan: a request dropped while it plans (a client gone) does not
+        // let another plan start beside it.
+        let turn = self.planning.clone().acquire_owned().await.map_err(|e| e.to_string())?;
+        tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            planner::plan(&request)
+        })
+        .await
+        .map_err(|e| format!("the plan stopped: {e}"))
     }
 
     async fn stored_runs(&self, params: &RunsParams) -> Result<serde_json::Value, String> {
@@ -223,9 +232,11 @@ impl ServerHandler for Server {
 }
 
 /// The repository `given` names, when it lies inside one of the `allowed` directories once every
-/// symbolic link is resolved.
-fn allowed_repository(allowed: &[PathBuf], given: &str) -> Result<PathBuf, String> {
-    let first = allowed.first().ok_or("the server allows no directory")?;
+/// symbolic link is resolved; `hint` says how the operator allows a directory.
+fn allowed_repository(allowed: &[PathBuf], hint: &str, given: &str) -> Result<PathBuf, String> {
+    let first = allowed.first().ok_or_else(|| {
+        format!("this server plans no repository: the operator starts {hint} for each directory")
+    })?;
     let path = Path::new(given);
     let joined = if path.is_absolute() { path.to_path_buf() } else { first.join(path) };
     let real = std::fs::canonicalize(&joined).map_err(|e| format!("cannot open repository {given}: {e}"))?;
@@ -234,8 +245,7 @@ fn allowed_repository(allowed: &[PathBuf], given: &str) -> Result<PathBuf, Strin
     }
     let dirs: Vec<String> = allowed.iter().map(|d| d.display().to_string()).collect();
     Err(format!(
-        "repository {given} is outside the directories this server may plan ({}): the operator starts `fluxplan mcp` \
-         with --allow DIR for each",
+        "repository {given} is outside the directories this server may plan ({}): the operator starts {hint} for each",
         dirs.join(", ")
     ))
 }
@@ -265,8 +275,11 @@ pub async fn serve_stdio(settings: Settings) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    const HINT: &str = "`fluxplan mcp` with --allow DIR";
+
     #[test]
     fn only_repositories_inside_the_allowed_directories_are_planned() {
+        let allowed_repository = |allowed: &[PathBuf], given: &str| allowed_repository(allowed, HINT, given);
         let root = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let allowed = root.path().join("repos");
@@ -284,6 +297,9 @@ mod tests {
         assert!(refused.contains("--allow"), "{refused}");
         std::fs::create_dir_all(root.path().join("repos-evil")).unwrap();
         assert!(allowed_repository(&allowed, root.path().join("repos-evil").to_str().unwrap()).is_err());
+        // No directory allowed: every repository refused, saying how to allow one.
+        let none = allowed_repository(&[], "fleet").unwrap_err();
+        assert!(none.contains("plans no repository") && none.contains(HINT), "{none}");
     }
 
     #[test]

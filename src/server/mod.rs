@@ -3,6 +3,7 @@
 
 pub mod budget;
 pub mod listen;
+pub mod mcp;
 pub mod metrics;
 pub mod pages;
 
@@ -14,7 +15,7 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use metrics::{Metrics, Refusal};
 use serde_json::json;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub recovery: Arc<crate::jobs::recovery::Recovery>,
     /// Whether the forges still take the bot's token.
     pub token_watch: TokenWatch,
+    /// `/mcp` and its token; `None`: off (404).
+    pub mcp: Option<mcp::Endpoint>,
 }
 
 /// The forge clients' view of the token: a forge that has refused it this long makes the bot
@@ -124,11 +127,12 @@ impl AppState {
             no_forge: false,
             recovery: Arc::default(),
             token_watch: TokenWatch::default(),
+            mcp: None,
         }
     }
 }
 
-/// Every route: webhooks, health, readiness, metrics and the run pages.
+/// Every route: webhooks, health, readiness, metrics, the run pages and MCP.
 pub fn router(state: AppState) -> Router {
     routes(true).with_state(state)
 }
@@ -149,7 +153,8 @@ fn routes(with_metrics: bool) -> Router<AppState> {
         .route("/webhooks/github", post(github_webhook))
         .route("/webhooks/gitlab", post(gitlab_webhook))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz));
+        .route("/readyz", get(readyz))
+        .route("/mcp", any(mcp::mcp));
     let routes = if with_metrics { routes.route("/metrics", get(metrics_page)) } else { routes };
     routes.merge(pages::routes()).layer(DefaultBodyLimit::max(MAX_WEBHOOK_BYTES))
 }

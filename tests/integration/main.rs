@@ -49,6 +49,7 @@ mod kube_view;
 mod leases;
 mod load;
 mod mcp;
+mod mcp_http;
 mod memory;
 mod messages;
 mod metrics;

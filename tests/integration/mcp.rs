@@ -69,14 +69,19 @@ impl Client {
     /// Calls a tool: (is an error, its text contents).
     fn tool(&mut self, name: &str, arguments: Value) -> (bool, Vec<String>) {
         let result = self.call("tools/call", json!({"name": name, "arguments": arguments}));
-        let texts = result["content"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["text"].as_str().unwrap().to_string())
-            .collect();
-        (result["isError"] == true, texts)
+        tool_result(&result)
     }
+}
+
+/// A tool call's result: (is an error, its text contents).
+pub(crate) fn tool_result(result: &Value) -> (bool, Vec<String>) {
+    let texts = result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_string())
+        .collect();
+    (result["isError"] == true, texts)
 }
 
 impl Drop for Client {
@@ -86,8 +91,22 @@ impl Drop for Client {
     }
 }
 
+/// The `plan` tool's answer over [`fleet`] is `fluxplan plan`'s, JSON and markdown.
+pub(crate) fn assert_is_the_cli_plan(repo: &Repo, texts: &[String]) {
+    let plan: Value = serde_json::from_str(&texts[0]).unwrap();
+    let cli = Command::new(fluxplan_bin())
+        .args(["plan", "--no-cache", "--base", "HEAD~1", "--head", "HEAD", "--format", "json", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    let expected: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(plan["verdict"], "blocked");
+    assert_eq!(plan, expected);
+    assert!(texts[1].contains("kustomization-removed"), "{}", texts[1]);
+}
+
 /// A fleet whose last commit removes the Kustomization `apps` (a Namespace and its Deployment).
-fn fleet() -> Repo {
+pub(crate) fn fleet() -> Repo {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
     repo.write(
@@ -122,16 +141,7 @@ fn an_agent_gets_the_plan_of_a_branch_and_why_an_object_is_deleted() {
     // The plan is `fluxplan plan`'s, JSON and markdown.
     let (error, texts) = client.tool("plan", json!({"repository": ".", "base": "HEAD~1", "head": "HEAD"}));
     assert!(!error, "{texts:?}");
-    let plan: Value = serde_json::from_str(&texts[0]).unwrap();
-    let cli = Command::new(fluxplan_bin())
-        .args(["plan", "--no-cache", "--base", "HEAD~1", "--head", "HEAD", "--format", "json", "--repo"])
-        .arg(repo.path())
-        .output()
-        .unwrap();
-    let expected: Value = serde_json::from_slice(&cli.stdout).unwrap();
-    assert_eq!(plan["verdict"], "blocked");
-    assert_eq!(plan, expected);
-    assert!(texts[1].contains("kustomization-removed"), "{}", texts[1]);
+    assert_is_the_cli_plan(&repo, &texts);
 
     // Why the Deployment goes: the Kustomization the pull request removed.
     let (error, texts) = client.tool(
