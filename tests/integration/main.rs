@@ -75,4 +75,5 @@ mod unplanned;
 mod values_plan;
 mod values_syntax;
 mod versions;
+mod wording;
 mod worker_program;
