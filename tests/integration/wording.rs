@@ -11,7 +11,7 @@ use std::process::Command;
 /// whose Chart.yaml is not YAML; one renders. The base policy is not YAML either.
 fn failing_fleet() -> Repo {
     let repo = Repo::bootstrap("prod");
-    let mut kustomization = |name: &str, path: &str| {
+    let kustomization = |name: &str, path: &str| {
         repo.kustomization(&format!("clusters/prod/{name}.yaml"), name, path, "");
     };
     kustomization("good", "./apps/good");
