@@ -114,31 +114,22 @@ fn wording_a_doubled_phrase_is_found_and_a_near_miss_is_not() {
 fn wording_failing_builds_say_each_failure_once_in_every_format() {
     let repo = failing_fleet();
     let mut seen = String::new();
-    for format in ["json", "yaml", "ids"] {
-        let (stdout, stderr) = run(&repo, &["build", "--rev", "change", "--format", format]);
-        assert_said_once(&format!("build --format {format} (stderr)"), &stderr);
-        if format == "json" {
+    let build = |format| vec!["build", "--rev", "change", "--format", format];
+    let plan = |format| vec!["plan", "--base", "main", "--head", "change", "--format", format];
+    let runs = [build("json"), build("yaml"), build("ids"), plan("text"), plan("markdown"), plan("json")];
+    for args in runs {
+        let (stdout, stderr) = run(&repo, &args);
+        let what = args.join(" ");
+        assert_said_once(&format!("{what} (stderr)"), &stderr);
+        if args.last() == Some(&"json") {
             let mut messages = Vec::new();
             strings(&serde_json::from_str(&stdout).unwrap(), &mut messages);
-            messages.iter().for_each(|m| assert_said_once("build --format json", m));
+            messages.iter().for_each(|m| assert_said_once(&what, m));
         } else {
-            assert_said_once(&format!("build --format {format}"), &stdout);
+            assert_said_once(&what, &stdout);
         }
         seen.push_str(&stdout);
         seen.push_str(&stderr);
-    }
-    for format in ["text", "markdown", "json"] {
-        let (stdout, stderr) =
-            run(&repo, &["plan", "--base", "main", "--head", "change", "--format", format]);
-        assert_said_once(&format!("plan --format {format} (stderr)"), &stderr);
-        if format == "json" {
-            let mut messages = Vec::new();
-            strings(&serde_json::from_str(&stdout).unwrap(), &mut messages);
-            messages.iter().for_each(|m| assert_said_once("plan --format json", m));
-        } else {
-            assert_said_once(&format!("plan --format {format}"), &stdout);
-        }
-        seen.push_str(&stdout);
     }
     // Each failure was met, and helm's advice to pass it --debug, which no reader can, is gone.
     for failure in [
