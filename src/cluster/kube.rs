@@ -374,8 +374,13 @@ impl KubeCluster {
 
         if secrets_left_out > 0 {
             warnings.push(format!(
-                "{secrets_left_out} Secret(s) in inventories were not read (no --read-secrets): whether they exist \
-                 in the cluster is unknown, so the plan takes them as the base render has them"
+                "{} in inventories {} not read (no --read-secrets): whether {} in the cluster is unknown, so the \
+                 plan takes {} as the base render has {}",
+                crate::words::count(secrets_left_out, "Secret", "Secrets"),
+                crate::words::agree(secrets_left_out, "was", "were"),
+                crate::words::agree(secrets_left_out, "it exists", "they exist"),
+                crate::words::agree(secrets_left_out, "it", "them"),
+                crate::words::agree(secrets_left_out, "it", "them"),
             ));
         }
 

@@ -53,15 +53,16 @@ fn namespace_contents(change: &Change, live: Option<&BlastRadius>, swept: Vec<Ob
             return vec!["nothing else: the cluster holds no other object in it".into()];
         }
         let kinds: Vec<String> = counts.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
-        return vec![format!("everything in it: {total} object(s) in the cluster ({})", kinds.join(", "))];
+        let total = crate::words::count(total, "object", "objects");
+        return vec![format!("everything in it: {total} in the cluster ({})", kinds.join(", "))];
     }
     vec![match swept.is_empty() {
         true => "everything in it (not counted: plan against the live cluster with --kube to count it)"
             .to_string(),
         false => format!(
-            "everything in it: {} more object(s) the repository puts there ({}), and whatever else the cluster \
-             holds there (plan against the live cluster with --kube to count it)",
-            swept.len(),
+            "everything in it: {} the repository puts there ({}), and whatever else the cluster holds there \
+             (plan against the live cluster with --kube to count it)",
+            crate::words::count(swept.len(), "more object", "more objects"),
             named(&swept)
         ),
     }]
@@ -69,7 +70,10 @@ fn namespace_contents(change: &Change, live: Option<&BlastRadius>, swept: Vec<Ob
 
 fn custom_resources(change: &Change, live: Option<&BlastRadius>, swept: Vec<ObjectId>) -> Vec<String> {
     if let Some(n) = live.and_then(|r| r.custom_resources.get(&change.name)) {
-        return vec![format!("all {n} of its custom resource(s) in the cluster")];
+        return vec![match n {
+            1 => "its 1 custom resource in the cluster".to_string(),
+            n => format!("all {n} of its custom resources in the cluster"),
+        }];
     }
     vec![match swept.is_empty() {
         true => "every custom resource of it (not counted: plan against the live cluster with --kube to count \

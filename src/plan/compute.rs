@@ -842,7 +842,8 @@ impl<'a> ClusterView<'a> {
         if changes && !unit.hooks.is_empty() {
             let hooks: Vec<String> =
                 unit.hooks.iter().map(|h| format!("{} on {}", h.object, h.phases.join(", "))).collect();
-            plan.notes.push(format!("the sync runs hook(s), not managed resources: {}", hooks.join("; ")));
+            let noun = crate::words::agree(hooks.len(), "a hook", "hooks");
+            plan.notes.push(format!("the sync runs {noun}, not managed resources: {}", hooks.join("; ")));
         }
         if changes && app.automated.is_none() {
             plan.notes.push(

@@ -95,13 +95,17 @@ impl ClusterView<'_> {
         // Any change makes helm-controller upgrade, and every upgrade runs the upgrade hooks.
         if plan.changes.iter().any(|c| c.action != Action::Skip) && !run_again.is_empty() {
             plan.notes.push(format!(
-                "the {action} runs hook(s), unchanged, not part of the release: {}",
+                "the {action} runs {}, unchanged, not part of the release: {}",
+                crate::words::agree(run_again.len(), "a hook", "hooks"),
                 run_again.join("; ")
             ));
         }
         if !not_run.is_empty() {
-            plan.notes
-                .push(format!("hook(s) this {action} does not run, so no change: {}", not_run.join("; ")));
+            plan.notes.push(format!(
+                "{} this {action} does not run, so no change: {}",
+                crate::words::agree(not_run.len(), "a hook", "hooks"),
+                not_run.join("; ")
+            ));
         }
         // Still rendered: as a hook, or as an object of the manifest (a post-renderer unhooked it).
         let rendered: BTreeSet<&ObjectId> = helm
@@ -118,9 +122,11 @@ impl ClusterView<'_> {
             .collect();
         if !dropped.is_empty() {
             plan.notes.push(format!(
-                "no longer hook(s) of the chart: {}. Helm neither runs nor deletes them (hooks are not part of \
-                 the release's manifest): an object an earlier run left stays",
-                dropped.join("; ")
+                "no longer {} of the chart: {}. Helm neither runs nor deletes {} (hooks are not part of the \
+                 release's manifest): an object an earlier run left stays",
+                crate::words::agree(dropped.len(), "a hook", "hooks"),
+                dropped.join("; "),
+                crate::words::agree(dropped.len(), "it", "them")
             ));
         }
         self.helm_lookup(reference, helm, plan);

@@ -167,7 +167,7 @@ impl<'a> ClusterView<'a> {
             InventorySource::None => {
                 "what it deletes is unknown: the base revision did not render it".to_string()
             }
-            _ => format!("deletes {deleted} object(s)"),
+            _ => format!("deletes {}", crate::words::count(deleted, "object", "objects")),
         };
         let mut what = format!(
             "its {}: helm-controller uninstalls Helm release {} ({deletes}",

@@ -593,9 +593,9 @@ impl Render {
             return None;
         }
         let mut lines = vec![format!(
-            "nothing rendered: the repository defines {} Kustomization(s) and fluxplan rendered none of them, so \
-             it cannot tell what Flux would apply or prune:",
-            listed.len() + self.unreachable.len()
+            "nothing rendered: the repository defines {} and fluxplan rendered none of them, so it cannot tell \
+             what Flux would apply or prune:",
+            crate::words::count(listed.len() + self.unreachable.len(), "Kustomization", "Kustomizations")
         )];
         for k in &listed {
             let why = match (&k.error, k.warnings.first()) {

@@ -105,7 +105,12 @@ impl Board {
                 shown.set_message(line(lanes));
                 *bar = Some(shown);
             }
-            (Some(shown), false) => shown.finish_and_clear(),
+            // The line as it ends (every count at its total) is drawn before it goes, whatever
+            // the redraw rate skipped.
+            (Some(shown), false) => {
+                shown.finish_with_message(line(lanes));
+                shown.finish_and_clear();
+            }
             (None, false) => {}
         }
     }
@@ -182,6 +187,30 @@ impl Progress {
     pub(super) fn finish(&self) {
         if let Some(lane) = &self.lane {
             lane.finish();
+        }
+    }
+
+    /// One Kustomization's render, counted on the line once when it ends, rendered or failed:
+    /// the total its files set counts the failures too.
+    pub(super) fn unit(&self) -> UnitTick<'_> {
+        UnitTick { progress: self, built: None }
+    }
+}
+
+/// Counts its render when dropped (see `Progress::unit`).
+pub(super) struct UnitTick<'a> {
+    progress: &'a Progress,
+    /// Whether the build came from the cache, once there is one; `None` for a render that failed
+    /// before its build, which is no build in the statistics.
+    pub(super) built: Option<bool>,
+}
+
+impl Drop for UnitTick<'_> {
+    fn drop(&mut self) {
+        match (self.built, &self.progress.lane) {
+            (Some(cache_hit), _) => self.progress.tick(cache_hit),
+            (None, Some(lane)) => lane.tick(false),
+            (None, None) => {}
         }
     }
 }

@@ -119,7 +119,7 @@ fn an_image_bump_updates_the_deployment_and_says_which_hook_runs() {
     assert!(guestbook["changes"][0]["diff"].as_str().unwrap().contains("+      - image: nginx:1.28"));
     assert_eq!(
         guestbook["notes"],
-        json!(["the sync runs hook(s), not managed resources: Job guestbook/guestbook-migrate on PreSync"])
+        json!(["the sync runs a hook, not managed resources: Job guestbook/guestbook-migrate on PreSync"])
     );
     // The image bump is listed (info), nothing else.
     assert_eq!(alerts(&plan), [("info".to_string(), "major-bump".to_string(), String::new())]);

@@ -490,7 +490,7 @@ fn nothing_rendered_while_kustomizations_exist_is_a_failed_plan() {
     let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!((plan["verdict"].as_str(), code), (Some("failed"), 3), "{plan:#}");
     let error = plan["error"].as_str().unwrap();
-    assert!(error.starts_with("nothing rendered: the repository defines 2 Kustomization(s)"), "{error}");
+    assert!(error.starts_with("nothing rendered: the repository defines 2 Kustomizations"), "{error}");
     assert!(error.contains("--source NAMESPACE/NAME=DIR"), "{error}");
     let (markdown, _) = plan_cli(&repo, "HEAD~1", "HEAD", "markdown", &[]);
     insta::assert_snapshot!("artifacts_nothing_rendered_markdown", markdown);

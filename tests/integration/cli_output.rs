@@ -136,7 +136,7 @@ fn every_command_takes_the_global_flags() {
 
 /// Runs `fluxplan ARGS` on a terminal (`script` gives it one), its stdout thrown away; returns
 /// what it drew on the terminal.
-fn on_a_terminal(args: &[&str]) -> String {
+pub(crate) fn on_a_terminal(args: &[&str]) -> String {
     let quoted: Vec<String> = std::iter::once(fluxplan_bin().display().to_string())
         .chain(args.iter().map(|a| a.to_string()))
         .map(|a| format!("'{}'", a.replace('\'', "'\\''")))

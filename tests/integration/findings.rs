@@ -237,7 +237,7 @@ fn an_immutable_secret_whose_data_changes_names_keys_never_values() {
     assert_eq!(code, 2, "{plan:#}");
     assert_eq!(findings(&plan), [finding("danger", "immutable-field", "shop_creds__Secret", "data")]);
     let (message, _) = only_message(&plan);
-    assert!(message.contains("key(s) password; values hidden"), "{message}");
+    assert!(message.contains("key password; values hidden"), "{message}");
     for format in ["json", "markdown", "text"] {
         let (out, _) = crate::fixture::plan_cli(&repo, "HEAD~1", "HEAD", format, &[]);
         for value in ["aHVudGVyMg", "hunter2", "Y29ycmVjdGhvcnNl", "correcthorse"] {

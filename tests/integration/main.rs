@@ -76,4 +76,5 @@ mod unplanned;
 mod values_plan;
 mod values_syntax;
 mod versions;
+mod wording;
 mod worker_program;

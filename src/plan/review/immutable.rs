@@ -214,9 +214,11 @@ fn claims_left_behind(subject: &Subject, before: &[String], after: &[String], fo
         false => format!("on new, empty claims ({})", new_claims.join(", ")),
     };
     let message = format!(
-        "claim template(s) {} go, and the StatefulSet is recreated ({why}): its Pods start {new}, and the claims \
+        "{} {} {}, and the StatefulSet is recreated ({why}): its Pods start {new}, and the claims \
          {} {fate}",
+        crate::words::agree(gone.len(), "claim template", "claim templates"),
         gone.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
+        crate::words::agree(gone.len(), "goes", "go"),
         old_claims.join(", ")
     );
     found.push(subject.finding("data-loss", "spec.volumeClaimTemplates", message));
@@ -318,7 +320,8 @@ fn secret(subject: &Subject, found: &mut Vec<Candidate>) {
     if !keys.is_empty() {
         let keys: Vec<&str> = keys.into_iter().collect();
         let what = format!(
-            "changes (key(s) {}; values hidden) while the Secret is immutable: its data cannot change",
+            "changes ({} {}; values hidden) while the Secret is immutable: its data cannot change",
+            crate::words::agree(keys.len(), "key", "keys"),
             keys.join(", ")
         );
         push(subject, "data", what, found);
@@ -343,7 +346,8 @@ fn config_map(subject: &Subject, found: &mut Vec<Candidate>) {
             names.iter().map(String::as_str).filter(|k| subject.changes(&[field, k])).collect();
         if !changed.is_empty() {
             let what = format!(
-                "changes (key(s) {}) while the ConfigMap is immutable: its data cannot change",
+                "changes ({} {}) while the ConfigMap is immutable: its data cannot change",
+                crate::words::agree(changed.len(), "key", "keys"),
                 changed.join(", ")
             );
             push(subject, field, what, found);

@@ -180,9 +180,7 @@ impl Helm {
         };
         let values = serde_json::to_vec(template.values).expect("JSON values serialize");
         let out = confined::run(cmd, &confinement, Some(values), &limits, cancel).map_err(|e| match e {
-            BuildError::Failed(stderr) => {
-                BuildError::Failed(stderr.trim().trim_start_matches("Error: ").to_string())
-            }
+            BuildError::Failed(stderr) => BuildError::Failed(helm_error(&stderr)),
             other => other,
         })?;
         let text = String::from_utf8(out)
@@ -190,6 +188,13 @@ impl Helm {
         split_release(&text)
             .map_err(|e| BuildError::Failed(format!("helm template printed what is not YAML: {e}")))
     }
+}
+
+/// Helm's error without its command line's framing: the "Error: " prefix, and the advice to run
+/// it again with `--debug`, which a reader of the plan cannot act on.
+fn helm_error(stderr: &str) -> String {
+    let text = stderr.trim().trim_start_matches("Error: ");
+    text.strip_suffix("Use --debug flag to render out invalid YAML").unwrap_or(text).trim_end().to_string()
 }
 
 /// Where `scripts/fetch-helm.sh` installs (`$FLUXPLAN_HELM_DIR`, else the user's cache).

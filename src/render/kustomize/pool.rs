@@ -161,7 +161,7 @@ impl WorkerPool {
                 } else {
                     // Read as the caller reads the shadow's name it may hold (which is not UTF-8).
                     let text = String::from_utf8_lossy(&payload);
-                    Err(BuildError::Failed(text.trim().trim_start_matches("Error: ").to_string()))
+                    Err(BuildError::Failed(library_error(&text)))
                 }
             }
             // The worker is dropped (killed) below: it may still be busy or half-way through a reply.
@@ -407,9 +407,25 @@ impl Read for TimedReader<'_> {
     }
 }
 
+/// The library's error as the binary's would read: the library wraps it in its own "kustomize
+/// build failed: ", which `RenderError::Kustomize` says already.
+fn library_error(text: &str) -> String {
+    let text = text.trim().trim_start_matches("Error: ");
+    text.strip_prefix("kustomize build failed: ").unwrap_or(text).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_library_s_own_prefix_is_dropped_once() {
+        let wrapped = "kustomize build failed: replace operation does not apply: doc is missing path";
+        assert_eq!(library_error(wrapped), "replace operation does not apply: doc is missing path");
+        // Near miss: a message that only mentions the words keeps them.
+        let said = "accumulating resources: kustomize build failed: in a remote base";
+        assert_eq!(library_error(&format!("Error: {said}\n")), said);
+    }
 
     fn test_limits() -> BuildLimits {
         BuildLimits {

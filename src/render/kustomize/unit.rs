@@ -80,6 +80,7 @@ impl KustomizationEngine<'_> {
         values_of: &str,
         inherited_secrets: &BTreeSet<String>,
     ) -> Rendered {
+        let mut tick = self.progress.unit();
         let builder = self.builder;
         let tree = self.sources.this_repo.tree_ids(root);
         let values = self.opts.cluster_values.get(values_of).unwrap_or(&self.opts.values);
@@ -101,7 +102,7 @@ impl KustomizationEngine<'_> {
             .and_then(|warm| Some((finished::decode(&builder.cache.get(&warm.finished)?)?, warm.ids)));
         if let Some((hit, ids)) = warm_hit {
             self.record_inputs(root, spec, ids.keys());
-            self.progress.tick(true);
+            tick.built = Some(true);
             return Ok((hit.objects, hit.unresolved.into_iter().collect()));
         }
         let request = builder.prepare(root, spec, tree.as_ref())?;
@@ -127,7 +128,7 @@ impl KustomizationEngine<'_> {
             finished_key.as_ref().and_then(|key| builder.cache.get(key)).and_then(|t| finished::decode(&t))
         {
             remember_warm(finished_key.as_deref().unwrap_or_default());
-            self.progress.tick(true);
+            tick.built = Some(true);
             return Ok((hit.objects, hit.unresolved.into_iter().collect()));
         }
         // The finished render is what later runs read: kustomize's output goes to disk only when
@@ -149,7 +150,7 @@ impl KustomizationEngine<'_> {
                 }
             }
         }
-        self.progress.tick(built.cache_hit);
+        tick.built = Some(built.cache_hit);
         let vars: Variables = vars?;
         let finished = postbuild::finish(built.objects, spec, &vars, strict)?;
         if let Some(key) = finished_key {
