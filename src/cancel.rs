@@ -15,6 +15,8 @@ pub enum CancelReason {
     ShuttingDown,
     /// The whole plan took longer than its limit.
     TimedOut(Duration),
+    /// Whoever asked for it went away (an MCP client that disconnected or cancelled).
+    Abandoned,
 }
 
 impl std::fmt::Display for CancelReason {
@@ -22,6 +24,7 @@ impl std::fmt::Display for CancelReason {
         match self {
             CancelReason::Superseded => write!(f, "superseded by a newer plan"),
             CancelReason::ShuttingDown => write!(f, "the service is shutting down"),
+            CancelReason::Abandoned => write!(f, "whoever asked for it went away"),
             CancelReason::TimedOut(limit) => {
                 write!(f, "the plan took longer than its {}s limit (--plan-timeout)", limit.as_secs())
             }

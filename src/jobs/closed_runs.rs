@@ -27,6 +27,7 @@ fn cancel_label(cancel: &CancelToken) -> Option<&'static str> {
     match cancel.reason()? {
         CancelReason::Superseded => Some("superseded"),
         CancelReason::ShuttingDown => Some("shutdown"),
+        CancelReason::Abandoned => Some("abandoned"),
         CancelReason::TimedOut(_) => None,
     }
 }

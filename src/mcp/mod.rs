@@ -8,6 +8,7 @@
 pub mod explain;
 pub mod http;
 
+use crate::cancel::{CancelReason, CancelToken};
 use crate::planner::{self, Clusters, PolicySource, RenderSettings};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -99,8 +100,12 @@ impl Server {
                        comment the bot posts.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
-    async fn plan(&self, Parameters(params): Parameters<PlanParams>) -> Result<CallToolResult, ErrorData> {
-        let plan = match self.make_plan(&params).await {
+    async fn plan(
+        &self,
+        Parameters(params): Parameters<PlanParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let plan = match self.make_plan(&params, &context).await {
             Ok(plan) => plan,
             Err(why) => return Ok(CallToolResult::error(vec![ContentBlock::text(why)])),
         };
@@ -119,8 +124,9 @@ impl Server {
     async fn explain(
         &self,
         Parameters(params): Parameters<ExplainParams>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let plan = match self.make_plan(&params.plan).await {
+        let plan = match self.make_plan(&params.plan, &context).await {
             Ok(plan) => plan,
             Err(why) => return Ok(CallToolResult::error(vec![ContentBlock::text(why)])),
         };
@@ -144,7 +150,12 @@ impl Server {
 }
 
 impl Server {
-    async fn make_plan(&self, params: &PlanParams) -> Result<crate::plan::Plan, String> {
+    /// The plan `params` ask for; stopped when the request is cancelled or dropped.
+    async fn make_plan(
+        &self,
+        params: &PlanParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<crate::plan::Plan, String> {
         let repo = allowed_repository(&self.settings.allowed, self.settings.allow_hint, &params.repository)?;
         let (base, head) = (revision("base", &params.base)?, revision("head", &params.head)?);
         let request = planner::Request {
@@ -156,17 +167,24 @@ impl Server {
             policy: PolicySource::BaseRevision,
             render: self.settings.render.clone(),
             limits: self.settings.limits,
-            cancel: Default::default(),
+            cancel: CancelToken::new(),
         };
-        // The turn goes with the plan: a request dropped while it plans (a client gone) does not
-        // let another plan start beside it.
+        // A request dropped while it waits or plans (its client gone, or a cancellation) stops
+        // its plan: its processes are killed and its turn comes free soon after.
+        let mut abandoned = CancelOnDrop(Some(request.cancel.clone()));
+        // The turn goes with the plan: a request dropped while it plans does not let another
+        // plan start beside it before this one has stopped.
         let turn = self.planning.clone().acquire_owned().await.map_err(|e| e.to_string())?;
-        tokio::task::spawn_blocking(move || {
+        let planning = tokio::task::spawn_blocking(move || {
             let _turn = turn;
             planner::plan(&request)
-        })
-        .await
-        .map_err(|e| format!("the plan stopped: {e}"))
+        });
+        let plan = tokio::select! {
+            plan = planning => plan.map_err(|e| format!("the plan stopped: {e}")),
+            () = context.ct.cancelled() => return Err("the request was cancelled: its plan is stopped".into()),
+        };
+        abandoned.0 = None;
+        plan
     }
 
     async fn stored_runs(&self, params: &RunsParams) -> Result<serde_json::Value, String> {
@@ -228,6 +246,17 @@ impl ServerHandler for Server {
             return Err(ErrorData::resource_not_found(format!("no resource {}", request.uri), None));
         }
         Ok(ReadResourceResult::new(vec![ResourceContents::text(SCHEMA, request.uri)]).into())
+    }
+}
+
+/// Cancels a plan's token when dropped while armed: the request that made the plan is gone.
+struct CancelOnDrop(Option<CancelToken>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(token) = self.0.take() {
+            token.cancel(CancelReason::Abandoned);
+        }
     }
 }
 
@@ -300,6 +329,18 @@ mod tests {
         // No directory allowed: every repository refused, saying how to allow one.
         let none = allowed_repository(&[], "fleet").unwrap_err();
         assert!(none.contains("plans no repository") && none.contains(HINT), "{none}");
+    }
+
+    #[test]
+    fn a_plan_whose_request_is_dropped_is_cancelled_and_a_finished_one_is_not() {
+        let token = CancelToken::new();
+        drop(CancelOnDrop(Some(token.clone())));
+        assert_eq!(token.reason(), Some(CancelReason::Abandoned));
+        let finished = CancelToken::new();
+        let mut guard = CancelOnDrop(Some(finished.clone()));
+        guard.0 = None;
+        drop(guard);
+        assert_eq!(finished.reason(), None);
     }
 
     #[test]
