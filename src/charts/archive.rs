@@ -2,7 +2,7 @@
 //! `helm template`: regular files and directories only, every path a plain relative one, the
 //! whole bounded. An archive is a pull request's as much as a file in it is.
 
-use flate2::read::GzDecoder;
+use flate2::read::MultiGzDecoder;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
@@ -15,7 +15,9 @@ const MAX_ENTRIES: usize = 20_000;
 /// Unpacks a gzip-compressed tar stream into `into` and returns the chart's directory: the
 /// archive's one top-level directory that holds a `Chart.yaml`.
 pub fn unpack_from(reader: impl Read, into: &Path) -> Result<PathBuf, String> {
-    let mut tar = tar::Archive::new(GzDecoder::new(reader));
+    // Every gzip member, as Go's reader (Helm's, Argo CD's) reads them: a first member that ends
+    // early must not hide the templates of the next.
+    let mut tar = tar::Archive::new(MultiGzDecoder::new(reader));
     let mut total: u64 = 0;
     let mut tops = std::collections::BTreeSet::new();
     let entries = tar.entries().map_err(|e| format!("not a chart archive (gzip tar): {e}"))?;
@@ -84,6 +86,25 @@ mod tests {
             builder.append(&header, *body).unwrap();
         }
         builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    /// Attack: the templates of a second gzip member, after a first that ends without the tar
+    /// end marker. Go's reader (Helm's, Argo CD's) reads both members: so does the unpacking.
+    #[test]
+    fn a_second_gzip_member_is_unpacked_as_go_reads_it() {
+        let first = archive(&[("web/Chart.yaml", tar::EntryType::Regular, b"name: web\nversion: 1.0.0\n")]);
+        let second = archive(&[("web/templates/hidden.yaml", tar::EntryType::Regular, b"kind: Hidden\n")]);
+        // The first member without its end marker (two zero blocks).
+        let mut plain = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&first[..]), &mut plain).unwrap();
+        plain.truncate(plain.len() - 1024);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), Default::default());
+        std::io::Write::write_all(&mut gz, &plain).unwrap();
+        let mut bytes = gz.finish().unwrap();
+        bytes.extend_from_slice(&second);
+        let dir = tempfile::tempdir().unwrap();
+        let chart = unpack_from(&bytes[..], dir.path()).unwrap();
+        assert_eq!(std::fs::read_to_string(chart.join("templates/hidden.yaml")).unwrap(), "kind: Hidden\n");
     }
 
     #[test]

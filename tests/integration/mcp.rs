@@ -233,3 +233,62 @@ fn runs_come_from_the_bots_database_without_their_page_tokens() {
     assert_eq!(runs[0]["approved_by"], "alice");
     assert!(!texts[0].contains(&token), "{}", texts[0]);
 }
+
+/// The command lines of every process now running that name `marker`.
+fn processes_naming(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(bytes) = std::fs::read(entry.path().join("cmdline")) {
+            let line = String::from_utf8_lossy(&bytes).replace('\0', " ");
+            if line.contains(marker) {
+                found.push(line);
+            }
+        }
+    }
+    found
+}
+
+/// An agent that cancels its request (`notifications/cancelled`) stops the plan: the `helm
+/// template` it started, rendering a chart that would loop for hours, is killed, and the server
+/// plans the next request. Without the cancellation, the helm process would run until the plan's
+/// timeout, and this test would wait for it.
+#[test]
+fn a_cancelled_request_stops_its_plan_and_its_helm() {
+    let _ = crate::fixture::helm(4);
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.write(
+        "apps/placeholder.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: p\n  namespace: default\n",
+    );
+    repo.commit("base");
+    repo.write("charts/spin/Chart.yaml", "apiVersion: v2\nname: spin\nversion: 1.0.0\n");
+    repo.write(
+        "charts/spin/templates/spin.yaml",
+        "{{- range until 100000 }}{{- range until 100000 }}{{- end }}{{- end }}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: spun\n",
+    );
+    repo.write(
+        "apps/release.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: mcp-cancel-spinner\n  namespace: default\n\
+         spec:\n  interval: 10m\n  chart:\n    spec:\n      chart: ./charts/spin\n      sourceRef:\n        kind: GitRepository\n        \
+         name: flux-system\n        namespace: flux-system\n",
+    );
+    repo.commit("a release whose chart spins");
+    let mut client = Client::start(&["--allow", repo.path().to_str().unwrap(), "--no-cache"], &[]);
+    let id = client.next_id;
+    client.next_id += 1;
+    client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "plan", "arguments": {"repository": ".", "base": "HEAD~1", "head": "HEAD"}}}));
+    // Wait for the helm process, then cancel the request.
+    while processes_naming("mcp-cancel-spinner").iter().all(|p| !p.contains("template")) {
+        std::thread::yield_now();
+    }
+    client.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": "the agent changed its mind"}}));
+    while processes_naming("mcp-cancel-spinner").iter().any(|p| p.contains("template")) {
+        std::thread::yield_now();
+    }
+    // The server lives on and plans again.
+    let tools = client.call("tools/list", json!({}));
+    assert_eq!(tools["tools"].as_array().unwrap().len(), 3);
+}

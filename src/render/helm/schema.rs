@@ -66,7 +66,8 @@ fn in_archive(archive: &Path, prefix: &str, budget: &mut u64) -> Option<(String,
 
 fn in_archive_stream(file: impl std::io::Read, prefix: &str, budget: &mut u64) -> Option<(String, String)> {
     use std::io::Read;
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    // Every gzip member, as Go reads them (src/charts/archive.rs).
+    let mut tar = tar::Archive::new(flate2::read::MultiGzDecoder::new(file));
     for entry in tar.entries().ok()? {
         let Ok(entry) = entry else { return None };
         let Ok(path) = entry.path().map(|p| p.to_string_lossy().into_owned()) else { continue };
