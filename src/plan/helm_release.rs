@@ -347,10 +347,13 @@ impl ClusterView<'_> {
 }
 
 /// True when Helm installed `object` from a release's manifest: Helm marks what it installs from
-/// templates with the release's name (pkg/action/install.go `setMetadataVisitor`), and creates the
-/// CRDs of crds/ as they are (`installCRDs`). A live CRD without the mark is from crds/.
+/// templates with the release's name (pkg/action/install.go `setMetadataVisitor`), helm-controller
+/// with its HelmRelease's (its post-renderer), and Helm creates the CRDs of crds/ as they are
+/// (`installCRDs`). A live CRD with neither mark is from crds/.
 fn helm_installed(object: &serde_json::Value) -> bool {
-    object["metadata"]["annotations"]["meta.helm.sh/release-name"].is_string()
+    let metadata = &object["metadata"];
+    metadata["annotations"]["meta.helm.sh/release-name"].is_string()
+        || metadata["labels"]["helm.toolkit.fluxcd.io/name"].is_string()
 }
 
 /// Why an upgrade or uninstall leaves a CRD of the chart's `crds/` directory alone.
@@ -362,13 +365,15 @@ impl ClusterView<'_> {
     /// Helm deletes it unless `helm.sh/resource-policy: keep` says otherwise, or it is one of the
     /// chart's CRDs.
     pub(super) fn helm_stale(&self, mut change: Change, owner: &UnitRef, id: &ObjectId) -> Change {
+        // Which CRDs came from crds/ is the old release's fact: the base render's, or the live
+        // CRD's lack of Helm's marks. Never the head's: a pull request that moves a CRD to crds/
+        // does not save it from an uninstall.
         let is_chart_crd = id.kind == "CustomResourceDefinition"
-            && (self.unit(owner).and_then(|k| k.helm.as_deref()).is_some_and(|h| h.crds.contains(&id.name))
-                || self
-                    .base
-                    .get(owner)
-                    .and_then(|k| k.helm.as_deref())
-                    .is_some_and(|h| h.crds.contains(&id.name))
+            && (self
+                .base
+                .get(owner)
+                .and_then(|k| k.helm.as_deref())
+                .is_some_and(|h| h.crds.contains(&id.name))
                 || matches!(self.live_object(id), Live::Present(crd) if !helm_installed(crd)));
         if let (Some(_), Some(helm)) =
             (&change.cascade_from, self.unit(owner).and_then(|k| k.helm.as_deref()))
@@ -425,6 +430,42 @@ impl ClusterView<'_> {
                     }
                 ));
             }
+        }
+        if upgrade {
+            self.crds_leaving_the_manifest(helm, plan);
+        }
+    }
+
+    /// CRDs the chart moves from its templates to its crds/ directory: Helm's upgrade deletes
+    /// what the old manifest holds and the new one lacks (pkg/action/upgrade.go), crds/ are never
+    /// part of a manifest, so the CRD is deleted, and every custom resource of it with it, whatever
+    /// `upgrade.crds` says. Which CRDs were templates is read from the base render only: the head
+    /// is the pull request's.
+    fn crds_leaving_the_manifest(&self, helm: &HelmUnit, plan: &mut KustomizationPlan) {
+        let owner = plan.unit_ref();
+        let Some(base) = self.base.get(&owner).filter(|k| k.status == Status::Rendered) else { return };
+        let Some(base_helm) = base.helm.as_deref() else { return };
+        for name in helm.crds.iter().filter(|name| !base_helm.crds.contains(*name)) {
+            let id = ObjectId::new("", name, "apiextensions.k8s.io", "CustomResourceDefinition");
+            if self.base_object(&owner, &id).is_none() {
+                continue;
+            }
+            let reason =
+                "moves from the chart's templates/ to crds/: Helm's upgrade deletes it with the old \
+                          manifest (crds/ are never part of one), and every custom resource of it with it";
+            let key = id.to_string();
+            let index = match plan.changes.iter().position(|c| c.id == key) {
+                Some(index) => index,
+                None => {
+                    plan.changes.push(new_change(Action::Delete, &id));
+                    plan.changes.len() - 1
+                }
+            };
+            let change = &mut plan.changes[index];
+            change.action = Action::Delete;
+            change.diff = None;
+            change.cause = Some(Cause::PullRequest);
+            change.reason = Some(reason.into());
         }
     }
 

@@ -1032,3 +1032,33 @@ fn drift_shows_where_helm_controllers_drift_detection_puts_it_back() {
         plan_json(&repo, "HEAD~2", "HEAD", &["--cluster-snapshot", snapshot.path().to_str().unwrap()]);
     assert!(drift_of(&plan).is_null(), "{:#}", drift_of(&plan));
 }
+
+/// Attack: the chart moves its CRD from `templates/` to `crds/`. Helm's upgrade deletes what the
+/// old manifest holds and the new one lacks, and `crds/` are never in a manifest: the CRD and
+/// every custom resource of it are deleted, and the merge is blocked. Near miss: a CRD in
+/// `crds/` on both sides is left alone by a values change.
+#[test]
+fn a_crd_moved_from_templates_to_crds_is_deleted_by_the_upgrade() {
+    let _ = helm(4);
+    let crd = "charts/db/crds/backups.yaml";
+    let repo = fleet();
+    let text = std::fs::read_to_string(repo.path().join(crd)).unwrap();
+    repo.remove(crd);
+    repo.write("charts/db/templates/backups-crd.yaml", &text);
+    repo.commit("the CRD as a template");
+    repo.remove("charts/db/templates/backups-crd.yaml");
+    repo.write(crd, &text);
+    repo.commit("the CRD back in crds/");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert_eq!(code, 2, "{plan:#}");
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    let id = "_backups.db.example.com_apiextensions.k8s.io_CustomResourceDefinition";
+    assert!(sorted_changes(release).contains(&("delete".to_string(), id.to_string())), "{release:#}");
+    assert!(alert_codes(&plan).iter().any(|(s, _)| s == "danger"), "{:?}", alert_codes(&plan));
+
+    let repo = fleet();
+    scale_up(&repo);
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert!(!sorted_changes(release).iter().any(|(action, c)| c == id && action == "delete"), "{release:#}");
+}
