@@ -262,6 +262,9 @@ impl Fetcher {
             let response = match request.send() {
                 Ok(response) => response,
                 Err(e) if e.is_builder() => return Err(failed(&current, error_chain(&e))),
+                // Too slow for this request: the host is not taken as down for the others (a
+                // pull request may name a slow path on a host every repository fetches from).
+                Err(e) if e.is_timeout() => return Err(failed(&current, error_chain(&e.without_url()))),
                 // No answer: said in words that name no URL, as every chart of this host will be.
                 Err(e) => return Err(contact.failed(error_chain(&e.without_url())).into()),
             };
@@ -426,6 +429,33 @@ fn same_origin(a: &Url, b: &Url) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attack: a path of a shared host that answers too slowly. The request fails, but the host
+    /// is not remembered as failed for every other chart. Near miss: a closed port is.
+    #[test]
+    fn a_slow_answer_fails_its_request_and_leaves_the_host_untried() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let silent_addr = silent.local_addr().unwrap();
+        let allowed = [silent_addr.to_string(), closed.to_string()];
+        let failed_hosts = FailedHosts::for_plan();
+        let access = Access {
+            hosts: HostPolicy::new([], allowed.iter().map(String::as_str), []).unwrap(),
+            insecure: allowed.iter().cloned().collect(),
+            timeout: Some(Duration::from_millis(500)),
+            failed_hosts: failed_hosts.clone(),
+        };
+        let fetcher = Fetcher::new(access).unwrap();
+        let get = |addr: std::net::SocketAddr| {
+            let url = Url::parse(&format!("http://{addr}/index.yaml")).unwrap();
+            let outcome = fetcher.get(&url, None, Presented::default(), 1 << 20);
+            (outcome.is_err(), failed_hosts.remembered(&host_key(&url, "").0, &addr.to_string()).is_some())
+        };
+        // The listener accepts (the kernel's backlog) and never answers.
+        assert_eq!(get(silent_addr), (true, false));
+        drop(silent);
+        assert_eq!(get(closed), (true, true));
+    }
 
     #[test]
     fn refusals_for_want_of_credentials_are_told_from_other_failures() {
