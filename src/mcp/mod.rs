@@ -268,15 +268,61 @@ fn allowed_repository(allowed: &[PathBuf], hint: &str, given: &str) -> Result<Pa
     })?;
     let path = Path::new(given);
     let joined = if path.is_absolute() { path.to_path_buf() } else { first.join(path) };
-    let real = std::fs::canonicalize(&joined).map_err(|e| format!("cannot open repository {given}: {e}"))?;
-    if allowed.iter().any(|dir| real.starts_with(dir)) {
-        return Ok(real);
-    }
     let dirs: Vec<String> = allowed.iter().map(|d| d.display().to_string()).collect();
-    Err(format!(
-        "repository {given} is outside the directories this server may plan ({}): the operator starts {hint} for each",
-        dirs.join(", ")
-    ))
+    let outside = || {
+        format!(
+            "repository {given} is outside the directories this server may plan ({}): the operator starts {hint} \
+             for each",
+            dirs.join(", ")
+        )
+    };
+    // One answer for a path that is not there and one that is outside: a caller learns nothing
+    // of the host's files.
+    let real = std::fs::canonicalize(&joined).map_err(|_| outside())?;
+    let inside = |path: &Path| allowed.iter().any(|dir| path.starts_with(dir));
+    if !inside(&real) {
+        return Err(outside());
+    }
+    // What git reads, not only the path: a `.git` file or link naming another directory, a
+    // repository enclosing the allowed one, or borrowed objects (alternates) lead outside.
+    let git_dirs = repository_dirs(&real).map_err(|why| format!("repository {given}: {why}"))?;
+    if git_dirs.iter().all(|dir| inside(dir)) {
+        Ok(real)
+    } else {
+        Err(outside())
+    }
+}
+
+/// The directories git reads for the repository at `path`: its git directory, the common one and
+/// its work tree (none when bare), canonical. Refuses a repository that borrows objects.
+fn repository_dirs(path: &Path) -> Result<Vec<PathBuf>, String> {
+    let git = |args: &[&str]| -> Result<Vec<String>, String> {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(path)
+            .args(args)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .output()
+            .map_err(|e| format!("cannot run git: {e}"))?;
+        if !out.status.success() {
+            return Err("not a git repository".into());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect())
+    };
+    let facts = git(&["rev-parse", "--is-bare-repository", "--absolute-git-dir", "--git-common-dir"])?;
+    let [bare, git_dir, common] = facts.as_slice() else { return Err("not a git repository".into()) };
+    let canonical = |dir: &str| std::fs::canonicalize(path.join(dir)).map_err(|e| format!("{dir}: {e}"));
+    let common = canonical(common)?;
+    if common.join("objects/info/alternates").exists() {
+        return Err("it borrows objects from another repository (objects/info/alternates): refused".into());
+    }
+    let mut dirs = vec![canonical(git_dir)?, common];
+    if bare != "true" {
+        let top = git(&["rev-parse", "--show-toplevel"])?;
+        dirs.push(canonical(top.first().map(String::as_str).unwrap_or_default())?);
+    }
+    Ok(dirs)
 }
 
 /// A revision as git reads one: never an option (`--upload-pack=…`), never control characters.
@@ -313,6 +359,17 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let allowed = root.path().join("repos");
         std::fs::create_dir_all(allowed.join("fleet")).unwrap();
+        let init = |dir: &Path| {
+            assert!(std::process::Command::new("git")
+                .arg("init")
+                .arg("-q")
+                .arg(dir)
+                .status()
+                .unwrap()
+                .success())
+        };
+        init(&allowed.join("fleet"));
+        init(outside.path());
         let allowed = vec![std::fs::canonicalize(&allowed).unwrap()];
         // Near miss: inside, by a relative or an absolute path.
         assert!(allowed_repository(&allowed, "fleet").is_ok());
@@ -326,6 +383,22 @@ mod tests {
         assert!(refused.contains("--allow"), "{refused}");
         std::fs::create_dir_all(root.path().join("repos-evil")).unwrap();
         assert!(allowed_repository(&allowed, root.path().join("repos-evil").to_str().unwrap()).is_err());
+        // What git reads leads outside: a `.git` file naming another repository's git directory,
+        // a plain directory inside an outside repository (git walks up), borrowed objects.
+        let pointer = allowed[0].join("pointer");
+        std::fs::create_dir_all(&pointer).unwrap();
+        std::fs::write(pointer.join(".git"), format!("gitdir: {}\n", outside.path().join(".git").display()))
+            .unwrap();
+        assert!(allowed_repository(&allowed, "pointer").is_err());
+        let nested = tempfile::tempdir().unwrap();
+        init(nested.path());
+        std::fs::create_dir_all(nested.path().join("apps")).unwrap();
+        let inner = vec![std::fs::canonicalize(nested.path().join("apps")).unwrap()];
+        assert!(allowed_repository(&inner, ".").is_err());
+        let alternates = allowed[0].join("fleet/.git/objects/info/alternates");
+        std::fs::create_dir_all(alternates.parent().unwrap()).unwrap();
+        std::fs::write(&alternates, format!("{}\n", outside.path().join(".git/objects").display())).unwrap();
+        assert!(allowed_repository(&allowed, "fleet").unwrap_err().contains("alternates"));
         // No directory allowed: every repository refused, saying how to allow one.
         let none = allowed_repository(&[], "fleet").unwrap_err();
         assert!(none.contains("plans no repository") && none.contains(HINT), "{none}");
