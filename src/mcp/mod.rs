@@ -47,6 +47,8 @@ pub struct Server {
     settings: Arc<Settings>,
     /// One plan at a time: a plan takes the machine's cores.
     planning: Arc<tokio::sync::Semaphore>,
+    /// The bot's database, connected on the first `runs`: one pool, never one per call.
+    store: Arc<tokio::sync::OnceCell<crate::store::Store>>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -89,6 +91,7 @@ impl Server {
         Server {
             settings: Arc::new(settings),
             planning: Arc::new(tokio::sync::Semaphore::new(1)),
+            store: Default::default(),
             tool_router: Self::tool_router(),
         }
     }
@@ -130,9 +133,15 @@ impl Server {
             Ok(plan) => plan,
             Err(why) => return Ok(CallToolResult::error(vec![ContentBlock::text(why)])),
         };
-        let json: serde_json::Value = serde_json::from_str(&crate::report::json(&plan))
-            .map_err(|e| ErrorData::internal_error(format!("the plan is not JSON: {e}"), None))?;
-        let explained = explain::explain(&json, &params.object);
+        // CPU work on a large plan: off the runtime that also answers webhooks.
+        let object = params.object;
+        let explained = tokio::task::spawn_blocking(move || {
+            let json: serde_json::Value = serde_json::from_str(&crate::report::json(&plan))?;
+            Ok::<_, serde_json::Error>(explain::explain(&json, &object))
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("explain stopped: {e}"), None))?
+        .map_err(|e| ErrorData::internal_error(format!("the plan is not JSON: {e}"), None))?;
         Ok(CallToolResult::success(vec![ContentBlock::text(explained.to_string())]))
     }
 
@@ -191,7 +200,11 @@ impl Server {
         let url = self.settings.database_url.as_deref().ok_or(
             "no database: start `fluxplan mcp` with --database-url (or DATABASE_URL), the bot's database",
         )?;
-        let store = crate::store::Store::connect(url).await.map_err(|e| format!("{e:#}"))?;
+        let store = self
+            .store
+            .get_or_try_init(|| crate::store::Store::connect(url))
+            .await
+            .map_err(|e| format!("{e:#}"))?;
         let runs = store
             .runs_of(&params.forge, &params.repository, params.number)
             .await
