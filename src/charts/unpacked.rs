@@ -6,7 +6,8 @@
 //! renamed into place, so a crash leaves no half part and writers of one digest race harmlessly.
 //!
 //! The store holds at most `MAX_ENTRIES` digests; past that the least recently used go first
-//! (an entry's modification time is set when a process first uses it). Each part is bounded by
+//! (an entry's modification time is set when a process first uses it), but never one used within
+//! the default plan timeout: another plan may hold it. Each part is bounded by
 //! the chart bounds (`store::MAX_CHART_BYTES` fetched, `archive::MAX_UNPACKED_BYTES` unpacked).
 
 use crate::memo::Memo;
@@ -22,6 +23,10 @@ pub const DIR: &str = "unpacked";
 pub const MAX_ENTRIES: usize = 128;
 /// Temporary directories a crashed writer left are removed after this long.
 const STALE_AFTER: Duration = Duration::from_secs(3600);
+/// An entry used this recently may be in a running plan's hands (the default plan timeout): it
+/// is never evicted, past the bound if need be, so no pull request's charts push out another
+/// plan's.
+const IN_USE_FOR: Duration = Duration::from_secs(crate::planner::DEFAULT_PLAN_TIMEOUT_SECS);
 /// The prefix of temporary directories (never a digest's hex).
 const TEMPORARY: &str = ".tmp-";
 
@@ -160,13 +165,13 @@ fn touch(entry: &Path) {
     }
 }
 
-/// Removes the least recently used entries past `MAX_ENTRIES` (never `keep`, just written),
-/// and temporary directories a crashed writer left. An entry is renamed away first, so a reader
+/// Removes the least recently used entries past `MAX_ENTRIES` (never `keep`, just written, nor
+/// one used within `IN_USE_FOR`), and temporary directories a crashed writer left. An entry is renamed away first, so a reader
 /// sees it whole or not at all.
 fn evict(root: &Path, keep: &Path) {
     let Ok(listing) = std::fs::read_dir(root) else { return };
     let now = SystemTime::now();
-    let mut entries = Vec::new();
+    let (mut total, mut entries): (usize, _) = (0, Vec::new());
     for entry in listing.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let modified = entry.metadata().and_then(|m| m.modified()).unwrap_or(now);
@@ -175,10 +180,13 @@ fn evict(root: &Path, keep: &Path) {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
         } else if entry.path() != keep {
-            entries.push((modified, entry.path()));
+            total += 1;
+            if now.duration_since(modified).is_ok_and(|age| age > IN_USE_FOR) {
+                entries.push((modified, entry.path()));
+            }
         }
     }
-    let excess = (entries.len() + 1).saturating_sub(MAX_ENTRIES);
+    let excess = (total + 1).saturating_sub(MAX_ENTRIES);
     entries.sort();
     for (_, path) in entries.into_iter().take(excess) {
         let Ok(away) = tempfile::Builder::new().prefix(TEMPORARY).tempdir_in(root) else { return };
@@ -345,5 +353,20 @@ mod tests {
         assert!(kept(0), "used again: kept");
         assert!(!kept(1) && !kept(2), "the oldest unused go");
         assert!(kept(3) && kept(MAX_ENTRIES + 1));
+    }
+
+    /// Attack: a pull request whose charts are many digests, while another plan holds entries.
+    /// What was used within the plan timeout stays, past the bound.
+    #[test]
+    fn entries_in_use_are_never_evicted() {
+        let cache = tempfile::tempdir().unwrap();
+        let store = UnpackedCharts::new(Some(cache.path().to_path_buf()));
+        for n in 0..MAX_ENTRIES + 2 {
+            let digest = digest_of(format!("in use {n}").as_bytes());
+            store
+                .part(&digest, "facts", |path| std::fs::write(path, "{}").map_err(|e| e.to_string()))
+                .unwrap();
+        }
+        assert_eq!(std::fs::read_dir(cache.path().join(DIR)).unwrap().count(), MAX_ENTRIES + 2);
     }
 }
