@@ -51,8 +51,7 @@ pub struct Fetched {
 /// Gets charts for one renderer; `None` access: fetching is off (every chart is unavailable).
 pub struct ChartStore {
     /// `cache_dir/charts`, when there is a cache; else a temporary directory made on first use.
-    kept: Option<PathBuf>,
-    scratch: OnceLock<Result<tempfile::TempDir, String>>,
+    dir: ChartDir,
     /// By request and the credentials it was made with (login and TLS material alike): a chart
     /// fetched for one source never answers another without them (nor a refusal with them), so a
     /// pull request that names the same URL without the credentials, or without the CA, fetches
@@ -64,20 +63,19 @@ pub struct ChartStore {
 
 type Memo<K, V> = crate::memo::Memo<K, Result<V, String>>;
 
-impl ChartStore {
-    /// Charts kept under `cache_dir/charts`, else in a temporary directory for this process.
-    /// Nothing is made on disk until a chart is fetched.
-    pub fn new(cache_dir: Option<PathBuf>) -> Self {
-        ChartStore {
-            kept: cache_dir.map(|dir| dir.join("charts")),
-            scratch: OnceLock::new(),
-            resolved: Memo::default(),
-            indexes: Memo::default(),
-        }
+/// A directory of charts: the cache's, else a temporary one of this process made on first use.
+pub(super) struct ChartDir {
+    kept: Option<PathBuf>,
+    scratch: OnceLock<Result<tempfile::TempDir, String>>,
+}
+
+impl ChartDir {
+    pub(super) fn new(kept: Option<PathBuf>) -> Self {
+        ChartDir { kept, scratch: OnceLock::new() }
     }
 
-    /// Where archives go, made owner-only on first use.
-    fn dir(&self) -> Result<PathBuf, String> {
+    /// The directory, made (owner-only) on first use.
+    pub(super) fn path(&self) -> Result<PathBuf, String> {
         let dir = match &self.kept {
             Some(dir) => dir.clone(),
             None => self
@@ -95,6 +93,18 @@ impl ChartStore {
             .and_then(|_| crate::private_files::owner_only_dir(&dir).map_err(|e| e.to_string()))
             .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
         Ok(dir)
+    }
+}
+
+impl ChartStore {
+    /// Charts kept under `cache_dir/charts`, else in a temporary directory for this process.
+    /// Nothing is made on disk until a chart is fetched.
+    pub fn new(cache_dir: Option<PathBuf>) -> Self {
+        ChartStore {
+            dir: ChartDir::new(cache_dir.map(|dir| dir.join("charts"))),
+            resolved: Memo::default(),
+            indexes: Memo::default(),
+        }
     }
 
     /// The chart `request` names, fetched with `access` (once per store and credentials).
@@ -212,7 +222,7 @@ impl ChartStore {
                 "the chart archive's digest is {digest}, not the {expected} its source names"
             ));
         }
-        let dir = self.dir()?;
+        let dir = self.dir.path()?;
         let archive = dir.join(format!("{}.tgz", digest.replace(':', "-")));
         if !archive.is_file() {
             let partial =

@@ -14,7 +14,6 @@ use crate::memo::Memo;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 /// The store's directory under the cache directory.
@@ -32,8 +31,7 @@ const TEMPORARY: &str = ".tmp-";
 
 /// Charts kept by digest; a temporary directory of this process when there is no cache.
 pub struct UnpackedCharts {
-    kept: Option<PathBuf>,
-    scratch: OnceLock<Result<tempfile::TempDir, String>>,
+    root: super::store::ChartDir,
     /// Parts this process found or made, by (digest, part).
     parts: Memo<(String, String), Result<PathBuf, String>>,
     /// Parts this process wrote (tests and benchmarks count them).
@@ -44,8 +42,7 @@ impl UnpackedCharts {
     /// A store under `cache_dir/unpacked`, else in a temporary directory made on first use.
     pub fn new(cache_dir: Option<PathBuf>) -> Self {
         UnpackedCharts {
-            kept: cache_dir.map(|dir| dir.join(DIR)),
-            scratch: OnceLock::new(),
+            root: super::store::ChartDir::new(cache_dir.map(|dir| dir.join(DIR))),
             parts: Memo::default(),
             written: AtomicUsize::new(0),
         }
@@ -66,7 +63,7 @@ impl UnpackedCharts {
     ) -> Result<PathBuf, String> {
         let hex = entry_name(digest)?;
         self.parts.get(&(hex.to_string(), part.to_string()), || {
-            let root = self.root()?;
+            let root = self.root.path()?;
             let entry = root.join(hex);
             let target = entry.join(part);
             if target.exists() {
@@ -108,24 +105,6 @@ impl UnpackedCharts {
                 .and_then(Result::ok)
                 .ok_or_else(|| format!("the chart store's entry {} is damaged: remove it", tree.display()))?;
         Ok(top.path())
-    }
-
-    /// Where entries go, made owner-only on first use.
-    fn root(&self) -> Result<PathBuf, String> {
-        let dir = match &self.kept {
-            Some(dir) => dir.clone(),
-            None => self
-                .scratch
-                .get_or_init(|| {
-                    tempfile::tempdir().map_err(|e| format!("cannot make a chart directory: {e}"))
-                })
-                .as_ref()
-                .map_err(Clone::clone)?
-                .path()
-                .to_path_buf(),
-        };
-        crate::private_files::owner_only_dir(&dir).map_err(|e| format!("{e:#}"))?;
-        Ok(dir)
     }
 }
 

@@ -4,7 +4,6 @@
 use super::plan::LiveArgs;
 use super::{HelmArgs, LimitArgs};
 use crate::planner::{RenderSettings, DEFAULT_PLAN_TIMEOUT_SECS};
-use crate::render::cache::RenderCache;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -50,8 +49,7 @@ pub fn run(args: McpArgs) -> Result<u8> {
         .iter()
         .map(|dir| std::fs::canonicalize(dir).with_context(|| format!("--allow {}", dir.display())))
         .collect::<Result<Vec<_>>>()?;
-    let cache_dir =
-        if args.no_cache { None } else { args.cache_dir.clone().or_else(RenderCache::default_dir) };
+    let cache_dir = super::cache_dir(args.cache_dir.as_ref(), args.no_cache);
     let settings = crate::mcp::Settings {
         allowed,
         allow_hint: "`fluxplan mcp` with --allow DIR",

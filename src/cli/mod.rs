@@ -327,11 +327,16 @@ impl RenderArgs {
     }
 
     pub fn cache_dir(&self) -> Option<PathBuf> {
-        if self.no_cache {
-            None
-        } else {
-            self.cache_dir.clone().or_else(RenderCache::default_dir)
-        }
+        cache_dir(self.cache_dir.as_ref(), self.no_cache)
+    }
+}
+
+/// The render cache `--cache-dir` and `--no-cache` ask for: none, the given one, or the default.
+fn cache_dir(given: Option<&PathBuf>, no_cache: bool) -> Option<PathBuf> {
+    if no_cache {
+        None
+    } else {
+        given.cloned().or_else(RenderCache::default_dir)
     }
 }
 

@@ -960,9 +960,6 @@ fn with_type(mut object: Value, resource: &ApiResource) -> Value {
     object
 }
 
-/// A live object as fluxplan keeps it: a Secret without its values, and no object with the
-/// `last-applied-configuration` annotation, which repeats the whole object (a Secret's values
-/// too). Values never leave the process; a snapshot then reads them as only the cluster knows.
 /// What the live HelmReleases among `objects` list in `status.inventory` and `objects` lacks.
 fn release_inventories(objects: &BTreeMap<ObjectId, Value>) -> BTreeMap<WantedKey, BTreeSet<ObjectId>> {
     let mut wanted: BTreeMap<WantedKey, BTreeSet<ObjectId>> = BTreeMap::new();
@@ -980,6 +977,9 @@ fn release_inventories(objects: &BTreeMap<ObjectId, Value>) -> BTreeMap<WantedKe
     wanted
 }
 
+/// A live object as fluxplan keeps it: a Secret without its values, and no object with the
+/// `last-applied-configuration` annotation, which repeats the whole object (a Secret's values
+/// too). Values never leave the process; a snapshot then reads them as only the cluster knows.
 fn strip_secret_values(mut object: Value) -> Value {
     if let Some(annotations) = object.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
