@@ -887,7 +887,9 @@ impl Store {
         .bind(plan_digest)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("UPDATE runs SET approved_by = $1 WHERE id = $2")
+        // A write like any follow-up's: it moves the version, so one that read the run before
+        // reads it again.
+        sqlx::query("UPDATE runs SET approved_by = $1, version = version + 1 WHERE id = $2")
             .bind(user)
             .bind(run_id)
             .execute(&mut *tx)
