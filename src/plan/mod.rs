@@ -356,6 +356,10 @@ pub struct Alert {
     /// (`clusters/prod/apps.yaml: path ./apps → ./empty`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// The lines of the pull request's files that cause it: where check-run annotations and
+    /// Code Quality findings point.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<SourceLocation>,
     /// True for an alert reports show elsewhere, once: a review finding's (among the findings), a
     /// version change's (in the version table).
     #[serde(skip)]
@@ -364,6 +368,15 @@ pub struct Alert {
     /// leaves them blocking (the way out names them all at once).
     #[serde(skip)]
     pub also_blocking: Vec<String>,
+}
+
+/// A line of a file of the pull request's head revision.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema)]
+pub struct SourceLocation {
+    /// Relative to the repository's root, `/`-separated.
+    pub path: String,
+    /// 1-based.
+    pub line: u32,
 }
 
 /// Deletions counted by cause.

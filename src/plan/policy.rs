@@ -411,6 +411,7 @@ impl Policy {
             objects,
             related_codes: Vec::new(),
             cause: None,
+            locations: Vec::new(),
             shown_elsewhere: false,
             also_blocking: Vec::new(),
         })
