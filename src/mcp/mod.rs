@@ -1,10 +1,12 @@
 //! `fluxplan mcp`: the plan of a branch for agents, over the Model Context Protocol (stdio, and
 //! streamable HTTP inside `serve`: [`http`]).
 //! Read-only tools: `plan` (the plan JSON and its markdown), `explain` (why one object is created,
-//! changed or deleted) and `runs` (the bot's stored runs of a pull request); the plan's JSON
+//! changed or deleted) and `runs` (the bot's stored runs of a pull request, for a repository
+//! checked out in the allowed directories: [`checkouts`]); the plan's JSON
 //! schema as a resource. The operator decides, when starting it, which directories hold
 //! repositories an agent may name and how clusters are read: an agent cannot widen either.
 
+mod checkouts;
 pub mod explain;
 pub mod http;
 
@@ -147,7 +149,8 @@ impl Server {
 
     #[tool(
         description = "The bot's stored runs of one pull (merge) request, oldest first: revisions, status, verdict, \
-                       counts, alerts and who approved. Needs the server started with --database-url.",
+                       counts, alerts and who approved. Only for a repository the operator keeps a checkout of in \
+                       the directories this server may plan. Needs the server started with --database-url.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn runs(&self, Parameters(params): Parameters<RunsParams>) -> Result<CallToolResult, ErrorData> {
@@ -197,6 +200,14 @@ impl Server {
     }
 
     async fn stored_runs(&self, params: &RunsParams) -> Result<serde_json::Value, String> {
+        // Only of a repository the operator keeps a checkout of in the allowed directories: the
+        // database holds the runs of every repository the bot serves. A scan of the operator's
+        // directories and a few `git config`: off the runtime.
+        let (allowed, repository) = (self.settings.allowed.clone(), params.repository.clone());
+        let hint = self.settings.allow_hint;
+        tokio::task::spawn_blocking(move || checkouts::checkout_of(&allowed, hint, &repository))
+            .await
+            .map_err(|e| format!("runs stopped: {e}"))??;
         let url = self.settings.database_url.as_deref().ok_or(
             "no database: start `fluxplan mcp` with --database-url (or DATABASE_URL), the bot's database",
         )?;

@@ -195,8 +195,8 @@ fn repositories_outside_the_allowed_directories_and_option_revisions_are_refused
     assert!(!error, "{texts:?}");
 }
 
-/// The bot's runs of a pull request, from its database; the page token that opens a run's page
-/// is never among them.
+/// The bot's runs of a pull request, from its database, for a repository checked out in an
+/// allowed directory only; the page token that opens a run's page is never among them.
 #[test]
 fn runs_come_from_the_bots_database_without_their_page_tokens() {
     let data = tempfile::tempdir().unwrap();
@@ -222,7 +222,13 @@ fn runs_come_from_the_bots_database_without_their_page_tokens() {
             .unwrap();
         token
     });
-    let mut client = Client::start(&["--no-cache"], &[("DATABASE_URL", url.as_str())]);
+    let repo = fleet();
+    let allow = repo.path().to_str().unwrap();
+    let mut client = Client::start(&["--allow", allow, "--no-cache"], &[("DATABASE_URL", url.as_str())]);
+    // Another repository the bot serves, with a run: no checkout of it is allowed.
+    let (error, texts) =
+        client.tool("runs", json!({"forge": "github", "repository": "acme/other", "number": 7}));
+    assert!(error && texts[0].contains("no checkout") && !texts[0].contains("def456"), "{texts:?}");
     let (error, texts) =
         client.tool("runs", json!({"forge": "github", "repository": "acme/fleet", "number": 7}));
     assert!(!error, "{texts:?}");

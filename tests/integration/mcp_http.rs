@@ -126,8 +126,48 @@ fn an_agent_with_the_token_gets_the_plan_over_http_and_no_one_else_gets_anything
     assert!(texts[0].contains("--mcp-allow"), "{texts:?}");
 }
 
+/// Attack: a token holder asks `runs` for the stored runs of repositories the bot serves but
+/// --mcp-allow does not hold a checkout of: another repository, one whose name extends the
+/// allowed one, the allowed one's path with `..`. Each is refused, with the same words whether
+/// or not runs exist. Near miss: the repository checked out in the --mcp-allow directory (its
+/// remote names it) answers with its runs.
+#[test]
+fn runs_answer_only_for_repositories_checked_out_in_mcp_allow() {
+    let repo = fleet();
+    // Its origin: git@github.com:acme/fleet.git.
+    let data = tempfile::tempdir().unwrap();
+    let bot = Bot::start_with(
+        data.path(),
+        &["--mcp-allow", repo.path().to_str().unwrap()],
+        &[("FLUXPLAN_MCP_TOKEN", TOKEN.to_string())],
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let store =
+            fluxplan::store::Store::connect(&fluxplan::store::Store::default_url(data.path())).await.unwrap();
+        for (repository, sha) in
+            [("acme/fleet", "abc123"), ("acme/other", "def456"), ("acme/fleet-evil", "0badf00d")]
+        {
+            store.start_run(None, "github", repository, 7, "main", sha, "pull-request", None).await.unwrap();
+        }
+    });
+    for refused in ["acme/other", "acme/fleet-evil", "acme/fleet/../other", "acme/nothing"] {
+        let (error, texts) =
+            tool(&bot, "runs", json!({"forge": "github", "repository": refused, "number": 7}));
+        assert!(error, "{refused}: {texts:?}");
+        assert!(texts[0].contains("no checkout") && texts[0].contains("--mcp-allow"), "{texts:?}");
+        assert!(!texts[0].contains("def456") && !texts[0].contains("0badf00d"), "{texts:?}");
+    }
+    let (error, texts) =
+        tool(&bot, "runs", json!({"forge": "github", "repository": "acme/fleet", "number": 7}));
+    assert!(!error, "{texts:?}");
+    let runs: Value = serde_json::from_str(&texts[0]).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs:#}");
+    assert_eq!(runs[0]["head_sha"], "abc123");
+}
+
 /// Without a token configured `/mcp` is not served; with the token from a file and no
-/// --mcp-allow, every repository is refused with what to do; `runs` reads the bot's own database.
+/// --mcp-allow, every repository is refused with what to do, for `plan` and `runs` alike.
 #[test]
 fn mcp_is_off_without_a_token_and_plans_nothing_without_mcp_allow() {
     let repo = fleet();
@@ -150,6 +190,6 @@ fn mcp_is_off_without_a_token_and_plans_nothing_without_mcp_allow() {
     assert!(texts[0].contains("plans no repository") && texts[0].contains("--mcp-allow"), "{texts:?}");
     let (error, texts) =
         tool(&bot, "runs", json!({"forge": "github", "repository": "acme/fleet", "number": 7}));
-    assert!(!error, "{texts:?}");
-    assert_eq!(serde_json::from_str::<Value>(&texts[0]).unwrap(), json!([]));
+    assert!(error, "{texts:?}");
+    assert!(texts[0].contains("runs of no repository") && texts[0].contains("--mcp-allow"), "{texts:?}");
 }
