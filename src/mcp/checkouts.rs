@@ -6,8 +6,8 @@
 use super::allowed_repository;
 use std::path::{Path, PathBuf};
 
-/// Entries looked at per allowed directory: it is the operator's, but a huge one must not make
-/// every `runs` slow.
+/// Directories looked at in all: the allowed ones are the operator's, but a huge one must not
+/// make every `runs` slow.
 const MAX_ENTRIES: usize = 4096;
 
 /// The checkout inside `allowed` of the forge repository `repository` (`owner/name`,
@@ -22,10 +22,16 @@ pub(super) fn checkout_of(allowed: &[PathBuf], hint: &str, repository: &str) -> 
         ));
     }
     let wanted = repository.to_ascii_lowercase();
+    let inside = |path: &Path| allowed.iter().any(|dir| path.starts_with(dir));
     for candidate in candidates(allowed) {
-        // The same guards as `plan`: what git reads stays inside the allowed directories.
-        let Ok(real) = allowed_repository(allowed, hint, &candidate.to_string_lossy()) else { continue };
-        if remote_urls(&real).iter().filter_map(|url| named_repository(url)).any(|named| named == wanted) {
+        // Inside once links are resolved (a link leading out names nothing), then its remotes
+        // (one `git config`), then, for the one that names it, the same guards as `plan`: what
+        // git reads stays inside the allowed directories.
+        let Some(real) = std::fs::canonicalize(&candidate).ok().filter(|real| inside(real)) else { continue };
+        if !remote_urls(&real).iter().filter_map(|url| named_repository(url)).any(|named| named == wanted) {
+            continue;
+        }
+        if let Ok(real) = allowed_repository(allowed, hint, &real.to_string_lossy()) {
             return Ok(real);
         }
     }
@@ -49,13 +55,20 @@ fn candidates(allowed: &[PathBuf]) -> Vec<PathBuf> {
         found
     };
     let mut found = Vec::new();
+    let mut seen = 0;
     for dir in allowed {
-        let children = entries(dir);
         found.push(dir.clone());
-        for child in &children {
-            found.push(child.clone());
-            if !looks_like_repo(child) {
-                found.extend(entries(child).into_iter().take(MAX_ENTRIES));
+        for child in entries(dir) {
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                break;
+            }
+            if looks_like_repo(&child) {
+                found.push(child);
+            } else {
+                let grandchildren = entries(&child);
+                seen += grandchildren.len();
+                found.extend(grandchildren);
             }
         }
     }

@@ -186,7 +186,7 @@ impl Server {
         let mut abandoned = CancelOnDrop(Some(request.cancel.clone()));
         // The turn goes with the plan: a request dropped while it plans does not let another
         // plan start beside it before this one has stopped.
-        let turn = self.planning.clone().acquire_owned().await.map_err(|e| e.to_string())?;
+        let turn = wait_turn(&self.planning, context.ct.cancelled()).await?;
         let planning = tokio::task::spawn_blocking(move || {
             let _turn = turn;
             planner::plan(&request)
@@ -270,6 +270,21 @@ impl ServerHandler for Server {
             return Err(ErrorData::resource_not_found(format!("no resource {}", request.uri), None));
         }
         Ok(ReadResourceResult::new(vec![ResourceContents::text(SCHEMA, request.uri)]).into())
+    }
+}
+
+/// The one-plan turn, unless the request is cancelled first (`cancelled` completes): a request
+/// cancelled while it waits never starts a plan only to stop it, and cancelled requests queued
+/// behind a long plan do not each take a turn after it.
+async fn wait_turn(
+    planning: &Arc<tokio::sync::Semaphore>,
+    cancelled: impl std::future::Future<Output = ()>,
+) -> Result<tokio::sync::OwnedSemaphorePermit, String> {
+    tokio::select! {
+        // A turn free at once is taken even when the request is cancelled: the plan stops then.
+        biased;
+        turn = planning.clone().acquire_owned() => turn.map_err(|e| e.to_string()),
+        () = cancelled => Err("the request was cancelled before its plan started".into()),
     }
 }
 
@@ -438,6 +453,25 @@ mod tests {
         guard.0 = None;
         drop(guard);
         assert_eq!(finished.reason(), None);
+    }
+
+    /// Attack: requests queued behind a long plan, then cancelled, each waiting for a turn to
+    /// start a plan nobody wants. They stop waiting; near miss: one not cancelled gets the turn
+    /// once the plan before it ends.
+    #[tokio::test]
+    async fn a_request_cancelled_while_it_waits_never_takes_the_turn() {
+        let planning = Arc::new(tokio::sync::Semaphore::new(1));
+        let running = planning.clone().acquire_owned().await.unwrap();
+        let refused = wait_turn(&planning, std::future::ready(())).await.unwrap_err();
+        assert!(refused.contains("cancelled before its plan started"), "{refused}");
+        assert_eq!(planning.available_permits(), 0);
+        let waiting = tokio::spawn({
+            let planning = planning.clone();
+            async move { wait_turn(&planning, std::future::pending()).await.map(drop) }
+        });
+        drop(running);
+        assert_eq!(waiting.await.unwrap(), Ok(()));
+        assert_eq!(planning.available_permits(), 1);
     }
 
     #[test]
