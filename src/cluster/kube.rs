@@ -661,9 +661,10 @@ impl KubeCluster {
         warnings: &mut Vec<String>,
     ) -> Vec<StoredReleaseSummary> {
         let mut wanted: BTreeMap<String, BTreeSet<ReleaseRef>> = BTreeMap::new();
-        // A release its HelmRelease's status.inventory lists needs no storage Secret.
-        let unlisted = |o: &&Value| helm::is_helm_release(o) && !o["status"]["inventory"].is_object();
-        for object in objects.values().filter(unlisted) {
+        // Every live release, status.inventory or not: an uninstall deletes the manifest of the
+        // release's latest storage record (helm/helm pkg/action/uninstall.go), which is the
+        // truth where it can be read; status.inventory is what stands in without Secrets.
+        for object in objects.values().filter(|o| helm::is_helm_release(o)) {
             if let Some(helm::OnDeletion::Uninstalls(release)) = helm::on_deletion(object, true) {
                 if !valid_label_value(&release.name) {
                     warnings.push(format!(

@@ -159,9 +159,13 @@ impl<'a> ClusterView<'a> {
                 .live
                 .and_then(|s| s.kustomizations.get(&reference.reference()))
                 .map(|k| k.inventory.clone()),
-            UnitKind::HelmRelease => {
-                self.helm_status_inventory(reference).or_else(|| self.helm_inventory(reference))
-            }
+            // Helm's storage first when its record was read: an uninstall deletes the manifest
+            // of the release's latest record (helm/helm pkg/action/uninstall.go), not what
+            // status.inventory says; the inventory stands in when no record was readable.
+            UnitKind::HelmRelease => self
+                .helm_record_inventory(reference)
+                .or_else(|| self.helm_status_inventory(reference))
+                .or_else(|| self.helm_inventory(reference)),
             // The operator's inventory, when the cluster's ResourceSets were read: one the cluster
             // does not have yet has none.
             UnitKind::ResourceSet => self
@@ -219,8 +223,26 @@ impl<'a> ClusterView<'a> {
         Some(stored.objects.iter().chain(&stored.kept).filter_map(|id| ObjectId::parse(id)).collect())
     }
 
+    /// What Helm's storage says the release holds, only when its record was read and decoded
+    /// (`--read-secrets`): the truth an uninstall acts on.
+    fn helm_record_inventory(&self, reference: &UnitRef) -> Option<Vec<ObjectId>> {
+        self.helm_stored(reference).filter(|stored| stored.error.is_none())?;
+        self.helm_inventory(reference)
+    }
+
+    /// Which of the cluster's sources a HelmRelease's inventory came from, as its note says it:
+    /// Helm's storage when its record was read, else the live `status.inventory`.
+    pub(super) fn helm_inventory_source(&self, reference: &UnitRef) -> &'static str {
+        if self.helm_record_inventory(reference).is_none() && self.helm_status_inventory(reference).is_some()
+        {
+            "the HelmRelease's status.inventory"
+        } else {
+            "Helm's storage"
+        }
+    }
+
     /// The live HelmRelease's `status.inventory`: the release's manifest and the chart's CRDs.
-    /// Preferred to Helm's storage, which only `--read-secrets` reads.
+    /// Used where Helm's storage was not read (no `--read-secrets`) or holds no readable record.
     pub(super) fn helm_status_inventory(&self, reference: &UnitRef) -> Option<Vec<ObjectId>> {
         let Live::Present(live) = self.live_helm_release(reference) else { return None };
         crate::flux::helm::status_inventory(live)

@@ -165,7 +165,10 @@ impl ClusterView<'_> {
                 let Some(outcome) = helm::on_deletion(&manifest, live) else { continue };
                 let storage = self.helm_storage(&outcome);
                 let unit = UnitRef::new(UnitKind::HelmRelease, &id.namespace, &id.name);
-                let listed = live.then(|| helm::status_inventory(&manifest)).flatten();
+                // A readable storage record is what the uninstall deletes; status.inventory only
+                // stands in without one.
+                let recorded = matches!(storage, Storage::Read(Some(stored)) if stored.error.is_none());
+                let listed = (live && !recorded).then(|| helm::status_inventory(&manifest)).flatten();
                 let mut uninstall = match (&outcome, &listed) {
                     (OnDeletion::Uninstalls(release), Some(listed)) => {
                         self.uninstall_listed(&unit, release, listed)
@@ -310,10 +313,7 @@ impl ClusterView<'_> {
                 "helm-controller's finalizer uninstalls Helm release {release}: deletes {} (from {})",
                 crate::words::count(deleted, "object", "objects"),
                 match source {
-                    InventorySource::Cluster if self.helm_status_inventory(reference).is_some() => {
-                        "the HelmRelease's status.inventory"
-                    }
-                    InventorySource::Cluster => "Helm's storage",
+                    InventorySource::Cluster => self.helm_inventory_source(reference),
                     _ => "the base render",
                 }
             ),

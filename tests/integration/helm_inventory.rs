@@ -1,7 +1,8 @@
 //! What uninstalling a removed HelmRelease deletes, known without reading a Secret: the live
 //! HelmRelease's `status.inventory` (helm-controller v1.5.0 and later) lists the release's objects
 //! and its chart's crds/ CRDs; their live metadata says what `keep` keeps and which CRDs Helm never
-//! deletes. Helm's storage stays the fallback for a HelmRelease without one, with `--read-secrets`.
+//! deletes. With `--read-secrets` a readable record in Helm's storage is the truth instead: it is
+//! what the uninstall deletes.
 
 use crate::fake_kube::FakeKube;
 use crate::fixture::{alert_codes, fluxplan_bin, helm, sorted_changes, sorted_pairs, unit_in, Repo};
@@ -46,6 +47,11 @@ const LISTED: &[&str] = &[
 /// `inventory` as its `status.inventory`, or none) and whose Helm storage holds release `db`
 /// with a manifest of one ConfigMap `legacy`.
 fn cluster(inventory: Option<&[&str]>) -> FakeKube {
+    cluster_with(inventory, true)
+}
+
+/// The same cluster, Helm's storage Secret of `db` there (`stored`) or not.
+fn cluster_with(inventory: Option<&[&str]>, stored: bool) -> FakeKube {
     let mut status = json!({"storageNamespace": "data",
         "history": [{"name": "db", "namespace": "data", "version": 1, "chartName": "db", "chartVersion": "1.0.0"}]});
     if let Some(ids) = inventory {
@@ -60,7 +66,7 @@ fn cluster(inventory: Option<&[&str]>) -> FakeKube {
     let crd = |name: &str, from_templates: bool| {
         installed("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", name, from_templates)
     };
-    FakeKube::start(vec![
+    let mut objects = vec![
         json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "helmreleases.helm.toolkit.fluxcd.io"},
             "spec": {"group": "helm.toolkit.fluxcd.io", "scope": "Namespaced",
@@ -80,8 +86,13 @@ fn cluster(inventory: Option<&[&str]>) -> FakeKube {
         crd("backups.db.example.com", false),
         crd("widgets.db.example.com", false),
         crd("gadgets.db.example.com", true),
-        storage_secret("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: legacy\n  namespace: data\n"),
-    ])
+    ];
+    if stored {
+        objects.push(storage_secret(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: legacy\n  namespace: data\n",
+        ));
+    }
+    FakeKube::start(objects)
 }
 
 /// Helm's storage Secret of release `db` (revision 1) holding `manifest`: `data.release` is
@@ -174,21 +185,47 @@ fn an_uninstall_is_listed_from_the_status_inventory_without_secrets() {
     );
 }
 
-/// With `--read-secrets`, a HelmRelease with a `status.inventory` still needs no storage Secret:
-/// the storage (here a different manifest) is not listed. Near miss: without a `status.inventory`,
-/// Helm's storage says what the uninstall deletes, and the note says so.
+/// Attack on the plan's truth: a HelmRelease whose `status.inventory` (here eight objects) is not
+/// what Helm's storage records (one ConfigMap `legacy`). An uninstall deletes the manifest of the
+/// release's latest storage record (helm/helm `pkg/action/uninstall.go`, run by helm-controller's
+/// `internal/action/uninstall.go`), so with `--read-secrets` the storage is the truth and the note
+/// says so. Near misses: without `--read-secrets`, or with it and no record in the storage, the
+/// status.inventory stands in (and says so); without either, Helm's storage or the base render.
 #[test]
-fn helms_storage_is_read_only_for_a_release_without_an_inventory() {
+fn with_read_secrets_a_readable_storage_record_wins_over_the_status_inventory() {
     let _ = helm(4);
     let repo = removed();
     let fake = cluster(Some(LISTED));
     let plan = plan_live(&repo, &fake, &["--read-secrets"]);
     let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert_eq!(sorted_changes(release), sorted_pairs(&[("delete", "data_legacy__ConfigMap")]), "{release:#}");
+    let message = removed_alert(&plan);
+    assert!(message.contains("deletes 1 object (from Helm's storage)"), "{message}");
+    let storage: Vec<String> = secret_requests(&fake).into_iter().filter(|p| p.contains("owner")).collect();
+    assert_eq!(storage.len(), 1, "{storage:?}");
+
+    // Near miss: no --read-secrets, the same cluster: status.inventory, and no Secret asked for.
+    let fake = cluster(Some(LISTED));
+    let plan = plan_live(&repo, &fake, &[]);
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert!(release["changes"].to_string().contains("data_old-cron_batch_CronJob"), "{release:#}");
     assert!(!release["changes"].to_string().contains("legacy"), "{release:#}");
     assert!(removed_alert(&plan).contains("from the HelmRelease's status.inventory"));
-    let storage: Vec<String> = secret_requests(&fake).into_iter().filter(|p| p.contains("owner")).collect();
-    assert_eq!(storage, Vec::<String>::new());
+    assert_eq!(secret_requests(&fake), Vec::<String>::new());
 
+    // Near miss: --read-secrets, but Helm's storage holds no record of the release: the
+    // status.inventory still stands in.
+    let fake = cluster_with(Some(LISTED), false);
+    let plan = plan_live(&repo, &fake, &["--read-secrets"]);
+    let release = unit_in(&plan, "HelmRelease", "data/db");
+    assert!(release["changes"].to_string().contains("data_old-cron_batch_CronJob"), "{release:#}");
+    assert!(
+        removed_alert(&plan).contains("from the HelmRelease's status.inventory"),
+        "{}",
+        removed_alert(&plan)
+    );
+
+    // No status.inventory: Helm's storage with --read-secrets.
     let fake = cluster(None);
     let plan = plan_live(&repo, &fake, &["--read-secrets"]);
     let release = unit_in(&plan, "HelmRelease", "data/db");
