@@ -37,36 +37,41 @@ impl UnitRef {
     }
 }
 
-/// What a unit reads in this repository. A Flux Kustomization whose source may be this
-/// repository (this repository's GitRepository or a source declared as it, or an OCIRepository,
-/// Bucket or artifact that may be built from it) reads its path; one on another repository's
-/// GitRepository reads nothing here, nor does one at the top (`path: ./`) of an OCIRepository
-/// not declared as this repository: that names a whole artifact (kyverno's manifests), and a
-/// directory CI pushes from here (`./tenants`) is matched by its name.
+/// What a unit reads in this repository. A Flux unit reads files here only when its source is
+/// rendered from this repository's files (this repository's GitRepository, a source a sync or
+/// `.fluxplan.yaml` declares as it, its paths then under the directory the artifact holds). One
+/// of another repository or of an OCI artifact or Bucket not declared as this repository reads
+/// nothing here, whatever its path: a path names a directory of an artifact built elsewhere
+/// (flux2-multi-tenancy's kyverno manifests at `./`, an upstream artifact's `./config`), and a
+/// directory of this repository it shares a name with is a coincidence. A fleet whose CI pushes a
+/// directory of it as an artifact declares that source (`sources:` with its `path`): then it is
+/// rendered from here, and read here.
 pub(super) fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String> {
     if let Some(argo) = &unit.argocd {
         return argo.reads.clone();
     }
     let key = format!("{}/{}", unit.source.namespace, unit.source.name);
-    let undeclared = !render.this_repo_sources.contains(&key);
-    let at_the_top = repo_path(&unit.path).is_some_and(|path| path.is_empty() || path == ".");
-    let elsewhere = undeclared
-        && match unit.source.kind.as_str() {
-            "GitRepository" => true,
-            "OCIRepository" => at_the_top,
-            _ => false,
-        };
+    let Some(artifact) =
+        render.this_repo_artifacts.get(&key).filter(|artifact| artifact.kinds.contains(&unit.source.kind))
+    else {
+        return Vec::new();
+    };
+    // The artifact's paths, as paths of this repository.
+    let here = |path: &str| -> Option<String> {
+        let path = repo_path(path)?;
+        Some(match (artifact.dir.as_str(), path.as_str()) {
+            ("", _) => path,
+            (dir, "" | ".") => dir.to_string(),
+            (dir, _) => format!("{dir}/{path}"),
+        })
+    };
     // A HelmRelease reads its chart and values files when they are in this repository.
     if let Some(helm) = &unit.helm {
-        let here = matches!(unit.source.kind.as_str(), "GitRepository" | "Bucket") && !elsewhere;
-        return if here {
-            helm.reads.iter().filter_map(|path| repo_path(path)).collect()
+        return if matches!(unit.source.kind.as_str(), "GitRepository" | "Bucket") {
+            helm.reads.iter().filter_map(|path| here(path)).collect()
         } else {
             Vec::new()
         };
-    }
-    if elsewhere {
-        return Vec::new();
     }
     // A path substituted from Secrets is shown masked: it reads somewhere below what precedes the
     // first masked value.
@@ -74,7 +79,7 @@ pub(super) fn reads(render: &Render, unit: &RenderedKustomization) -> Vec<String
         Some(at) => &unit.path[..unit.path[..at].rfind('/').map_or(0, |slash| slash + 1)],
         None => unit.path.as_str(),
     };
-    repo_path(path).into_iter().collect()
+    here(path).into_iter().collect()
 }
 
 /// The changed files that no planned unit accounts for, from both renders.

@@ -201,6 +201,22 @@ pub(super) fn learned_adds(clusters: &[Cluster], sources: &Sources) -> BTreeMap<
 }
 
 impl Sources<'_> {
+    /// The sources rendered from this repository's files, for the render's accounting of which
+    /// files each unit reads.
+    pub(super) fn this_repo_artifacts(&self) -> BTreeMap<String, super::ThisRepoArtifact> {
+        self.this_repo_keys
+            .iter()
+            .filter(|(key, _)| !self.mapped.contains_key(*key))
+            .map(|(key, repo)| {
+                let artifact = super::ThisRepoArtifact {
+                    kinds: repo.kinds.clone(),
+                    dir: repo.subpath.clone().unwrap_or_default(),
+                };
+                (key.clone(), artifact)
+            })
+            .collect()
+    }
+
     /// True when `source` is the repository being rendered (not a mapped directory).
     pub(super) fn is_this_repo(&self, source: &flux::SourceRef) -> bool {
         self.this_repo(source).is_some()

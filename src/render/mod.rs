@@ -422,6 +422,15 @@ pub struct RenderStats {
     pub cache_hits: usize,
 }
 
+/// A source whose artifact is this repository's files (see `Render::this_repo_artifacts`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThisRepoArtifact {
+    /// The kinds that name it (`GitRepository`; an `OCIRepository` a sync or `.fluxplan.yaml` names).
+    pub kinds: BTreeSet<String>,
+    /// The directory of the repository the artifact holds: empty for the whole repository.
+    pub dir: String,
+}
+
 /// Everything Flux would reconcile from a repository at one revision.
 #[derive(Debug, Clone, Serialize)]
 pub struct Render {
@@ -440,6 +449,11 @@ pub struct Render {
     /// The GitRepositories (`namespace/name`) rendered as this repository.
     #[serde(skip)]
     pub this_repo_sources: BTreeSet<String>,
+    /// The sources (`namespace/name`) rendered from this repository's files, a directory
+    /// mapped with `--source` left out: the kinds that name each, and the directory of the
+    /// repository its artifact holds.
+    #[serde(skip)]
+    pub this_repo_artifacts: BTreeMap<String, ThisRepoArtifact>,
     /// The Flux Operator syncs found, and those among them not taken for this repository (see
     /// `RenderOptions::base_syncs`).
     #[serde(skip)]
@@ -508,6 +522,7 @@ impl Render {
             kustomize: String::new(),
             stats: Default::default(),
             this_repo_sources: Default::default(),
+            this_repo_artifacts: Default::default(),
             syncs: Default::default(),
             kube_versions: Default::default(),
             untrusted_syncs: Default::default(),

@@ -493,6 +493,7 @@ impl Renderer {
             kustomize: self.builder.kustomize.version.clone(),
             stats: RenderStats { builds, cache_hits },
             this_repo_sources: sources.this_repo_keys.keys().cloned().collect(),
+            this_repo_artifacts: sources.this_repo_artifacts(),
             kube_versions,
             untrusted_syncs: sources.untrusted.clone(),
             syncs,

@@ -271,31 +271,50 @@ fn a_jsonnet_app_is_external_and_its_edit_is_a_change() {
     );
 }
 
+/// A Flux Kustomization on an OCIRepository this repository does not declare as itself, at a
+/// directory of this repository (`./tenants`): the artifact is built elsewhere, so it reads none
+/// of this repository's files; the changed file is listed as read by no unit, no warning. Near
+/// miss: the fleet declares the OCIRepository as this repository's `./tenants` (CI pushes it,
+/// `sources:` in .fluxplan.yaml): it is rendered from here and the change is planned.
 #[test]
-fn a_flux_kustomization_on_an_oci_source_reads_its_path_here() {
-    let repo = Repo::bootstrap("prod");
-    repo.kustomization_of(
-        "clusters/prod/tenants.yaml",
-        "tenants",
-        "./tenants",
-        ("OCIRepository", "tenants"),
-        "",
-    );
-    repo.config_map("tenants/team-a.yaml", "team-a", "team-a");
-    repo.commit("base");
-    repo.config_map("tenants/team-a.yaml", "team-a-renamed", "team-a");
-    repo.commit("edit tenants");
-    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
-    assert_eq!((plan["verdict"].as_str(), code), (Some("changes"), 1), "{plan:#}");
-    assert!(has_alert(&plan, "warning", "unplanned-change"), "{:?}", alert_codes(&plan));
-    assert_eq!(
-        unplanned(&plan),
-        [("tenants/team-a.yaml".to_string(), vec!["Kustomization flux-system/tenants".to_string()])]
-    );
+fn a_flux_kustomization_on_an_oci_source_reads_its_path_here_only_when_declared() {
+    let edited = |declared: bool| {
+        let repo = Repo::bootstrap("prod");
+        // Declared, the artifact is `./tenants` and the Kustomization reads its top; undeclared,
+        // the path has the directory's name, as an artifact built elsewhere may.
+        let path = if declared { "./" } else { "./tenants" };
+        repo.kustomization_of(
+            "clusters/prod/tenants.yaml",
+            "tenants",
+            path,
+            ("OCIRepository", "tenants"),
+            "",
+        );
+        if declared {
+            repo.write(
+                ".fluxplan.yaml",
+                "sources:\n- kind: OCIRepository\n  name: tenants\n  namespace: flux-system\n  path: tenants\n",
+            );
+        }
+        repo.config_map("tenants/team-a.yaml", "team-a", "team-a");
+        repo.commit("base");
+        repo.config_map("tenants/team-a.yaml", "team-a-renamed", "team-a");
+        repo.commit("edit tenants");
+        plan_json(&repo, "HEAD~1", "HEAD", &[])
+    };
+    let (plan, code) = edited(false);
+    assert_eq!((plan["verdict"].as_str(), code), (Some("no-changes"), 0), "{plan:#}");
+    assert!(!has_alert(&plan, "warning", "unplanned-change"), "{:?}", alert_codes(&plan));
+    assert_eq!(unplanned(&plan), [("tenants/team-a.yaml".to_string(), Vec::<String>::new())]);
     insta::assert_snapshot!(
         "argo_reach_oci_tenants_json",
         serde_json::to_string_pretty(&plan["unplanned_changes"]).unwrap()
     );
+
+    let (plan, code) = edited(true);
+    assert_eq!((plan["verdict"].as_str(), code), (Some("changes"), 1), "{plan:#}");
+    assert_eq!(unplanned(&plan), Vec::<(String, Vec<String>)>::new(), "{plan:#}");
+    assert!(plan.to_string().contains("team-a-renamed"), "{plan:#}");
 }
 
 #[test]

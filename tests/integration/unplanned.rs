@@ -44,8 +44,9 @@ fn a_kustomization_of_an_external_oci_artifact_at_the_top_reads_none_of_this_rep
 }
 
 /// The near misses: a Kustomization at `path: ./` of a source that is this repository (and more:
-/// `spec.include`, so it is not rendered) still reads every file of it; one of an OCI artifact at
-/// a directory of this repository (CI pushes it) reads that directory (argo_reach.rs).
+/// `spec.include`, so it is not rendered) still reads every file of it; one of an OCI artifact
+/// the fleet declares as a directory of this repository (CI pushes it) reads that directory
+/// (argo_reach.rs).
 #[test]
 fn a_kustomization_of_this_repository_at_the_top_still_reads_every_file() {
     let this_repo_and_more = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: fleet\n  \
@@ -61,6 +62,58 @@ fn a_kustomization_of_this_repository_at_the_top_still_reads_every_file() {
     assert_eq!(
         unplanned(&plan),
         [("README.md".to_string(), vec!["Kustomization flux-system/everything".to_string()])]
+    );
+}
+
+/// flux2-multi-tenancy's shape: kyverno from an OCI artifact built elsewhere, here at a
+/// directory of it (`./config`), and a tenant's Kustomization of the tenant's own repository at
+/// `./deploy/staging`. This repository happens to have both directories: its files there are
+/// read by neither (no `unplanned-change`, listed as read by no unit).
+const TENANTS_ELSEWHERE: &str = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  \
+    name: kyverno\n  namespace: flux-system\nspec:\n  interval: 10m\n  url: oci://ghcr.io/kyverno/manifests/kyverno\n  \
+    ref:\n    tag: v1.12.0\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  \
+    name: kyverno\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./config\n  prune: true\n  sourceRef:\n    \
+    kind: OCIRepository\n    name: kyverno\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\n\
+    metadata:\n  name: dev-team\n  namespace: apps\nspec:\n  interval: 1m\n  url: https://github.com/acme/dev-team\n  \
+    ref:\n    branch: main\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  \
+    name: dev-team\n  namespace: apps\nspec:\n  interval: 5m\n  path: ./deploy/staging\n  prune: true\n  \
+    serviceAccountName: dev-team\n  sourceRef:\n    kind: GitRepository\n    name: dev-team\n";
+
+#[test]
+fn kustomizations_of_another_repository_or_an_oci_artifact_read_none_of_this_one_at_any_path() {
+    let repo = fleet(TENANTS_ELSEWHERE);
+    repo.write("config/policy.yaml", "kind: Notes\n");
+    repo.write("deploy/staging/app.yaml", "kind: Notes\n");
+    repo.commit("directories named as theirs");
+    repo.write("config/policy.yaml", "kind: Notes\nedited: true\n");
+    repo.write("deploy/staging/app.yaml", "kind: Notes\nedited: true\n");
+    repo.commit("edit them");
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert!(!has_alert(&plan, "warning", "unplanned-change"), "{:?}", alert_codes(&plan));
+    assert_eq!(unplanned(&plan), unread(&["config/policy.yaml", "deploy/staging/app.yaml"]));
+    assert_eq!((plan["verdict"].as_str(), code), (Some("no-changes"), 0), "{plan:#}");
+}
+
+/// The near miss: the tenant's GitRepository is this repository (its URL is this checkout's
+/// remote) but with more than it (`spec.include`, so it is not rendered): its path reads here,
+/// and a change there is an `unplanned-change` naming it.
+#[test]
+fn a_kustomization_of_this_repository_not_rendered_still_reads_its_path() {
+    let this_repo = TENANTS_ELSEWHERE.replace(
+        "url: https://github.com/acme/dev-team\n  ref:\n    branch: main\n",
+        "url: ssh://git@github.com/acme/fleet\n  ref:\n    branch: main\n  include:\n  - repository:\n      name: shared\n",
+    );
+    assert_ne!(this_repo, TENANTS_ELSEWHERE);
+    let repo = fleet(&this_repo);
+    repo.write("deploy/staging/app.yaml", "kind: Notes\n");
+    repo.commit("the tenant's directory");
+    repo.write("deploy/staging/app.yaml", "kind: Notes\nedited: true\n");
+    repo.commit("edit it");
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
+    assert!(has_alert(&plan, "warning", "unplanned-change"), "{:?}", alert_codes(&plan));
+    assert_eq!(
+        unplanned(&plan),
+        [("deploy/staging/app.yaml".to_string(), vec!["Kustomization apps/dev-team".to_string()])]
     );
 }
 
