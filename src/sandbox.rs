@@ -254,10 +254,25 @@ fn data_limit(limit: u64) -> libc::rlimit {
 /// memory…` (or cannot start a thread) and exits 2; Rust (a kustomize worker) says `memory
 /// allocation of N bytes failed` and aborts. Helm and kustomize report a template's or a build's
 /// own error with exit code 1, so a chart's `fail` message cannot pass for one.
-pub fn ran_out_of_memory(status: std::process::ExitStatus, stderr: &str) -> bool {
+///
+/// Go's runtime also dies of a memory fault when its limit refuses it: not every allocation it
+/// makes for itself is checked. The green-tea collector (Go 1.25+, default from 1.26) takes the
+/// ring of a span queue from `sysAlloc` (`runtime/mgcmark_greenteagc.go`, `newSpanSPMC`), which
+/// returns nil when `mmap` fails (`runtime/mem_linux.go`, `sysAllocOS`), and the next write to the
+/// ring faults near address 0: `SIGSEGV: segmentation violation … addr=0x0` and every goroutine's
+/// stack, or (nothing printed) a death by `SIGSEGV`. A genuine crash looks the same, so a fault
+/// counts only when the process held at least half its limit resident (`peak`, from the kernel's
+/// accounting of the reaped process: a build over its limit holds two thirds of it, measured in
+/// docs/security.md); a Go panic (`panic: …`, a nil map or pointer of the program's own) never does.
+pub fn ran_out_of_memory(
+    status: std::process::ExitStatus,
+    stderr: &str,
+    peak: Option<u64>,
+    limit: u64,
+) -> bool {
     use std::os::unix::process::ExitStatusExt;
     let says = |marker: &dyn Fn(&str) -> bool| stderr.lines().any(|line| marker(line.trim_end()));
-    match (status.code(), status.signal()) {
+    let refused = match (status.code(), status.signal()) {
         (_, Some(libc::SIGKILL)) => true,
         (Some(2), _) => says(&go_out_of_memory),
         (_, Some(libc::SIGABRT)) => says(&|l| {
@@ -266,7 +281,28 @@ pub fn ran_out_of_memory(status: std::process::ExitStatus, stderr: &str) -> bool
                 || l.starts_with("runtime/cgo: pthread_create failed")
         }),
         _ => false,
+    };
+    refused || (died_of_a_memory_fault(status, stderr) && peak.is_some_and(|peak| peak >= limit / 2))
+}
+
+/// Killed by a memory fault (`SIGSEGV`, `SIGBUS`), or Go's runtime reporting one as it dies
+/// (exit 2, or a signal where it runs as a library), not a Go panic.
+fn died_of_a_memory_fault(status: std::process::ExitStatus, stderr: &str) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    if stderr.lines().any(|line| line.starts_with("panic: ")) {
+        return false;
     }
+    if matches!(status.signal(), Some(libc::SIGSEGV | libc::SIGBUS)) {
+        return true;
+    }
+    // On the system stack (the collector's workers) Go prints the signal and every goroutine; on
+    // a goroutine's own stack inside the runtime, `unexpected signal during runtime execution`.
+    let reported = stderr.lines().any(|line| {
+        line.starts_with("SIGSEGV: segmentation violation")
+            || line.starts_with("SIGBUS: bus error")
+            || line.starts_with("fatal error: unexpected signal during runtime execution")
+    });
+    reported && (status.code() == Some(2) || status.signal().is_some())
 }
 
 /// Go's words when its memory limit refuses the heap or a thread, in a program (which exits 2)
@@ -381,6 +417,7 @@ mod tests {
         let exited = |code: i32| ExitStatus::from_raw(code << 8);
         let killed = |signal: i32| ExitStatus::from_raw(signal);
         // Helm (Go) over its limit, and the worker's Go library and Rust code.
+        let ran_out_of_memory = |status, stderr| ran_out_of_memory(status, stderr, None, 256 << 20);
         let go = "fatal error: out of memory allocating heap arena metadata\n\nruntime stack:\n";
         assert!(ran_out_of_memory(exited(2), go));
         let library =
@@ -393,6 +430,57 @@ mod tests {
         assert!(!ran_out_of_memory(exited(1), fail));
         assert!(!ran_out_of_memory(exited(2), "panic: assignment to entry in nil map\n"));
         assert!(!ran_out_of_memory(killed(libc::SIGABRT), "kustomize said: out of memory\n"));
+    }
+
+    /// Go's collector writing to a span queue `sysAlloc` could not map (the kustomize worker's
+    /// library, over its limit): a fault, as the runtime reports it or with nothing said. Near
+    /// misses: the same fault far below the limit, or with no peak known; a Go panic on a nil
+    /// pointer near the limit; a chart's `fail` that prints the words and exits 1.
+    #[test]
+    fn a_memory_fault_is_out_of_memory_only_near_the_limit() {
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::ExitStatus;
+        let exited = |code: i32| ExitStatus::from_raw(code << 8);
+        let killed = |signal: i32| ExitStatus::from_raw(signal);
+        let limit: u64 = 256 << 20;
+        let (near, far) = (Some(170u64 << 20), Some(12u64 << 20));
+        let fault = "SIGSEGV: segmentation violation\nPC=0x7f353ac60adc m=0 sigcode=1 addr=0x0\n\ngoroutine 0 gp=0x7f                      m=0 [idle]:\nruntime.(*spanQueue).tryDrain(0x7f3500000400?, 0x7f353ac6880f?, 0x3a7fe658?)\n";
+        for status in [killed(libc::SIGQUIT), killed(libc::SIGABRT), killed(libc::SIGSEGV), exited(2)] {
+            assert!(ran_out_of_memory(status, fault, near, limit), "{status:?}");
+            assert!(!ran_out_of_memory(status, fault, far, limit), "{status:?}");
+            assert!(!ran_out_of_memory(status, fault, None, limit), "{status:?}");
+        }
+        let in_runtime =
+            "fatal error: unexpected signal during runtime execution\n[signal SIGSEGV: segmentation \
+                          violation code=0x1 addr=0x8 pc=0x4a1b2c]\n";
+        assert!(ran_out_of_memory(exited(2), in_runtime, near, limit));
+        assert!(!ran_out_of_memory(exited(2), in_runtime, far, limit));
+        assert!(ran_out_of_memory(killed(libc::SIGSEGV), "", near, limit));
+        assert!(ran_out_of_memory(killed(libc::SIGBUS), "", near, limit));
+        assert!(!ran_out_of_memory(killed(libc::SIGSEGV), "", far, limit));
+        let panic =
+            "panic: runtime error: invalid memory address or nil pointer dereference\n[signal SIGSEGV: \
+                     segmentation violation code=0x1 addr=0x0 pc=0x4a1b2c]\n";
+        assert!(!ran_out_of_memory(exited(2), panic, near, limit));
+        assert!(!ran_out_of_memory(killed(libc::SIGSEGV), panic, near, limit));
+        let fail = "Error: execution error at (c/templates/x.yaml:1:3): SIGSEGV: segmentation violation\n";
+        assert!(!ran_out_of_memory(exited(1), fail, near, limit));
+        assert!(!ran_out_of_memory(exited(1), "SIGSEGV: segmentation violation\n", near, limit));
+    }
+
+    /// A real process that dies of a segmentation fault holding a few MiB, as the planner
+    /// measures it: a crash, not the limit.
+    #[test]
+    fn a_real_crash_far_below_the_limit_is_not_out_of_memory() {
+        let mut child = std::process::Command::new("sh").args(["-c", "kill -SEGV $$"]).spawn().unwrap();
+        let ended = crate::render::confined::wait_measured(&mut child, std::time::Duration::from_secs(60))
+            .unwrap()
+            .expect("sh ends");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(ended.status.signal(), Some(libc::SIGSEGV));
+        let limit = 256 << 20;
+        assert!(ended.peak_rss.is_some_and(|peak| peak < limit / 2), "{:?}", ended.peak_rss);
+        assert!(!ran_out_of_memory(ended.status, "", ended.peak_rss, limit));
     }
 
     #[test]

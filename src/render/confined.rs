@@ -86,7 +86,7 @@ pub fn run(
         return Ok(out);
     }
     let stderr = String::from_utf8_lossy(&err).into_owned();
-    if crate::sandbox::ran_out_of_memory(status, &stderr) {
+    if crate::sandbox::ran_out_of_memory(status, &stderr, peak_rss, confinement.memory) {
         return Err(out_of_memory(limits.tool, confinement.memory, peak_rss));
     }
     Err(BuildError::Failed(stderr))

@@ -349,7 +349,8 @@ impl Worker {
             None => self.kill(),
         };
         if let Some(ended) = &ended {
-            if crate::sandbox::ran_out_of_memory(ended.status, &self.stderr_tail(LAST_WORDS)) {
+            let last_words = self.stderr_tail(LAST_WORDS);
+            if crate::sandbox::ran_out_of_memory(ended.status, &last_words, ended.peak_rss, self.memory) {
                 return confined::out_of_memory("kustomize build", self.memory, ended.peak_rss);
             }
         }
