@@ -275,7 +275,8 @@ fn a_jsonnet_app_is_external_and_its_edit_is_a_change() {
 /// directory of this repository (`./tenants`): the artifact is built elsewhere, so it reads none
 /// of this repository's files; the changed file is listed as read by no unit, no warning. Near
 /// miss: the fleet declares the OCIRepository as this repository's `./tenants` (CI pushes it,
-/// `sources:` in .fluxplan.yaml): it is rendered from here and the change is planned.
+/// `sources:` in .fluxplan.yaml): it is rendered from here and the change is planned, while a
+/// file outside `tenants/` is still read by no unit.
 #[test]
 fn a_flux_kustomization_on_an_oci_source_reads_its_path_here_only_when_declared() {
     let edited = |declared: bool| {
@@ -299,13 +300,18 @@ fn a_flux_kustomization_on_an_oci_source_reads_its_path_here_only_when_declared(
         repo.config_map("tenants/team-a.yaml", "team-a", "team-a");
         repo.commit("base");
         repo.config_map("tenants/team-a.yaml", "team-a-renamed", "team-a");
+        // Outside the declared artifact's directory: read by no unit either way.
+        repo.write("docs/notes.md", "notes\n");
         repo.commit("edit tenants");
         plan_json(&repo, "HEAD~1", "HEAD", &[])
+    };
+    let unread = |files: &[&str]| -> Vec<(String, Vec<String>)> {
+        files.iter().map(|file| (file.to_string(), Vec::new())).collect()
     };
     let (plan, code) = edited(false);
     assert_eq!((plan["verdict"].as_str(), code), (Some("no-changes"), 0), "{plan:#}");
     assert!(!has_alert(&plan, "warning", "unplanned-change"), "{:?}", alert_codes(&plan));
-    assert_eq!(unplanned(&plan), [("tenants/team-a.yaml".to_string(), Vec::<String>::new())]);
+    assert_eq!(unplanned(&plan), unread(&["docs/notes.md", "tenants/team-a.yaml"]));
     insta::assert_snapshot!(
         "argo_reach_oci_tenants_json",
         serde_json::to_string_pretty(&plan["unplanned_changes"]).unwrap()
@@ -313,7 +319,9 @@ fn a_flux_kustomization_on_an_oci_source_reads_its_path_here_only_when_declared(
 
     let (plan, code) = edited(true);
     assert_eq!((plan["verdict"].as_str(), code), (Some("changes"), 1), "{plan:#}");
-    assert_eq!(unplanned(&plan), Vec::<(String, Vec<String>)>::new(), "{plan:#}");
+    // The Kustomization reads the top of the artifact, which is `tenants/` here, not the whole
+    // repository.
+    assert_eq!(unplanned(&plan), unread(&["docs/notes.md"]), "{plan:#}");
     assert!(plan.to_string().contains("team-a-renamed"), "{plan:#}");
 }
 
