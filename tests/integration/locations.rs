@@ -188,3 +188,78 @@ fn a_major_bump_points_at_the_new_version() {
     let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &[]);
     assert_eq!(locations(&plan, "major-bump"), json!([at("apps/kustomization.yaml", 10)]));
 }
+
+/// `check-jsonschema --schemafile` over `report` with the schema written from GitLab's
+/// documentation: (passed, what it said).
+fn validate_code_quality(report: &std::path::Path) -> (bool, String) {
+    let found =
+        std::process::Command::new("sh").arg("-c").arg("command -v check-jsonschema").output().unwrap();
+    let checker = String::from_utf8_lossy(&found.stdout).trim().to_string();
+    assert!(!checker.is_empty(), "this test needs check-jsonschema (scripts/test.sh installs it)");
+    let schema = crate::ci_recipes::source_root().join("tests/fixtures/gitlab-code-quality.schema.json");
+    let out =
+        std::process::Command::new(checker).arg("--schemafile").arg(schema).arg(report).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), said)
+}
+
+/// One `fluxplan plan` prints its plan and writes the Code Quality report: each alert on its
+/// lines (or its unit's file), valid against GitLab's format, fingerprints unique and the same
+/// on every run. A near miss (a severity GitLab does not know, a `./` path, no line) is refused
+/// by the schema.
+#[test]
+fn the_code_quality_report_validates_against_gitlabs_format() {
+    let repo = fleet();
+    edit(&repo, "clusters/prod/apps.yaml", "path: ./apps", "path: ./empty");
+    repo.commit("empty");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("code-quality.json");
+    let flag = report.to_str().unwrap();
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &["--code-quality", flag]);
+    assert_eq!(code, 2, "{plan:#}");
+    let (valid, said) = validate_code_quality(&report);
+    assert!(valid, "{said}");
+    let text = std::fs::read_to_string(&report).unwrap();
+    let findings: Value = serde_json::from_str(&text).unwrap();
+    let findings = findings.as_array().unwrap();
+    let empty = findings.iter().find(|f| f["check_name"] == "fluxplan/empty-render").unwrap();
+    assert_eq!(empty["location"], json!({"path": "clusters/prod/apps.yaml", "lines": {"begin": 8}}));
+    assert_eq!(empty["severity"], "blocker");
+    let alerts = plan["alerts"].as_array().unwrap();
+    let located: usize = alerts.iter().map(|a| a["locations"].as_array().map_or(1, |l| l.len().max(1))).sum();
+    assert_eq!(findings.len(), located, "one finding per location, one per alert without: {text}");
+    let prints: std::collections::BTreeSet<&str> =
+        findings.iter().map(|f| f["fingerprint"].as_str().unwrap()).collect();
+    assert_eq!(prints.len(), findings.len(), "fingerprints are unique: {text}");
+    // The same plan again: the same report.
+    let (_, _) = plan_json(&repo, "HEAD~1", "HEAD", &["--code-quality", flag]);
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), text);
+
+    // Near misses the schema must refuse.
+    let first = findings[0].clone();
+    let broken = |change: &dyn Fn(&mut Value)| {
+        let mut finding = first.clone();
+        change(&mut finding);
+        let file = dir.path().join("broken.json");
+        std::fs::write(&file, serde_json::to_string(&json!([finding])).unwrap()).unwrap();
+        validate_code_quality(&file)
+    };
+    for (what, change) in [
+        (
+            "a severity GitLab does not know",
+            &(|f: &mut Value| f["severity"] = json!("danger")) as &dyn Fn(&mut Value),
+        ),
+        ("a ./ path", &|f: &mut Value| f["location"]["path"] = json!("./clusters/prod/apps.yaml")),
+        ("no line", &|f: &mut Value| f["location"] = json!({"path": "clusters/prod/apps.yaml"})),
+        ("no fingerprint", &|f: &mut Value| {
+            f.as_object_mut().unwrap().remove("fingerprint");
+        }),
+    ] {
+        let (valid, said) = broken(change);
+        assert!(!valid, "{what} passes: {said}");
+    }
+    // An object instead of the array GitLab reads.
+    let file = dir.path().join("object.json");
+    std::fs::write(&file, serde_json::to_string(&first).unwrap()).unwrap();
+    assert!(!validate_code_quality(&file).0);
+}

@@ -18,7 +18,8 @@
 
 mod files;
 
-pub use files::{is_plain_path, MAX_FILE_BYTES};
+pub use crate::paths::is_plain_path;
+pub use files::MAX_FILE_BYTES;
 
 use crate::flux::ObjectId;
 use crate::plan::{Alert, KustomizationPlan, Plan, SourceLocation};
