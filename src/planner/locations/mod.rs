@@ -34,6 +34,9 @@ use std::path::Path;
 pub const MAX_LOCATIONS: usize = 20;
 /// Objects of one alert whose files are looked at.
 const MAX_OBJECTS: usize = 5_000;
+/// Changed files searched for a new version: a pull request changing more is pointed at in
+/// its first ones (git's order).
+const MAX_SEARCHED_FILES: usize = 1_000;
 
 /// What locations are read from.
 pub struct Sources<'a> {
@@ -48,6 +51,7 @@ pub struct Sources<'a> {
 
 /// Fills the `locations` of every alert of `plan` that has none, and `plan.unit_files`.
 pub fn fill(plan: &mut Plan, sources: &Sources) {
+    let started = std::time::Instant::now();
     let mut locator = Locator {
         changed: sources.changed.iter().map(String::as_str).collect(),
         head_files: Files::new(sources.repo, sources.head_commit),
@@ -74,6 +78,12 @@ pub fn fill(plan: &mut Plan, sources: &Sources) {
             plan.unit_files.insert(crate::plan::unit_key(&unit.cluster, &unit.reference()), file);
         }
     }
+    tracing::debug!(
+        alerts = plan.alerts.len(),
+        located = plan.alerts.iter().filter(|a| !a.locations.is_empty()).count(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "alert locations"
+    );
 }
 
 /// An entry a `kustomization.yaml` no longer lists: what it named (from the repository's root)
@@ -125,6 +135,9 @@ impl Locator<'_> {
     /// whose change the alert's cause names (`FILE: Kustomization ns/name path OLD → NEW`).
     fn spec_changes(&mut self, alert: &Alert) -> Vec<SourceLocation> {
         let (Some(cause), Some(cluster)) = (&alert.cause, &alert.cluster) else { return Vec::new() };
+        if !cause.contains(" → ") {
+            return Vec::new();
+        }
         let mut changed_units = Vec::new();
         for after in self.head.clusters.iter().filter(|c| &c.name == cluster).flat_map(|c| &c.kustomizations)
         {
@@ -267,7 +280,13 @@ impl Locator<'_> {
                 || value.ends_with(&format!("@{to}"))
         };
         let mut found = Vec::new();
-        let files: Vec<String> = self.changed.iter().filter(|f| is_yaml(f)).map(|f| f.to_string()).collect();
+        let files: Vec<String> = self
+            .changed
+            .iter()
+            .filter(|f| is_yaml(f))
+            .take(MAX_SEARCHED_FILES)
+            .map(|f| f.to_string())
+            .collect();
         for file in files {
             let Some(head_docs) = self.head_files.documents(&file) else { continue };
             let base_docs = self.base_files.documents(&file);
@@ -303,11 +322,14 @@ impl Locator<'_> {
     /// `kustomization.yaml` the files (or directories) its objects or its removed unit came from.
     fn removed_lines(&mut self, alert: &Alert, plan: &Plan) -> Vec<SourceLocation> {
         let Some(cluster) = alert.cluster.as_deref() else { return Vec::new() };
-        let mut origins: BTreeSet<String> = alert
-            .objects
-            .iter()
-            .take(MAX_OBJECTS)
-            .filter_map(|id| self.base.object(cluster, id).and_then(|o| o.origin.clone()))
+        // One pass over the cluster's objects, not one per object of the alert.
+        let wanted: BTreeSet<ObjectId> =
+            alert.objects.iter().take(MAX_OBJECTS).filter_map(|id| ObjectId::parse(id)).collect();
+        let mut origins: BTreeSet<String> = self
+            .base
+            .objects_of(cluster)
+            .filter(|o| o.id.as_ref().is_some_and(|id| wanted.contains(id)))
+            .filter_map(|o| o.origin.clone())
             .collect();
         // A removed unit: the file that defined it at base.
         let removed =
@@ -319,18 +341,15 @@ impl Locator<'_> {
         if origins.is_empty() {
             return Vec::new();
         }
-        let removals = self.removals();
-        let mut found = Vec::new();
-        for removal in removals {
-            let under = |origin: &String| {
-                origin == &removal.named
-                    || origin.strip_prefix(&removal.named).is_some_and(|rest| rest.starts_with('/'))
-            };
-            if origins.iter().any(under) {
-                found.push(removal.at.clone());
-            }
+        // Each origin and the directories above it, looked up among what was removed.
+        let mut named: BTreeSet<&str> = BTreeSet::new();
+        for origin in &origins {
+            named.insert(origin);
+            named.extend(origin.match_indices('/').map(|(i, _)| &origin[..i]));
         }
-        found
+        let named: BTreeSet<String> = named.into_iter().map(str::to_string).collect();
+        let removals = self.removals();
+        removals.iter().filter(|r| named.contains(&r.named)).map(|r| r.at.clone()).collect()
     }
 
     /// Every entry the pull request removes from the `resources` (or `components`) of a changed
