@@ -341,13 +341,26 @@ async fn run_page(
         (parse(&run.alerts), parse(&run.counts), parse(&run.timings), parse(&run.notes));
     let plan_html =
         run.comment.as_deref().map(|c| crate::report::html::markdown_to_html(&without_link_here(c)));
+    let (capacity, capacity_notes) = stored_capacity(run.plan_json.as_deref());
     page(
         "run.html",
         json!({
             "run": run_view(&run), "alerts": alerts, "counts": counts, "timings": timings,
-            "notes": notes, "plan_html": plan_html,
+            "notes": notes, "plan_html": plan_html, "capacity": capacity, "capacity_notes": capacity_notes,
         }),
     )
+}
+
+/// The capacity table of a stored plan JSON, and its notes: nothing when the plan has none or
+/// was stored by a fluxplan without it.
+fn stored_capacity(plan_json: Option<&str>) -> (Vec<crate::plan::capacity::Row>, Vec<String>) {
+    let capacity = plan_json
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+        .and_then(|plan| {
+            serde_json::from_value::<crate::plan::capacity::Capacity>(plan["capacity"].clone()).ok()
+        })
+        .unwrap_or_default();
+    crate::plan::capacity::rows(&capacity)
 }
 
 /// The posted comment without its link to the run page: on that page, the link would be itself.

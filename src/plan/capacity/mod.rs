@@ -193,7 +193,37 @@ pub fn compute(
     for cluster in clusters {
         let node_count = nodes(cluster);
         let before = tally(&objects(base, cluster, None), node_count);
-        let after = tally(&objects(head, cluster, Some((plans, base))), node_count);
+        let mut head_objects = objects(head, cluster, Some((plans, base)));
+        // A unit gone at head that deletes nothing (a release kept with pruning off) leaves its
+        // objects running.
+        for plan in plans.iter().filter(|p| {
+            p.cluster == cluster
+                && p.status == KustomizationStatus::Removed
+                && !p.changes.iter().any(|c| c.action == Action::Delete)
+        }) {
+            for object in base.unit(cluster, &plan.unit_ref()).into_iter().flat_map(|u| &u.objects) {
+                if let Some(id) = &object.id {
+                    head_objects.entry(id.clone()).or_insert(&object.object);
+                }
+            }
+        }
+        // What the plan leaves in place though the head does not render it (skipped, orphaned:
+        // pruning off, a finalizer absent, an empty path refused) keeps running.
+        let kept: BTreeSet<ObjectId> = plans
+            .iter()
+            .filter(|p| p.cluster == cluster)
+            .flat_map(|p| &p.changes)
+            .filter(|c| matches!(c.action, Action::Skip | Action::Orphan))
+            .filter_map(|c| ObjectId::parse(&c.id))
+            .collect();
+        if !kept.is_empty() {
+            for object in base.objects_of(cluster) {
+                if let Some(id) = object.id.as_ref().filter(|id| kept.contains(*id)) {
+                    head_objects.entry(id.clone()).or_insert(&object.object);
+                }
+            }
+        }
+        let after = tally(&head_objects, node_count);
         let namespaces: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
         let mut changed = Vec::new();
         for namespace in namespaces {
@@ -241,11 +271,11 @@ fn objects<'r>(
                     && p.namespace == unit.namespace
                     && p.name == unit.name
             })?;
-            matches!(
+            let applies_nothing = matches!(
                 plan.status,
                 KustomizationStatus::Failed | KustomizationStatus::Suspended | KustomizationStatus::External
-            )
-            .then(|| base.unit(cluster, &plan.unit_ref()))?
+            );
+            applies_nothing.then(|| base.unit(cluster, &plan.unit_ref()))?
         });
         let objects: &[RenderedObject] = match kept {
             Some(base_unit) => &base_unit.objects,

@@ -155,25 +155,37 @@ pub fn format_cpu(millis: u64) -> String {
     }
 }
 
-/// Bytes in the largest binary unit that keeps at most one decimal (`1.5Gi`, `512Mi`, `100`).
+/// Bytes in the largest binary unit that keeps them exact with at most one decimal (`1.5Gi`,
+/// `1152Mi`); when that takes more than five digits, the largest unit to two decimals, rounded
+/// (`10.09Gi`): the JSON keeps the exact bytes.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-    let mut best = bytes.to_string();
+    let mut exact = bytes.to_string();
+    let mut largest = None;
     for (i, unit) in UNITS.iter().enumerate() {
-        let size = 1u64 << (10 * (i + 1));
-        if bytes < size {
+        let size = 1u128 << (10 * (i + 1));
+        if u128::from(bytes) < size {
             break;
         }
-        let tenths = u128::from(bytes) * 10 / u128::from(size);
-        if tenths * u128::from(size) == u128::from(bytes) * 10 {
-            best = if tenths % 10 == 0 {
+        largest = Some((size, *unit));
+        let tenths = u128::from(bytes) * 10 / size;
+        if tenths * size == u128::from(bytes) * 10 {
+            exact = if tenths % 10 == 0 {
                 format!("{}{unit}", tenths / 10)
             } else {
                 format!("{}.{}{unit}", tenths / 10, tenths % 10)
             };
         }
     }
-    best
+    let digits = exact.bytes().take_while(|b| b.is_ascii_digit() || *b == b'.').count();
+    match largest {
+        Some((size, unit)) if digits > 5 => {
+            let hundredths = (u128::from(bytes) * 100 + size / 2) / size;
+            let text = format!("{}.{:02}", hundredths / 100, hundredths % 100);
+            format!("{}{unit}", text.trim_end_matches('0').trim_end_matches('.'))
+        }
+        _ => exact,
+    }
 }
 
 #[cfg(test)]
@@ -276,6 +288,9 @@ mod tests {
         assert_eq!(format_bytes(512 << 20), "512Mi");
         assert_eq!(format_bytes(3 << 29), "1.5Gi");
         assert_eq!(format_bytes(1000), "1000");
+        assert_eq!(format_bytes(1152 << 20), "1152Mi");
+        assert_eq!(format_bytes(10_831_838_208), "10.09Gi", "not 10577967Ki");
+        assert_eq!(format_bytes(5_000_000_000), "4.66Gi");
         assert_eq!(format_bytes(1 << 40), "1Ti");
         assert_eq!(format_bytes(MAX), format_bytes(MAX), "no overflow at the cap");
     }
