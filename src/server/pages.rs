@@ -391,6 +391,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_run_page_reads_the_stored_plans_capacity_and_tolerates_old_or_broken_json() {
+        let side = |cpu: u64| {
+            json!({"total": {"cpuRequestMillicores": cpu, "memoryRequestBytes": 0, "cpuLimitMillicores": null,
+                             "memoryLimitBytes": 0, "storageBytes": 0}})
+        };
+        let plan = json!({"capacity": [{"cluster": "clusters/prod", "nodes": null, "namespaces": [
+            {"namespace": "<shop>", "before": side(500), "after": side(2500), "notes": ["counted at 3"]}]}]});
+        let (rows, notes) = stored_capacity(Some(&plan.to_string()));
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].namespace.as_str(), rows[0].cpu_requests.as_str()), ("<shop>", "500m → 2.5"));
+        assert_eq!(notes, ["clusters/prod <shop>: counted at 3"]);
+        let html = page(
+            "run.html",
+            json!({"run": {"id": 1}, "capacity": rows, "capacity_notes": notes, "plan_html": null}),
+        );
+        let body = futures::executor::block_on(axum::body::to_bytes(html.into_body(), usize::MAX)).unwrap();
+        let body = String::from_utf8_lossy(&body);
+        assert!(body.contains("<code>&lt;shop&gt;</code>") && !body.contains("<shop>"), "{body}");
+        for stored in [None, Some("not json"), Some("{}"), Some(r#"{"capacity": 7}"#)] {
+            assert_eq!(stored_capacity(stored), (Vec::new(), Vec::new()), "{stored:?}");
+        }
+    }
+
+    #[test]
     fn durations_read_as_people_say_them() {
         assert_eq!(duration(850), "850 ms");
         assert_eq!(duration(12_345), "12.3 s");
