@@ -510,9 +510,21 @@ impl KubeCluster {
                     .collect::<Vec<_>>()
             })
             .collect();
+        // DaemonSets run a pod on every node: the capacity they add is per node times this.
+        let node_count = match self.resource("", "Node") {
+            Some((resource, _)) => match self.count(&resource, false, None).await {
+                Ok(count) => Some(count),
+                Err(e) => {
+                    warnings.push(e.to_string());
+                    None
+                }
+            },
+            None => None,
+        };
         let mut document = json!({
             "apiVersion": "fluxplan.dev/v1alpha1",
             "kubeVersion": kube_version,
+            "nodeCount": node_count,
             "apiVersions": api_versions,
             "kind": "ClusterSnapshot",
             "kustomizations": kustomizations,

@@ -75,6 +75,8 @@ pub struct ClusterSnapshot {
     /// `.Capabilities`.
     pub kube_version: Option<String>,
     pub api_versions: Vec<String>,
+    /// How many nodes the cluster has (`nodeCount`): DaemonSets run a pod on each.
+    pub nodes: Option<u64>,
     /// (group, kind, namespace) the reader was not allowed to list: what lives there is unknown.
     pub unreadable: BTreeSet<(String, String, String)>,
     /// What went wrong while reading (403s, pages that expired), for the report.
@@ -241,6 +243,9 @@ impl ClusterSnapshot {
             }
         }
         snapshot.kube_version = doc["kubeVersion"].as_str().filter(|v| !v.is_empty()).map(str::to_string);
+        // A count the cluster reader wrote; a hand-written file may say anything: only a whole
+        // number reads.
+        snapshot.nodes = doc["nodeCount"].as_u64();
         snapshot.api_versions =
             list(&doc, "apiVersions").filter_map(|v| v.as_str()).map(str::to_string).collect();
         for crd in list(&doc, "customResourceDefinitions") {

@@ -5,6 +5,7 @@ pub mod actual;
 mod api_removed;
 mod argo_revisions;
 mod blast;
+pub mod capacity;
 mod causes;
 mod claims;
 mod compute;
@@ -490,6 +491,10 @@ pub struct Plan {
     /// Container images and charts the merge moves to another version, each change once.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub versions: Vec<versions::VersionChange>,
+    /// Per cluster, the namespaces whose requests, limits or claimed storage the merge changes,
+    /// before and after (docs/capacity.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity: capacity::Capacity,
     /// Where the policy came from (`built-in defaults`, `.fluxplan.yaml at base`, a file).
     pub policy_source: String,
     /// Set when the cluster could not be read: the plan is offline.
@@ -564,6 +569,7 @@ impl Plan {
             findings: Vec::new(),
             unplanned_changes: Vec::new(),
             versions: Vec::new(),
+            capacity: Vec::new(),
             policy_source: String::new(),
             degraded: None,
             blast_radius: Default::default(),
@@ -643,6 +649,10 @@ pub fn make_plan(request: PlanRequest) -> Plan {
     alerts.extend(api_removed::alerts(request.policy, &kustomizations, head, request.snapshots));
     let versions = versions::changes(&kustomizations, base, head);
     alerts.extend(versions::alerts(request.policy, &versions));
+    let node_count =
+        |cluster: &str| request.snapshots.iter().find(|s| s.applies_to(cluster)).and_then(|s| s.nodes);
+    let capacity = capacity::compute(&kustomizations, base, head, &node_count);
+    alerts.extend(capacity::alerts(request.policy, &kustomizations, &capacity));
     let unplanned_changes =
         unplanned::account(&request.changed_files, &request.changed_symlinks, request.base, request.head);
     alerts.extend(unplanned::alerts(request.policy, &unplanned_changes));
@@ -681,6 +691,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         findings,
         unplanned_changes,
         versions,
+        capacity,
         policy_source: request.policy_source,
         degraded: request.degraded,
         blast_radius,

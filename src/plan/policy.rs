@@ -79,6 +79,7 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("source-moved", Severity::Danger),
     ("api-removed", Severity::Danger),
     ("major-bump", Severity::Info),
+    (super::capacity::CODE, Severity::Danger),
     // The review of every change (`review`).
     ("immutable-field", Severity::Danger),
     ("flux-semantics", Severity::Warning),
@@ -109,6 +110,9 @@ pub struct Policy {
     /// Severities for a code in part of the fleet (`alertRules:`), the last that matches winning
     /// over `severities`.
     pub rules: Vec<AlertRule>,
+    /// `capacity.maxRequestIncrease`: how much a namespace's requests may grow (`capacity-increase`
+    /// above it); unset, nothing is checked.
+    pub capacity_max_increase: super::capacity::MaxIncrease,
     /// What the file said that was left out (unknown keys and alert codes, each with the nearest
     /// known one): the rest of the file applies.
     pub warnings: Vec<String>,
@@ -172,6 +176,7 @@ impl Default for Policy {
             sources: Vec::new(),
             crd_scopes: Vec::new(),
             rules: Vec::new(),
+            capacity_max_increase: Default::default(),
             warnings: Vec::new(),
         }
     }
@@ -188,6 +193,23 @@ struct PolicyFile {
     sources: Option<Vec<DeclaredSource>>,
     /// `Kind.group: Cluster | Namespaced`
     crd_scopes: Option<BTreeMap<String, String>>,
+    capacity: Option<CapacityFile>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CapacityFile {
+    /// The most one namespace's requests may grow in one merge, per cluster.
+    max_request_increase: Option<MaxRequestIncreaseFile>,
+}
+
+/// Kubernetes quantities: `cpu: "4"`, `memory: 8Gi`, `storage: 100Gi`.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct MaxRequestIncreaseFile {
+    cpu: Option<serde_json::Value>,
+    memory: Option<serde_json::Value>,
+    storage: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -380,6 +402,13 @@ impl Policy {
                 }
             };
             policy.crd_scopes.push((group.to_string(), kind.to_string(), scope));
+        }
+        if let Some(max) = file.capacity.and_then(|c| c.max_request_increase) {
+            policy.capacity_max_increase = super::capacity::MaxIncrease::parse(
+                max.cpu.as_ref(),
+                max.memory.as_ref(),
+                max.storage.as_ref(),
+            )?;
         }
         for (code, severity) in file.alerts.unwrap_or_default() {
             let severity = parse_severity(&severity, &format!("alerts.{code}"))?;

@@ -496,8 +496,11 @@ fn view(plan: &Plan, color: bool) -> Value {
             })
         })
         .collect();
+    let (capacity, capacity_notes) = crate::plan::capacity::rows(&plan.capacity);
     json!({
         "plan": plan,
+        "capacity": capacity,
+        "capacity_notes": capacity_notes,
         "color": color,
         "cause": plan.cause,
         "drift": drift,

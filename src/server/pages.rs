@@ -341,13 +341,26 @@ async fn run_page(
         (parse(&run.alerts), parse(&run.counts), parse(&run.timings), parse(&run.notes));
     let plan_html =
         run.comment.as_deref().map(|c| crate::report::html::markdown_to_html(&without_link_here(c)));
+    let (capacity, capacity_notes) = stored_capacity(run.plan_json.as_deref());
     page(
         "run.html",
         json!({
             "run": run_view(&run), "alerts": alerts, "counts": counts, "timings": timings,
-            "notes": notes, "plan_html": plan_html,
+            "notes": notes, "plan_html": plan_html, "capacity": capacity, "capacity_notes": capacity_notes,
         }),
     )
+}
+
+/// The capacity table of a stored plan JSON, and its notes: nothing when the plan has none or
+/// was stored by a fluxplan without it.
+fn stored_capacity(plan_json: Option<&str>) -> (Vec<crate::plan::capacity::Row>, Vec<String>) {
+    let capacity = plan_json
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+        .and_then(|plan| {
+            serde_json::from_value::<crate::plan::capacity::Capacity>(plan["capacity"].clone()).ok()
+        })
+        .unwrap_or_default();
+    crate::plan::capacity::rows(&capacity)
 }
 
 /// The posted comment without its link to the run page: on that page, the link would be itself.
@@ -376,6 +389,30 @@ async fn run_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_run_page_reads_the_stored_plans_capacity_and_tolerates_old_or_broken_json() {
+        let side = |cpu: u64| {
+            json!({"total": {"cpuRequestMillicores": cpu, "memoryRequestBytes": 0, "cpuLimitMillicores": null,
+                             "memoryLimitBytes": 0, "storageBytes": 0}})
+        };
+        let plan = json!({"capacity": [{"cluster": "clusters/prod", "nodes": null, "namespaces": [
+            {"namespace": "<shop>", "before": side(500), "after": side(2500), "notes": ["counted at 3"]}]}]});
+        let (rows, notes) = stored_capacity(Some(&plan.to_string()));
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].namespace.as_str(), rows[0].cpu_requests.as_str()), ("<shop>", "500m → 2.5"));
+        assert_eq!(notes, ["clusters/prod <shop>: counted at 3"]);
+        let html = page(
+            "run.html",
+            json!({"run": {"id": 1}, "capacity": rows, "capacity_notes": notes, "plan_html": null}),
+        );
+        let body = futures::executor::block_on(axum::body::to_bytes(html.into_body(), usize::MAX)).unwrap();
+        let body = String::from_utf8_lossy(&body);
+        assert!(body.contains("<code>&lt;shop&gt;</code>") && !body.contains("<shop>"), "{body}");
+        for stored in [None, Some("not json"), Some("{}"), Some(r#"{"capacity": 7}"#)] {
+            assert_eq!(stored_capacity(stored), (Vec::new(), Vec::new()), "{stored:?}");
+        }
+    }
 
     #[test]
     fn durations_read_as_people_say_them() {

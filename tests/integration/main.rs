@@ -11,6 +11,7 @@ mod argocd_live;
 mod artifacts;
 mod bot;
 mod boundaries;
+mod capacity;
 mod cascades;
 mod catch_up;
 mod chart_hosts;
