@@ -146,6 +146,9 @@ pub fn render(
         include_crds: spec.install_crds != CrdPolicy::Skip,
         is_upgrade: inputs.upgrade,
         skip_schema_validation: disabled || remote.is_some(),
+        // helm-controller always post-renders (its origin labels): Helm 4 reads each template
+        // file through kyaml around it.
+        through_kyaml: helm.major() == Some(4),
     };
     let key = template_key(helm, &template, &prepared.identity)
         .map_err(|e| failed(format!("cannot read the chart: {e}")))?;
@@ -349,11 +352,17 @@ fn finish(
     inputs: &Inputs,
     helm_4: bool,
 ) -> Result<(), BuildError> {
-    let chain = |documents: Vec<Value>| post_render_chain(documents, spec, namespace, name, inputs);
     if !helm_4 {
-        release.objects = chain(std::mem::take(&mut release.objects))?;
+        release.objects =
+            post_render_chain(std::mem::take(&mut release.objects), spec, namespace, name, inputs)?;
         return Ok(());
     }
+    // Helm 4 reads what the chain wrote and trims each document (`post_render`).
+    let chain = |documents: Vec<Value>| {
+        let mut documents = post_render_chain(documents, spec, namespace, name, inputs)?;
+        documents.iter_mut().for_each(super::post_render::trim_document_end);
+        Ok::<_, BuildError>(documents)
+    };
     let mut hooks: Vec<Value> = release.hooks.drain(..).map(|(_, hook)| hook).collect();
     hooks.append(&mut release.tests);
     let objects = std::mem::take(&mut release.objects);
@@ -432,11 +441,12 @@ pub(super) fn template_key(
         "helm": helm.version, "release": template.release, "namespace": template.namespace,
         "values": template.values, "int64s": template.int64s, "kube": template.kube_version, "apis": template.api_versions,
         "crds": template.include_crds, "upgrade": template.is_upgrade,
-        "skip_schema": template.skip_schema_validation,
+        "skip_schema": template.skip_schema_validation, "through_kyaml": template.through_kyaml,
         // What a cached release holds (test hooks kept since format 2; hooks sorted as Helm's
         // manifest sorter sorts them since format 3; a block scalar that ends a document keeps
-        // its last line break since format 4).
-        "format": 4,
+        // its last line break since format 4; documents read through kyaml as Helm 4 reads them
+        // around a post-renderer since format 5).
+        "format": 5,
     });
     hasher.update(inputs.to_string().as_bytes());
     let chart = match chart {
