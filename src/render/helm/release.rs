@@ -202,6 +202,8 @@ pub(super) enum ChartIdentity {
     Archive(String),
     /// The archive of this digest unpacked (rendered by Helm's directory loader).
     Unpacked(String),
+    /// A directory whose files hash to this digest (`prepared::directory_digest`).
+    Hashed(String),
 }
 
 /// A chart directory of this repository, loaded by Helm's directory loader (source-controller
@@ -219,7 +221,17 @@ fn prepare_directory(
         .map_err(|why| NotRendered::External(format!("its chart's dependencies cannot be had: {why}")))?;
     let version = chart_version(dir);
     if values_files.is_none() && missing.is_empty() {
-        return Ok(directory_prepared(dir.to_path_buf(), dir.to_path_buf(), version));
+        // The chart as the export holds it: read once for every release of it.
+        let facts = inputs.prepared.directory(dir).map_err(failed)?;
+        return Ok(Prepared {
+            calls: facts.calls.clone(),
+            remote_schema: facts.remote_schema.clone(),
+            identity: ChartIdentity::Hashed(facts.digest.clone()),
+            chart: dir.to_path_buf(),
+            readable: dir.to_path_buf(),
+            version,
+            differences: Vec::new(),
+        });
     }
     let prepare = |e: std::io::Error| unprepared(&e);
     // fluxplan's own scratch space failing says nothing of what the controller does.
@@ -451,31 +463,20 @@ pub(super) fn template_key(
     hasher.update(inputs.to_string().as_bytes());
     let chart = match chart {
         // By digest: nothing of the chart is read for the key.
-        ChartIdentity::Archive(digest) | ChartIdentity::Unpacked(digest) => {
-            let form: &[u8] =
-                if matches!(chart, ChartIdentity::Archive(_)) { b"archive\0" } else { b"unpacked\0" };
+        ChartIdentity::Archive(digest) | ChartIdentity::Unpacked(digest) | ChartIdentity::Hashed(digest) => {
+            let form: &[u8] = match chart {
+                ChartIdentity::Archive(_) => b"archive\0",
+                ChartIdentity::Unpacked(_) => b"unpacked\0",
+                _ => b"directory\0",
+            };
             hasher.update(form);
             hasher.update(digest.as_bytes());
             return Ok(format!("helm-template:{}", hex::encode(hasher.finalize())));
         }
         ChartIdentity::Directory(dir) => dir,
     };
-    let mut files = Vec::new();
-    crate::tree::walk(chart, |entry, kind| -> Result<crate::tree::Descend, crate::tree::Unreadable> {
-        if kind.is_file() {
-            files.push(entry.path());
-        }
-        Ok(crate::tree::Descend::Yes)
-    })
-    .map_err(|e| std::io::Error::other(e.to_string()))?;
-    for file in files {
-        let relative = file.strip_prefix(chart).unwrap_or(&file);
-        hasher.update(relative.to_string_lossy().as_bytes());
-        hasher.update([0]);
-        let content = std::fs::read(&file)?;
-        hasher.update((content.len() as u64).to_le_bytes());
-        hasher.update(&content);
-    }
+    hasher.update(b"directory\0");
+    hasher.update(super::prepared::directory_digest(chart)?.as_bytes());
     Ok(format!("helm-template:{}", hex::encode(hasher.finalize())))
 }
 
