@@ -202,10 +202,9 @@ pub fn go_yaml_key_order(a: &str, b: &str) -> std::cmp::Ordering {
         }
         // Numbers: a run of digits read whole (a leading zero after other digits reads as more).
         let (mut a_number, mut b_number) = (0i64, 0i64);
-        if a[i] == '0' || b[i] == '0' {
-            if a[..i].iter().rev().take_while(|c| c.is_numeric()).any(|c| *c != '0') {
-                (a_number, b_number) = (1, 1);
-            }
+        let zero = a[i] == '0' || b[i] == '0';
+        if zero && a[..i].iter().rev().take_while(|c| c.is_numeric()).any(|c| *c != '0') {
+            (a_number, b_number) = (1, 1);
         }
         let digits = |s: &[char], number: &mut i64| {
             let run = s[i..].iter().take_while(|c| c.is_numeric()).count();
