@@ -28,6 +28,10 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == fluxplan::render::worker::SUBCOMMAND) {
         return ExitCode::from(fluxplan::render::worker::main(&args[2..]) as u8);
     }
+    // Helm's post-renderer plugin, started by a confined `helm template`.
+    if args.get(1).is_some_and(|a| a == fluxplan::render::helm::post_render::SUBCOMMAND) {
+        return ExitCode::from(fluxplan::render::helm::post_render::main() as u8);
+    }
     // Workers run from this executable, whatever it is named.
     fluxplan::render::kustomize::library::workers_run_this_executable();
     fluxplan::tls::install_crypto_provider();

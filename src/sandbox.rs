@@ -114,6 +114,13 @@ pub struct Confinement {
     /// Shared libraries the program loads at run time (the kustomize library of a worker):
     /// readable, nothing beside them.
     pub libraries: Vec<PathBuf>,
+    /// Directories it may read beside `readable` (the plugin directory Helm looks in).
+    pub also_readable: Vec<PathBuf>,
+    /// Directories it may create directories and files in (a fresh one per run: the cache
+    /// Helm insists on making before it runs a plugin).
+    pub writable: Vec<PathBuf>,
+    /// Variables set after the environment is cleared (Helm hands its own to its plugins).
+    pub env: Vec<(String, String)>,
     /// A Go program with a small heap: its collector tuned (`GO_RUNTIME_ENV`).
     pub go_runtime: bool,
     /// The most memory the process may map for its data (bytes, `RLIMIT_DATA`): see
@@ -162,6 +169,7 @@ impl Confinement {
     /// thread that starts it ends (see `spawn_lasting`), no inherited descriptors, and Landlock.
     pub fn apply(&self, cmd: &mut Command) -> std::io::Result<()> {
         cmd.env_clear().envs(CHILD_ENV.iter().copied()).process_group(0);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         if self.go_runtime {
             cmd.envs(GO_RUNTIME_ENV.iter().copied());
         }
@@ -220,7 +228,15 @@ impl Confinement {
         for library in &self.libraries {
             ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(library)?, run_file))?;
         }
-        if needs_system_files(&self.program) {
+        for dir in &self.also_readable {
+            ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(dir)?, read_dir))?;
+        }
+        let write = read_dir | AccessFs::MakeDir | AccessFs::MakeReg | AccessFs::WriteFile;
+        for dir in &self.writable {
+            ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(dir)?, write))?;
+        }
+        // A program it runs (a Helm plugin) may be dynamically linked where the program is not.
+        if std::iter::once(&self.program).chain(&self.libraries).any(|p| needs_system_files(p)) {
             for dir in SYSTEM_DIRS.iter().map(Path::new).filter(|d| d.is_dir()) {
                 let system = PathBeneath::new(PathFd::new(dir)?, AccessFs::from_read(TESTED_ABI));
                 ruleset = ruleset.add_rule(system)?;

@@ -81,6 +81,12 @@ impl Renderer {
     pub fn chart_store_counts(&self) -> (usize, usize) {
         (self.helm.prepared.store.written(), self.helm.prepared.loaded())
     }
+
+    /// How many chart directories (of a GitRepository, or given with `--chart`) were hashed and
+    /// scanned: once per directory, whatever the releases that use it.
+    pub fn chart_directories_read(&self) -> usize {
+        self.helm.prepared.directories_read()
+    }
 }
 
 /// Renders with a fresh renderer (no on-disk cache).

@@ -96,3 +96,54 @@ fn parts(root: &std::path::Path) -> Vec<String> {
     }
     parts
 }
+
+/// Releases of a chart directory in the repository (a GitRepository path): the directory is
+/// hashed and scanned once for all of them, each release rendered with its own values.
+#[test]
+fn releases_of_one_chart_directory_read_it_once() {
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    for chart in ["db", "cache"] {
+        repo.write(
+            &format!("charts/{chart}/Chart.yaml"),
+            &format!("apiVersion: v2\nname: {chart}\nversion: 1.0.0\n"),
+        );
+        repo.write(
+            &format!("charts/{chart}/templates/cm.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  replicas: \"{{ .Values.replicas }}\"\n",
+        );
+    }
+    let mut files = Vec::new();
+    for n in 0..RELEASES {
+        // A near miss: the last release uses another chart directory, read once more.
+        let chart = if n + 1 == RELEASES { "cache" } else { "db" };
+        repo.write(
+            &format!("apps/db-{n}.yaml"),
+            &format!(
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: db-{n}\n  namespace: data\nspec:\n  \
+                 interval: 10m\n  chart:\n    spec:\n      chart: ./charts/{chart}\n      sourceRef:\n        kind: GitRepository\n        \
+                 name: flux-system\n        namespace: flux-system\n  values:\n    replicas: {n}\n"
+            ),
+        );
+        files.push(format!("- db-{n}.yaml\n"));
+    }
+    repo.write("apps/kustomization.yaml", &format!("resources:\n{}", files.concat()));
+    repo.commit("base");
+    let renderer = Renderer::new(Duration::from_secs(60), None).unwrap();
+    let render = renderer.render(&repo.options(None)).unwrap();
+    let replicas: Vec<_> = render.clusters[0]
+        .kustomizations
+        .iter()
+        .filter(|k| k.helm.is_some())
+        .map(|k| {
+            assert_eq!(k.status, Status::Rendered, "{:?}", k.error);
+            k.objects[0].object["data"]["replicas"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let mut expected: Vec<String> = (0..RELEASES).map(|n| n.to_string()).collect();
+    let mut got = replicas.clone();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+    assert_eq!(renderer.chart_directories_read(), 2);
+}

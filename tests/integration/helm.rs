@@ -81,6 +81,9 @@ fn the_engine_renders_what_helm_template_prints_directly() {
                 include_crds,
                 is_upgrade,
                 skip_schema_validation: false,
+                // Helm 4's kyaml round trip (fluxplan's own post-renderer plugin, confined) changes
+                // no value of these templates.
+                through_kyaml: major == 4 && is_upgrade,
             };
             let rendered = helm.template(&template, &CancelToken::new()).unwrap();
             let mut flags = vec!["--kube-version", "v1.33.0", "--api-versions", "monitoring.coreos.com/v1"];
@@ -133,6 +136,7 @@ fn a_chart_reads_nothing_outside_it_and_no_environment() {
         include_crds: false,
         is_upgrade: false,
         skip_schema_validation: false,
+        through_kyaml: false,
     };
     match helm.template(&template, &CancelToken::new()) {
         Err(error) => assert!(!error.to_string().contains("root:x:0:0"), "{error}"),

@@ -1,7 +1,9 @@
 //! Byte-exact objects: a template that ends in a block scalar keeps the scalar's last line break,
 //! as Helm and the API server keep it. Every object fluxplan renders for a HelmRelease (with and
 //! without post-renderers) and an Argo CD Application is compared with what the pinned
-//! `helm template` prints, read by another YAML parser (Debian's `yq`, PyYAML).
+//! `helm template` prints, read by another YAML parser (Debian's `yq`, PyYAML): for a HelmRelease
+//! with a real Helm 4 post-renderer plugin running kustomize, as helm-controller always
+//! post-renders (its origin labels are written by kustomize).
 
 use crate::fixture::{helm, Repo};
 use serde_json::{json, Value};
@@ -25,6 +27,11 @@ const TWO_DOCUMENTS: &str =
     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: first\ndata:\n  conf: |\n    before the separator\n\
 ---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: second\ndata:\n  conf: |\n    after it\n";
 
+/// An object whose last value in kustomize's (sorted) key order is a `|+` scalar: Helm 4 trims
+/// the document that ends in it.
+const LAST: &str = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: last\nspec:\n  zz: |+\n    kept at the end\n\n\n  \
+a: |+\n    kept inside\n\n\n";
+
 /// The post-renderer both sides apply: a label on every ConfigMap.
 const PATCH: &str = "- op: add\n  path: /metadata/labels\n  value: {patched: \"yes\"}\n";
 
@@ -36,10 +43,12 @@ fn write_chart(repo: &Repo, dir: &str) {
         repo.write(&format!("{dir}/templates/{name}.yaml"), &format!("{head}{data}"));
     }
     repo.write(&format!("{dir}/templates/two.yaml"), TWO_DOCUMENTS);
+    repo.write(&format!("{dir}/templates/last.yaml"), LAST);
 }
 
-/// A Helm 4 post-renderer plugin that applies `PATCH` with `kubectl kustomize`.
-fn post_renderer_plugin(plugins: &Path) {
+/// A Helm 4 post-renderer plugin that runs `kubectl kustomize` (kustomize's `resMap.AsYaml`, as
+/// helm-controller's post-renderers write), applying `PATCH` when `patched`.
+fn post_renderer_plugin(plugins: &Path, patched: bool) {
     let dir = plugins.join("label-configmaps");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -49,9 +58,14 @@ fn post_renderer_plugin(plugins: &Path) {
     )
     .unwrap();
     let patch = PATCH.lines().map(|l| format!("    {l}\n")).collect::<String>();
+    let patches = if patched {
+        format!("patches:\n- target: {{kind: ConfigMap}}\n  patch: |\n{patch}")
+    } else {
+        String::new()
+    };
     let script = format!(
         "#!/bin/sh\nset -e\nd=$(mktemp -d)\ncat > \"$d/all.yaml\"\ncat > \"$d/kustomization.yaml\" <<'EOF'\n\
-         resources: [all.yaml]\npatches:\n- target: {{kind: ConfigMap}}\n  patch: |\n{patch}EOF\nkubectl kustomize \"$d\"\nrm -r \"$d\"\n"
+         resources: [all.yaml]\n{patches}EOF\nkubectl kustomize \"$d\"\nrm -r \"$d\"\n"
     );
     let script_path = dir.join("render.sh");
     std::fs::write(&script_path, script).unwrap();
@@ -59,15 +73,26 @@ fn post_renderer_plugin(plugins: &Path) {
     std::fs::set_permissions(&script_path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// What the pinned `helm template` prints, each document parsed by `yq`: ConfigMaps by name.
-fn oracle(chart: &Path, release: &str, namespace: &str, post_render: bool) -> BTreeMap<String, Value> {
+/// How the oracle post-renders.
+#[derive(Clone, Copy, PartialEq)]
+enum PostRender {
+    /// Not at all (Argo CD's `helm template`).
+    No,
+    /// kustomize without patches: what helm-controller's origin labels do to the text.
+    Kustomize,
+    /// kustomize applying `PATCH`.
+    Patched,
+}
+
+/// What the pinned `helm template` prints, each document parsed by `yq`: objects by name.
+fn oracle(chart: &Path, release: &str, namespace: &str, post_render: PostRender) -> BTreeMap<String, Value> {
     let helm = helm(4);
     let plugins = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(helm.program());
     cmd.args(["template", release]).arg(chart).args(["--namespace", namespace]);
     cmd.env("HOME", plugins.path()).env("HELM_PLUGINS", plugins.path());
-    if post_render {
-        post_renderer_plugin(plugins.path());
+    if post_render != PostRender::No {
+        post_renderer_plugin(plugins.path(), post_render == PostRender::Patched);
         cmd.args(["--post-renderer", "label-configmaps"]);
     }
     let out = cmd.output().unwrap();
@@ -91,10 +116,12 @@ fn oracle(chart: &Path, release: &str, namespace: &str, post_render: bool) -> BT
         .collect()
 }
 
-/// The name and the parts a template writes: data and labels.
+/// The name and the parts a template writes: data, spec and labels.
 fn by_name(object: Value) -> (String, Value) {
     let name = object["metadata"]["name"].as_str().unwrap().to_string();
-    (name, json!({"data": object["data"], "labels": object["metadata"]["labels"]}))
+    let written =
+        json!({"data": object["data"], "spec": object["spec"], "labels": object["metadata"]["labels"]});
+    (name, written)
 }
 
 /// The ConfigMaps fluxplan renders for the unit `reference`, by name.
@@ -143,19 +170,25 @@ fn fleet(post_renderers: &str) -> Repo {
 fn block_scalars_that_end_a_template_keep_their_last_line_break_in_a_helm_release() {
     let _ = helm(4);
     let repo = fleet("");
-    let expected = oracle(&repo.path().join("charts/bytes"), "bytes", "data", false);
-    // The anchor of the comparison: Helm keeps the line break (and prints one for the keep
-    // indicator, the trailing blank lines trimmed), cuts nothing at the indented `---`.
+    // helm-controller always post-renders (its origin labels, written by kustomize).
+    let expected = oracle(&repo.path().join("charts/bytes"), "bytes", "data", PostRender::Kustomize);
+    // The anchor of the comparison: Helm keeps the line break, cuts nothing at the indented
+    // `---`; a file without a final line break has none, a `|+` keeps its blank lines but at the
+    // end of a document.
     assert_eq!(expected["literal"]["data"]["conf"], "line one\n--- not a separator\nline two\n");
     assert_eq!(expected["first"]["data"]["conf"], "before the separator\n");
-    assert_eq!(expected.len(), TEMPLATES.len() + 2, "{expected:#?}");
+    assert_eq!(expected["unterminated"]["data"]["conf"], "from values");
+    assert_eq!(expected["keep"]["data"]["conf"], "kept\n\n\n");
+    assert_eq!(expected["last"]["spec"], json!({"a": "kept inside\n\n\n", "zz": "kept at the end\n"}));
+    assert_eq!(expected.len(), TEMPLATES.len() + 3, "{expected:#?}");
     assert_eq!(rendered(&repo, "data/bytes"), with_origin_labels(expected, "data", "bytes"));
 }
 
-/// Helm 4 hands the post-renderer one stream re-serialised by kyaml and reads its output back
-/// with kyaml: the values are the same, but for what `helm template` without a post-renderer
-/// does not print (docs/helm.md, "Byte-exact objects"): a template file without a final line
-/// break, and the blank lines a `|+` keeps.
+/// Helm 4 hands the post-renderer each template file read by kyaml and reads its output back
+/// (docs/helm.md, "Byte-exact objects"): a template file without a final line break loses the
+/// block scalar's, and a `|+` keeps its blank lines where kustomize's sorted keys move it off the
+/// end of the document. fluxplan renders what the real Helm 4 prints with a real kustomize
+/// post-renderer, every object alike.
 #[test]
 fn block_scalars_keep_their_last_line_break_through_a_kustomize_post_renderer() {
     let _ = helm(4);
@@ -163,14 +196,13 @@ fn block_scalars_keep_their_last_line_break_through_a_kustomize_post_renderer() 
     let repo = fleet(&format!(
         "  postRenderers:\n  - kustomize:\n      patches:\n      - target: {{kind: ConfigMap}}\n        patch: |\n{patch}"
     ));
-    let mut expected = oracle(&repo.path().join("charts/bytes"), "bytes", "data", true);
+    let expected = oracle(&repo.path().join("charts/bytes"), "bytes", "data", PostRender::Patched);
     assert_eq!(expected["literal"]["labels"]["patched"], "yes", "post-rendered: {expected:#?}");
-    let mut objects = rendered(&repo, "data/bytes");
-    for unseen in ["unterminated", "keep"] {
-        let (fluxplan, helm) = (objects.remove(unseen).unwrap(), expected.remove(unseen).unwrap());
-        assert_ne!(fluxplan, helm, "{unseen} now renders as Helm 4 post-renders it: test it with the others");
-    }
-    assert_eq!(objects, with_origin_labels(expected, "data", "bytes"));
+    // The anchors: what Helm 4 does around a post-renderer, unlike `helm template` alone.
+    assert_eq!(expected["unterminated"]["data"]["conf"], "from values");
+    assert_eq!(expected["keep"]["data"]["conf"], "kept\n\n\n");
+    assert_eq!(expected["last"]["spec"]["zz"], "kept at the end\n", "{expected:#?}");
+    assert_eq!(rendered(&repo, "data/bytes"), with_origin_labels(expected, "data", "bytes"));
 }
 
 #[test]
@@ -188,7 +220,11 @@ fn block_scalars_keep_their_last_line_break_in_an_argo_cd_application() {
         ),
     );
     repo.commit("base");
-    let expected = oracle(&repo.path().join("charts/bytes"), "bytes", "apps", false);
+    let expected = oracle(&repo.path().join("charts/bytes"), "bytes", "apps", PostRender::No);
+    // What `helm template` alone prints: a document trimmed, a template's end printed with one
+    // line break.
     assert_eq!(expected["first"]["data"]["conf"], "before the separator\n");
+    assert_eq!(expected["unterminated"]["data"]["conf"], "from values\n");
+    assert_eq!(expected["keep"]["data"]["conf"], "kept\n");
     assert_eq!(rendered(&repo, "argocd/bytes"), expected);
 }

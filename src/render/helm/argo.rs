@@ -85,6 +85,8 @@ pub fn render(charts: &Charts, source: &Source, cancel: &CancelToken) -> Result<
         is_upgrade: false,
         // The repo-server fetches what a schema refers to; the sandbox cannot.
         skip_schema_validation: super::schema::remote_reference(source.chart).is_some(),
+        // The repo-server runs `helm template` without a post-renderer.
+        through_kyaml: false,
     };
     let identity = match source.digest {
         Some(digest) => ChartIdentity::Unpacked(digest.to_string()),

@@ -3,6 +3,7 @@
 //! values on standard input, the chart the only thing it may read.
 
 use super::manifest::{split_release, Release};
+use super::post_render;
 use crate::cancel::CancelToken;
 use crate::render::confined::{self, Limits};
 use crate::render::kustomize::BuildError;
@@ -66,6 +67,9 @@ pub struct Template<'a> {
     pub is_upgrade: bool,
     /// The values are not validated against the chart's `values.schema.json`.
     pub skip_schema_validation: bool,
+    /// Helm 4 reads each template file through kyaml and writes it back, as it does around
+    /// the post-renderer helm-controller always gives it (`post_render::KEEP_ENDS`).
+    pub through_kyaml: bool,
 }
 
 impl Helm {
@@ -164,13 +168,28 @@ impl Helm {
         if template.skip_schema_validation {
             cmd.arg("--skip-schema-validation");
         }
-        let confinement = Confinement {
+        let mut confinement = Confinement {
             readable: template.readable.to_path_buf(),
             program: self.program.clone(),
             landlock: self.landlock,
             libraries: Vec::new(),
+            also_readable: Vec::new(),
+            writable: Vec::new(),
+            env: Vec::new(),
             go_runtime: true,
             memory: self.memory_limit,
+        };
+        // Removed when the render ends.
+        let _plugins = if template.through_kyaml {
+            let plugin = post_render::KeepEnds::prepare().map_err(BuildError::Failed)?;
+            cmd.args(["--post-renderer", post_render::PLUGIN_NAME]);
+            confinement.also_readable.push(plugin.dir().to_path_buf());
+            confinement.writable.push(plugin.cache().to_path_buf());
+            confinement.libraries.push(plugin.program().to_path_buf());
+            confinement.env.extend(plugin.env());
+            Some(plugin)
+        } else {
+            None
         };
         let limits = Limits {
             timeout: self.timeout,
@@ -185,8 +204,13 @@ impl Helm {
         })?;
         let text = String::from_utf8(out)
             .map_err(|_| BuildError::Failed("helm printed output that is not UTF-8".into()))?;
-        split_release(&text)
-            .map_err(|e| BuildError::Failed(format!("helm template printed what is not YAML: {e}")))
+        let mut release = split_release(&text)
+            .map_err(|e| BuildError::Failed(format!("helm template printed what is not YAML: {e}")))?;
+        if template.through_kyaml {
+            let documents = release.objects.iter_mut().chain(release.hooks.iter_mut().map(|(_, hook)| hook));
+            documents.chain(release.tests.iter_mut()).for_each(post_render::unmark);
+        }
+        Ok(release)
     }
 }
 

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod installed;
 pub mod manifest;
 pub mod origin;
+pub mod post_render;
 pub mod prepared;
 pub mod release;
 pub mod schema;

@@ -75,8 +75,27 @@ impl Packaged {
 pub struct PreparedCharts {
     pub store: UnpackedCharts,
     facts: Memo<String, Result<Arc<ChartFacts>, Unprepared>>,
+    /// Archives read to be rewritten, by digest: releases of one chart with their own
+    /// `valuesFiles` each get a rewritten archive, all from one read.
+    archives: Memo<String, Result<Arc<ChartArchive>, Unprepared>>,
     /// Archives this process read and decompressed (tests and benchmarks count them).
     loaded: AtomicUsize,
+    /// Chart directories read, by path: every release of a chart directory of one export
+    /// shares one read (an export does not change while a renderer lives).
+    directories: Memo<PathBuf, Result<Arc<DirectoryFacts>, String>>,
+    /// Chart directories this process read (tests count them).
+    directories_read: AtomicUsize,
+}
+
+/// What a render needs to know of a chart directory, read once.
+#[derive(Debug)]
+pub struct DirectoryFacts {
+    /// Every file of it, hashed: its part of the render cache's key.
+    pub digest: String,
+    /// A values schema that refers to the network: its path and the URL.
+    pub remote_schema: Option<(String, String)>,
+    /// What its templates call, whatever the values.
+    pub calls: ChartCalls,
 }
 
 /// Why a chart is not prepared.
@@ -93,8 +112,32 @@ impl PreparedCharts {
         PreparedCharts {
             store: UnpackedCharts::new(cache_dir),
             facts: Memo::default(),
+            archives: Memo::default(),
             loaded: AtomicUsize::new(0),
+            directories: Memo::default(),
+            directories_read: AtomicUsize::new(0),
         }
+    }
+
+    /// The chart directory at `dir`, read once (hashed and scanned) however many releases use it.
+    pub fn directory(&self, dir: &Path) -> Result<Arc<DirectoryFacts>, String> {
+        let read = || {
+            self.directories_read.fetch_add(1, Ordering::SeqCst);
+            let digest = directory_digest(dir).map_err(|e| format!("cannot read the chart: {e}"))?;
+            // A chart too large to read fails in Helm, which says so.
+            let files = crate::charts::chart_files::chart_files(dir).unwrap_or_default();
+            Ok(Arc::new(DirectoryFacts {
+                digest,
+                remote_schema: super::schema::remote_reference(dir),
+                calls: ChartCalls::of(files.iter().map(|f| (f.path.as_str(), f.text.as_str()))),
+            }))
+        };
+        self.directories.get(&dir.to_path_buf(), read)
+    }
+
+    /// How many chart directories this process read.
+    pub fn directories_read(&self) -> usize {
+        self.directories_read.load(Ordering::SeqCst)
     }
 
     /// How many archives this process read and decompressed.
@@ -176,7 +219,8 @@ impl PreparedCharts {
         let identity = rewritten_identity(&archive.digest, changes);
         let mut refused = None;
         let path = self.store.part(&identity, ARCHIVE, |path| {
-            let chart = self.load_archive(archive).map_err(|e| {
+            let read = || self.load_archive(archive).map(Arc::new);
+            let chart = self.archives.get(&archive.digest, read).map_err(|e| {
                 let why = e.to_string();
                 refused = Some(e);
                 why
@@ -194,6 +238,29 @@ impl PreparedCharts {
             (Err(why), None) => Err(disk(why)),
         }
     }
+}
+
+/// Every file of a chart directory (its relative path, length and bytes), hashed.
+pub fn directory_digest(chart: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut files = Vec::new();
+    crate::tree::walk(chart, |entry, kind| -> Result<crate::tree::Descend, crate::tree::Unreadable> {
+        if kind.is_file() {
+            files.push(entry.path());
+        }
+        Ok(crate::tree::Descend::Yes)
+    })
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut hasher = Sha256::new();
+    for file in files {
+        let relative = file.strip_prefix(chart).unwrap_or(&file);
+        hasher.update(relative.to_string_lossy().as_bytes());
+        hasher.update([0]);
+        let content = std::fs::read(&file)?;
+        hasher.update((content.len() as u64).to_le_bytes());
+        hasher.update(&content);
+    }
+    Ok(hex::encode(hasher.finalize()))
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
@@ -296,6 +363,29 @@ mod tests {
         let rewritten = ChartArchive::read(&std::fs::read(&path).unwrap()).unwrap();
         assert!(String::from_utf8_lossy(rewritten.last("Chart.yaml").unwrap()).contains("1.2.3+abc"));
         assert_ne!(identity, packaged.digest);
+    }
+
+    #[test]
+    fn releases_of_one_chart_with_their_own_values_files_read_it_once() {
+        let cache = tempfile::tempdir().unwrap();
+        let bytes = chart("app/templates/a.yaml");
+        let charts = PreparedCharts::new(Some(cache.path().to_path_buf()));
+        let identities: Vec<String> = std::thread::scope(|scope| {
+            let releases: Vec<_> = (0..12)
+                .map(|n| {
+                    let (charts, bytes) = (&charts, bytes.clone());
+                    scope.spawn(move || {
+                        let values = format!("a: {}\n", n % 4).into_bytes();
+                        let changes = Changes { values_yaml: Some(values), ..Changes::default() };
+                        charts.for_helm(&Packaged::in_memory(bytes), &changes, "the chart").unwrap().1
+                    })
+                })
+                .collect();
+            releases.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        // One read of the archive; one rewritten archive per distinct values file.
+        assert_eq!((charts.loaded(), charts.store.written()), (1, 4));
+        assert_eq!(identities.iter().collect::<std::collections::BTreeSet<_>>().len(), 4);
     }
 
     #[test]

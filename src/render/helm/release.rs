@@ -146,6 +146,9 @@ pub fn render(
         include_crds: spec.install_crds != CrdPolicy::Skip,
         is_upgrade: inputs.upgrade,
         skip_schema_validation: disabled || remote.is_some(),
+        // helm-controller always post-renders (its origin labels): Helm 4 reads each template
+        // file through kyaml around it.
+        through_kyaml: helm.major() == Some(4),
     };
     let key = template_key(helm, &template, &prepared.identity)
         .map_err(|e| failed(format!("cannot read the chart: {e}")))?;
@@ -199,6 +202,8 @@ pub(super) enum ChartIdentity {
     Archive(String),
     /// The archive of this digest unpacked (rendered by Helm's directory loader).
     Unpacked(String),
+    /// A directory whose files hash to this digest (`prepared::directory_digest`).
+    Hashed(String),
 }
 
 /// A chart directory of this repository, loaded by Helm's directory loader (source-controller
@@ -216,7 +221,17 @@ fn prepare_directory(
         .map_err(|why| NotRendered::External(format!("its chart's dependencies cannot be had: {why}")))?;
     let version = chart_version(dir);
     if values_files.is_none() && missing.is_empty() {
-        return Ok(directory_prepared(dir.to_path_buf(), dir.to_path_buf(), version));
+        // The chart as the export holds it: read once for every release of it.
+        let facts = inputs.prepared.directory(dir).map_err(failed)?;
+        return Ok(Prepared {
+            calls: facts.calls.clone(),
+            remote_schema: facts.remote_schema.clone(),
+            identity: ChartIdentity::Hashed(facts.digest.clone()),
+            chart: dir.to_path_buf(),
+            readable: dir.to_path_buf(),
+            version,
+            differences: Vec::new(),
+        });
     }
     let prepare = |e: std::io::Error| unprepared(&e);
     // fluxplan's own scratch space failing says nothing of what the controller does.
@@ -349,11 +364,17 @@ fn finish(
     inputs: &Inputs,
     helm_4: bool,
 ) -> Result<(), BuildError> {
-    let chain = |documents: Vec<Value>| post_render_chain(documents, spec, namespace, name, inputs);
     if !helm_4 {
-        release.objects = chain(std::mem::take(&mut release.objects))?;
+        release.objects =
+            post_render_chain(std::mem::take(&mut release.objects), spec, namespace, name, inputs)?;
         return Ok(());
     }
+    // Helm 4 reads what the chain wrote and trims each document (`post_render`).
+    let chain = |documents: Vec<Value>| {
+        let mut documents = post_render_chain(documents, spec, namespace, name, inputs)?;
+        documents.iter_mut().for_each(super::post_render::trim_document_end);
+        Ok::<_, BuildError>(documents)
+    };
     let mut hooks: Vec<Value> = release.hooks.drain(..).map(|(_, hook)| hook).collect();
     hooks.append(&mut release.tests);
     let objects = std::mem::take(&mut release.objects);
@@ -432,40 +453,30 @@ pub(super) fn template_key(
         "helm": helm.version, "release": template.release, "namespace": template.namespace,
         "values": template.values, "int64s": template.int64s, "kube": template.kube_version, "apis": template.api_versions,
         "crds": template.include_crds, "upgrade": template.is_upgrade,
-        "skip_schema": template.skip_schema_validation,
+        "skip_schema": template.skip_schema_validation, "through_kyaml": template.through_kyaml,
         // What a cached release holds (test hooks kept since format 2; hooks sorted as Helm's
         // manifest sorter sorts them since format 3; a block scalar that ends a document keeps
-        // its last line break since format 4).
-        "format": 4,
+        // its last line break since format 4; documents read through kyaml as Helm 4 reads them
+        // around a post-renderer since format 5).
+        "format": 5,
     });
     hasher.update(inputs.to_string().as_bytes());
     let chart = match chart {
         // By digest: nothing of the chart is read for the key.
-        ChartIdentity::Archive(digest) | ChartIdentity::Unpacked(digest) => {
-            let form: &[u8] =
-                if matches!(chart, ChartIdentity::Archive(_)) { b"archive\0" } else { b"unpacked\0" };
+        ChartIdentity::Archive(digest) | ChartIdentity::Unpacked(digest) | ChartIdentity::Hashed(digest) => {
+            let form: &[u8] = match chart {
+                ChartIdentity::Archive(_) => b"archive\0",
+                ChartIdentity::Unpacked(_) => b"unpacked\0",
+                _ => b"directory\0",
+            };
             hasher.update(form);
             hasher.update(digest.as_bytes());
             return Ok(format!("helm-template:{}", hex::encode(hasher.finalize())));
         }
         ChartIdentity::Directory(dir) => dir,
     };
-    let mut files = Vec::new();
-    crate::tree::walk(chart, |entry, kind| -> Result<crate::tree::Descend, crate::tree::Unreadable> {
-        if kind.is_file() {
-            files.push(entry.path());
-        }
-        Ok(crate::tree::Descend::Yes)
-    })
-    .map_err(|e| std::io::Error::other(e.to_string()))?;
-    for file in files {
-        let relative = file.strip_prefix(chart).unwrap_or(&file);
-        hasher.update(relative.to_string_lossy().as_bytes());
-        hasher.update([0]);
-        let content = std::fs::read(&file)?;
-        hasher.update((content.len() as u64).to_le_bytes());
-        hasher.update(&content);
-    }
+    hasher.update(b"directory\0");
+    hasher.update(super::prepared::directory_digest(chart)?.as_bytes());
     Ok(format!("helm-template:{}", hex::encode(hasher.finalize())))
 }
 

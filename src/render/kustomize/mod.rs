@@ -182,6 +182,9 @@ impl Kustomize {
             program: program.clone(),
             landlock: self.landlock,
             libraries: Vec::new(),
+            also_readable: Vec::new(),
+            writable: Vec::new(),
+            env: Vec::new(),
             go_runtime: false,
             memory: self.memory_limit,
         };

@@ -240,6 +240,9 @@ impl WorkerPool {
             program: self.program.clone(),
             landlock,
             libraries: vec![self.library.clone()],
+            also_readable: Vec::new(),
+            writable: Vec::new(),
+            env: Vec::new(),
             go_runtime: true,
             memory,
         };
