@@ -2,6 +2,7 @@
 
 mod build;
 pub mod bytes;
+pub mod check_run;
 mod completion;
 mod demo;
 mod forge_calls;
