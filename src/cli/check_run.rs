@@ -68,7 +68,12 @@ fn event_head(path: Option<String>) -> Option<String> {
 /// exit code stays the verdict's.
 pub fn post(plan: &Plan, markdown: &str, args: &CheckRunArgs) -> Result<()> {
     let target = args.target()?;
-    let client = GitHub::new(&args.github_api_url, GitHubAuth::Token(target.token))?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // octocrab's client lives on the runtime it is made in.
+    let client = {
+        let _inside = runtime.enter();
+        GitHub::new(&args.github_api_url, GitHubAuth::Token(target.token))?
+    };
     let repo = RepoInfo {
         forge: ForgeKind::GitHub,
         full_name: target.repository,
@@ -91,7 +96,6 @@ pub fn post(plan: &Plan, markdown: &str, args: &CheckRunArgs) -> Result<()> {
         details_url: None,
         external_id: None,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match runtime.block_on(client.create_check_run(&repo, &run)) {
         Ok(()) => {
             eprintln!(

@@ -199,6 +199,12 @@ impl FakeGitHub {
         self.lock().refuse_checks = refuse;
     }
 
+    /// While set, an update that appends annotations to a run that already has some answers
+    /// `status` (a forge failing in the middle of a long write).
+    pub fn fail_annotation_appends(&self, status: Option<u16>) {
+        self.lock().fail_appends = status;
+    }
+
     /// The reactions (`+1`, `eyes`, ...) on a comment, in creation order.
     pub fn reactions(&self, repo: &str, comment_id: u64) -> Vec<String> {
         let inner = self.lock();
@@ -337,6 +343,8 @@ struct Inner {
     check_runs: Vec<CheckRun>,
     /// Check runs answer 403 (a token without `checks: write`).
     refuse_checks: bool,
+    /// Updates that append annotations to a run that has some answer this status.
+    fail_appends: Option<u16>,
     reactions: Vec<Reaction>,
     requests: Vec<Recorded>,
     /// (path, Authorization header) of every request.
@@ -771,9 +779,14 @@ impl Inner {
             Err(reply) => return reply,
         };
         let id: u64 = id.parse().unwrap_or(0);
+        let fail_appends = self.fail_appends;
         let Some(run) = self.check_runs.iter_mut().find(|c| c.repo == repo && c.id == id) else {
             return not_found();
         };
+        let appends = body["output"]["annotations"].as_array().is_some_and(|a| !a.is_empty());
+        if let Some(status) = fail_appends.filter(|_| appends && !run.annotations.is_empty()) {
+            return Reply::json(status, json!({"message": "Server Error", "status": status.to_string()}));
+        }
         apply_check_run(run, &body);
         let run = self.check_runs.iter().find(|c| c.id == id).expect("just updated");
         Reply::json(200, self.check_run_json(run))
