@@ -29,3 +29,4 @@ pub mod tls;
 pub mod tree;
 pub mod words;
 pub mod yaml;
+pub mod yaml_lines;

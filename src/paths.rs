@@ -2,6 +2,15 @@
 
 use std::path::{Component, Path, PathBuf};
 
+/// True for a repository path as git names a file, safe to name in a report: relative, `/`-separated, no empty, `.` or `..`
+/// component, no NUL or backslash.
+pub fn is_plain_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() <= 4096
+        && !path.contains(['\0', '\\'])
+        && path.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
 /// Joins `path` onto `root` the way a chroot would: `..` stops at the root, absolute paths are
 /// taken relative to it. No symlinks exist in the trees fluxplan builds, so this is exact.
 pub fn secure_join(root: &Path, path: &str) -> PathBuf {
@@ -72,5 +81,16 @@ mod tests {
         let root = Path::new("/src");
         assert!(is_within(root, Path::new("/src/a/../b")));
         assert!(!is_within(root, Path::new("/src/a/../../etc")));
+    }
+
+    #[test]
+    fn only_plain_relative_paths() {
+        for bad in ["", "/etc/passwd", "../x.yaml", "a/../../x", "a//b", "./a.yaml", "a/./b", "a\\b", "a\0b"]
+        {
+            assert!(!is_plain_path(bad), "{bad:?}");
+        }
+        for good in ["a.yaml", "clusters/prod/apps.yaml", "..a/b..", ".fluxplan.yaml"] {
+            assert!(is_plain_path(good), "{good:?}");
+        }
     }
 }

@@ -18,7 +18,8 @@
 #   FLUXPLAN_CI_ARGS     more arguments for `fluxplan plan`, split on blanks (no quoting).
 #   FLUXPLAN_CI_FAIL_ON  the verdict from which the job fails: changes, blocked (default),
 #                        failed, or never.
-#   FLUXPLAN_CI_OUT_DIR  where plan.json, plan.md and fluxplan.env go (default fluxplan-report).
+#   FLUXPLAN_CI_OUT_DIR  where plan.json, plan.md, code-quality.json and fluxplan.env go
+#                        (default fluxplan-report).
 #   FLUXPLAN_BIN         the fluxplan to run (default: fluxplan on PATH).
 # Exit status: 0 when the job passes, else fluxplan's own (1 changes, 2 blocked, 3 could not plan).
 set -eu
@@ -120,15 +121,17 @@ if ! mkdir -p "$out_dir" || [ ! -w "$out_dir" ]; then
 fi
 json=$out_dir/plan.json
 markdown=$out_dir/plan.md
+# GitLab's Code Quality report: each alert on the lines that cause it (docs/locations.md).
+code_quality=$out_dir/code-quality.json
 # Written anew, never through a link the pull request committed in their place.
-rm -f "$json" "$markdown" "$out_dir/fluxplan.env"
+rm -f "$json" "$markdown" "$code_quality" "$out_dir/fluxplan.env"
 
-# One plan, three reports: text for the log, JSON and markdown into files.
+# One plan, four reports: text for the log; JSON, markdown and Code Quality into files.
 set -f # FLUXPLAN_CI_ARGS is split on blanks, never globbed
 set +e
 # shellcheck disable=SC2086
 "$bin" plan --repo "$repo" --base "$base" --head "$head" --format text \
-  --out "json=$json" --out "markdown=$markdown" ${FLUXPLAN_CI_ARGS:-}
+  --out "json=$json" --out "markdown=$markdown" --code-quality "$code_quality" ${FLUXPLAN_CI_ARGS:-}
 code=$?
 set -e
 set +f

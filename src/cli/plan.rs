@@ -46,6 +46,10 @@ pub struct PlanArgs {
     /// keeps the JSON and shows the markdown.
     #[arg(long, value_name = "FORMAT=FILE", value_parser = parse_out)]
     pub out: Vec<(PlanFormat, PathBuf)>,
+    /// Also write GitLab's Code Quality report (CodeClimate JSON) to FILE: each alert on the lines
+    /// that cause it (docs/locations.md).
+    #[arg(long, value_name = "FILE")]
+    pub code_quality: Option<PathBuf>,
     /// A policy file to use instead of the base revision's .fluxplan.yaml.
     #[arg(long)]
     pub policy: Option<PathBuf>,
@@ -141,6 +145,10 @@ pub fn run(args: PlanArgs) -> Result<u8> {
     for (format, file) in &args.out {
         std::fs::write(file, report_in(&plan, *format, false))
             .with_context(|| format!("cannot write the plan to {}", file.display()))?;
+    }
+    if let Some(file) = &args.code_quality {
+        std::fs::write(file, report::code_quality(&plan))
+            .with_context(|| format!("cannot write the Code Quality report to {}", file.display()))?;
     }
     if args.check_run.github_check_run {
         super::check_run::post(&plan, &report::markdown(&plan), &args.check_run)?;

@@ -370,6 +370,11 @@ pub struct Alert {
     pub also_blocking: Vec<String>,
 }
 
+/// How `Plan::unit_files` keys a unit: its cluster and its reference (`KustomizationPlan::reference`).
+pub fn unit_key(cluster: &str, reference: &str) -> String {
+    format!("{cluster}\u{0}{reference}")
+}
+
 /// A line of a file of the pull request's head revision.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema)]
 pub struct SourceLocation {
@@ -501,6 +506,10 @@ pub struct Plan {
     pub kustomize: Option<String>,
     /// The `GENERATION` of the fluxplan that made the plan.
     pub generation: u64,
+    /// The file defining each unit (head's, else base's), keyed by `unit_key`: where a report
+    /// places an alert that has no location (Code Quality). Not part of the plan's JSON.
+    #[serde(skip)]
+    pub unit_files: std::collections::BTreeMap<String, String>,
 }
 
 /// The JSON Schema of the plan JSON (`docs/plan.schema.json`), generated from these types as they
@@ -561,6 +570,7 @@ impl Plan {
             error: Some(error),
             kustomize: None,
             generation: GENERATION,
+            unit_files: Default::default(),
         }
     }
 }
@@ -677,6 +687,7 @@ pub fn make_plan(request: PlanRequest) -> Plan {
         error: nothing_rendered,
         kustomize: Some(request.head.kustomize.clone()),
         generation: GENERATION,
+        unit_files: Default::default(),
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod clusters;
 mod coverage;
+pub mod locations;
 mod policy_source;
 
 pub use clusters::{read_cluster_helm, read_clusters_file, ClusterHelm, ClusterKnowledge, ClusterSource};
@@ -391,7 +392,7 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         _ => Default::default(),
     };
     let ask = |root: &str, ids: &[crate::flux::ObjectId]| knowledge.blast_radius(root, ids);
-    let plan = make_plan(PlanRequest {
+    let mut plan = make_plan(PlanRequest {
         base: &base,
         head: &head,
         base_rev: request.base.clone(),
@@ -402,9 +403,21 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         policy: &policy,
         policy_source,
         extra_alerts,
-        changed_files,
+        changed_files: changed_files.clone(),
         changed_symlinks,
     });
+    // The lines that cause each alert, read from the commits rendered.
+    locations::fill(
+        &mut plan,
+        &locations::Sources {
+            repo: &request.repo,
+            base_commit: base.revision.as_deref(),
+            head_commit: head.revision.as_deref(),
+            changed: &changed_files,
+            base: &base,
+            head: &head,
+        },
+    );
     tracing::info!(requests = knowledge.request_count(), "cluster reads");
     Ok(plan)
 }

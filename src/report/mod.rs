@@ -1,6 +1,7 @@
 //! Reports of a plan: markdown (for pull request comments), compact text (for terminals, coloured
 //! on a TTY) and JSON (for machines). Templates live in `templates/` and are loaded once.
 
+pub mod code_quality;
 pub mod followup;
 pub mod html;
 pub mod split;
@@ -90,6 +91,8 @@ fn reword(value: &mut Value, pull_noun: &str) {
 }
 
 /// The plan as pretty JSON.
+pub use code_quality::code_quality;
+
 pub fn json(plan: &Plan) -> String {
     serde_json::to_string_pretty(plan).expect("plans serialize") + "\n"
 }

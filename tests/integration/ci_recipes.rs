@@ -366,6 +366,11 @@ fn gitlab_template_runs_the_same_script_in_a_merge_request_pipeline() {
     .unwrap();
     assert_eq!(plan["verdict"], "blocked");
     assert_eq!(plan["base"]["commit"], base.as_str(), "the merge request's diff base");
+    // The Code Quality report GitLab reads: a finding for each of the plan's alerts at least.
+    let report = checkout.path().join(artifacts["reports"]["codequality"].as_str().unwrap());
+    let findings: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let alerts = plan["alerts"].as_array().unwrap().len();
+    assert!(alerts > 0 && findings.as_array().unwrap().len() >= alerts, "{findings:#}");
 }
 
 /// Runs examples/ci/fluxplan-ci.sh in `dir` with `env`.

@@ -49,6 +49,7 @@ mod image;
 mod kube_view;
 mod leases;
 mod load;
+mod locations;
 mod mcp;
 mod mcp_http;
 mod memory;
