@@ -238,3 +238,84 @@ fn a_superseded_plan_completes_its_check_run() {
     let summary = fixed_runs[0]["output"]["summary"].as_str().unwrap();
     assert!(summary.starts_with("<!-- fluxplan -->"), "the plan is the summary: {summary}");
 }
+
+/// The Action's check run (`plan --github-check-run`, the Actions environment): a blocked plan
+/// with three kinds of cause annotates the exact head lines of each; the run is on the pull
+/// request's head from the event, not the merge commit actions/checkout makes.
+#[test]
+fn a_blocked_plans_annotations_point_at_the_lines_of_three_kinds_of_cause() {
+    use crate::fixture::{edit, fluxplan_bin, Repo};
+    let github = FakeGitHub::start();
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
+    repo.kustomization("clusters/prod/other.yaml", "other", "./other", "");
+    repo.write(
+        "apps/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- namespace.yaml\n- a.yaml\n- web.yaml\n",
+    );
+    repo.write("apps/namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n");
+    repo.config_map("apps/a.yaml", "a", "shop");
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.26\n";
+    repo.write("apps/web.yaml", deployment);
+    repo.config_map("other/settings.yaml", "settings", "default");
+    repo.mkdir("empty").write("empty/README.md", "nothing to apply\n");
+    repo.commit("base");
+    edit(&repo, "apps/kustomization.yaml", "- namespace.yaml\n", "");
+    edit(&repo, "apps/web.yaml", "app: web\n  template", "app: shop-web\n  template");
+    edit(&repo, "clusters/prod/other.yaml", "path: ./other", "path: ./empty");
+    let head = repo.commit("three causes");
+    github.add_commit(REPO, &head);
+    let event = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(event.path(), json!({"pull_request": {"head": {"sha": head}}}).to_string()).unwrap();
+    let out = std::process::Command::new(fluxplan_bin())
+        .args(["plan", "--no-cache", "--base", "HEAD~1", "--head", "HEAD", "--format", "json", "--repo"])
+        .arg(repo.path())
+        .args(["--github-check-run", "--github-api-url", &github.url()])
+        .env("GITHUB_TOKEN", "ghs_actions")
+        .env("GITHUB_REPOSITORY", REPO)
+        .env("GITHUB_EVENT_PATH", event.path())
+        .env("GITHUB_SHA", "ffffffffffffffffffffffffffffffffffffffff")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = github.check_runs(REPO, &head);
+    assert_eq!(runs.len(), 1, "{}", String::from_utf8_lossy(&out.stderr));
+    let run = &runs[0];
+    assert_eq!((run["status"].as_str(), run["conclusion"].as_str()), (Some("completed"), Some("failure")));
+    let mut found: Vec<(String, u64, String)> = run["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let (path, line) = (a["path"].as_str().unwrap(), a["start_line"].as_u64().unwrap());
+            (path.to_string(), line, a["annotation_level"].as_str().unwrap().to_string())
+        })
+        .collect();
+    found.sort();
+    for expected in [
+        ("apps/kustomization.yaml", 4), // the entry that took the removed namespace's place
+        ("apps/web.yaml", 9),           // the changed selector (immutable)
+        ("clusters/prod/other.yaml", 8), // the `path:` line that empties the Kustomization
+    ] {
+        assert!(
+            found.iter().any(|(p, l, level)| (p.as_str(), *l) == expected && level == "failure"),
+            "no failure annotation at {expected:?}: {found:?}\n{plan:#}"
+        );
+    }
+    // Every location of the plan, and nothing else, is annotated.
+    let mut from_plan: Vec<(String, u64)> = plan["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|a| a["locations"].as_array().cloned().unwrap_or_default())
+        .map(|l| (l["path"].as_str().unwrap().to_string(), l["line"].as_u64().unwrap()))
+        .collect();
+    from_plan.sort();
+    from_plan.dedup();
+    let mut annotated: Vec<(String, u64)> = found.iter().map(|(p, l, _)| (p.clone(), *l)).collect();
+    annotated.dedup();
+    assert_eq!(annotated, from_plan);
+    // Near miss: nothing on the merge commit GITHUB_SHA names.
+    assert!(github.check_runs(REPO, "ffffffffffffffffffffffffffffffffffffffff").is_empty());
+}
