@@ -117,7 +117,7 @@ impl CheckOutput {
             }
         }
         // The most severe first: if GitHub keeps only some, it keeps those.
-        annotations.sort_by(|a, b| b.level.cmp(&a.level));
+        annotations.sort_by_key(|a| std::cmp::Reverse(a.level));
         CheckOutput { markdown: markdown.to_string(), annotations }
     }
 }
