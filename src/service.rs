@@ -40,6 +40,8 @@ pub struct ServiceConfig {
     pub github_token: Option<String>,
     /// A GitHub App (id, private key PEM) instead of a token.
     pub github_app: Option<(u64, String)>,
+    /// Where the GitHub verdict goes: commit status, check run, or both.
+    pub github_checks: crate::forge::checks::ChecksMode,
     pub github_webhook_secrets: Vec<String>,
     pub gitlab_url: String,
     pub gitlab_token: Option<String>,
@@ -159,11 +161,13 @@ async fn forges(config: &ServiceConfig) -> Result<Forges> {
     let set = |value: &Option<String>| value.clone().filter(|v| !v.trim().is_empty());
     if let Some(token) = &set(&config.github_token) {
         let auth = GitHubAuth::Token(token.clone());
-        let client = GitHub::with_deadlines(&config.github_api_url, auth, config.forge_calls.deadlines)?;
+        let client = GitHub::with_deadlines(&config.github_api_url, auth, config.forge_calls.deadlines)?
+            .with_checks(config.github_checks);
         forges.github = Some((ForgeClient::GitHub(client), Some(token.clone())));
     } else if let Some((app_id, key)) = config.github_app.as_ref().filter(|(_, key)| !key.trim().is_empty()) {
         let auth = GitHubAuth::App { app_id: *app_id, private_key_pem: key.clone() };
-        let client = GitHub::with_deadlines(&config.github_api_url, auth, config.forge_calls.deadlines)?;
+        let client = GitHub::with_deadlines(&config.github_api_url, auth, config.forge_calls.deadlines)?
+            .with_checks(config.github_checks);
         forges.github = Some((ForgeClient::GitHub(client), None));
     }
     if let Some(token) = &set(&config.gitlab_token) {

@@ -2,6 +2,7 @@
 
 mod build;
 pub mod bytes;
+pub mod check_run;
 mod completion;
 mod demo;
 mod forge_calls;
@@ -83,10 +84,10 @@ impl GlobalArgs {
 pub enum Command {
     /// Render every Kustomization reachable from the repository's roots, as kustomize-controller would.
     #[command(after_help = build::EXIT_CODES_HELP)]
-    Build(build::BuildArgs),
+    Build(Box<build::BuildArgs>),
     /// Plan a merge: what Flux will create, change and delete, with policy alerts and a verdict.
     #[command(after_help = plan::EXIT_CODES_HELP)]
-    Plan(plan::PlanArgs),
+    Plan(Box<plan::PlanArgs>),
     /// Read a live cluster (get and list only) into a snapshot file for offline plans.
     Snapshot(snapshot::SnapshotArgs),
     /// Run the bot: webhooks, durable jobs, plan comments and merge-blocking statuses.
@@ -372,12 +373,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Build(args) => {
             start_rendering();
             // The render may nest deeply: on a thread whose stack holds it (`plan` does the same).
-            crate::stack::on_render_stack("fluxplan-build", || build::run(args))
+            crate::stack::on_render_stack("fluxplan-build", || build::run(*args))
                 .unwrap_or_else(|e| Err(anyhow::anyhow!("cannot start the build's thread: {e}")))
         }
         Command::Plan(args) => {
             start_rendering();
-            plan::run(args)
+            plan::run(*args)
         }
         Command::Demo(args) => demo::run(args),
         Command::Mcp(args) => {

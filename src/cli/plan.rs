@@ -59,6 +59,8 @@ pub struct PlanArgs {
     /// fails with a `source-limit` alert.
     #[arg(long, default_value_t = DEFAULT_PLAN_TIMEOUT_SECS)]
     pub plan_timeout: u64,
+    #[command(flatten)]
+    pub check_run: super::check_run::CheckRunArgs,
 }
 
 /// How to reach live clusters (read-only: get and list only).
@@ -147,6 +149,9 @@ pub fn run(args: PlanArgs) -> Result<u8> {
     if let Some(file) = &args.code_quality {
         std::fs::write(file, report::code_quality(&plan))
             .with_context(|| format!("cannot write the Code Quality report to {}", file.display()))?;
+    }
+    if args.check_run.github_check_run {
+        super::check_run::post(&plan, &report::markdown(&plan), &args.check_run)?;
     }
     super::write_out(&report_in(&plan, args.format, crate::console::color_stdout()))?;
     if let Some(error) = plan.error.as_ref().filter(|_| !report_is_read(args.format)) {

@@ -60,6 +60,12 @@ pub struct ServeArgs {
     /// A file holding the GitHub App's private key (PEM), instead of --github-app-private-key.
     #[arg(long, env = "FLUXPLAN_GITHUB_APP_PRIVATE_KEY_FILE", value_name = "FILE")]
     pub github_app_private_key_file: Option<PathBuf>,
+    /// Where the GitHub verdict goes: `status` (the `fluxplan` commit status), `both` (and the
+    /// `fluxplan` check run, with the plan and annotations), `check-run` (the check run only: make
+    /// it the required check; the status where check runs are refused), `auto` (both as a GitHub
+    /// App, the status with a token).
+    #[arg(long, env = "FLUXPLAN_GITHUB_CHECKS", value_enum, default_value = "auto")]
+    pub github_checks: crate::forge::checks::ChecksMode,
     /// Webhook secrets; several (comma-separated) while rotating.
     #[arg(long, env = "FLUXPLAN_GITHUB_WEBHOOK_SECRET", hide_env_values = true, value_delimiter = ',')]
     pub github_webhook_secret: Vec<String>,
@@ -295,6 +301,7 @@ pub fn run(mut args: ServeArgs) -> Result<u8> {
         github_api_url: args.github_api_url,
         github_token: secrets.github_token,
         github_app: args.github_app_id.zip(secrets.github_app_private_key),
+        github_checks: args.github_checks,
         github_webhook_secrets: secrets.github_webhook_secrets,
         gitlab_url: args.gitlab_url,
         gitlab_token: secrets.gitlab_token,

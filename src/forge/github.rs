@@ -24,12 +24,19 @@ pub struct GitHub {
     client: Octocrab,
     gate: std::sync::Arc<super::gate::Gate>,
     is_app: bool,
+    /// The App's id, when running as one: its check runs are the ones it updates.
+    app_id: Option<u64>,
     /// The login fluxplan comments as, learned once.
     login: tokio::sync::OnceCell<String>,
+    /// Where the verdict goes (commit status, check run, both).
+    checks: super::checks::ChecksMode,
+    /// Repositories where GitHub refused check runs (no `checks: write`): said once, then the
+    /// commit status only.
+    checks_refused: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 #[derive(Clone, Copy)]
-enum Method {
+pub(super) enum Method {
     Get,
     Post,
     Patch,
@@ -55,17 +62,59 @@ impl GitHub {
             .base_uri(api_url)?
             .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None)
             .set_connect_timeout(Some(deadlines.connect));
-        let (builder, is_app) = match auth {
-            GitHubAuth::Token(token) => (builder.personal_token(token), false),
+        let (builder, app_id) = match auth {
+            GitHubAuth::Token(token) => (builder.personal_token(token), None),
             GitHubAuth::App { app_id, private_key_pem } => {
                 let key = octocrab::EncodingKey::from_rsa_pem(private_key_pem.as_bytes()).map_err(|e| {
                     anyhow::anyhow!("FLUXPLAN_GITHUB_APP_PRIVATE_KEY is not an RSA PEM key: {e}")
                 })?;
-                (builder.app(AppId(app_id), key), true)
+                (builder.app(AppId(app_id), key), Some(app_id))
             }
         };
         let gate = std::sync::Arc::new(super::gate::Gate::new(super::ForgeKind::GitHub, deadlines));
-        Ok(GitHub { client: builder.build()?, gate, is_app, login: tokio::sync::OnceCell::new() })
+        Ok(GitHub {
+            client: builder.build()?,
+            gate,
+            is_app: app_id.is_some(),
+            app_id,
+            login: tokio::sync::OnceCell::new(),
+            checks: super::checks::ChecksMode::Auto,
+            checks_refused: Default::default(),
+        })
+    }
+
+    /// Sends the verdict to the commit status, the check run or both (`ChecksMode`).
+    pub fn with_checks(mut self, mode: super::checks::ChecksMode) -> Self {
+        self.checks = mode;
+        self
+    }
+
+    /// Where the verdict goes, `Auto` resolved: check runs need a GitHub App.
+    pub fn checks(&self) -> super::checks::ChecksMode {
+        use super::checks::ChecksMode;
+        match self.checks {
+            ChecksMode::Auto if self.is_app => ChecksMode::Both,
+            ChecksMode::Auto => ChecksMode::Status,
+            mode => mode,
+        }
+    }
+
+    pub(super) fn app_id(&self) -> Option<u64> {
+        self.app_id
+    }
+
+    /// True while check runs were not refused on `repo`.
+    pub(super) fn checks_allowed(&self, repo: &RepoInfo) -> bool {
+        !self.checks_refused.lock().unwrap_or_else(|e| e.into_inner()).contains(&repo.full_name)
+    }
+
+    /// Remembers that `repo` refuses check runs; logs it the first time only.
+    pub(super) fn checks_were_refused(&self, repo: &RepoInfo, why: &str) {
+        let first =
+            self.checks_refused.lock().unwrap_or_else(|e| e.into_inner()).insert(repo.full_name.clone());
+        if first {
+            tracing::warn!(repo = %repo.full_name, %why, "GitHub refuses check runs here (give the App `checks: write`): the commit status speaks instead");
+        }
     }
 
     pub fn gate(&self) -> &std::sync::Arc<super::gate::Gate> {
@@ -92,6 +141,21 @@ impl GitHub {
         path: &str,
         body: Option<Value>,
     ) -> Result<Value, ForgeError> {
+        match self.send(repo, method, path, body).await? {
+            Ok(value) => Ok(value),
+            Err((status, text)) => Err(ForgeError::from_status(status, None, &text)),
+        }
+    }
+
+    /// One request: a refusal that is final (4xx that are neither a rate limit nor a refused
+    /// token) comes back as its status and body, for callers that tell them apart.
+    pub(super) async fn send(
+        &self,
+        repo: &RepoInfo,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Result<Value, (u16, String)>, ForgeError> {
         let client = self.client_for(repo)?;
         let response = match method {
             Method::Get => client._get(path).await,
@@ -104,12 +168,16 @@ impl GitHub {
         let retry_after = retry_after(response.headers());
         let text = client.body_to_string(response).await.map_err(|e| ForgeError::Transient(e.to_string()))?;
         if status >= 400 {
-            return Err(ForgeError::from_status(status, retry_after, &text));
+            return match ForgeError::from_status(status, retry_after, &text) {
+                ForgeError::Permanent(_) | ForgeError::NotFound(_) => Ok(Err((status, text))),
+                error => Err(error),
+            };
         }
         if text.trim().is_empty() {
-            return Ok(Value::Null);
+            return Ok(Ok(Value::Null));
         }
         serde_json::from_str(&text)
+            .map(Ok)
             .map_err(|e| ForgeError::Permanent(format!("{path}: unexpected answer: {e}")))
     }
 

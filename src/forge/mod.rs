@@ -2,6 +2,7 @@
 //! reactions out. Calls are retried on transient failures and rate limits (honouring
 //! `Retry-After`), with backoff from `backon`.
 
+pub mod checks;
 pub mod gate;
 pub mod github;
 pub mod gitlab;
@@ -315,6 +316,70 @@ impl ForgeClient {
                 let set = || c.set_status(repo, sha, git_ref, state, &description, target_url);
                 self.gate().call("set status", set).await
             }
+        }
+    }
+
+    /// The verdict on `sha`: the commit status and, on GitHub as the checks mode says, the
+    /// `fluxplan` check run (with `check`'s plan and annotations; written by job `job`). A
+    /// repository that refuses check runs gets the status instead, whatever the mode.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn set_verdict(
+        &self,
+        repo: &RepoInfo,
+        sha: &str,
+        git_ref: Option<&str>,
+        state: StatusState,
+        description: &str,
+        target_url: Option<&str>,
+        check: Option<&checks::CheckOutput>,
+        job: Option<i64>,
+    ) -> Result<(), ForgeError> {
+        let ForgeClient::GitHub(c) = self else {
+            return self.set_status(repo, sha, git_ref, state, description, target_url).await;
+        };
+        let mode = c.checks();
+        if mode == checks::ChecksMode::Status || !c.checks_allowed(repo) {
+            return self.set_status(repo, sha, git_ref, state, description, target_url).await;
+        }
+        let run = checks::CheckRun {
+            sha,
+            state: checks::CheckState::of_status(state),
+            title: description,
+            output: check,
+            details_url: target_url,
+            external_id: job.map(|j| j.to_string()),
+        };
+        let checked = match c.write_check_run(repo, &run).await {
+            Ok(()) => true,
+            Err(checks::CheckError::Refused(why)) => {
+                c.checks_were_refused(repo, &why);
+                false
+            }
+            Err(checks::CheckError::Forge(e)) => return Err(e),
+        };
+        if checked && mode == checks::ChecksMode::CheckRun {
+            return Ok(());
+        }
+        match self.set_status(repo, sha, git_ref, state, description, target_url).await {
+            // The check run carries the verdict where the status is refused (a fork's commit).
+            Err(ForgeError::NotFound(_)) if checked => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Completes the check runs job `job` left in progress on `sha` (it was superseded).
+    pub async fn cancel_check_runs(&self, repo: &RepoInfo, sha: &str, job: i64) -> Result<usize, ForgeError> {
+        let ForgeClient::GitHub(c) = self else { return Ok(0) };
+        if c.checks() == checks::ChecksMode::Status || !c.checks_allowed(repo) {
+            return Ok(0);
+        }
+        match c.cancel_check_runs(repo, sha, &job.to_string()).await {
+            Ok(n) => Ok(n),
+            Err(checks::CheckError::Refused(why)) => {
+                c.checks_were_refused(repo, &why);
+                Ok(0)
+            }
+            Err(checks::CheckError::Forge(e)) => Err(e),
         }
     }
 

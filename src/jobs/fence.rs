@@ -11,6 +11,7 @@
 //! newest, or repeats the newest after it.
 
 use super::worker::{JobError, Worker};
+use crate::forge::checks::CheckOutput;
 use crate::forge::{ForgeClient, ForgeError, RepoInfo, StatusState};
 use crate::report;
 use crate::server::metrics::Metrics;
@@ -32,6 +33,12 @@ pub(super) enum ForgeWrite {
         state: StatusState,
         description: String,
         target_url: Option<String>,
+        /// On GitHub, the plan and annotations of the `fluxplan` check run that says the same.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        check: Option<CheckOutput>,
+        /// The job that wrote it (the check run's `external_id`), set when it is recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<i64>,
     },
     /// The sticky plan comment of pull request `number`.
     Comment { number: u64, markdown: String },
@@ -51,7 +58,25 @@ impl ForgeWrite {
             state,
             description: description.to_string(),
             target_url: target_url.map(str::to_string),
+            check: None,
+            job: None,
         }
+    }
+
+    /// The same status, with the plan and annotations its check run shows.
+    pub(super) fn with_check(mut self, output: CheckOutput) -> Self {
+        if let ForgeWrite::Status { check, .. } = &mut self {
+            *check = Some(output);
+        }
+        self
+    }
+
+    /// The same write, as job `id` makes it.
+    fn by_job(mut self, id: i64) -> Self {
+        if let ForgeWrite::Status { job, .. } = &mut self {
+            *job = Some(id);
+        }
+        self
     }
 
     fn channel_kind(&self) -> &'static str {
@@ -111,6 +136,7 @@ impl Writer<'_> {
     /// recorded meanwhile is the one the forge shows last.
     pub(super) async fn write(&self, scope: &Scope, write: &ForgeWrite) -> Result<Said, FenceError> {
         let channel = self.channel(scope, write);
+        let write = &write.clone().by_job(self.job_id);
         let body = serde_json::to_string(write).map_err(anyhow::Error::from)?;
         let Some(mut posted) = self.store.record_write(self.job_id, self.holder, &channel, &body).await?
         else {
@@ -147,9 +173,12 @@ impl Writer<'_> {
 
     async fn post(&self, write: &ForgeWrite) -> Result<(), ForgeError> {
         let result = match write {
-            ForgeWrite::Status { sha, git_ref, state, description, target_url } => {
+            ForgeWrite::Status { sha, git_ref, state, description, target_url, check, job } => {
                 let (git_ref, url) = (git_ref.as_deref(), target_url.as_deref());
-                self.forge.set_status(self.repo, sha, git_ref, *state, description, url).await
+                let forge = self.forge;
+                forge
+                    .set_verdict(self.repo, sha, git_ref, *state, description, url, check.as_ref(), *job)
+                    .await
             }
             ForgeWrite::Comment { number, markdown } => self.post_comment(*number, markdown).await,
         };

@@ -44,7 +44,13 @@ pub async fn report(store: &Store, forges: &Forges, metrics: &Metrics, jobs: &[J
         };
         match writer.write(&scope, &failure).await {
             Ok(Said::Posted) => {}
-            Ok(Said::Silenced) => tracing::info!(job = job.id, "a newer plan speaks for it: not posted"),
+            Ok(Said::Silenced) => {
+                tracing::info!(job = job.id, "a newer plan speaks for it: not posted");
+                // Its check run, if it opened one, is completed all the same.
+                if let Err(e) = forge.cancel_check_runs(&repo, &head_sha, job.id).await {
+                    tracing::warn!(job = job.id, error = %e, "cannot complete the check run of a job given up");
+                }
+            }
             Err(e) => {
                 tracing::warn!(job = job.id, error = %e, "cannot say on the commit that its plan was given up")
             }

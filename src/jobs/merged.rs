@@ -10,10 +10,12 @@ use super::mirror::{self, GitAuth};
 use super::worker::{outcome_of, short, status_of, JobError, Worker};
 use super::{FollowupTarget, JobPayload};
 use crate::cancel::{CancelReason, CancelToken};
+use crate::forge::checks::CheckOutput;
 use crate::forge::{ForgeClient, ForgeError, ForgeKind, RepoInfo, StatusState};
 use crate::plan::actual::{Followup, Prediction};
 use crate::plan::{Plan, Verdict};
 use crate::planner;
+use crate::report;
 use crate::store::{now_ms, Job, RunOutcome};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -302,6 +304,7 @@ impl Worker {
         if let Err(error) = &result {
             let _ = self.store.finish_run(run.0, &super::closed_runs::outcome_of_error(error)).await;
         }
+        self.cancel_superseded_check_runs(job, forge, repo, &g.head_sha).await;
         result
     }
 
@@ -327,7 +330,9 @@ impl Worker {
         };
         let (state, description) = status_of(&plan, approved_by.as_deref());
         let url = self.run_url(*run_id, page_token);
-        let last = ForgeWrite::status(&g.head_sha, None, state, &description, url.as_deref());
+        let markdown = report::markdown(&plan);
+        let last = ForgeWrite::status(&g.head_sha, None, state, &description, url.as_deref())
+            .with_check(CheckOutput::of_plan(&plan, &markdown));
         let said = self.writer(job, forge, repo).write(&Scope::Group(g.head_sha.clone()), &last).await?;
         let timings = BTreeMap::from([("total_ms", started.elapsed().as_millis() as u64)]);
         let status = if said == Said::Silenced { "superseded" } else { "done" };

@@ -6,6 +6,7 @@ use super::fence::{ForgeWrite, Said, Scope};
 use super::mirror::{self, GitAuth, Mirrors};
 use super::{help_text, plan_payload, CommandRequest, JobPayload};
 use crate::cancel::{CancelReason, CancelToken};
+use crate::forge::checks::CheckOutput;
 use crate::forge::roles::{CommandRoles, Role};
 use crate::forge::webhook::Command;
 use crate::forge::{ForgeClient, ForgeError, ForgeKind, PullInfo, Reaction, RepoInfo, StatusState};
@@ -398,7 +399,28 @@ impl Worker {
         if let Err(error) = &result {
             let _ = self.store.finish_run(run_id, &super::closed_runs::outcome_of_error(error)).await;
         }
+        self.cancel_superseded_check_runs(job, forge, repo, &target.head_sha).await;
         result
+    }
+
+    /// A job superseded after it opened its check run completes it (as cancelled): the newer
+    /// job's run speaks for the pull request, and none stays in progress for good.
+    pub(super) async fn cancel_superseded_check_runs(
+        &self,
+        job: &Job,
+        forge: &ForgeClient,
+        repo: &RepoInfo,
+        sha: &str,
+    ) {
+        let status = self.store.job_status(job.id).await.ok().flatten();
+        if status.as_deref() != Some("superseded") {
+            return;
+        }
+        match forge.cancel_check_runs(repo, sha, job.id).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(n, sha, "superseded: its check runs are completed as cancelled"),
+            Err(e) => tracing::warn!(error = %e, sha, "cannot complete the check run of a superseded plan"),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -539,7 +561,8 @@ impl Worker {
         }
         if !status_refused {
             let (state, description) = status_of(&plan, approved_by.as_deref());
-            let last = ForgeWrite::status(&target.head_sha, head_ref, state, &description, run_url);
+            let last = ForgeWrite::status(&target.head_sha, head_ref, state, &description, run_url)
+                .with_check(CheckOutput::of_plan(&plan, &comment));
             if writer.write(&scope, &last).await? == Said::Silenced {
                 self.finish_superseded(run_id, &plan, &timings).await?;
                 return Ok(());

@@ -6,6 +6,10 @@
 //! `/rate_limit`. Every request is recorded; `fail_next` and `rate_limit_next` inject failures.
 //! Realistic refusals: comments over 65536 characters (422), statuses on unknown commits (422),
 //! status descriptions over 140 characters (422), requests without `Authorization` (401).
+//! Check runs (create, update, list for a ref, list annotations) as docs.github.com/en/rest/checks/runs
+//! documents them: more than 50 annotations in one request, a summary over 65,535 characters or
+//! a completed run without a conclusion are refused (422); updates append annotations;
+//! `refuse_checks` answers 403 as for a token without `checks: write`.
 //!
 //! The bottom of the file holds the plumbing shared with `fake_gitlab` (server thread, clock,
 //! query parsing, pagination, failure injection).
@@ -173,6 +177,34 @@ impl FakeGitHub {
             .collect()
     }
 
+    /// fluxplan's check runs on `sha`, oldest first, as the API shows them, each with its
+    /// `annotations` (all, in the order they arrived) and `annotation_requests`.
+    pub fn check_runs(&self, repo: &str, sha: &str) -> Vec<Value> {
+        let inner = self.lock();
+        inner
+            .check_runs
+            .iter()
+            .filter(|c| c.repo == repo && c.head_sha == sha)
+            .map(|c| {
+                let mut run = inner.check_run_json(c);
+                run["annotations"] = json!(c.annotations);
+                run["annotation_requests"] = json!(c.annotation_requests);
+                run
+            })
+            .collect()
+    }
+
+    /// While on, every check run request answers 403, as for a token without `checks: write`.
+    pub fn refuse_checks(&self, refuse: bool) {
+        self.lock().refuse_checks = refuse;
+    }
+
+    /// While set, an update that appends annotations to a run that already has some answers
+    /// `status` (a forge failing in the middle of a long write).
+    pub fn fail_annotation_appends(&self, status: Option<u16>) {
+        self.lock().fail_appends = status;
+    }
+
     /// The reactions (`+1`, `eyes`, ...) on a comment, in creation order.
     pub fn reactions(&self, repo: &str, comment_id: u64) -> Vec<String> {
         let inner = self.lock();
@@ -308,6 +340,11 @@ struct Inner {
     permissions: BTreeMap<(String, String), String>,
     comments: Vec<Comment>,
     statuses: Vec<Status>,
+    check_runs: Vec<CheckRun>,
+    /// Check runs answer 403 (a token without `checks: write`).
+    refuse_checks: bool,
+    /// Updates that append annotations to a run that has some answer this status.
+    fail_appends: Option<u16>,
     reactions: Vec<Reaction>,
     requests: Vec<Recorded>,
     /// (path, Authorization header) of every request.
@@ -355,6 +392,24 @@ struct Status {
     description: Value,
     context: String,
     created_at: u64,
+}
+
+struct CheckRun {
+    id: u64,
+    repo: String,
+    name: String,
+    head_sha: String,
+    status: String,
+    conclusion: Value,
+    external_id: Value,
+    details_url: Value,
+    title: Value,
+    summary: Value,
+    text: Value,
+    annotations: Vec<Value>,
+    /// How many requests carried annotations to it.
+    annotation_requests: usize,
+    started_at: u64,
 }
 
 struct Reaction {
@@ -419,6 +474,14 @@ impl Inner {
             ("POST", ["statuses", sha]) => self.create_status(req, repo, sha),
             ("GET", ["commits", sha, "statuses"] | ["statuses", sha]) => self.list_statuses(req, repo, sha),
             ("GET", ["commits", sha, "status"]) => self.combined_status(repo, sha),
+            (_, ["check-runs", ..] | ["commits", _, "check-runs"]) if self.refuse_checks => Reply::json(
+                403,
+                json!({"message": "Resource not accessible by integration", "documentation_url": DOCS, "status": "403"}),
+            ),
+            ("POST", ["check-runs"]) => self.create_check_run(req, repo),
+            ("PATCH", ["check-runs", id]) => self.update_check_run(req, repo, id),
+            ("GET", ["check-runs", id, "annotations"]) => self.check_run_annotations(repo, id),
+            ("GET", ["commits", sha, "check-runs"]) => self.list_check_runs(req, repo, sha),
             ("GET", ["collaborators", user, "permission"]) => self.permission(repo, user),
             ("GET", ["pulls"]) => self.list_pulls(req, repo),
             ("GET", ["pulls", number]) => match number.parse().ok().and_then(|n| self.pull_json(repo, n)) {
@@ -675,6 +738,113 @@ impl Inner {
         })
     }
 
+    // --- check runs
+
+    fn create_check_run(&mut self, req: &Req, repo: &str) -> Reply {
+        let body = match check_run_body(req) {
+            Ok(body) => body,
+            Err(reply) => return reply,
+        };
+        let (Some(name), Some(sha)) = (body["name"].as_str(), body["head_sha"].as_str()) else {
+            return validation_failed("CheckRun", "name", "name and head_sha are required");
+        };
+        if !self.shas.contains(&(repo.to_string(), sha.to_string())) {
+            return validation_failed("CheckRun", "head_sha", "No commit found for SHA");
+        }
+        let mut run = CheckRun {
+            id: self.next_id(),
+            repo: repo.into(),
+            name: name.into(),
+            head_sha: sha.into(),
+            status: "queued".into(),
+            conclusion: Value::Null,
+            external_id: Value::Null,
+            details_url: Value::Null,
+            title: Value::Null,
+            summary: Value::Null,
+            text: Value::Null,
+            annotations: Vec::new(),
+            annotation_requests: 0,
+            started_at: unix_now(),
+        };
+        apply_check_run(&mut run, &body);
+        let json = self.check_run_json(&run);
+        self.check_runs.push(run);
+        Reply::json(201, json)
+    }
+
+    fn update_check_run(&mut self, req: &Req, repo: &str, id: &str) -> Reply {
+        let body = match check_run_body(req) {
+            Ok(body) => body,
+            Err(reply) => return reply,
+        };
+        let id: u64 = id.parse().unwrap_or(0);
+        let fail_appends = self.fail_appends;
+        let Some(run) = self.check_runs.iter_mut().find(|c| c.repo == repo && c.id == id) else {
+            return not_found();
+        };
+        let appends = body["output"]["annotations"].as_array().is_some_and(|a| !a.is_empty());
+        if let Some(status) = fail_appends.filter(|_| appends && !run.annotations.is_empty()) {
+            return Reply::json(status, json!({"message": "Server Error", "status": status.to_string()}));
+        }
+        apply_check_run(run, &body);
+        let run = self.check_runs.iter().find(|c| c.id == id).expect("just updated");
+        Reply::json(200, self.check_run_json(run))
+    }
+
+    fn list_check_runs(&self, req: &Req, repo: &str, sha: &str) -> Reply {
+        let name = req.query_get("check_name");
+        let mut runs: Vec<&CheckRun> = self
+            .check_runs
+            .iter()
+            .rev()
+            .filter(|c| c.repo == repo && c.head_sha == sha && name.is_none_or(|n| n == c.name))
+            .collect();
+        if req.query_get("filter") != Some("all") {
+            let mut seen = BTreeSet::new();
+            runs.retain(|c| seen.insert(c.name.clone()));
+        }
+        let page = Page::of(&runs, &req.query, 30);
+        let items: Vec<Value> = page.items.iter().map(|c| self.check_run_json(c)).collect();
+        Reply::json(200, json!({"total_count": runs.len(), "check_runs": items}))
+    }
+
+    fn check_run_annotations(&self, repo: &str, id: &str) -> Reply {
+        let id: u64 = id.parse().unwrap_or(0);
+        match self.check_runs.iter().find(|c| c.repo == repo && c.id == id) {
+            Some(run) => Reply::json(200, json!(run.annotations)),
+            None => not_found(),
+        }
+    }
+
+    fn check_run_json(&self, c: &CheckRun) -> Value {
+        let api = format!("{}/repos/{}", self.base, c.repo);
+        json!({
+            "id": c.id,
+            "node_id": format!("CR_{}", c.id),
+            "head_sha": c.head_sha,
+            "external_id": c.external_id,
+            "url": format!("{api}/check-runs/{}", c.id),
+            "html_url": format!("https://github.com/{}/runs/{}", c.repo, c.id),
+            "details_url": c.details_url,
+            "status": c.status,
+            "conclusion": c.conclusion,
+            "started_at": rfc3339(c.started_at, false),
+            "completed_at": if c.status == "completed" { json!(rfc3339(c.started_at, false)) } else { Value::Null },
+            "output": {
+                "title": c.title,
+                "summary": c.summary,
+                "text": c.text,
+                "annotations_count": c.annotations.len(),
+                "annotations_url": format!("{api}/check-runs/{}/annotations", c.id),
+            },
+            "name": c.name,
+            "check_suite": {"id": 1},
+            "app": {"id": 4242, "slug": "fluxplan", "name": "fluxplan"},
+            "pull_requests": [],
+        })
+    }
+
     // --- collaborators
 
     fn permission(&self, repo: &str, user: &str) -> Reply {
@@ -902,6 +1072,91 @@ fn validation_failed(resource: &str, field: &str, message: &str) -> Reply {
             "status": "422",
         }),
     )
+}
+
+/// GitHub's documented limits on check run output.
+const MAX_CHECK_OUTPUT_CHARS: usize = 65_535;
+const MAX_ANNOTATIONS_PER_REQUEST: usize = 50;
+
+/// A create or update body, validated as GitHub does.
+fn check_run_body(req: &Req) -> Result<Value, Reply> {
+    let Ok(body) = serde_json::from_str::<Value>(&req.body) else {
+        return Err(Reply::json(
+            400,
+            json!({"message": "Problems parsing JSON", "documentation_url": DOCS, "status": "400"}),
+        ));
+    };
+    if let Some(status) = body.get("status") {
+        if !["queued", "in_progress", "completed"].contains(&status.as_str().unwrap_or("")) {
+            return Err(validation_failed("CheckRun", "status", "status is not included in the list"));
+        }
+        if status == "completed" && body["conclusion"].as_str().is_none() {
+            return Err(validation_failed("CheckRun", "conclusion", "conclusion is required when completed"));
+        }
+    }
+    if let Some(output) = body.get("output") {
+        if output["title"].as_str().is_none() || output["summary"].as_str().is_none() {
+            return Err(validation_failed("CheckRun", "output", "title and summary are required"));
+        }
+        for field in ["summary", "text"] {
+            if output[field].as_str().is_some_and(|t| t.chars().count() > MAX_CHECK_OUTPUT_CHARS) {
+                return Err(validation_failed(
+                    "CheckRun",
+                    field,
+                    &format!("{field} is too long (maximum is 65535 characters)"),
+                ));
+            }
+        }
+        let annotations = output["annotations"].as_array().map(Vec::len).unwrap_or(0);
+        if annotations > MAX_ANNOTATIONS_PER_REQUEST {
+            return Err(validation_failed(
+                "CheckRun",
+                "annotations",
+                "Only 50 annotations are allowed per request",
+            ));
+        }
+        for a in output["annotations"].as_array().into_iter().flatten() {
+            let valid = a["path"].as_str().is_some()
+                && a["start_line"].as_u64().is_some()
+                && a["end_line"].as_u64().is_some()
+                && a["message"].as_str().is_some()
+                && ["notice", "warning", "failure"].contains(&a["annotation_level"].as_str().unwrap_or(""));
+            if !valid {
+                return Err(validation_failed("CheckRun", "annotations", "invalid annotation"));
+            }
+        }
+    }
+    Ok(body)
+}
+
+/// Applies a validated body: updates replace what they name and append annotations.
+fn apply_check_run(run: &mut CheckRun, body: &Value) {
+    if let Some(status) = body["status"].as_str() {
+        run.status = status.into();
+    }
+    for (field, slot) in [
+        ("conclusion", &mut run.conclusion),
+        ("external_id", &mut run.external_id),
+        ("details_url", &mut run.details_url),
+    ] {
+        if let Some(value) = body.get(field) {
+            *slot = value.clone();
+        }
+    }
+    if body.get("conclusion").is_some() && body.get("status").is_none() {
+        run.status = "completed".into();
+    }
+    if let Some(output) = body.get("output") {
+        run.title = output["title"].clone();
+        run.summary = output["summary"].clone();
+        if output.get("text").is_some() {
+            run.text = output["text"].clone();
+        }
+        if let Some(annotations) = output["annotations"].as_array().filter(|a| !a.is_empty()) {
+            run.annotations.extend(annotations.iter().cloned());
+            run.annotation_requests += 1;
+        }
+    }
 }
 
 async fn handle(

@@ -16,6 +16,7 @@ mod cascades;
 mod catch_up;
 mod chart_hosts;
 mod chart_store;
+mod check_runs;
 mod ci_recipes;
 mod cli_output;
 mod completion;
