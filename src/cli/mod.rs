@@ -292,6 +292,7 @@ impl RenderArgs {
             jobs: self.jobs,
             cache_dir: self.cache_dir(),
             progress: !console::quiet(),
+            ..Default::default()
         }
     }
 
