@@ -157,7 +157,8 @@ mod tests {
             named_from_secret: true,
             secret_template: Default::default(),
             origin: Some("apps/podinfo/secret.yaml".into()),
-            object: json!({"kind": "Secret", "metadata": {"name": "shown"}, "data": {"k": "(masked)"}}),
+            object: json!({"kind": "Secret", "metadata": {"name": "shown"}, "data": {"k": "(masked)"}})
+                .into(),
             digest: "d1".into(),
             secret_digests: BTreeMap::from([("data.k".into(), "d2".into())]),
             real: Some(json!({"kind": "Kustomization"})),
@@ -187,5 +188,36 @@ mod tests {
         );
         assert!(back.holds_secret_values);
         assert!(decode("{\"objects\": 1}").is_none());
+    }
+
+    #[test]
+    fn a_shared_decode_gives_both_readers_one_manifest_and_the_same_render() {
+        let object = RenderedObject {
+            id: None,
+            named_from_secret: false,
+            secret_template: Default::default(),
+            origin: Some("apps/a.yaml".into()),
+            object: Arc::new(json!({"kind": "ConfigMap", "metadata": {"name": "a"}})),
+            digest: "d".into(),
+            secret_digests: BTreeMap::new(),
+            real: None,
+            holds_secret_values: false,
+        };
+        let cache = RenderCache::new(None);
+        let finished = Finished { objects: vec![object], unresolved: BTreeSet::new() };
+        cache.put("k", Arc::new(encode(&finished)));
+        let manifest = |f: &Finished| f.objects[0].object.clone();
+        for sharing in [true, false] {
+            let decoded = Decoded::new(sharing);
+            let (first, second) = (decoded.get(&cache, "k").unwrap(), decoded.get(&cache, "k").unwrap());
+            assert_eq!(Arc::ptr_eq(&manifest(&first), &manifest(&second)), sharing);
+            assert_eq!(
+                (manifest(&first), &first.objects[0].digest),
+                (manifest(&second), &second.objects[0].digest)
+            );
+            assert_eq!(*manifest(&first), *finished.objects[0].object);
+            // An entry that is not there, or not a render, is none on every read.
+            assert!(decoded.get(&cache, "missing").is_none() && decoded.get(&cache, "missing").is_none());
+        }
     }
 }
