@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Render benchmark: synthetic fleets of N Kustomizations x M objects, cold and warm cache (medians
 # of 3 runs each), peak memory, and the warm plan of the change. The fleet is packed (git gc), as a clone is. Writes bench/out/render.md (bench/out/render-binary.md with
-# FLUXPLAN_KUSTOMIZE_LIB=off: the kustomize binary per build). Usage: bench/render.sh [M] [N ...]
+# FLUXPLAN_KUSTOMIZE_LIB=off: the kustomize binary per build). Usage: [FLUXPLAN_BIN=PATH]
+# [BENCH_OUT=FILE] bench/render.sh [M] [N ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 objects=${1:-20}
 shift || true
 sizes=("${@:-10 100 500}")
 sizes=(${sizes[@]})
-cargo build --release --quiet
-bin=target/release/fluxplan
+# FLUXPLAN_BIN=PATH measures that binary (another commit's, for a before/after) instead of this
+# checkout's release build.
+if [ -z "${FLUXPLAN_BIN:-}" ]; then
+  cargo build --release --quiet
+fi
+bin=${FLUXPLAN_BIN:-target/release/fluxplan}
 # The in-process floor (bench/library-floor.py): the apps' kustomizations built through the
 # library in one process, 2 threads, in the same minute (this VM's CPU speed moves a lot).
 lib=$(scripts/fetch-kustomize-lib.sh)
@@ -17,6 +22,7 @@ out=bench/out
 mkdir -p "$out"
 report="$out/render.md"
 [ "${FLUXPLAN_KUSTOMIZE_LIB:-}" = off ] && report="$out/render-binary.md"
+report=${BENCH_OUT:-$report}
 # Which kustomize runs the builds (the library's workers, else the binary).
 engine=$(FLUXPLAN_LOG=fluxplan=info "$bin" build --repo examples/fleet --no-cache --format ids 2>&1 >/dev/null \
   | grep -o 'kustomize=.*' | tail -1 | cut -d= -f2-)

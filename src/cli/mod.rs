@@ -293,6 +293,7 @@ impl RenderArgs {
             jobs: self.jobs,
             cache_dir: self.cache_dir(),
             progress: !console::quiet(),
+            ..Default::default()
         }
     }
 

@@ -18,7 +18,7 @@ use crate::flux::ObjectId;
 use crate::render::helm::origin::ChartOrigin;
 use crate::render::helm::{is_kept, HelmUnit};
 use crate::render::{RenderedKustomization, Status, UnitKind, UnitRef};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// What is known of a release's storage.
@@ -158,7 +158,7 @@ impl ClusterView<'_> {
                 let (manifest, live) = match self.live_object(&id) {
                     Live::Present(object) => (object.clone(), true),
                     _ => match self.base_object(&owner, &id) {
-                        Some(object) => (object.object.clone(), false),
+                        Some(object) => (Value::clone(&object.object), false),
                         None => (json!({"metadata": {"name": id.name, "namespace": id.namespace}}), false),
                     },
                 };
@@ -255,7 +255,7 @@ impl ClusterView<'_> {
         let id = ObjectId::new(&reference.namespace, &reference.name, HELM_GROUP, HELM_RELEASE_KIND);
         match self.live_object(&id) {
             Live::Present(object) => Some((object.clone(), true)),
-            _ => self.base_object(reference, &id).map(|o| (o.object.clone(), false)),
+            _ => self.base_object(reference, &id).map(|o| (Value::clone(&o.object), false)),
         }
     }
 

@@ -158,7 +158,7 @@ pub(super) fn repointed(
         UnitKind::Kustomization if k.source.kind != "ExternalArtifact" && before.source != k.source => {
             let object = |render: &Render, source: &SourceRef| {
                 let id = ObjectId::new(&source.namespace, &source.name, SOURCE_GROUP, &source.kind);
-                render.object(cluster, &id.to_string()).map(|o| o.object.clone())
+                render.object(cluster, &id.to_string()).map(|o| Value::clone(&o.object))
             };
             let (was, now) = (object(base, &before.source), object(head, &k.source));
             let repository = |o: &Option<Value>| o.as_ref().and_then(source_repository);

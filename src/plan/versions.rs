@@ -126,7 +126,7 @@ fn index<'r>(
         .flat_map(|(c, ids)| {
             render.objects_of(&c.name).filter_map(move |o| {
                 let id = o.id.as_ref().filter(|id| ids.contains(*id))?;
-                Some(((c.name.as_str(), id.to_string()), &o.object))
+                Some(((c.name.as_str(), id.to_string()), &*o.object))
             })
         })
         .collect()

@@ -80,6 +80,10 @@ pub struct RenderSettings {
     /// A progress line on stderr when it is a terminal.
     pub progress: bool,
     pub helm: HelmSettings,
+    /// Base and head share the finished renders both read (see `Renderer::with_shared_decodes`);
+    /// off only in the test that checks sharing changes no plan.
+    #[doc(hidden)]
+    pub share_decodes: bool,
 }
 
 /// How HelmReleases are rendered.
@@ -122,6 +126,7 @@ impl Default for RenderSettings {
             cache_dir: None,
             progress: false,
             helm: HelmSettings::default(),
+            share_decodes: true,
         }
     }
 }
@@ -263,7 +268,8 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
     let listed_roots: BTreeSet<String> = sources.keys().filter(|root| !root.is_empty()).cloned().collect();
     let knowledge = ClusterKnowledge::gather(sources)?;
     let renderer = Renderer::new(request.limits.kustomize_timeout, request.render.cache_dir.clone())?
-        .with_memory_limit(request.limits.render_memory);
+        .with_memory_limit(request.limits.render_memory)
+        .with_shared_decodes(request.render.share_decodes);
     // An unknown revision is left for the render to report.
     let base_commit = base_commit.map_or_else(|| request.base.clone(), str::to_string);
     let declared = request.policy.before_render(&request.repo, &base_commit).unwrap_or_default();

@@ -78,6 +78,8 @@ struct KnownInputs {
 pub struct Builder {
     pub kustomize: Kustomize,
     pub cache: RenderCache,
+    /// Finished renders decoded once for both sides of a plan.
+    pub decoded: super::finished::Decoded,
     file_hashes: Mutex<BTreeMap<PathBuf, String>>,
     /// The references of nested kustomization files already checked and rewritten, by file and
     /// whether a plugin declared them: a component many builds share is parsed once.
@@ -101,6 +103,7 @@ impl Builder {
         Builder {
             kustomize,
             cache,
+            decoded: super::finished::Decoded::new(true),
             file_hashes: Mutex::default(),
             nested: Mutex::default(),
             resolver: references::Resolver::default(),

@@ -131,9 +131,11 @@ pub struct RenderedObject {
     pub named_from_secret: bool,
     /// The repository file the object came from, when kustomize says.
     pub origin: Option<String>,
-    /// The manifest as shown: Secret data and values substituted from Secrets masked.
-    #[serde(rename = "manifest")]
-    pub object: Value,
+    /// The manifest as shown: Secret data and values substituted from Secrets masked. Shared:
+    /// a unit whose finished render base and head both read holds one copy (see
+    /// `finished::Decoded`).
+    #[serde(rename = "manifest", serialize_with = "shared_value")]
+    pub object: Arc<Value>,
     /// Digest of the real manifest, to compare renders without showing secrets.
     #[serde(skip)]
     pub digest: String,
@@ -149,6 +151,10 @@ pub struct RenderedObject {
     /// Of a nested Kustomization: what its template takes from Secrets.
     #[serde(skip)]
     pub secret_template: SecretTemplate,
+}
+
+fn shared_value<S: serde::Serializer>(value: &Arc<Value>, serializer: S) -> Result<S::Ok, S::Error> {
+    value.as_ref().serialize(serializer)
 }
 
 /// What a nested Kustomization's template takes from variables its parent substitutes from

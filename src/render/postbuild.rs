@@ -11,6 +11,7 @@ use crate::yaml;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// What replaces Secret data in everything fluxplan prints.
 pub const MASK: &str = "***";
@@ -181,7 +182,7 @@ pub fn finish(
             named_from_secret: refs.identity,
             secret_template: if is_child { refs.template } else { SecretTemplate::default() },
             real,
-            object,
+            object: Arc::new(object),
             origin,
             digest,
             secret_digests,
@@ -205,7 +206,7 @@ pub fn plain(built: Vec<BuiltObject>) -> Vec<RenderedObject> {
                 named_from_secret: false,
                 secret_template: SecretTemplate::default(),
                 real: None,
-                object: shown,
+                object: Arc::new(shown),
                 origin,
                 digest,
                 secret_digests,

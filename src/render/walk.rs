@@ -31,6 +31,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often roots are chosen again because the walk found syncs they were not chosen by.
@@ -62,6 +63,13 @@ impl Renderer {
 
     fn from_builder(builder: Builder, cache_dir: Option<PathBuf>) -> Self {
         Renderer { builder, helm: super::helm::Toolkit::new(cache_dir) }
+    }
+
+    /// Whether base and head share the finished renders they both read (decoded once, one copy
+    /// of each manifest); on by default. Off only to check that sharing changes no plan.
+    pub fn with_shared_decodes(mut self, on: bool) -> Self {
+        self.builder.decoded = super::finished::Decoded::new(on);
+        self
     }
 
     /// Every helm and kustomize process of this renderer's renders runs under `bytes` of memory
@@ -919,7 +927,7 @@ fn identify(
     let kind = object.object["kind"].as_str().unwrap_or("");
     if let Some(namespace) = default_namespace {
         let namespaced = scopes.scope_of(group, kind) != Scope::Cluster;
-        let meta = object.object.get_mut("metadata").and_then(Value::as_object_mut);
+        let meta = Arc::make_mut(&mut object.object).get_mut("metadata").and_then(Value::as_object_mut);
         if let Some(meta) = meta.filter(|_| namespaced) {
             if meta.get("namespace").and_then(Value::as_str).unwrap_or("").is_empty() {
                 meta.insert("namespace".into(), Value::String(namespace.to_string()));

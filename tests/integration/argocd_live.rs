@@ -55,7 +55,7 @@ fn cluster(repo: &crate::fixture::Repo) -> Vec<Value> {
     let base = repo.render(Some("HEAD~1"));
     let rendered =
         base.find("argocd/guestbook").unwrap().objects.iter().find(|o| o.object["kind"] == "Deployment");
-    let mut deployment = rendered.unwrap().object.clone();
+    let mut deployment = rendered.unwrap().object.as_ref().clone();
     deployment["metadata"]["labels"][INSTANCE] = json!("guestbook");
     deployment["spec"]["replicas"] = json!(7);
     let mut extraneous = tracked("v1", "ConfigMap", "legacy", "notes", "legacy");
@@ -125,7 +125,7 @@ fn cluster(repo: &crate::fixture::Repo) -> Vec<Value> {
     ];
     // What the ApplicationSet generated, owned by it, with what each deployed.
     for generated in &base.find("argocd/platform").unwrap().objects {
-        let mut app = generated.object.clone();
+        let mut app = generated.object.as_ref().clone();
         let name = app["metadata"]["name"].as_str().unwrap().to_string();
         app["metadata"]["ownerReferences"] = json!([{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "name": "platform", "uid": "u1"}]);
         app["status"] = json!({"resources": [
@@ -137,8 +137,12 @@ fn cluster(repo: &crate::fixture::Repo) -> Vec<Value> {
         objects.push(tracked("v1", "Service", &name, &name, &name));
     }
     // The ApplicationSet itself, applied by root.
-    let mut platform =
-        base.object("argocd/root", "argocd_platform_argoproj.io_ApplicationSet").unwrap().object.clone();
+    let mut platform = base
+        .object("argocd/root", "argocd_platform_argoproj.io_ApplicationSet")
+        .unwrap()
+        .object
+        .as_ref()
+        .clone();
     platform["metadata"]["labels"] = json!({INSTANCE: "root"});
     objects.push(platform);
     objects

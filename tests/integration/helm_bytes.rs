@@ -129,7 +129,7 @@ fn rendered(repo: &Repo, reference: &str) -> BTreeMap<String, Value> {
     let render = repo.render(Some("HEAD"));
     let unit = render.find(reference).unwrap_or_else(|| panic!("{reference} not rendered"));
     assert_eq!(unit.status, fluxplan::render::Status::Rendered, "{:?}", unit.error);
-    unit.objects.iter().map(|o| by_name(o.object.clone())).collect()
+    unit.objects.iter().map(|o| by_name(serde_json::Value::clone(&o.object))).collect()
 }
 
 /// helm-controller's origin labels on each of the oracle's objects.

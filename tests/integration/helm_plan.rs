@@ -1005,8 +1005,12 @@ fn drift_shows_where_helm_controllers_drift_detection_puts_it_back() {
     );
     repo.commit("drift detection");
     let rendered = repo.render(Some("HEAD"));
-    let mut live =
-        rendered.object("clusters/prod", "data_db_apps_StatefulSet").expect("rendered").object.clone();
+    let mut live = rendered
+        .object("clusters/prod", "data_db_apps_StatefulSet")
+        .expect("rendered")
+        .object
+        .as_ref()
+        .clone();
     live["spec"]["replicas"] = json!(9);
     live["spec"]["template"]["spec"]["containers"][0]["image"] = json!("postgres:16-by-hand");
     let snapshot = tempfile::NamedTempFile::new().unwrap();

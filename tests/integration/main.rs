@@ -71,6 +71,7 @@ mod sandbox;
 mod schema;
 mod scopes;
 mod secret_files;
+mod shared_renders;
 mod silent_pass;
 mod speed;
 mod superseded_writes;

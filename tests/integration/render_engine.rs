@@ -898,7 +898,9 @@ fn builds_known_by_git_ids_are_checked_before_kustomize_runs_again() {
     let objects = |render: &fluxplan::render::Render| -> Vec<(String, Vec<serde_json::Value>)> {
         render
             .kustomizations()
-            .map(|(_, k)| (k.name.clone(), k.objects.iter().map(|o| o.object.clone()).collect()))
+            .map(|(_, k)| {
+                (k.name.clone(), k.objects.iter().map(|o| serde_json::Value::clone(&o.object)).collect())
+            })
             .collect()
     };
     let cold = render();

@@ -80,7 +80,7 @@ fn the_library_builds_the_example_fleet_exactly_as_the_binary() {
                 (
                     c.name.clone(),
                     format!("{}/{}", k.namespace, k.name),
-                    k.objects.iter().map(|o| o.object.clone()).collect(),
+                    k.objects.iter().map(|o| serde_json::Value::clone(&o.object)).collect(),
                 )
             })
             .collect()

@@ -22,7 +22,7 @@ pub(crate) fn cluster_after(repo: &Repo, rev: &str) -> Value {
             "status": {"inventory": {"entries": ids.iter().map(|id| json!({"id": id, "v": "v1"})).collect::<Vec<_>>()}},
         }));
         for object in &k.objects {
-            let mut live = object.object.clone();
+            let mut live = serde_json::Value::clone(&object.object);
             if object.id.as_ref().is_some_and(|id| id.namespace.is_empty()) {
                 // The API server keeps no namespace on a cluster-scoped object.
                 live["metadata"].as_object_mut().unwrap().remove("namespace");

@@ -149,7 +149,7 @@ fn statefulset(subject: &Subject, found: &mut Vec<Candidate>) {
         o.and_then(|o| o["spec"].as_object()).map(|m| m.keys().cloned().collect()).unwrap_or_default()
     };
     let mut names: BTreeSet<String> = keys(Some(subject.after())).into_iter().collect();
-    names.extend(keys(subject.base.map(|b| &b.object)));
+    names.extend(keys(subject.base.map(|b| &*b.object)));
     for key in names.iter().filter(|k| !STATEFULSET_MUTABLE.contains(&k.as_str())) {
         let path = ["spec", key.as_str()];
         if !subject.changes(&path) {

@@ -91,7 +91,7 @@ impl<'a> Subject<'a> {
 
     /// The object as the cluster holds it now: the live object, else the base render's manifest.
     pub fn before(&self) -> Option<&'a Value> {
-        self.live.or(self.base.map(|b| &b.object))
+        self.live.or(self.base.map(|b| &*b.object))
     }
 
     /// True when the object is new to the cluster: nothing before it.
@@ -153,7 +153,7 @@ impl<'a> Subject<'a> {
 
     /// The head render's manifest of another object of the cluster.
     pub fn head_object(&self, id: &ObjectId) -> Option<&'a Value> {
-        self.head_objects.get(id).map(|o| &o.object)
+        self.head_objects.get(id).map(|o| &*o.object)
     }
 }
 

@@ -434,7 +434,7 @@ impl<'a> ArgoWalk<'a> {
                     .and_then(|a| a.destination.namespace.clone())
                     .unwrap_or_else(|| node.reference.namespace.clone());
                 for object in &objects {
-                    let manifest = &object.object;
+                    let manifest = &*object.object;
                     if !(argocd::is_application(manifest) || argocd::is_application_set(manifest)) {
                         continue;
                     }
@@ -802,7 +802,7 @@ pub fn kept_applications(base: &super::Render, head: &super::Render) -> BTreeMap
                     set.name.clone(),
                     &earlier.object,
                 );
-                kept.insert(reference, earlier.object.clone());
+                kept.insert(reference, Value::clone(&earlier.object));
             }
         }
     }

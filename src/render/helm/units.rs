@@ -214,14 +214,14 @@ pub fn add_units(cluster: &mut Cluster, releases: &Releases) {
             .filter(|k| k.status == Status::Rendered)
             .flat_map(|k| &k.objects)
             .filter(|o| !o.holds_secret_values)
-            .map(|o| &o.object)
+            .map(|o| &*o.object)
     };
     let named = |o: &Value| {
         Some((o["metadata"]["namespace"].as_str()?.to_string(), o["metadata"]["name"].as_str()?.to_string()))
     };
     let config_maps: BTreeMap<(String, String), Value> = applied()
         .filter(|o| o["kind"] == "ConfigMap" && o["apiVersion"] == "v1")
-        .filter_map(|o| Some((named(o)?, o.clone())))
+        .filter_map(|o| Some((named(o)?, Value::clone(o))))
         .collect();
     let sources: BTreeMap<(String, String, String), Value> = applied()
         .filter(|o| {
@@ -230,7 +230,7 @@ pub fn add_units(cluster: &mut Cluster, releases: &Releases) {
         })
         .filter_map(|o| {
             let (namespace, name) = named(o)?;
-            Some(((o["kind"].as_str()?.to_string(), namespace, name), o.clone()))
+            Some(((o["kind"].as_str()?.to_string(), namespace, name), Value::clone(o)))
         })
         .collect();
     let found = found_in(cluster);

@@ -99,7 +99,7 @@ impl KustomizationEngine<'_> {
             .as_ref()
             .and_then(|key| serde_json::from_str::<finished::Warm>(&builder.cache.get(key)?).ok())
             .filter(|warm| tree.as_ref().is_some_and(|tree| build::unchanged(&warm.ids, tree)))
-            .and_then(|warm| Some((finished::decode(&builder.cache.get(&warm.finished)?)?, warm.ids)));
+            .and_then(|warm| Some((builder.decoded.get(&builder.cache, &warm.finished)?, warm.ids)));
         if let Some((hit, ids)) = warm_hit {
             self.record_inputs(root, spec, ids.keys());
             tick.built = Some(true);
@@ -124,9 +124,7 @@ impl KustomizationEngine<'_> {
                     .put(key, std::sync::Arc::new(serde_json::to_string(&warm).expect("JSON serializes")));
             }
         };
-        if let Some(hit) =
-            finished_key.as_ref().and_then(|key| builder.cache.get(key)).and_then(|t| finished::decode(&t))
-        {
+        if let Some(hit) = finished_key.as_ref().and_then(|key| builder.decoded.get(&builder.cache, key)) {
             remember_warm(finished_key.as_deref().unwrap_or_default());
             tick.built = Some(true);
             return Ok((hit.objects, hit.unresolved.into_iter().collect()));
