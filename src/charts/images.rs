@@ -343,6 +343,7 @@ pub fn check(access: Access, cache: &Cache, images: &[ImageRef]) -> BTreeMap<Ima
     if todo.is_empty() {
         return results;
     }
+    let timeout = access.timeout.unwrap_or(DEFAULT_TIMEOUT);
     let fetcher = match Fetcher::new(access) {
         Ok(fetcher) => fetcher,
         Err(why) => {
@@ -350,14 +351,34 @@ pub fn check(access: Access, cache: &Cache, images: &[ImageRef]) -> BTreeMap<Ima
             return results;
         }
     };
+    let workers = PARALLEL.min(todo.len());
     let queue = Mutex::new(todo.into_iter());
     let found = Mutex::new(Vec::new());
+    // A registry that let a request run out its time is not asked again in this check: a pull
+    // request naming a hundred images on a host that hangs costs one timeout per worker, not a
+    // hundred. (The failed-host memory keeps only hosts that gave no answer at all.)
+    let slow: Mutex<HashMap<String, String>> = Mutex::default();
     std::thread::scope(|scope| {
-        for _ in 0..PARALLEL {
+        for _ in 0..workers {
             scope.spawn(|| loop {
                 let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
                 let Some(image) = next else { break };
-                let outcome = check_one(&fetcher, image);
+                let known_slow = slow.lock().unwrap_or_else(|e| e.into_inner()).get(&image.registry).cloned();
+                let outcome = match known_slow {
+                    Some(why) => Outcome::Unchecked { why },
+                    None => {
+                        let started = Instant::now();
+                        let outcome = check_one(&fetcher, image);
+                        if let Outcome::Unchecked { why } = &outcome {
+                            if started.elapsed() >= timeout {
+                                slow.lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .insert(image.registry.clone(), why.clone());
+                            }
+                        }
+                        outcome
+                    }
+                };
                 cache.put(image, &outcome);
                 found.lock().unwrap_or_else(|e| e.into_inner()).push((image.clone(), outcome));
             });

@@ -4,7 +4,7 @@
 //! registry's `auth: token` with a certificate made here by openssl, and a token server here that
 //! mints the JWT it verifies, signed by openssl).
 
-use crate::fixture::{alert_codes, plan_json, wait_for, Repo, WAIT};
+use crate::fixture::{alert_codes, fluxplan_bin, wait_for, Repo, WAIT};
 use crate::helm_fetch::Registry;
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -24,12 +24,28 @@ fn deployment(name: &str, image: &str) -> String {
     )
 }
 
-fn cron_job(name: &str, init_image: &str) -> String {
+fn cron_job(name: &str, init_image: &str, image: &str) -> String {
     format!(
         "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  schedule: \"@daily\"\n  \
          jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: Never\n          initContainers:\n          \
-         - name: migrate\n            image: {init_image}\n          containers:\n          - name: job\n            image: busybox\n"
+         - name: migrate\n            image: {init_image}\n          containers:\n          - name: job\n            image: {image}\n"
     )
+}
+
+/// `fluxplan plan --format json` of HEAD~1..HEAD with image checks on (the fixture's runner
+/// turns them off for every other test); returns the plan and the exit code.
+fn plan_json(repo: &Repo, base: &str, head: &str, extra: &[&str]) -> (Value, i32) {
+    let out = Command::new(fluxplan_bin())
+        .args(["plan", "--no-cache", "--base", base, "--head", head, "--format", "json", "--repo"])
+        .arg(repo.path())
+        .args(extra)
+        .env_remove("FLUXPLAN_NO_IMAGE_CHECK")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let plan = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}{}", String::from_utf8_lossy(&out.stderr)));
+    (plan, out.status.code().unwrap())
 }
 
 fn sha256(bytes: &[u8]) -> String {
@@ -135,7 +151,10 @@ fn a_loopback_registry_answers_for_a_present_tag_a_missing_tag_and_a_digest() {
             ("apps/typo.yaml", deployment("typo", &format!("{host}/team/web:1.1"))),
             ("apps/pinned.yaml", deployment("pinned", &format!("{host}/team/worker@{digest}"))),
             ("apps/ghost.yaml", deployment("ghost", &format!("{host}/team/worker:2.0@{missing_digest}"))),
-            ("apps/nightly.yaml", cron_job("nightly", &format!("{host}/team/migrate:3"))),
+            (
+                "apps/nightly.yaml",
+                cron_job("nightly", &format!("{host}/team/migrate:3"), &format!("{host}/team/web:1.0")),
+            ),
             ("apps/legacy.yaml", deployment("legacy", &format!("{host}/team/gone:1"))),
         ],
     );

@@ -230,6 +230,14 @@ fn a_hanging_registry_or_a_huge_token_leaves_the_image_unchecked() {
     let why =
         unchecked_because(outcome(access(&[], &[hanging.host()]), &format!("{}/a/b:1", hanging.host())));
     assert!(why.contains("timed out") || why.contains("operation"), "{why}");
+    // Many images on it: once it has timed out, the rest are not asked.
+    let many: Vec<ImageRef> =
+        (0..40).map(|i| ImageRef::parse(&format!("{}/a/b:{i}", hanging.host())).unwrap()).collect();
+    let asked_before = hanging.seen.lock().unwrap().len();
+    let outcomes = check(access(&[], &[hanging.host()]), &Cache::default(), &many);
+    assert!(outcomes.values().all(|o| matches!(o, Outcome::Unchecked { .. })));
+    let asked = hanging.seen.lock().unwrap().len() - asked_before;
+    assert!(asked <= PARALLEL, "{asked} requests to a registry that hangs");
     let huge = Scripted::start(|_, _| status("200 OK", "", &"x".repeat(MAX_TOKEN_BYTES as usize + 10)));
     let realm = format!("http://{}/token", huge.host());
     let registry = Scripted::start(move |_, _| {
