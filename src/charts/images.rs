@@ -268,7 +268,7 @@ impl Cache {
                 .0
                 .tag_memory
                 .is_some_and(|memory| (self.0.clock)().saturating_duration_since(*at) >= memory);
-        (!stale).then(|| if *present { Outcome::Present } else { Outcome::Missing })
+        (!stale).then_some(if *present { Outcome::Present } else { Outcome::Missing })
     }
 
     fn put(&self, image: &ImageRef, outcome: &Outcome) {

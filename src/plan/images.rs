@@ -21,6 +21,9 @@ pub struct NewImage {
     pub image: String,
 }
 
+/// (unit `namespace/name`, object `Kind namespace/name`, container, image).
+type Container = (String, String, String, String);
+
 /// The kinds whose pods run containers, and where their pod spec sits.
 fn pod_spec(object: &Value) -> Option<&Value> {
     let spec = &object["spec"];
@@ -52,8 +55,8 @@ pub fn containers(object: &Value) -> Vec<(String, String)> {
 /// Images of `render`'s objects by (cluster, object id). Objects whose shown manifest masks
 /// values substituted from Secrets are left out: whether such an image exists would tell the
 /// value.
-fn images_by_object(render: &Render) -> BTreeMap<(String, String), Vec<(String, String, String, String)>> {
-    let mut by_object: BTreeMap<(String, String), Vec<(String, String, String, String)>> = BTreeMap::new();
+fn images_by_object(render: &Render) -> BTreeMap<(String, String), Vec<Container>> {
+    let mut by_object: BTreeMap<(String, String), Vec<Container>> = BTreeMap::new();
     for cluster in &render.clusters {
         for unit in &cluster.kustomizations {
             let kustomization = format!("{}/{}", unit.namespace, unit.name);
