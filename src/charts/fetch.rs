@@ -12,7 +12,7 @@ use super::tls::SourceTls;
 use reqwest::blocking::{Client, Response};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, LOCATION};
-use reqwest::{Certificate, Identity};
+use reqwest::{Certificate, Identity, Method};
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -227,6 +227,28 @@ impl Fetcher {
         presented: Presented,
         limit: u64,
     ) -> Result<(Vec<u8>, HeaderMap), FetchError> {
+        self.send(Method::GET, url, accept, presented, limit)
+    }
+
+    /// HEADs `url` as `get` GETs it (the same checks, redirects and credentials rules): the
+    /// answer's headers, no body read.
+    pub fn head(
+        &self,
+        url: &Url,
+        accept: Option<&str>,
+        presented: Presented,
+    ) -> Result<HeaderMap, FetchError> {
+        self.send(Method::HEAD, url, accept, presented, 0).map(|(_, headers)| headers)
+    }
+
+    fn send(
+        &self,
+        method: Method,
+        url: &Url,
+        accept: Option<&str>,
+        presented: Presented,
+        limit: u64,
+    ) -> Result<(Vec<u8>, HeaderMap), FetchError> {
         let auth = presented.auth;
         // Plain HTTP has no handshake to present a certificate in.
         let certificate = presented.client_certificate && self.identity.is_some() && url.scheme() == "https";
@@ -250,7 +272,7 @@ impl Fetcher {
             let mut contact = self.contact(&current)?;
             self.check_connection(&current, &mut contact)?;
             let client = self.client(certificate && same_origin(&current, url), &current)?;
-            let mut request = client.get(current.clone());
+            let mut request = client.request(method.clone(), current.clone());
             if let Some(accept) = accept {
                 request = request.header(ACCEPT, accept);
             }
@@ -307,6 +329,9 @@ impl Fetcher {
                 });
             }
             let headers = response.headers().clone();
+            if method == Method::HEAD {
+                return Ok((Vec::new(), headers));
+            }
             return Ok((read_capped(response, &current, limit)?, headers));
         }
         Err(FetchError::Failed {

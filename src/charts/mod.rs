@@ -9,6 +9,7 @@ pub mod failed_hosts;
 pub mod fetch;
 pub mod helmignore;
 pub mod hosts;
+pub mod images;
 pub mod loader;
 pub mod oci;
 pub mod pack;
@@ -65,6 +66,11 @@ pub struct Settings {
     /// Hosts that failed, shared by every clone of these settings: asked once per plan (the CLI
     /// makes one per process), or once a minute in `serve`.
     pub failed_hosts: failed_hosts::FailedHosts,
+    /// Check no container image (`--no-image-check`).
+    pub no_image_check: bool,
+    /// Registries' answers for images, shared by every clone: for the plan, or (tags) a few
+    /// minutes in `serve`.
+    pub image_cache: images::Cache,
 }
 
 impl Settings {

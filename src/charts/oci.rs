@@ -215,7 +215,7 @@ impl Session<'_> {
 }
 
 /// The parameters of a `Bearer realm="…",service="…"` challenge.
-fn challenge_params(challenge: &str) -> Option<Vec<(String, String)>> {
+pub(super) fn challenge_params(challenge: &str) -> Option<Vec<(String, String)>> {
     let rest =
         challenge.trim().strip_prefix("Bearer ").or_else(|| challenge.trim().strip_prefix("bearer "))?;
     let mut params = Vec::new();

@@ -50,11 +50,14 @@ pub fn run(args: McpArgs) -> Result<u8> {
         .map(|dir| std::fs::canonicalize(dir).with_context(|| format!("--allow {}", dir.display())))
         .collect::<Result<Vec<_>>>()?;
     let cache_dir = super::cache_dir(args.cache_dir.as_ref(), args.no_cache);
+    // A long-lived server, like `serve`: a tag's answer is asked again after a few minutes.
+    let mut helm = args.helm.settings();
+    helm.fetch.image_cache = crate::charts::images::Cache::serving();
     let settings = crate::mcp::Settings {
         allowed,
         allow_hint: "`fluxplan mcp` with --allow DIR",
         clusters: args.cluster.clusters(args.cluster_snapshot.as_ref()),
-        render: RenderSettings { cache_dir, helm: args.helm.settings(), ..Default::default() },
+        render: RenderSettings { cache_dir, helm, ..Default::default() },
         limits: super::plan::limits(&args.limits, args.plan_timeout),
         database_url,
     };

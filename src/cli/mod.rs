@@ -185,6 +185,10 @@ pub struct HelmArgs {
     /// `external`.
     #[arg(long, env = "FLUXPLAN_NO_CHART_FETCH")]
     pub no_chart_fetch: bool,
+    /// Ask no registry whether the container images a pull request brings exist (no
+    /// `image-missing` nor `image-unchecked` alert).
+    #[arg(long, env = "FLUXPLAN_NO_IMAGE_CHECK")]
+    pub no_image_check: bool,
     /// The Kubernetes version charts see as `.Capabilities.KubeVersion` (`v1.33.0`); default:
     /// the live cluster's when one is read, else Helm's built-in default.
     #[arg(long, env = "FLUXPLAN_KUBE_VERSION", value_name = "VERSION")]
@@ -204,6 +208,8 @@ impl HelmArgs {
                 known_urls: None,
                 offline: self.no_chart_fetch,
                 failed_hosts: Default::default(),
+                no_image_check: self.no_image_check,
+                image_cache: Default::default(),
             },
         }
     }

@@ -319,6 +319,7 @@ pub fn run(mut args: ServeArgs) -> Result<u8> {
             // Many plans, one memory: a failed host is asked again once it has been forgotten.
             let mut helm = args.helm.settings();
             helm.fetch.failed_hosts = crate::charts::failed_hosts::FailedHosts::serving();
+            helm.fetch.image_cache = crate::charts::images::Cache::serving();
             helm
         },
         roles: CommandRoles { approve: args.approve_role, plan: args.plan_role, help: args.help_role },

@@ -16,6 +16,7 @@ mod failing_before;
 mod fan_out;
 mod helm_hooks;
 mod helm_release;
+pub mod images;
 pub(crate) mod label_selector;
 pub mod live_diff;
 mod moved_sources;

@@ -67,6 +67,8 @@ pub const DEFAULT_SEVERITIES: &[(&str, Severity)] = &[
     ("source-pinned", Severity::Info),
     ("external-artifact", Severity::Warning),
     ("chart-unavailable", Severity::Warning),
+    ("image-missing", Severity::Danger),
+    ("image-unchecked", Severity::Warning),
     ("helm-release-stuck", Severity::Warning),
     ("chart-lookup", Severity::Warning),
     ("capabilities-assumed", Severity::Warning),

@@ -4,6 +4,7 @@
 
 pub mod clusters;
 mod coverage;
+mod images;
 pub mod locations;
 mod policy_source;
 
@@ -386,6 +387,10 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
         &head,
     ));
     extra_alerts.extend(pinned_sources(request, &policy));
+    // The images the merge brings, asked of their registries under the charts' host policy.
+    let mut image_settings = request.render.helm.fetch.clone();
+    image_settings.known_urls = Some(base_urls.clone());
+    extra_alerts.extend(images::alerts(&image_settings, &policy, &base, &head));
     // Every changed file is accounted for: planned, read by a unit not rendered, or by none.
     let changed_files = match (&base.revision, &head.revision) {
         // The commits rendered are those diffed (a branch may have moved meanwhile).

@@ -47,6 +47,7 @@ mod helm_schema;
 mod helm_tls;
 mod hostile;
 mod image;
+mod image_check;
 mod kube_view;
 mod leases;
 mod load;

@@ -1,0 +1,111 @@
+//! The image check of a plan: the references the merge brings (`plan::images`), asked of their
+//! registries (`charts::images`), as alerts. A missing one is `image-missing`, naming the object,
+//! the container and the reference; a host refused or unreachable is one `image-unchecked`
+//! warning, whatever number of images it serves. Checks off (`--no-image-check`,
+//! `--no-chart-fetch`): nothing is asked, nothing said.
+
+use crate::charts::images::{self, ImageRef, Outcome};
+use crate::plan::images::{all_images, new_images};
+use crate::plan::{Alert, Policy};
+use crate::render::Render;
+use std::collections::BTreeMap;
+
+/// How many references an `image-unchecked` alert names before it counts the rest.
+const SHOWN: usize = 3;
+
+/// The alerts of the images `head` brings over `base`, `settings` saying where they may be asked
+/// (its `known_urls`: the base revision's and the cluster's sources).
+pub fn alerts(
+    settings: &crate::charts::Settings,
+    policy: &Policy,
+    base: &Render,
+    head: &Render,
+) -> Vec<Alert> {
+    if settings.offline || settings.no_image_check {
+        return Vec::new();
+    }
+    let new = new_images(base, head);
+    if new.is_empty() {
+        return Vec::new();
+    }
+    let mut alerts = Vec::new();
+    let mut parsed = Vec::new();
+    for image in &new {
+        match ImageRef::parse(&image.image) {
+            Ok(reference) => parsed.push((image, reference)),
+            // A variable only the cluster fills: `unresolved-substitution` says so.
+            Err(_) if image.image.contains("${") => {}
+            Err(why) => alerts.extend(policy.alert(
+                "image-missing",
+                &image.cluster,
+                Some(image.kustomization.clone()),
+                format!(
+                    "{} {}: image {:?} is not an image reference the container runtime can pull: {why}",
+                    image.shown, image.container, image.image
+                ),
+                vec![image.object.clone()],
+            )),
+        }
+    }
+    // The registries base already pulls from are known, as its sources' hosts are for charts.
+    let mut hosts: Vec<String> =
+        all_images(base).iter().filter_map(|i| ImageRef::parse(i).ok()).map(|r| r.registry).collect();
+    hosts.sort();
+    hosts.dedup();
+    let references: Vec<ImageRef> = parsed.iter().map(|(_, r)| r.clone()).collect();
+    let outcomes = match images::access(settings, &hosts) {
+        Ok(access) => images::check(access, &settings.image_cache, &references),
+        Err(why) => references.iter().map(|r| (r.clone(), Outcome::Unchecked { why: why.clone() })).collect(),
+    };
+    // Unchecked: once per registry.
+    let mut unchecked: BTreeMap<&str, (String, Vec<String>)> = BTreeMap::new();
+    for (image, reference) in &parsed {
+        match outcomes.get(reference) {
+            Some(Outcome::Missing) => alerts.extend(policy.alert(
+                "image-missing",
+                &image.cluster,
+                Some(image.kustomization.clone()),
+                format!(
+                    "{} {}: image {} does not exist: {} has no manifest for {}",
+                    image.shown,
+                    image.container,
+                    image.image,
+                    reference.registry,
+                    shown_reference(reference)
+                ),
+                vec![image.object.clone()],
+            )),
+            Some(Outcome::Unchecked { why }) => {
+                let entry =
+                    unchecked.entry(reference.registry.as_str()).or_insert_with(|| (why.clone(), Vec::new()));
+                if !entry.1.contains(&image.image) {
+                    entry.1.push(image.image.clone());
+                }
+            }
+            Some(Outcome::Present) | None => {}
+        }
+    }
+    for (registry, (why, images)) in unchecked {
+        let mut named = images.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+        if images.len() > SHOWN {
+            named.push_str(&format!(" and {} more", images.len() - SHOWN));
+        }
+        alerts.extend(policy.general_alert(
+            "image-unchecked",
+            format!(
+                "new images on {registry} were not checked ({named}): {why}; allow the registry with \
+                 --chart-hosts {registry}, reach it through --registry-mirror {registry}=MIRROR, or turn the \
+                 check off with --no-image-check"
+            ),
+        ));
+    }
+    alerts
+}
+
+/// `repository:tag` or `repository@digest`, as the registry is asked.
+fn shown_reference(reference: &ImageRef) -> String {
+    match &reference.digest {
+        Some(digest) => format!("{}@{digest}", reference.repository),
+        None => format!("{}:{}", reference.repository, reference.reference()),
+    }
+}
