@@ -283,7 +283,7 @@ fn objects<'r>(
         };
         for object in objects {
             if let Some(id) = &object.id {
-                found.entry(id.clone()).or_insert(&object.object);
+                found.entry(id.clone()).or_insert(&*object.object);
             }
         }
     }
