@@ -41,7 +41,9 @@ pub fn alerts(
                 Some(image.kustomization.clone()),
                 format!(
                     "{} {}: image {:?} is not an image reference the container runtime can pull: {why}",
-                    image.shown, image.container, image.image
+                    image.shown,
+                    image.container,
+                    shortened(&image.image)
                 ),
                 vec![image.object.clone()],
             )),
@@ -102,10 +104,38 @@ pub fn alerts(
     alerts
 }
 
+/// How much of a text that is no reference an alert quotes: the pull request writes it, and
+/// may write megabytes (the parse error quotes parts of it too, so those are cut at the source).
+const QUOTED: usize = 200;
+
+/// `text`, cut to `QUOTED` characters.
+fn shortened(text: &str) -> String {
+    match text.char_indices().nth(QUOTED) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
 /// `repository:tag` or `repository@digest`, as the registry is asked.
 fn shown_reference(reference: &ImageRef) -> String {
     match &reference.digest {
         Some(digest) => format!("{}@{digest}", reference.repository),
         None => format!("{}:{}", reference.repository, reference.reference()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Attack: an `image:` of megabytes that is no reference: the alert quotes its start.
+    /// Near miss: a short one is quoted whole.
+    #[test]
+    fn a_huge_text_that_is_no_reference_is_quoted_short() {
+        let huge = format!("ghcr.io/{}", "é".repeat(1 << 20));
+        let quoted = shortened(&huge);
+        assert_eq!(quoted.chars().count(), QUOTED + 1);
+        assert!(quoted.ends_with('…'));
+        assert_eq!(shortened("Nginx:1"), "Nginx:1");
     }
 }
