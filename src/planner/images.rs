@@ -5,7 +5,7 @@
 //! `--no-chart-fetch`): nothing is asked, nothing said.
 
 use crate::charts::images::{self, ImageRef, Outcome};
-use crate::plan::images::{all_images, new_images};
+use crate::plan::images::{all_images, new_images, unchecked_for_secrets};
 use crate::plan::{Alert, Policy};
 use crate::render::Render;
 use std::collections::BTreeMap;
@@ -24,11 +24,25 @@ pub fn alerts(
     if settings.offline || settings.no_image_check {
         return Vec::new();
     }
+    let mut alerts = Vec::new();
+    let hidden = unchecked_for_secrets(base, head);
+    if !hidden.is_empty() {
+        let mut named = hidden.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+        if hidden.len() > SHOWN {
+            named.push_str(&format!(" and {} more", hidden.len() - SHOWN));
+        }
+        alerts.extend(policy.general_alert(
+            "image-unchecked",
+            format!(
+                "new images of objects holding values substituted from Secrets were not checked ({named}): \
+                 whether such an image exists would tell the value"
+            ),
+        ));
+    }
     let new = new_images(base, head);
     if new.is_empty() {
-        return Vec::new();
+        return alerts;
     }
-    let mut alerts = Vec::new();
     let mut parsed = Vec::new();
     for image in &new {
         match ImageRef::parse(&image.image) {
