@@ -335,8 +335,10 @@ fn api_host_of(host: &str) -> &str {
 pub fn check(access: Access, cache: &Cache, images: &[ImageRef]) -> BTreeMap<ImageRef, Outcome> {
     let mut results = BTreeMap::new();
     let mut todo = Vec::new();
+    // Not `todo.contains`: a pull request may bring a hundred thousand references.
+    let mut queued = std::collections::BTreeSet::new();
     for image in images {
-        if results.contains_key(image) || todo.contains(&image) {
+        if results.contains_key(image) || !queued.insert(image) {
             continue;
         }
         // The host policy first: the cache is shared by every plan `serve` makes, and an answer

@@ -8,10 +8,12 @@ use crate::charts::images::{self, ImageRef, Outcome};
 use crate::plan::images::{all_images, new_images, unchecked_for_secrets};
 use crate::plan::{Alert, Policy};
 use crate::render::Render;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How many references an `image-unchecked` alert names before it counts the rest.
 const SHOWN: usize = 3;
+/// `image-unchecked` alerts one plan has at most (one per registry, the last for the rest).
+const MAX_REGISTRY_ALERTS: usize = 10;
 
 /// The alerts of the images `head` brings over `base`, `settings` saying where they may be asked
 /// (its `known_urls`: the base revision's and the cluster's sources).
@@ -74,7 +76,7 @@ pub fn alerts(
         Err(why) => references.iter().map(|r| (r.clone(), Outcome::Unchecked { why: why.clone() })).collect(),
     };
     // Unchecked: once per registry.
-    let mut unchecked: BTreeMap<&str, (String, Vec<String>)> = BTreeMap::new();
+    let mut unchecked: BTreeMap<&str, (String, BTreeSet<&str>)> = BTreeMap::new();
     for (image, reference) in &parsed {
         match outcomes.get(reference) {
             Some(Outcome::Missing) => alerts.extend(policy.alert(
@@ -92,17 +94,43 @@ pub fn alerts(
                 vec![image.object.clone()],
             )),
             Some(Outcome::Unchecked { why }) => {
-                let entry =
-                    unchecked.entry(reference.registry.as_str()).or_insert_with(|| (why.clone(), Vec::new()));
-                if !entry.1.contains(&image.image) {
-                    entry.1.push(image.image.clone());
-                }
+                let entry = unchecked
+                    .entry(reference.registry.as_str())
+                    .or_insert_with(|| (why.clone(), BTreeSet::new()));
+                entry.1.insert(image.image.as_str());
             }
             Some(Outcome::Present) | None => {}
         }
     }
+    // One alert per registry, up to `MAX_REGISTRY_ALERTS`: a pull request naming images on ten
+    // thousand hosts it may not ask gets one more alert for the rest, not ten thousand comments.
+    let mut rest = Vec::new();
+    if unchecked.len() > MAX_REGISTRY_ALERTS {
+        let keep: Vec<&str> = unchecked.keys().take(MAX_REGISTRY_ALERTS - 1).copied().collect();
+        unchecked.retain(|registry, _| {
+            let kept = keep.contains(registry);
+            if !kept {
+                rest.push(registry.to_string());
+            }
+            kept
+        });
+    }
+    if !rest.is_empty() {
+        let mut named = rest.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+        if rest.len() > SHOWN {
+            named.push_str(&format!(" and {} more", rest.len() - SHOWN));
+        }
+        alerts.extend(policy.general_alert(
+            "image-unchecked",
+            format!(
+                "new images on {} more registries were not checked ({named}): allow them with --chart-hosts, \
+                 or turn the check off with --no-image-check",
+                rest.len()
+            ),
+        ));
+    }
     for (registry, (why, images)) in unchecked {
-        let mut named = images.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+        let mut named = images.iter().take(SHOWN).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
         if images.len() > SHOWN {
             named.push_str(&format!(" and {} more", images.len() - SHOWN));
         }
@@ -151,5 +179,72 @@ mod tests {
         assert_eq!(quoted.chars().count(), QUOTED + 1);
         assert!(quoted.ends_with('…'));
         assert_eq!(shortened("Nginx:1"), "Nginx:1");
+    }
+
+    fn render(images: &[String]) -> Render {
+        use crate::flux::{KustomizationRef, SourceRef};
+        use crate::render::{Cluster, RenderedKustomization, RenderedObject, RootKind, UnitKind};
+        let reference = KustomizationRef { namespace: "flux-system".into(), name: "apps".into() };
+        let source = SourceRef {
+            kind: "GitRepository".into(),
+            namespace: "flux-system".into(),
+            name: "flux-system".into(),
+        };
+        let mut unit = RenderedKustomization::new(
+            UnitKind::Kustomization,
+            reference.clone(),
+            "./apps".into(),
+            source,
+            None,
+            None,
+        );
+        unit.objects = images
+            .iter()
+            .enumerate()
+            .map(|(i, image)| RenderedObject {
+                id: Some(crate::flux::id::ObjectId::new("apps", &format!("d{i}"), "apps", "Deployment")),
+                named_from_secret: false,
+                origin: None,
+                object: serde_json::json!({"kind": "Deployment",
+                    "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}}),
+                digest: String::new(),
+                secret_digests: Default::default(),
+                real: None,
+                holds_secret_values: false,
+                secret_template: Default::default(),
+            })
+            .collect();
+        Render::with_clusters(vec![Cluster {
+            name: "c".into(),
+            root: reference,
+            found_by: RootKind::Bootstrap,
+            root_file: None,
+            kustomizations: vec![unit],
+        }])
+    }
+
+    /// Attack: a pull request names images on thousands of hosts it may not ask (one alert each
+    /// would be thousands of comments), and thousands of images on one (named one by one, each
+    /// compared with every other). At most `MAX_REGISTRY_ALERTS` alerts, the last counting the
+    /// rest. Near miss: a few hosts get one alert each.
+    #[test]
+    fn thousands_of_refused_registries_make_a_bounded_number_of_alerts() {
+        let settings = crate::charts::Settings { known_urls: Some(Vec::new()), ..Default::default() };
+        let policy = Policy::default();
+        let base = render(&[]);
+        let mut images: Vec<String> = (0..3000).map(|i| format!("r{i}.evil.example/a/b:1")).collect();
+        images.extend((0..20_000).map(|i| format!("one.evil.example/a/b:{i}")));
+        let alerts = alerts(&settings, &policy, &base, &render(&images));
+        assert_eq!(alerts.len(), MAX_REGISTRY_ALERTS, "{:#?}", &alerts[..3]);
+        assert!(alerts.iter().all(|a| a.code == "image-unchecked"));
+        assert!(alerts
+            .iter()
+            .any(|a| a.message.contains(&format!("{} more registries", 3001 - (MAX_REGISTRY_ALERTS - 1)))));
+        let few: Vec<String> = (0..3).map(|i| format!("r{i}.evil.example/a/b:1")).collect();
+        assert_eq!(alerts_of(&settings, &policy, &base, &render(&few)), 3);
+    }
+
+    fn alerts_of(settings: &crate::charts::Settings, policy: &Policy, base: &Render, head: &Render) -> usize {
+        alerts(settings, policy, base, head).len()
     }
 }
