@@ -230,8 +230,8 @@ pub enum Outcome {
 }
 
 /// Answers by reference: a present digest's for good, a tag's (and a missing digest's) for the
-/// plan (or `SERVE_TAG_MEMORY` in `serve`). Shared by every clone. Unchecked references are not kept: failed hosts are
-/// remembered by `failed_hosts`.
+/// plan (or `SERVE_TAG_MEMORY` in `serve`). Shared by every clone. Unchecked references are not
+/// kept: failed hosts are remembered by `failed_hosts`.
 #[derive(Clone)]
 pub struct Cache(Arc<CacheShared>);
 
