@@ -124,7 +124,9 @@ impl ImageRef {
         }
         if let Some(digest) = digest {
             if !is_digest(digest) {
-                return Err(format!("{digest:?} is not a digest (sha256:64 hex digits or sha512:128)"));
+                return Err(format!(
+                    "{digest:?} is not a digest (sha256:64 hex digits, sha384:96 or sha512:128)"
+                ));
             }
         }
         let tag = match (tag, digest) {
@@ -206,12 +208,14 @@ fn is_tag(text: &str) -> bool {
         && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
+/// The algorithms go-digest, which the runtime's reference parser validates with, knows.
 fn is_digest(text: &str) -> bool {
     let hex = |h: &str, n: usize| {
         h.len() == n && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     };
     match text.split_once(':') {
         Some(("sha256", h)) => hex(h, 64),
+        Some(("sha384", h)) => hex(h, 96),
         Some(("sha512", h)) => hex(h, 128),
         _ => false,
     }
@@ -333,6 +337,17 @@ fn api_host_of(host: &str) -> &str {
 /// Asks the registries of `images` (each distinct reference once, `PARALLEL` at a time) through
 /// `access`, answering from `cache` what it knows.
 pub fn check(access: Access, cache: &Cache, images: &[ImageRef]) -> BTreeMap<ImageRef, Outcome> {
+    check_until(access, cache, images, &crate::cancel::CancelToken::new())
+}
+
+/// `check`, asking nothing more once `cancel` is cancelled (the plan superseded or out of its
+/// time): what is left is unchecked.
+pub fn check_until(
+    access: Access,
+    cache: &Cache,
+    images: &[ImageRef],
+    cancel: &crate::cancel::CancelToken,
+) -> BTreeMap<ImageRef, Outcome> {
     let mut results = BTreeMap::new();
     let mut todo = Vec::new();
     // Not `todo.contains`: a pull request may bring a hundred thousand references.
@@ -390,6 +405,12 @@ pub fn check(access: Access, cache: &Cache, images: &[ImageRef]) -> BTreeMap<Ima
                 let known_slow = slow.lock().unwrap_or_else(|e| e.into_inner()).get(&host).cloned();
                 let outcome = match known_slow {
                     Some(why) => Outcome::Unchecked { why },
+                    None if cancel.reason().is_some() => Outcome::Unchecked {
+                        why: format!(
+                            "not asked: {}",
+                            cancel.reason().map(|r| r.to_string()).unwrap_or_default()
+                        ),
+                    },
                     None => {
                         let started = Instant::now();
                         let outcome = check_one(&fetcher, image);

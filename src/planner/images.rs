@@ -22,6 +22,7 @@ pub fn alerts(
     policy: &Policy,
     base: &Render,
     head: &Render,
+    cancel: &crate::cancel::CancelToken,
 ) -> Vec<Alert> {
     if settings.offline || settings.no_image_check {
         return Vec::new();
@@ -72,7 +73,7 @@ pub fn alerts(
     hosts.dedup();
     let references: Vec<ImageRef> = parsed.iter().map(|(_, r)| r.clone()).collect();
     let outcomes = match images::access(settings, &hosts) {
-        Ok(access) => images::check(access, &settings.image_cache, &references),
+        Ok(access) => images::check_until(access, &settings.image_cache, &references, cancel),
         Err(why) => references.iter().map(|r| (r.clone(), Outcome::Unchecked { why: why.clone() })).collect(),
     };
     // Unchecked: once per registry.
@@ -234,7 +235,7 @@ mod tests {
         let base = render(&[]);
         let mut images: Vec<String> = (0..3000).map(|i| format!("r{i}.evil.example/a/b:1")).collect();
         images.extend((0..20_000).map(|i| format!("one.evil.example/a/b:{i}")));
-        let alerts = alerts(&settings, &policy, &base, &render(&images));
+        let alerts = alerts(&settings, &policy, &base, &render(&images), &Default::default());
         assert_eq!(alerts.len(), MAX_REGISTRY_ALERTS, "{:#?}", &alerts[..3]);
         assert!(alerts.iter().all(|a| a.code == "image-unchecked"));
         assert!(alerts
@@ -245,6 +246,6 @@ mod tests {
     }
 
     fn alerts_of(settings: &crate::charts::Settings, policy: &Policy, base: &Render, head: &Render) -> usize {
-        alerts(settings, policy, base, head).len()
+        alerts(settings, policy, base, head, &Default::default()).len()
     }
 }

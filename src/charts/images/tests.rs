@@ -30,6 +30,9 @@ fn references_are_normalised_as_the_container_runtime_does() {
     // A digest is what is pulled, a tag beside it notwithstanding.
     assert_eq!(parsed(&format!("ghcr.io/acme/web:v1@{digest}")), format!("ghcr.io acme/web {digest}"));
     assert_eq!(parsed(&format!("nginx@{digest}")), format!("docker.io library/nginx {digest}"));
+    // go-digest's third algorithm: the runtime pulls it.
+    let sha384 = format!("sha384:{}", "b".repeat(96));
+    assert_eq!(parsed(&format!("nginx@{sha384}")), format!("docker.io library/nginx {sha384}"));
     assert_eq!(ImageRef::parse("nginx").unwrap().api_host(), "registry-1.docker.io");
     assert_eq!(ImageRef::parse("nginx:1").unwrap().to_string(), "docker.io/library/nginx:1");
     // Not references: upper case, spaces, a bad digest, path tricks.
@@ -272,6 +275,22 @@ fn a_hanging_registry_or_a_huge_token_leaves_the_image_unchecked() {
         status("200 OK", MANIFEST, "")
     });
     assert_eq!(outcome(access(&[], &[slow.host()]), &format!("{}/a/b:1", slow.host())), Outcome::Present);
+}
+
+/// Attack: a pull request's plan is superseded or runs out of its time while its images are
+/// asked: nothing more is asked. Near miss: the same check, not cancelled, asks.
+#[test]
+fn a_cancelled_plan_asks_no_more_registries() {
+    let registry = Scripted::start(|_, _| status("404 Not Found", "", ""));
+    let many: Vec<ImageRef> =
+        (0..20).map(|i| ImageRef::parse(&format!("{}/a/b:{i}", registry.host())).unwrap()).collect();
+    let cancel = crate::cancel::CancelToken::new();
+    cancel.cancel(crate::cancel::CancelReason::Superseded);
+    let outcomes = check_until(access(&[], &[registry.host()]), &Cache::default(), &many, &cancel);
+    assert!(outcomes.values().all(|o| matches!(o, Outcome::Unchecked { why } if why.contains("superseded"))));
+    assert!(registry.seen.lock().unwrap().is_empty());
+    let outcomes = check(access(&[], &[registry.host()]), &Cache::default(), &many);
+    assert!(outcomes.values().all(|o| *o == Outcome::Missing));
 }
 
 #[test]
