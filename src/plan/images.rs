@@ -195,7 +195,8 @@ mod tests {
                 named_from_secret: false,
                 origin: None,
                 object: json!({"kind": "Deployment", "metadata": {"name": name, "namespace": "apps"},
-                               "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}}),
+                               "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}})
+                .into(),
                 digest: String::new(),
                 secret_digests: Default::default(),
                 real: None,

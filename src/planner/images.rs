@@ -207,7 +207,8 @@ mod tests {
                 named_from_secret: false,
                 origin: None,
                 object: serde_json::json!({"kind": "Deployment",
-                    "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}}),
+                    "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}})
+                .into(),
                 digest: String::new(),
                 secret_digests: Default::default(),
                 real: None,
