@@ -41,6 +41,10 @@ const MAX_TOKEN_BYTES: u64 = 64 << 10;
 pub const SERVE_TAG_MEMORY: Duration = Duration::from_secs(300);
 /// Answers `serve` keeps at most: then it starts afresh.
 const MAX_CACHED: usize = 50_000;
+/// References one check asks at most: a pull request that renders thousands of new references
+/// (a chart's loop, one tag each) must not hold a worker for hours nor have the bot rate-limited
+/// by a registry every plan shares. The rest are left unchecked, and said so.
+pub const MAX_ASKED: usize = 256;
 
 const DOCKER_HUB: &str = "docker.io";
 /// Where Docker Hub's registry API answers.
@@ -49,7 +53,7 @@ const DOCKER_HUB_API: &str = "registry-1.docker.io";
 /// An image reference, normalised as the container runtime does.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ImageRef {
-    /// `host` or `host:port` as written (`docker.io` for Docker Hub, whichever of its names).
+    /// `host` or `host:port` as written (`docker.io` for Docker Hub, `index.docker.io` included).
     pub registry: String,
     /// `library/nginx`, `acme/web`.
     pub repository: String,
@@ -96,10 +100,10 @@ impl ImageRef {
             }
             _ => (DOCKER_HUB.to_string(), name.to_string()),
         };
-        let registry = match registry.as_str() {
-            "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => DOCKER_HUB.to_string(),
-            _ => registry,
-        };
+        // Only the legacy `index.docker.io` is Docker Hub's name to the runtime (distribution's
+        // `normalize.go`): `registry-1.docker.io/nginx` is asked there as `nginx`, not
+        // `library/nginx`, and so must it be here.
+        let registry = if registry == "index.docker.io" { DOCKER_HUB.to_string() } else { registry };
         let repository = if registry == DOCKER_HUB && !repository.contains('/') {
             format!("library/{repository}")
         } else {
@@ -120,7 +124,9 @@ impl ImageRef {
         }
         if let Some(digest) = digest {
             if !is_digest(digest) {
-                return Err(format!("{digest:?} is not a digest (sha256:64 hex digits or sha512:128)"));
+                return Err(format!(
+                    "{digest:?} is not a digest (sha256:64 hex digits, sha384:96 or sha512:128)"
+                ));
             }
         }
         let tag = match (tag, digest) {
@@ -202,12 +208,14 @@ fn is_tag(text: &str) -> bool {
         && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
+/// The algorithms go-digest, which the runtime's reference parser validates with, knows.
 fn is_digest(text: &str) -> bool {
     let hex = |h: &str, n: usize| {
         h.len() == n && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     };
     match text.split_once(':') {
         Some(("sha256", h)) => hex(h, 64),
+        Some(("sha384", h)) => hex(h, 96),
         Some(("sha512", h)) => hex(h, 128),
         _ => false,
     }
@@ -225,9 +233,9 @@ pub enum Outcome {
     },
 }
 
-/// Answers by reference: a digest's for good, a tag's for the plan (or `SERVE_TAG_MEMORY` in
-/// `serve`). Shared by every clone. Unchecked references are not kept: failed hosts are
-/// remembered by `failed_hosts`.
+/// Answers by reference: a present digest's for good, a tag's (and a missing digest's) for the
+/// plan (or `SERVE_TAG_MEMORY` in `serve`). Shared by every clone. Unchecked references are not
+/// kept: failed hosts are remembered by `failed_hosts`.
 #[derive(Clone)]
 pub struct Cache(Arc<CacheShared>);
 
@@ -263,7 +271,9 @@ impl Cache {
     fn get(&self, image: &ImageRef) -> Option<Outcome> {
         let answers = self.0.answers.lock().unwrap_or_else(|e| e.into_inner());
         let (present, at) = answers.get(image)?;
-        let stale = image.digest.is_none()
+        // A digest that is present stays so; one that is missing may be pushed any time (CI
+        // pushes the image the pull request already pins): asked again as a tag is.
+        let stale = (image.digest.is_none() || !*present)
             && self
                 .0
                 .tag_memory
@@ -319,7 +329,7 @@ pub fn access(settings: &Settings, image_hosts: &[String]) -> Result<Access, Str
 /// `registry-1.docker.io` for Docker Hub's names, else `host` itself.
 fn api_host_of(host: &str) -> &str {
     match host {
-        "docker.io" | "index.docker.io" | "registry.hub.docker.com" => DOCKER_HUB_API,
+        "docker.io" | "index.docker.io" => DOCKER_HUB_API,
         _ => host,
     }
 }
@@ -327,10 +337,30 @@ fn api_host_of(host: &str) -> &str {
 /// Asks the registries of `images` (each distinct reference once, `PARALLEL` at a time) through
 /// `access`, answering from `cache` what it knows.
 pub fn check(access: Access, cache: &Cache, images: &[ImageRef]) -> BTreeMap<ImageRef, Outcome> {
+    check_until(access, cache, images, &crate::cancel::CancelToken::new())
+}
+
+/// `check`, asking nothing more once `cancel` is cancelled (the plan superseded or out of its
+/// time): what is left is unchecked.
+pub fn check_until(
+    access: Access,
+    cache: &Cache,
+    images: &[ImageRef],
+    cancel: &crate::cancel::CancelToken,
+) -> BTreeMap<ImageRef, Outcome> {
     let mut results = BTreeMap::new();
     let mut todo = Vec::new();
+    // Not `todo.contains`: a pull request may bring a hundred thousand references.
+    let mut queued = std::collections::BTreeSet::new();
     for image in images {
-        if results.contains_key(image) || todo.contains(&image) {
+        if results.contains_key(image) || !queued.insert(image) {
+            continue;
+        }
+        // The host policy first: the cache is shared by every plan `serve` makes, and an answer
+        // another repository's plan was allowed to get is no answer for a host this plan may not
+        // ask (it would tell which images exist there).
+        if let Err(refused) = access.target(&format!("oci://{}/{}", image.api_host(), image.repository)) {
+            results.insert(image.clone(), Outcome::Unchecked { why: refused.to_string() });
             continue;
         }
         match cache.get(image) {
@@ -338,6 +368,14 @@ pub fn check(access: Access, cache: &Cache, images: &[ImageRef]) -> BTreeMap<Ima
                 results.insert(image.clone(), outcome);
             }
             None => todo.push(image),
+        }
+    }
+    if todo.len() > MAX_ASKED {
+        let why = format!(
+            "the pull request brings more than {MAX_ASKED} new image references: the rest are not asked"
+        );
+        for image in todo.split_off(MAX_ASKED) {
+            results.insert(image.clone(), Outcome::Unchecked { why: why.clone() });
         }
     }
     if todo.is_empty() {
@@ -363,17 +401,22 @@ pub fn check(access: Access, cache: &Cache, images: &[ImageRef]) -> BTreeMap<Ima
             scope.spawn(|| loop {
                 let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
                 let Some(image) = next else { break };
-                let known_slow = slow.lock().unwrap_or_else(|e| e.into_inner()).get(&image.registry).cloned();
+                let host = slow_key(image);
+                let known_slow = slow.lock().unwrap_or_else(|e| e.into_inner()).get(&host).cloned();
                 let outcome = match known_slow {
                     Some(why) => Outcome::Unchecked { why },
+                    None if cancel.reason().is_some() => Outcome::Unchecked {
+                        why: format!(
+                            "not asked: {}",
+                            cancel.reason().map(|r| r.to_string()).unwrap_or_default()
+                        ),
+                    },
                     None => {
                         let started = Instant::now();
                         let outcome = check_one(&fetcher, image);
                         if let Outcome::Unchecked { why } = &outcome {
                             if started.elapsed() >= timeout {
-                                slow.lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .insert(image.registry.clone(), why.clone());
+                                slow.lock().unwrap_or_else(|e| e.into_inner()).insert(host, why.clone());
                             }
                         }
                         outcome
@@ -386,6 +429,23 @@ pub fn check(access: Access, cache: &Cache, images: &[ImageRef]) -> BTreeMap<Ima
     });
     results.extend(found.into_inner().unwrap_or_else(|e| e.into_inner()));
     results
+}
+
+/// What a registry that ran out its time is remembered by: its host, in lower case, whatever
+/// the port. `GHCR.io`, `ghcr.io:81`, `ghcr.io:82`… are one host to the network; were they told
+/// apart, a pull request could spell a known host that drops connections on most ports a new
+/// way for each image, and buy a timeout with each.
+fn slow_key(image: &ImageRef) -> String {
+    let registry = image.api_host().to_ascii_lowercase();
+    let host = match registry.rsplit_once(':') {
+        Some((host, port))
+            if port.bytes().all(|b| b.is_ascii_digit()) && (!host.contains(':') || host.ends_with(']')) =>
+        {
+            host
+        }
+        _ => registry.as_str(),
+    };
+    host.trim_end_matches('.').to_string()
 }
 
 /// One manifest HEAD, with an anonymous token when the registry asks for one.
@@ -404,7 +464,7 @@ fn check_one(fetcher: &Fetcher, image: &ImageRef) -> Outcome {
     for attempt in 0..2 {
         let presented = Presented { auth: token.as_ref(), client_certificate: false };
         match fetcher.head(&url, Some(MANIFEST_ACCEPT), presented) {
-            Ok(_) => return Outcome::Present,
+            Ok(headers) => return answered(&url, image, &headers),
             Err(FetchError::Status { status: 404, .. }) => return Outcome::Missing,
             Err(FetchError::Status { status: 401, www_authenticate: Some(challenge), .. })
                 if attempt == 0 && challenge.trim_start().to_ascii_lowercase().starts_with("bearer") =>
@@ -424,6 +484,39 @@ fn check_one(fetcher: &Fetcher, image: &ImageRef) -> Outcome {
         }
     }
     unchecked(format!("{url}: the registry refused its own token"))
+}
+
+/// What a successful HEAD says: present only when the answer is a registry's manifest (its
+/// `Docker-Content-Digest`, or a manifest media type as `Content-Type`). A login page an
+/// authenticating proxy redirects to, or a web server answering `200` for every path, is no
+/// manifest: such a host is left unchecked, never taken to hold every image asked. A digest
+/// answered with another digest is not the image asked for either.
+fn answered(url: &Url, image: &ImageRef, headers: &reqwest::header::HeaderMap) -> Outcome {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let digest = header("docker-content-digest").filter(|d| is_digest(d));
+    let media_type = header("content-type")
+        .and_then(|t| t.split(';').next())
+        .map(|t| t.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    let manifest_type = MANIFEST_ACCEPT.split(',').any(|accepted| accepted.trim() == media_type);
+    if let (Some(asked), Some(given)) = (&image.digest, digest) {
+        if asked != given {
+            return Outcome::Unchecked {
+                why: format!("{url}: the registry answered for digest {given}, not the one asked"),
+            };
+        }
+    }
+    if digest.is_some() || manifest_type {
+        Outcome::Present
+    } else {
+        Outcome::Unchecked {
+            why: format!(
+                "{url}: the answer is no image manifest (no Docker-Content-Digest, content type {:?}): \
+                 not a registry, or one behind a login",
+                media_type
+            ),
+        }
+    }
 }
 
 /// A pull token from the realm of a `Bearer` challenge, asked anonymously.

@@ -56,11 +56,19 @@ pub fn containers(object: &Value) -> Vec<(String, String)> {
 /// values substituted from Secrets are left out: whether such an image exists would tell the
 /// value.
 fn images_by_object(render: &Render) -> BTreeMap<(String, String), Vec<Container>> {
+    images_of(render, |o| !o.holds_secret_values)
+}
+
+/// Images (as shown: values from Secrets masked) of `render`'s objects that `keep` keeps.
+fn images_of(
+    render: &Render,
+    keep: impl Fn(&crate::render::RenderedObject) -> bool,
+) -> BTreeMap<(String, String), Vec<Container>> {
     let mut by_object: BTreeMap<(String, String), Vec<Container>> = BTreeMap::new();
     for cluster in &render.clusters {
         for unit in &cluster.kustomizations {
             let kustomization = format!("{}/{}", unit.namespace, unit.name);
-            for object in unit.objects.iter().filter(|o| !o.holds_secret_values) {
+            for object in unit.objects.iter().filter(|o| keep(o)) {
                 let Some(id) = &object.id else { continue };
                 for (container, image) in containers(&object.object) {
                     by_object.entry((cluster.name.clone(), id.to_string())).or_default().push((
@@ -109,6 +117,24 @@ pub fn new_images(base: &Render, head: &Render) -> Vec<NewImage> {
     new.into_iter().collect()
 }
 
+/// `Kind namespace/name` of head's objects holding values substituted from Secrets whose images
+/// (as shown, the values masked) base's same object did not have: their images are not asked
+/// (whether one exists would tell a value), and the plan must say so rather than pass them in
+/// silence (a pull request could otherwise hide a mistyped image by substituting any Secret
+/// variable into the object). Read from the masked manifests only.
+pub fn unchecked_for_secrets(base: &Render, head: &Render) -> Vec<String> {
+    let before = images_of(base, |_| true);
+    let mut shown = BTreeSet::new();
+    for (key, images) in images_of(head, |o| o.holds_secret_values) {
+        let had: BTreeSet<&str> =
+            before.get(&key).into_iter().flatten().map(|(_, _, _, image)| image.as_str()).collect();
+        if let Some((_, name, _, _)) = images.iter().find(|(_, _, _, image)| !had.contains(image.as_str())) {
+            shown.insert(name.clone());
+        }
+    }
+    shown.into_iter().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +169,69 @@ mod tests {
         // Near misses: a ConfigMap that holds an `image`, a pod spec under another key.
         assert!(containers(&json!({"kind": "ConfigMap", "data": {"image": "nginx"}})).is_empty());
         assert!(containers(&json!({"kind": "Deployment", "spec": {"pod": {"spec": pod}}})).is_empty());
+    }
+
+    fn render(objects: Vec<(&str, &str, bool)>) -> Render {
+        use crate::flux::{KustomizationRef, SourceRef};
+        use crate::render::{Cluster, RenderedKustomization, RenderedObject, RootKind, UnitKind};
+        let reference = KustomizationRef { namespace: "flux-system".into(), name: "apps".into() };
+        let source = SourceRef {
+            kind: "GitRepository".into(),
+            namespace: "flux-system".into(),
+            name: "flux-system".into(),
+        };
+        let mut unit = RenderedKustomization::new(
+            UnitKind::Kustomization,
+            reference.clone(),
+            "./apps".into(),
+            source,
+            None,
+            None,
+        );
+        unit.objects = objects
+            .into_iter()
+            .map(|(name, image, holds_secret_values)| RenderedObject {
+                id: Some(crate::flux::id::ObjectId::new("apps", name, "apps", "Deployment")),
+                named_from_secret: false,
+                origin: None,
+                object: json!({"kind": "Deployment", "metadata": {"name": name, "namespace": "apps"},
+                               "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}})
+                .into(),
+                digest: String::new(),
+                secret_digests: Default::default(),
+                real: None,
+                holds_secret_values,
+                secret_template: Default::default(),
+            })
+            .collect();
+        Render::with_clusters(vec![Cluster {
+            name: "c".into(),
+            root: reference,
+            found_by: RootKind::Bootstrap,
+            root_file: None,
+            kustomizations: vec![unit],
+        }])
+    }
+
+    /// Attack: a pull request hides a mistyped image from the check by substituting any Secret
+    /// variable into the object (its images are not asked: whether one exists would tell the
+    /// value). The plan names the object (never its images' values). Near misses: the same
+    /// masked image as base's is not new; a plain object's new image is asked, not named here.
+    #[test]
+    fn objects_holding_secret_values_with_new_images_are_named_not_passed_in_silence() {
+        let base = render(vec![
+            ("kept", "ghcr.io/acme/kept:(masked:TAG)", true),
+            ("plain", "ghcr.io/acme/plain:1", false),
+        ]);
+        let head = render(vec![
+            ("kept", "ghcr.io/acme/kept:(masked:TAG)", true),
+            ("plain", "ghcr.io/acme/plain:2", false),
+            ("hidden", "ghcr.io/acme/web:1.2.4-typo (masked:ANY)", true),
+        ]);
+        assert_eq!(unchecked_for_secrets(&base, &head), ["Deployment apps/hidden"]);
+        assert_eq!(
+            new_images(&base, &head).iter().map(|i| i.image.as_str()).collect::<Vec<_>>(),
+            ["ghcr.io/acme/plain:2"]
+        );
     }
 }

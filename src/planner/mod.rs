@@ -390,7 +390,7 @@ fn try_plan(request: &Request, base_commit: Option<&str>) -> Result<Plan> {
     // The images the merge brings, asked of their registries under the charts' host policy.
     let mut image_settings = request.render.helm.fetch.clone();
     image_settings.known_urls = Some(base_urls.clone());
-    extra_alerts.extend(images::alerts(&image_settings, &policy, &base, &head));
+    extra_alerts.extend(images::alerts(&image_settings, &policy, &base, &head, &request.cancel));
     // Every changed file is accounted for: planned, read by a unit not rendered, or by none.
     let changed_files = match (&base.revision, &head.revision) {
         // The commits rendered are those diffed (a branch may have moved meanwhile).
