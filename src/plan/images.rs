@@ -68,7 +68,15 @@ fn images_of(
     for cluster in &render.clusters {
         for unit in &cluster.kustomizations {
             let kustomization = format!("{}/{}", unit.namespace, unit.name);
-            for object in unit.objects.iter().filter(|o| keep(o)) {
+            // A release's hooks run its images too (a pre-upgrade migration Job whose image is
+            // missing fails the upgrade); test-only hooks run only under `helm test`.
+            let hooks = unit
+                .helm
+                .iter()
+                .flat_map(|h| &h.hook_objects)
+                .filter(|hook| hook.events.iter().any(|event| event != "test"))
+                .map(|hook| &hook.object);
+            for object in unit.objects.iter().chain(hooks).filter(|o| keep(o)) {
                 let Some(id) = &object.id else { continue };
                 for (container, image) in containers(&object.object) {
                     by_object.entry((cluster.name.clone(), id.to_string())).or_default().push((
@@ -135,6 +143,51 @@ pub fn unchecked_for_secrets(base: &Render, head: &Render) -> Vec<String> {
     shown.into_iter().collect()
 }
 
+/// A render of one Kustomization applying Deployments `(name, image, holds_secret_values)`
+/// (tests of the image check here and in the planner).
+#[cfg(test)]
+pub(crate) fn deployments(objects: Vec<(&str, &str, bool)>) -> Render {
+    use crate::flux::{KustomizationRef, SourceRef};
+    use crate::render::{Cluster, RenderedKustomization, RenderedObject, RootKind, UnitKind};
+    let reference = KustomizationRef { namespace: "flux-system".into(), name: "apps".into() };
+    let source = SourceRef {
+        kind: "GitRepository".into(),
+        namespace: "flux-system".into(),
+        name: "flux-system".into(),
+    };
+    let mut unit = RenderedKustomization::new(
+        UnitKind::Kustomization,
+        reference.clone(),
+        "./apps".into(),
+        source,
+        None,
+        None,
+    );
+    unit.objects = objects
+        .into_iter()
+        .map(|(name, image, holds_secret_values)| RenderedObject {
+            id: Some(crate::flux::id::ObjectId::new("apps", name, "apps", "Deployment")),
+            named_from_secret: false,
+            origin: None,
+            object: serde_json::json!({"kind": "Deployment", "metadata": {"name": name, "namespace": "apps"},
+                           "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}})
+            .into(),
+            digest: String::new(),
+            secret_digests: Default::default(),
+            real: None,
+            holds_secret_values,
+            secret_template: Default::default(),
+        })
+        .collect();
+    Render::with_clusters(vec![Cluster {
+        name: "c".into(),
+        root: reference,
+        found_by: RootKind::Bootstrap,
+        root_file: None,
+        kustomizations: vec![unit],
+    }])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,59 +224,17 @@ mod tests {
         assert!(containers(&json!({"kind": "Deployment", "spec": {"pod": {"spec": pod}}})).is_empty());
     }
 
-    fn render(objects: Vec<(&str, &str, bool)>) -> Render {
-        use crate::flux::{KustomizationRef, SourceRef};
-        use crate::render::{Cluster, RenderedKustomization, RenderedObject, RootKind, UnitKind};
-        let reference = KustomizationRef { namespace: "flux-system".into(), name: "apps".into() };
-        let source = SourceRef {
-            kind: "GitRepository".into(),
-            namespace: "flux-system".into(),
-            name: "flux-system".into(),
-        };
-        let mut unit = RenderedKustomization::new(
-            UnitKind::Kustomization,
-            reference.clone(),
-            "./apps".into(),
-            source,
-            None,
-            None,
-        );
-        unit.objects = objects
-            .into_iter()
-            .map(|(name, image, holds_secret_values)| RenderedObject {
-                id: Some(crate::flux::id::ObjectId::new("apps", name, "apps", "Deployment")),
-                named_from_secret: false,
-                origin: None,
-                object: json!({"kind": "Deployment", "metadata": {"name": name, "namespace": "apps"},
-                               "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}})
-                .into(),
-                digest: String::new(),
-                secret_digests: Default::default(),
-                real: None,
-                holds_secret_values,
-                secret_template: Default::default(),
-            })
-            .collect();
-        Render::with_clusters(vec![Cluster {
-            name: "c".into(),
-            root: reference,
-            found_by: RootKind::Bootstrap,
-            root_file: None,
-            kustomizations: vec![unit],
-        }])
-    }
-
     /// Attack: a pull request hides a mistyped image from the check by substituting any Secret
     /// variable into the object (its images are not asked: whether one exists would tell the
     /// value). The plan names the object (never its images' values). Near misses: the same
     /// masked image as base's is not new; a plain object's new image is asked, not named here.
     #[test]
     fn objects_holding_secret_values_with_new_images_are_named_not_passed_in_silence() {
-        let base = render(vec![
+        let base = super::deployments(vec![
             ("kept", "ghcr.io/acme/kept:(masked:TAG)", true),
             ("plain", "ghcr.io/acme/plain:1", false),
         ]);
-        let head = render(vec![
+        let head = super::deployments(vec![
             ("kept", "ghcr.io/acme/kept:(masked:TAG)", true),
             ("plain", "ghcr.io/acme/plain:2", false),
             ("hidden", "ghcr.io/acme/web:1.2.4-typo (masked:ANY)", true),

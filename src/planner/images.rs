@@ -183,46 +183,10 @@ mod tests {
     }
 
     fn render(images: &[String]) -> Render {
-        use crate::flux::{KustomizationRef, SourceRef};
-        use crate::render::{Cluster, RenderedKustomization, RenderedObject, RootKind, UnitKind};
-        let reference = KustomizationRef { namespace: "flux-system".into(), name: "apps".into() };
-        let source = SourceRef {
-            kind: "GitRepository".into(),
-            namespace: "flux-system".into(),
-            name: "flux-system".into(),
-        };
-        let mut unit = RenderedKustomization::new(
-            UnitKind::Kustomization,
-            reference.clone(),
-            "./apps".into(),
-            source,
-            None,
-            None,
-        );
-        unit.objects = images
-            .iter()
-            .enumerate()
-            .map(|(i, image)| RenderedObject {
-                id: Some(crate::flux::id::ObjectId::new("apps", &format!("d{i}"), "apps", "Deployment")),
-                named_from_secret: false,
-                origin: None,
-                object: serde_json::json!({"kind": "Deployment",
-                    "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}})
-                .into(),
-                digest: String::new(),
-                secret_digests: Default::default(),
-                real: None,
-                holds_secret_values: false,
-                secret_template: Default::default(),
-            })
-            .collect();
-        Render::with_clusters(vec![Cluster {
-            name: "c".into(),
-            root: reference,
-            found_by: RootKind::Bootstrap,
-            root_file: None,
-            kustomizations: vec![unit],
-        }])
+        let names: Vec<String> = (0..images.len()).map(|i| format!("d{i}")).collect();
+        crate::plan::images::deployments(
+            names.iter().zip(images).map(|(name, image)| (name.as_str(), image.as_str(), false)).collect(),
+        )
     }
 
     /// Attack: a pull request names images on thousands of hosts it may not ask (one alert each

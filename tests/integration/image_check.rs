@@ -430,3 +430,56 @@ fn images_on_refused_hosts_are_unchecked_once_per_host() {
     assert_eq!(alerts_of(&plan, "image-missing").len(), 1, "{plan:#}");
     assert_eq!(code, 2);
 }
+
+/// A release's hooks run images too: a pre-upgrade migration Job whose image the registry lacks
+/// fails the upgrade, so it blocks like a Deployment's. Near misses: the hook's image present
+/// passes, and a test-only hook (run only by `helm test`) is not asked.
+#[test]
+fn a_hooks_missing_image_blocks_and_a_test_hooks_is_not_asked() {
+    let registry = Registry::start();
+    let host = registry.host();
+    push_image(&host, "team/web", "1.0", None);
+    push_image(&host, "team/migrate", "1.0", None);
+    let job = |name: &str, hook: &str, image: &str| {
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  annotations:\n    helm.sh/hook: {hook}\n\
+             spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: run\n        \
+             image: {image}\n"
+        )
+    };
+    let repo = Repo::bootstrap("prod");
+    repo.kustomization("clusters/prod/web.yaml", "web", "./apps/web", "");
+    repo.write("apps/web/namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n");
+    repo.write(
+        "apps/web/release.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: web\n  namespace: apps\n\
+         spec:\n  interval: 10m\n  chart:\n    spec:\n      chart: ./charts/web\n      sourceRef:\n        \
+         kind: GitRepository\n        name: flux-system\n        namespace: flux-system\n",
+    );
+    repo.write("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n");
+    repo.write(
+        "charts/web/templates/web.yaml",
+        &deployment("web", &format!("{host}/team/web:1.0")).replace("  namespace: shop\n", ""),
+    );
+    repo.commit("base");
+    repo.write(
+        "charts/web/templates/migrate.yaml",
+        &job("migrate", "pre-upgrade", &format!("{host}/team/migrate:1.1")),
+    );
+    repo.write("charts/web/templates/smoke.yaml", &job("smoke", "test", &format!("{host}/team/smoke:9")));
+    repo.commit("head");
+    let flags = access(std::slice::from_ref(&host));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (plan, code) = plan_json(&repo, "HEAD~1", "HEAD", &flags);
+    let missing = alerts_of(&plan, "image-missing");
+    assert_eq!(missing.len(), 1, "{plan:#}");
+    assert!(missing[0].1.starts_with("Job apps/migrate containers/run: image "), "{missing:?}");
+    assert!(missing[0].1.contains("team/migrate:1.1"), "{missing:?}");
+    assert!(!plan.to_string().contains("team/smoke:9 does not exist"), "a test hook was asked: {plan:#}");
+    assert_eq!(code, 2, "{:?}", alert_codes(&plan));
+
+    // The hook's image pushed: nothing missing, the plan is not blocked by images.
+    push_image(&host, "team/migrate", "1.1", None);
+    let (plan, _) = plan_json(&repo, "HEAD~1", "HEAD", &flags);
+    assert!(alerts_of(&plan, "image-missing").is_empty(), "{plan:#}");
+}
