@@ -100,8 +100,11 @@ pub fn encode(finished: &Finished) -> String {
 #[derive(Default)]
 pub struct Decoded {
     sharing: bool,
-    entries: Mutex<HashMap<String, Arc<OnceLock<Option<Arc<Finished>>>>>>,
+    entries: Mutex<HashMap<String, Arc<DecodeOnce>>>,
 }
+
+/// One entry's decode: done once, by whichever side asks first (`None`: it could not be read).
+type DecodeOnce = OnceLock<Option<Arc<Finished>>>;
 
 impl Decoded {
     /// `sharing: false` decodes every read anew (the plan is the same either way; a test

@@ -145,7 +145,7 @@ fn shorten(text: &str) -> String {
 
 /// Millicores as people read them: `250m`, `2`, `1.5`.
 pub fn format_cpu(millis: u64) -> String {
-    if millis % 1000 == 0 {
+    if millis.is_multiple_of(1000) {
         format!("{}", millis / 1000)
     } else if millis < 1000 {
         format!("{millis}m")
@@ -170,7 +170,7 @@ pub fn format_bytes(bytes: u64) -> String {
         largest = Some((size, *unit));
         let tenths = u128::from(bytes) * 10 / size;
         if tenths * size == u128::from(bytes) * 10 {
-            exact = if tenths % 10 == 0 {
+            exact = if tenths.is_multiple_of(10) {
                 format!("{}{unit}", tenths / 10)
             } else {
                 format!("{}.{}{unit}", tenths / 10, tenths % 10)
