@@ -91,6 +91,19 @@ spec:
         )
     }
 
+    /// Writes a HelmRelease `namespace/name` whose chart is the directory `chart` of this
+    /// repository (the GitRepository `flux-system`).
+    pub fn helm_release(&self, file: &str, name: &str, namespace: &str, chart: &str) -> &Self {
+        self.write(
+            file,
+            &format!(
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: {name}\n  namespace: {namespace}\n\
+                 spec:\n  interval: 10m\n  chart:\n    spec:\n      chart: {chart}\n      sourceRef:\n        \
+                 kind: GitRepository\n        name: flux-system\n        namespace: flux-system\n"
+            ),
+        )
+    }
+
     pub fn config_map(&self, file: &str, name: &str, namespace: &str) -> &Self {
         self.write(
             file,

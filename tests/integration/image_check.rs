@@ -450,12 +450,7 @@ fn a_hooks_missing_image_blocks_and_a_test_hooks_is_not_asked() {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/web.yaml", "web", "./apps/web", "");
     repo.write("apps/web/namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n");
-    repo.write(
-        "apps/web/release.yaml",
-        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: web\n  namespace: apps\n\
-         spec:\n  interval: 10m\n  chart:\n    spec:\n      chart: ./charts/web\n      sourceRef:\n        \
-         kind: GitRepository\n        name: flux-system\n        namespace: flux-system\n",
-    );
+    repo.helm_release("apps/web/release.yaml", "web", "apps", "./charts/web");
     repo.write("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n");
     repo.write(
         "charts/web/templates/web.yaml",

@@ -14,12 +14,7 @@ const MOVED: &str = "data_shared__ConfigMap";
 fn fleet() -> Repo {
     let repo = Repo::bootstrap("prod");
     repo.kustomization("clusters/prod/apps.yaml", "apps", "./apps", "");
-    repo.write(
-        "apps/release.yaml",
-        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: web\n  namespace: data\nspec:\n  \
-         interval: 10m\n  chart:\n    spec:\n      chart: ./charts/web\n      sourceRef:\n        kind: GitRepository\n        \
-         name: flux-system\n        namespace: flux-system\n",
-    );
+    repo.helm_release("apps/release.yaml", "web", "data", "./charts/web");
     repo.write("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 0.1.0\n");
     repo.write(
         "charts/web/templates/app.yaml",
